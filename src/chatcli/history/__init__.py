@@ -1,0 +1,1 @@
+"""Pure history transforms: messages in, (new messages, report) out."""
