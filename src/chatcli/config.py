@@ -48,10 +48,12 @@ class RecoveryConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoveryConfig:
         env = os.environ if environ is None else environ
-        return cls(**{
-            f.name: read_int(env, _ENV_NAMES[f.name], f.default, minimum=_MINIMUMS[f.name])  # type: ignore[arg-type]
-            for f in fields(cls)
-        })
+        return cls(
+            **{
+                f.name: read_int(env, _ENV_NAMES[f.name], f.default, minimum=_MINIMUMS[f.name])  # type: ignore[arg-type]
+                for f in fields(cls)
+            }
+        )
 
 
 _ENV_NAMES = {

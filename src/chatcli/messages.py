@@ -22,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Usage",
+    "total_chars",
 ]
 
 Details = Mapping[str, Any]

@@ -57,7 +57,10 @@ def unchanged(name: str, messages: tuple[Message, ...]) -> TransformResult:
     chars = total_chars(messages)
     count = len(messages)
     report = TransformReport(
-        name=name, messages_before=count, messages_after=count, chars_before=chars,
+        name=name,
+        messages_before=count,
+        messages_after=count,
+        chars_before=chars,
         chars_after=chars,
     )
     return TransformResult(messages=messages, report=report)

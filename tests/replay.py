@@ -1,0 +1,148 @@
+"""A local HTTP server that replays scripted responses, for testing adapters with real SDKs.
+
+Each request takes the next `Scripted` answer from the queue (status, headers, and either a
+body or a list of server-sent events, optionally cut off before the end) and is recorded, so a
+test can assert what the SDK sent. Binds 127.0.0.1 on a free port.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scripted:
+    """One scripted answer. `body` may be str, bytes or a JSON-able object.
+
+    `events`: SSE data payloads (str, or objects dumped as JSON), sent as a stream instead of
+    `body`; an `(event_name, data)` pair sends a named event. `close_early`: drop the
+    connection after sending the events (a stream without its terminator).
+    """
+
+    status: int = 200
+    body: Any = None
+    events: Sequence[Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    close_early: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class ReplayServer:
+    """Serves `Scripted` answers in order; an empty queue answers 599 (a test bug)."""
+
+    def __init__(self) -> None:
+        self.queue: deque[Scripted] = deque()
+        self.requests: list[Recorded] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def add(self, *answers: Scripted) -> None:
+        self.queue.extend(answers)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _encode_body(body: Any) -> tuple[bytes, str]:
+    if body is None:
+        return b"", "application/json"
+    if isinstance(body, bytes):
+        return body, "application/octet-stream"
+    if isinstance(body, str):
+        return body.encode(), "text/plain; charset=utf-8"
+    return json.dumps(body).encode(), "application/json"
+
+
+def _encode_event(event: Any) -> bytes:
+    name, data = event if isinstance(event, tuple) else (None, event)
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else b""
+            server.requests.append(
+                Recorded(method=self.command, path=self.path, headers=dict(self.headers), body=body)
+            )
+            answer = server.queue.popleft() if server.queue else Scripted(status=599, body={})
+            if answer.events is not None:
+                self._stream(answer)
+            else:
+                self._plain(answer)
+
+        def _plain(self, answer: Scripted) -> None:
+            payload, ctype = _encode_body(answer.body)
+            self.send_response(answer.status)
+            self.send_header("content-type", answer.headers.get("content-type", ctype))
+            for k, v in answer.headers.items():
+                if k.lower() != "content-type":
+                    self.send_header(k, v)
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _stream(self, answer: Scripted) -> None:
+            self.send_response(answer.status)
+            self.send_header("content-type", "text/event-stream")
+            for k, v in answer.headers.items():
+                self.send_header(k, v)
+            if answer.close_early:
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for event in answer.events or ():
+                chunk = _encode_event(event)
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                self.wfile.flush()
+            if not answer.close_early:
+                self.wfile.write(b"0\r\n\r\n")
+
+        do_GET = do_POST = _serve
+
+    return Handler
+
+
+@contextmanager
+def replay_server() -> Iterator[ReplayServer]:
+    server = ReplayServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
