@@ -9,7 +9,7 @@ encrypted reasoning survive every transform untouched.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -153,7 +153,7 @@ def _parts(text: str) -> tuple[TextPart, ...]:
     return (TextPart(text=text),) if text else ()
 
 
-def total_chars(messages: tuple[Message, ...] | list[Message]) -> int:
+def total_chars(messages: Sequence[Message]) -> int:
     """Characters a whole conversation contributes to a prompt."""
     return sum(m.char_count for m in messages)
 
