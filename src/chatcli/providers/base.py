@@ -7,13 +7,21 @@ the model's `context_window` and `max_output_tokens` attributes (None when unkno
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from chatcli.messages import Message, StopReason, Usage
 
-__all__ = ["Provider", "Request", "Response", "ToolSpec"]
+__all__ = [
+    "Provider",
+    "Request",
+    "Response",
+    "StreamChunk",
+    "StreamingProvider",
+    "TextDelta",
+    "ToolSpec",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,3 +63,24 @@ class Provider(Protocol):
     def complete(self, request: Request) -> Response: ...
 
     async def acomplete(self, request: Request) -> Response: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of answer text, as it arrives."""
+
+    text: str
+
+
+# A stream yields TextDelta items and ends with exactly one Response (the whole answer).
+StreamChunk = TextDelta | Response
+
+
+@runtime_checkable
+class StreamingProvider(Provider, Protocol):
+    """A provider that can also stream. A stream that fails, ends without its terminator, or is
+    empty raises (never yields a silent empty answer)."""
+
+    def stream(self, request: Request) -> Iterator[StreamChunk]: ...
+
+    def astream(self, request: Request) -> AsyncIterator[StreamChunk]: ...
