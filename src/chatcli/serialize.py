@@ -1,0 +1,101 @@
+"""Lossless JSON form of messages and usage, for the session store, exports and the proxy.
+
+`message_from_dict(message_to_dict(m)) == m` for every message, provider_details included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chatcli.messages import Message, Role, TextPart, ToolCall, ToolResult, Usage
+
+__all__ = ["message_from_dict", "message_to_dict", "usage_from_dict", "usage_to_dict"]
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role.value}
+    if message.parts:
+        out["parts"] = [
+            _drop_none({"text": p.text, "details": p.provider_details}) for p in message.parts
+        ]
+    if message.tool_calls:
+        out["tool_calls"] = [_call_to_dict(c) for c in message.tool_calls]
+    if message.tool_result is not None:
+        r = message.tool_result
+        out["tool_result"] = _drop_none(
+            {
+                "call_id": r.call_id,
+                "content": r.content,
+                "is_error": r.is_error or None,
+                "details": r.provider_details,
+            }
+        )
+    if message.provider_details is not None:
+        out["details"] = message.provider_details
+    return out
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """Rebuild a message; a malformed mapping raises ValueError saying what is wrong."""
+    try:
+        result = data.get("tool_result")
+        return Message(
+            role=Role(data["role"]),
+            parts=tuple(
+                TextPart(text=p["text"], provider_details=p.get("details"))
+                for p in data.get("parts", ())
+            ),
+            tool_calls=tuple(_call_from_dict(c) for c in data.get("tool_calls", ())),
+            tool_result=None
+            if result is None
+            else ToolResult(
+                call_id=result["call_id"],
+                content=result["content"],
+                is_error=bool(result.get("is_error", False)),
+                provider_details=result.get("details"),
+            ),
+            provider_details=data.get("details"),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a chatcli message: {exc!r} in {dict(data)!r:.200}") from exc
+
+
+def usage_to_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+    }
+
+
+def usage_from_dict(data: Mapping[str, Any]) -> Usage:
+    return Usage(**{k: int(data.get(k, 0)) for k in usage_to_dict(Usage())})
+
+
+def _call_to_dict(call: ToolCall) -> dict[str, Any]:
+    return _drop_none(
+        {
+            "id": call.id,
+            "name": call.name,
+            "arguments": dict(call.arguments),
+            "incomplete": call.incomplete or None,
+            "details": call.provider_details,
+        }
+    )
+
+
+def _call_from_dict(data: Mapping[str, Any]) -> ToolCall:
+    return ToolCall(
+        id=data["id"],
+        name=data["name"],
+        arguments=data.get("arguments", {}),
+        incomplete=bool(data.get("incomplete", False)),
+        provider_details=data.get("details"),
+    )
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}

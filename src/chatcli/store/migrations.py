@@ -1,0 +1,108 @@
+"""Schema migrations of the session store: named functions, applied in order, recorded.
+
+Add a migration by appending a function to `MIGRATIONS`; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+__all__ = ["MIGRATIONS", "migrate", "transaction"]
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    _run_script(
+        conn,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            title TEXT,
+            provider TEXT,
+            model TEXT,
+            -- A counter, not a clock: orders sessions by activity even within one millisecond.
+            last_active INTEGER NOT NULL DEFAULT 0
+        );
+        -- The full transcript: append-only, one row per message, every tool result in full.
+        CREATE TABLE messages (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            role TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        -- One row per model request (or compaction): usage, cost, and the view that was sent.
+        CREATE TABLE requests (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            tag TEXT NOT NULL,
+            model TEXT,
+            usage TEXT NOT NULL,
+            cost_usd REAL,
+            recovery_cost_usd REAL,
+            view TEXT
+        );
+        -- Every recovery/compaction event, in order, tied to its request.
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            request_id INTEGER REFERENCES requests(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            text TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_session ON events(session_id, id);
+        CREATE INDEX requests_by_session ON requests(session_id, id);
+        """,
+    )
+
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: tuple[Migration, ...] = (m001_initial,)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every pending migration, each in its own transaction. Returns the schema version."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT"
+        " (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"
+    )
+    for version, migration in enumerate(MIGRATIONS, start=1):
+        # IMMEDIATE: two processes opening a new file migrate one at a time.
+        with transaction(conn):
+            done = conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+            ).fetchone()
+            if not done:
+                migration(conn)
+                conn.execute(
+                    "INSERT INTO schema_migrations(version, name) VALUES (?, ?)",
+                    (version, migration.__name__),
+                )
+    return len(MIGRATIONS)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (autocommit connections)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # Not executescript(): it COMMITs first, which would break the migration's transaction.
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    for statement in "\n".join(lines).split(";"):
+        if statement.strip():
+            conn.execute(statement)

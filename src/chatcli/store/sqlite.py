@@ -1,0 +1,285 @@
+"""The SQLite session store: the full transcript (append-only), requests, views and events.
+
+Nothing recovery or compaction does to the working view ever touches the transcript: every
+message and every tool result is kept in full. Each append is its own committed transaction,
+so a message is durable once the call returns ("acknowledged"). WAL mode and a busy timeout let
+two chatcli processes share one database safely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chatcli.messages import Message, Usage
+from chatcli.serialize import message_from_dict, message_to_dict, usage_from_dict, usage_to_dict
+from chatcli.store.migrations import migrate, transaction
+
+__all__ = [
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionStore",
+    "StoredEvent",
+    "StoredRequest",
+    "default_db_path",
+]
+
+BUSY_TIMEOUT_SECONDS = 10.0
+
+
+class SessionNotFound(LookupError):
+    """No session has that id (or id prefix)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    id: str
+    created_at: str
+    title: str | None
+    provider: str | None
+    model: str | None
+    message_count: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredRequest:
+    id: int
+    created_at: str
+    tag: str
+    model: str | None
+    usage: Usage
+    cost_usd: float | None
+    recovery_cost_usd: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    id: int
+    request_id: int | None
+    created_at: str
+    kind: str
+    text: str
+    data: Mapping[str, Any]
+
+
+def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
+    """$CHATCLI_HOME/sessions.db, else the user's data directory (XDG on Linux)."""
+    env = os.environ if environ is None else environ
+    if env.get("CHATCLI_HOME"):
+        return Path(env["CHATCLI_HOME"]).expanduser() / "sessions.db"
+    data = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")) / ".local" / "share")
+    return Path(data).expanduser() / "chatcli" / "sessions.db"
+
+
+class SessionStore:
+    """One open database. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        # FULL: a committed append survives power loss too, not only a killed process.
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self.schema_version = migrate(self._conn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # sessions ---------------------------------------------------------------------------
+
+    def create_session(
+        self, *, provider: str | None = None, model: str | None = None, title: str | None = None
+    ) -> SessionInfo:
+        info = SessionInfo(
+            id=uuid.uuid4().hex[:12], created_at=_now(), title=title, provider=provider, model=model
+        )
+        with transaction(self._conn):
+            self._conn.execute(
+                "INSERT INTO sessions(id, created_at, title, provider, model)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (info.id, info.created_at, title, provider, model),
+            )
+            self._touch(info.id)
+        return info
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """By full id or a unique prefix of it."""
+        rows = self._session_rows("WHERE s.id LIKE ? ESCAPE '\\'", (_like_prefix(session_id),))
+        if len(rows) != 1:
+            found = "no session" if not rows else f"{len(rows)} sessions"
+            raise SessionNotFound(f"{found} matching {session_id!r}")
+        return rows[0]
+
+    def list_sessions(self) -> tuple[SessionInfo, ...]:
+        """Most recently active first."""
+        return self._session_rows("", ())
+
+    def latest_session(self) -> SessionInfo | None:
+        rows = self.list_sessions()
+        return rows[0] if rows else None
+
+    def delete_session(self, session_id: str) -> None:
+        """The only way anything is ever deleted: an explicit user command."""
+        info = self.get_session(session_id)
+        self._conn.execute("DELETE FROM sessions WHERE id = ?", (info.id,))
+
+    # transcript -------------------------------------------------------------------------
+
+    def append_messages(self, session_id: str, messages: Sequence[Message]) -> tuple[int, ...]:
+        """Append to the transcript in one transaction; returns the new sequence numbers."""
+        with transaction(self._conn):
+            (last,) = self._conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            seqs = tuple(range(last + 1, last + 1 + len(messages)))
+            self._conn.executemany(
+                "INSERT INTO messages(session_id, seq, created_at, role, body)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [
+                    (session_id, seq, _now(), m.role.value, _dumps(message_to_dict(m)))
+                    for seq, m in zip(seqs, messages, strict=True)
+                ],
+            )
+            self._touch(session_id)
+        return seqs
+
+    def _touch(self, session_id: str) -> None:
+        self._conn.execute(
+            "UPDATE sessions SET last_active = (SELECT MAX(last_active) + 1 FROM sessions)"
+            " WHERE id = ?",
+            (session_id,),
+        )
+
+    def transcript(self, session_id: str) -> tuple[Message, ...]:
+        rows = self._conn.execute(
+            "SELECT body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return tuple(message_from_dict(json.loads(body)) for (body,) in rows)
+
+    # requests, views, events ------------------------------------------------------------
+
+    def record_request(
+        self,
+        session_id: str,
+        *,
+        tag: str,
+        model: str | None,
+        usage: Usage,
+        cost_usd: float | None = None,
+        recovery_cost_usd: float | None = None,
+        view: Sequence[Message] | None = None,
+        events: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> int:
+        """One request (tag: "chat", "compaction", ...) with its events (kind, text, data)."""
+        with transaction(self._conn):
+            cur = self._conn.execute(
+                "INSERT INTO requests(session_id, created_at, tag, model, usage, cost_usd,"
+                " recovery_cost_usd, view) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    _now(),
+                    tag,
+                    model,
+                    _dumps(usage_to_dict(usage)),
+                    cost_usd,
+                    recovery_cost_usd,
+                    None if view is None else _dumps([message_to_dict(m) for m in view]),
+                ),
+            )
+            request_id = int(cur.lastrowid or 0)
+            self._conn.executemany(
+                "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(session_id, request_id, _now(), k, t, _dumps(d)) for k, t, d in events],
+            )
+        return request_id
+
+    def requests(self, session_id: str) -> tuple[StoredRequest, ...]:
+        rows = self._conn.execute(
+            "SELECT id, created_at, tag, model, usage, cost_usd, recovery_cost_usd FROM requests"
+            " WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        return tuple(
+            StoredRequest(
+                id=r[0],
+                created_at=r[1],
+                tag=r[2],
+                model=r[3],
+                usage=usage_from_dict(json.loads(r[4])),
+                cost_usd=r[5],
+                recovery_cost_usd=r[6],
+            )
+            for r in rows
+        )
+
+    def latest_view(self, session_id: str) -> tuple[Message, ...] | None:
+        """The working view most recently sent in this session, if any was stored."""
+        row = self._conn.execute(
+            "SELECT view FROM requests WHERE session_id = ? AND view IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else tuple(message_from_dict(d) for d in json.loads(row[0]))
+
+    def events(self, session_id: str) -> tuple[StoredEvent, ...]:
+        rows = self._conn.execute(
+            "SELECT id, request_id, created_at, kind, text, data FROM events"
+            " WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        )
+        return tuple(
+            StoredEvent(
+                id=r[0],
+                request_id=r[1],
+                created_at=r[2],
+                kind=r[3],
+                text=r[4],
+                data=json.loads(r[5]),
+            )
+            for r in rows
+        )
+
+    def _session_rows(self, where: str, args: tuple[Any, ...]) -> tuple[SessionInfo, ...]:
+        rows = self._conn.execute(
+            "SELECT s.id, s.created_at, s.title, s.provider, s.model,"
+            " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            f" FROM sessions s {where} ORDER BY s.last_active DESC",
+            args,
+        )
+        return tuple(
+            SessionInfo(
+                id=r[0], created_at=r[1], title=r[2], provider=r[3], model=r[4], message_count=r[5]
+            )
+            for r in rows
+        )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"

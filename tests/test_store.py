@@ -1,0 +1,164 @@
+"""The session store: migrations, round trips, crash safety, two processes at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chatcli.messages import Message, ToolCall, Usage
+from chatcli.store import SessionNotFound, SessionStore, default_db_path
+from chatcli.store.migrations import MIGRATIONS
+
+WRITER = """
+import sys
+from chatcli.messages import Message
+from chatcli.store import SessionStore
+store = SessionStore(sys.argv[1])
+session = sys.argv[2]
+for i in range(int(sys.argv[3])):
+    store.append_messages(session, [Message.user(f"{sys.argv[4]}-{i} " + "x" * 2000)])
+    print(i, flush=True)  # acknowledged: the append has returned
+"""
+
+
+def conversation() -> list[Message]:
+    call = ToolCall(id="c1", name="read_file", arguments={"path": "a.py", "n": [1, 2]})
+    return [
+        Message.system("be brief"),
+        Message.user("héllo 👋"),
+        Message.assistant("reading", tool_calls=(call,)),
+        Message.tool("c1", "x" * 50_000, is_error=True),
+        Message.assistant("done"),
+    ]
+
+
+def test_migrates_an_empty_file_and_records_versions(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db.sqlite") as store:
+        assert store.schema_version == len(MIGRATIONS)
+    conn = sqlite3.connect(tmp_path / "db.sqlite")
+    rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
+    assert rows == [(1, "m001_initial")]
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    # Re-opening applies nothing twice.
+    SessionStore(tmp_path / "db.sqlite").close()
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (1,)
+
+
+def test_transcript_round_trips_every_message_in_full(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        session = store.create_session(provider="openai", model="gpt-4o")
+        assert store.append_messages(session.id, conversation()) == (1, 2, 3, 4, 5)
+        assert store.append_messages(session.id, [Message.user("more")]) == (6,)
+        assert store.transcript(session.id) == (*conversation(), Message.user("more"))
+        assert store.get_session(session.id[:5]).message_count == 6
+
+
+def test_requests_views_and_events_are_stored_beside_the_transcript(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        sid = store.create_session().id
+        store.append_messages(sid, conversation())
+        view = (Message.system("be brief"), Message.user("héllo 👋"))
+        rid = store.record_request(
+            sid,
+            tag="chat",
+            model="m",
+            usage=Usage(10, 5, 2, 1),
+            cost_usd=None,
+            view=view,
+            events=[("LevelApplied", "level 2: kept 2 of 5", {"level": 2})],
+        )
+        (req,) = store.requests(sid)
+        assert (req.id, req.usage, req.cost_usd) == (rid, Usage(10, 5, 2, 1), None)
+        assert store.latest_view(sid) == view
+        (event,) = store.events(sid)
+        assert (event.request_id, event.kind, event.data) == (rid, "LevelApplied", {"level": 2})
+        assert len(store.transcript(sid)) == 5  # the view never replaces the transcript
+
+
+def test_sessions_list_latest_and_delete(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        first = store.create_session(title="a")
+        second = store.create_session(title="b")
+        store.append_messages(first.id, [Message.user("latest activity")])
+        assert store.latest_session() is not None
+        assert store.latest_session().id == first.id  # type: ignore[union-attr]
+        assert {s.id for s in store.list_sessions()} == {first.id, second.id}
+        store.delete_session(second.id)
+        with pytest.raises(SessionNotFound):
+            store.get_session(second.id)
+        with pytest.raises(SessionNotFound, match="no session"):
+            store.get_session("zzz")
+
+
+def test_default_path_honours_chatcli_home(tmp_path: Path) -> None:
+    assert default_db_path({"CHATCLI_HOME": str(tmp_path)}) == tmp_path / "sessions.db"
+    assert default_db_path({"HOME": "/h"}) == Path("/h/.local/share/chatcli/sessions.db")
+
+
+def _writer(db: Path, session: str, count: int, tag: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db), session, str(count), tag],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("kill_after", [1, 37, 150])
+def test_sigkill_mid_write_keeps_every_acknowledged_message(
+    tmp_path: Path, kill_after: int
+) -> None:
+    db = tmp_path / "db"
+    with SessionStore(db) as store:
+        sid = store.create_session().id
+    proc = _writer(db, sid, 100_000, "w")
+    assert proc.stdout is not None
+    acked = -1
+    while acked < kill_after:
+        acked = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    with SessionStore(db) as store:
+        assert store._conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        texts = [m.text.split()[0] for m in store.transcript(sid)]
+    assert len(texts) >= acked + 1
+    assert texts[: acked + 1] == [f"w-{i}" for i in range(acked + 1)]
+
+
+def test_two_processes_on_one_database_do_not_corrupt_it(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with SessionStore(db) as store:
+        sid = store.create_session().id
+    procs = [_writer(db, sid, 150, tag) for tag in ("a", "b")]
+    started = time.monotonic()
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        assert out.split()[-1] == "149"
+    with SessionStore(db) as store:
+        rows = store._conn.execute(
+            "SELECT seq FROM messages WHERE session_id = ? ORDER BY seq", (sid,)
+        ).fetchall()
+        texts = [m.text.split()[0] for m in store.transcript(sid)]
+    assert [r[0] for r in rows] == list(range(1, 301))
+    for tag in ("a", "b"):  # each writer's messages are all there, in its own order
+        assert [t for t in texts if t.startswith(tag)] == [f"{tag}-{i}" for i in range(150)]
+    assert time.monotonic() - started < 120
+
+
+def test_corrupt_row_is_a_clear_error(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        sid = store.create_session().id
+        store._conn.execute(
+            "INSERT INTO messages VALUES (?, 1, 'now', 'user', ?)", (sid, json.dumps({"x": 1}))
+        )
+        with pytest.raises(ValueError, match="not a chatcli message"):
+            store.transcript(sid)
