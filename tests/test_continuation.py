@@ -1,0 +1,298 @@
+"""Tests for max_tokens escalation, cut tool calls, the continuation request and stitching."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatcli.continuation import (
+    CONTINUATION_MESSAGE,
+    DEFAULT_MAX_TOKENS,
+    MIN_SEAM_OVERLAP,
+    continuation_request_messages,
+    drop_incomplete_tool_calls,
+    mark_cut_tool_call,
+    next_max_tokens,
+    seam_overlap,
+    stitch,
+)
+from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
+
+
+def _call(call_id: str, *, incomplete: bool = False) -> ToolCall:
+    return ToolCall(id=call_id, name="read_file", arguments={"path": "a"}, incomplete=incomplete)
+
+
+# --- the message --------------------------------------------------------------------------
+
+
+def test_continuation_message_is_the_spec_text() -> None:
+    lines = CONTINUATION_MESSAGE.split("\n")
+    assert lines == [
+        "Your response was cut off at the token limit.",
+        "Resume DIRECTLY from where you stopped \u2014 do not repeat any content.",
+        "Continue the implementation or explanation from the exact point of interruption.",
+    ]
+
+
+# --- next_max_tokens ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("current", "cap", "expected"),
+    [
+        (1000, 8192, 2000),
+        (2000, 8192, 4000),
+        (5000, 8192, 8192),  # doubling clipped to the cap
+        (8192, 8192, None),  # already at the cap: cannot be raised
+        (10_000, 8192, None),  # above the cap: never lowered
+        (1000, None, 2000),  # unknown cap: plain doubling
+        (None, 64_000, 64_000),  # nothing set: start from the model's cap
+        (None, None, DEFAULT_MAX_TOKENS),  # nothing known: the documented default
+    ],
+)
+def test_next_max_tokens(current: int | None, cap: int | None, expected: int | None) -> None:
+    assert next_max_tokens(current, cap=cap) == expected
+
+
+def test_next_max_tokens_custom_default() -> None:
+    assert next_max_tokens(None, cap=None, default=1024) == 1024
+
+
+def test_spec_ladder_two_escalations_then_stop() -> None:
+    limits = [1000]
+    for _ in range(3):
+        raised = next_max_tokens(limits[-1], cap=3000)
+        if raised is None:
+            break
+        limits.append(raised)
+    assert limits == [1000, 2000, 3000]
+
+
+@pytest.mark.parametrize(("current", "cap"), [(0, 100), (-5, None), (10, 0)])
+def test_next_max_tokens_rejects_nonsense(current: int, cap: int | None) -> None:
+    with pytest.raises(ValueError):
+        next_max_tokens(current, cap=cap)
+
+
+@given(
+    current=st.none() | st.integers(1, 10**6),
+    cap=st.none() | st.integers(1, 10**6),
+)
+@settings(max_examples=200)
+def test_next_max_tokens_never_lowers_nor_exceeds_cap(current: int | None, cap: int | None) -> None:
+    raised = next_max_tokens(current, cap=cap)
+    if raised is None:
+        assert current is not None and cap is not None and current >= cap
+        return
+    if current is not None:
+        assert raised > current
+    if cap is not None:
+        assert raised <= cap
+
+
+# --- cut tool calls -----------------------------------------------------------------------
+
+
+def test_drop_incomplete_tool_calls() -> None:
+    message = Message.assistant("text", (_call("a"), _call("b", incomplete=True)))
+    kept, dropped = drop_incomplete_tool_calls(message)
+    assert [c.id for c in kept.tool_calls] == ["a"]
+    assert [c.id for c in dropped] == ["b"]
+    assert kept.text == "text"
+    assert [c.id for c in message.tool_calls] == ["a", "b"]  # input untouched
+
+
+def test_drop_incomplete_tool_calls_without_any_returns_same_message() -> None:
+    message = Message.assistant("text", (_call("a"),))
+    assert drop_incomplete_tool_calls(message) == (message, ())
+
+
+def test_mark_cut_tool_call_marks_only_the_last_on_max_tokens() -> None:
+    message = Message.assistant("", (_call("a"), _call("b")))
+    marked = mark_cut_tool_call(message, StopReason.MAX_TOKENS)
+    assert [c.incomplete for c in marked.tool_calls] == [False, True]
+    kept, dropped = drop_incomplete_tool_calls(marked)
+    assert [c.id for c in kept.tool_calls] == ["a"]
+    assert [c.id for c in dropped] == ["b"]
+
+
+@pytest.mark.parametrize("reason", [StopReason.TOOL_USE, StopReason.END_TURN])
+def test_mark_cut_tool_call_leaves_complete_answers(reason: StopReason) -> None:
+    message = Message.assistant("", (_call("a"),))
+    assert mark_cut_tool_call(message, reason) is message
+
+
+def test_mark_cut_tool_call_trusts_an_adapter_that_could_tell() -> None:
+    message = Message.assistant("", (_call("a", incomplete=True), _call("b")))
+    assert mark_cut_tool_call(message, StopReason.MAX_TOKENS) is message
+
+
+# --- the continuation request -------------------------------------------------------------
+
+
+def test_continuation_request_messages() -> None:
+    view = (Message.system("sys"), Message.user("write a story"))
+    partial = Message.assistant("Once upon a", (_call("x", incomplete=True),))
+    sent = continuation_request_messages(view, partial)
+    assert sent[:2] == view
+    assert sent[2].role is Role.ASSISTANT
+    assert sent[2].text == "Once upon a"
+    assert sent[2].tool_calls == ()  # unanswered/cut calls are never sent
+    assert sent[3] == Message.user(CONTINUATION_MESSAGE)
+    assert len(sent) == 4
+
+
+def test_continuation_request_keeps_partial_details() -> None:
+    partial = Message(
+        role=Role.ASSISTANT,
+        parts=(TextPart(text="abc", provider_details={"signature": "s"}),),
+        provider_details={"id": "r1"},
+    )
+    sent = continuation_request_messages((Message.user("q"),), partial)
+    assert sent[1].parts == partial.parts
+    assert sent[1].provider_details == {"id": "r1"}
+
+
+def test_continuation_request_without_partial_text_is_a_plain_retry() -> None:
+    view = (Message.user("q"),)
+    partial = Message.assistant("", (_call("x", incomplete=True),))
+    assert continuation_request_messages(view, partial) == view
+
+
+def test_continuation_request_rejects_non_assistant_partial() -> None:
+    with pytest.raises(ValueError):
+        continuation_request_messages((), Message.user("q"))
+
+
+# --- seam overlap -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ("The quick brown fox jumps", " over the lazy dog", 0),  # clean continuation
+        ("implementa", "tion of the parser", 0),  # resumed mid-word
+        ("We read the file and then", " then parse it", 0),  # 5-char coincidence kept
+        ("end of sentence. ", " Next", 0),  # a single shared space is not removed
+        ("first line\nsecond li", "second line\nthird", len("second li")),  # restarted line
+        ("items:\n- a", "- apple\n- b", 3),  # short restarted line, whole line repeated
+        ("def f(x):\n    return x + ", "    return x + 1\n", 15),  # indentation included
+        ("counting: 1 2 3 4 5 6", "3 4 5 6 7 8", 0),  # 7 chars, mid-line: kept
+        ("counting: 1 2 3 4 5 6", " 3 4 5 6 7 8", 8),  # 8 chars: removed
+        ("abc\n", "\nxyz", 0),  # a lone newline is coincidence
+        ("title\n   ", "   body", 0),  # a blank restarted line is too weak
+    ],
+)
+def test_seam_overlap(before: str, after: str, expected: int) -> None:
+    assert seam_overlap(before, after) == expected
+
+
+def test_seam_overlap_prefers_the_longest_match() -> None:
+    before = "ha ha ha ha ha ha ha ha"
+    after = "ha ha ha ha ha! done"
+    assert seam_overlap(before, after) == len("ha ha ha ha ha")
+
+
+def test_seam_overlap_is_linear_on_long_texts() -> None:
+    before = "a" * 200_000
+    after = "a" * 100_000 + "b"
+    assert seam_overlap(before, after) == 100_000
+
+
+# --- stitch -------------------------------------------------------------------------------
+
+
+def test_stitch_removes_repeated_seam() -> None:
+    partial = Message.assistant("Step 1: install the package.\nStep 2: run the te")
+    continued = Message.assistant("Step 2: run the tests.\nStep 3: done.")
+    stitched = stitch(partial, continued)
+    assert stitched.text == ("Step 1: install the package.\nStep 2: run the tests.\nStep 3: done.")
+    assert len(stitched.parts) == 1
+
+
+def test_stitch_concatenates_tool_calls_and_drops_cut_ones() -> None:
+    partial = Message.assistant("a", (_call("1"), _call("2", incomplete=True)))
+    continued = Message.assistant("b", (_call("3"),))
+    stitched = stitch(partial, continued)
+    assert [c.id for c in stitched.tool_calls] == ["1", "3"]
+
+
+def test_stitch_keeps_provider_details() -> None:
+    partial = Message(
+        role=Role.ASSISTANT,
+        parts=(TextPart(text="thinking done. The answer is", provider_details={"sig": "p"}),),
+        provider_details={"id": "r1", "model": "m"},
+    )
+    continued = Message(
+        role=Role.ASSISTANT,
+        parts=(TextPart(text=" 42.", provider_details={"sig": "c"}),),
+        provider_details={"id": "r2"},
+    )
+    stitched = stitch(partial, continued)
+    assert [p.provider_details for p in stitched.parts] == [{"sig": "p"}, {"sig": "c"}]
+    assert stitched.text == "thinking done. The answer is 42."
+    assert stitched.provider_details == {"id": "r2", "model": "m"}
+
+
+def test_stitch_overlap_spanning_continued_parts() -> None:
+    partial = Message.assistant("intro\nthe repeated line")
+    continued = Message(
+        role=Role.ASSISTANT,
+        parts=(
+            TextPart(text="the rep", provider_details={"k": 1}),
+            TextPart(text="eated line and more"),
+        ),
+    )
+    stitched = stitch(partial, continued)
+    assert stitched.text == "intro\nthe repeated line and more"
+    # The emptied part carried details, so it survives (empty) rather than losing them.
+    assert [p.provider_details for p in stitched.parts] == [None, {"k": 1}, None]
+
+
+def test_stitch_with_empty_partial_is_the_continuation() -> None:
+    continued = Message.assistant("all of it", (_call("1"),))
+    assert stitch(Message.assistant(""), continued) == continued
+
+
+def test_stitch_rejects_non_assistant() -> None:
+    with pytest.raises(ValueError):
+        stitch(Message.assistant("a"), Message.user("b"))
+
+
+# Letters and spaces only, so that a separator from another alphabet bounds the overlap.
+_text = st.text(alphabet="ab \n\u00e9\u4e2d", max_size=60)
+
+
+@given(
+    head=_text,
+    suffix=st.text(alphabet="ab \n\u00e9\u4e2d", min_size=MIN_SEAM_OVERLAP, max_size=30),
+    rest=_text,
+)
+@settings(max_examples=150)
+def test_stitch_removes_a_repeated_suffix(head: str, suffix: str, rest: str) -> None:
+    partial_text = head + suffix
+    # "|" cannot occur in the partial, so the repeat cannot extend past the suffix.
+    tail = "|" + rest
+    stitched = stitch(Message.assistant(partial_text), Message.assistant(suffix + tail))
+    assert stitched.text == partial_text + tail
+
+
+@given(a=_text, b=_text)
+@settings(max_examples=150)
+def test_stitch_loses_no_text_without_overlap(a: str, b: str) -> None:
+    continued = "|" + b  # starts with a char the partial lacks: no overlap possible
+    stitched = stitch(Message.assistant(a), Message.assistant(continued))
+    assert stitched.text == a + continued
+
+
+@given(a=_text, b=_text)
+@settings(max_examples=200)
+def test_stitch_keeps_both_ends_and_never_grows(a: str, b: str) -> None:
+    stitched = stitch(Message.assistant(a), Message.assistant(b)).text
+    assert stitched.startswith(a)
+    assert stitched.endswith(b)
+    assert len(stitched) <= len(a) + len(b)
+    removed = len(a) + len(b) - len(stitched)
+    assert a.endswith(b[:removed])
