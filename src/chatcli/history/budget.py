@@ -1,0 +1,87 @@
+"""The tool-result budget (SPEC section 4): the first line of defence, applied to every request.
+
+Each tool result is cut to at most `per_result_chars`, and the results of one turn together
+to at most `per_turn_chars`. Cuts keep the head and the tail with a marker in between
+(`cut_middle`); the full text stays in the session store.
+
+A *turn* is one batch of tool calls: the tool results that follow one assistant message, up
+to the next assistant message. That is the unit that enters the context at once (Anthropic
+carries it in one user message, OpenAI as consecutive tool messages), so bounding it bounds
+how much one step of an agent can add. A wider unit, e.g. everything between two user
+messages, would make an agent that runs a hundred steps on one request shred the results it is
+still working from; growth across steps is the job of microcompaction and the recovery levels.
+
+Within a turn over budget, the largest results are cut first, and only as far as needed: all
+results longer than a common cap are cut to that cap, the largest cap for which the turn
+fits ("water-filling"). Small results, often the decisive ones (an exit code, an error), stay
+whole, and no result is cut shorter than another that was cut.
+
+Invariants: only tool-result content changes (`call_id`, `is_error`, `provider_details` and
+every other message are kept); no result grows; message count and order are unchanged; each
+result is at most `per_result_chars` and each turn at most `per_turn_chars`, as long as the
+caps leave room for the marker (`MIN_CUT_CHARS` per result); pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chatcli.history.pairing import build_result
+from chatcli.history.result import TransformResult
+from chatcli.history.text import cut_middle
+from chatcli.messages import Message, Role
+
+__all__ = ["enforce_tool_result_budget", "turn_cap", "turns"]
+
+_NAME = "tool-result budget"
+
+
+def enforce_tool_result_budget(
+    messages: Sequence[Message], *, per_result_chars: int, per_turn_chars: int
+) -> TransformResult:
+    """Cut tool results to `per_result_chars` each and `per_turn_chars` per turn."""
+    if per_result_chars < 1 or per_turn_chars < 1:
+        raise ValueError(
+            f"budgets must be positive: per_result_chars={per_result_chars}, "
+            f"per_turn_chars={per_turn_chars}"
+        )
+    before = tuple(messages)
+    out = list(before)
+    cut: list[str] = []
+    for turn in turns(before):
+        lengths = [len(before[i].text) for i in turn]
+        cap = turn_cap(lengths, per_result_chars, per_turn_chars)
+        for index, length in zip(turn, lengths, strict=True):
+            if length > cap:
+                out[index] = before[index].with_text(cut_middle(before[index].text, cap))
+                cut.append(_cut_line(before[index], out[index]))
+    return build_result(_NAME, before, tuple(out), cut=cut)
+
+
+def turns(messages: Sequence[Message]) -> list[list[int]]:
+    """Indices of the tool messages of each turn: those after one assistant message."""
+    groups: list[list[int]] = [[]]
+    for index, message in enumerate(messages):
+        if message.role is Role.ASSISTANT:
+            groups.append([])
+        elif message.role is Role.TOOL:
+            groups[-1].append(index)
+    return [group for group in groups if group]
+
+
+def turn_cap(lengths: Sequence[int], per_result: int, per_turn: int) -> int:
+    """The largest cap <= `per_result` at which results of `lengths` sum to <= `per_turn`."""
+    capped = sorted(min(length, per_result) for length in lengths)
+    remaining = per_turn
+    for kept, length in enumerate(capped):
+        share = remaining // (len(capped) - kept)
+        if length > share:
+            # This and every longer result get an equal share of what is left.
+            return share
+        remaining -= length
+    return per_result
+
+
+def _cut_line(old: Message, new: Message) -> str:
+    call_id = old.tool_result.call_id if old.tool_result else "?"
+    return f"tool result for call {call_id!r}: {len(old.text):,} -> {len(new.text):,} chars"

@@ -1,0 +1,125 @@
+"""Repair tool call/result pairing, so that every provider accepts the history.
+
+Providers reject a tool result whose call is not in the preceding assistant message and an
+assistant tool call that is not answered right after it. Histories break this after
+truncation, crashes mid-tool, or hand editing; `repair_tool_pairing` makes them valid again.
+
+Invariants of the result (hypothesis-tested):
+
+- Every tool call is followed, right after its assistant message and in call order, by
+  exactly one result for it; there is no other tool message.
+- A result answers the latest earlier assistant message that declared its `call_id` and is
+  not yet answered (ids may be reused across messages, as some local servers do). A result
+  with no such call is an orphan and is dropped; a second result for one call is a duplicate
+  and is dropped (the first is kept). A call with no result gets a synthetic error result
+  saying the call was interrupted. A call id repeated inside one message is dropped.
+- Every other message is kept, unchanged and in its order; system messages included.
+- The input is never mutated; the same input gives the same output; repairing twice changes
+  nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from chatcli.history.result import TransformReport, TransformResult
+from chatcli.messages import Message, Role, ToolCall, total_chars
+
+__all__ = ["build_result", "interrupted_result", "repair_tool_pairing"]
+
+_NAME = "tool pairing repair"
+
+
+def repair_tool_pairing(messages: Sequence[Message]) -> TransformResult:
+    """Drop orphan and duplicate results, answer unanswered calls, make results adjacent."""
+    before = tuple(messages)
+    answers, dropped = _match_results(before)
+    out: list[Message] = []
+    injected: list[str] = []
+    for index, message in enumerate(before):
+        if message.role is Role.TOOL:
+            continue  # emitted right after the assistant message it answers, or dropped
+        calls = _unique_calls(message.tool_calls)
+        if len(calls) < len(message.tool_calls):
+            dropped.append(f"repeated tool call id(s) in assistant message #{index}")
+            message = replace(message, tool_calls=calls)
+        out.append(message)
+        for call in calls:
+            answer = answers.get((index, call.id))
+            if answer is None:
+                injected.append(f"synthetic error result for interrupted call {call.id!r}")
+                answer = interrupted_result(call)
+            out.append(answer)
+    return build_result(_NAME, before, tuple(out), dropped=dropped, injected=injected)
+
+
+def interrupted_result(call: ToolCall) -> Message:
+    """The synthetic error result standing in for a call whose result is not available."""
+    content = (
+        f"[Tool call {call.name!r} was interrupted: its result is not available. "
+        "Run it again if the result is still needed.]"
+    )
+    return Message.tool(call.id, content, is_error=True)
+
+
+def _match_results(
+    messages: tuple[Message, ...],
+) -> tuple[dict[tuple[int, str], Message], list[str]]:
+    """Map (assistant index, call id) to the result answering it; list what is dropped."""
+    open_calls: dict[str, int] = {}  # call id -> index of the latest unanswered declaration
+    answers: dict[tuple[int, str], Message] = {}
+    answered: set[str] = set()
+    dropped: list[str] = []
+    for index, message in enumerate(messages):
+        for call in message.tool_calls:
+            open_calls[call.id] = index
+        result = message.tool_result
+        if result is None:
+            continue
+        owner = open_calls.pop(result.call_id, None)
+        if owner is None:
+            kind = "duplicate" if result.call_id in answered else "orphan"
+            size = len(result.content)
+            dropped.append(f"{kind} tool result for call {result.call_id!r} ({size:,} chars)")
+        else:
+            answers[(owner, result.call_id)] = message
+            answered.add(result.call_id)
+    return answers, dropped
+
+
+def _unique_calls(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    seen: set[str] = set()
+    unique = []
+    for call in calls:
+        if call.id not in seen:
+            seen.add(call.id)
+            unique.append(call)
+    return tuple(unique) if len(unique) < len(calls) else calls
+
+
+def build_result(
+    name: str,
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    *,
+    dropped: Sequence[str] = (),
+    cut: Sequence[str] = (),
+    injected: Sequence[str] = (),
+) -> TransformResult:
+    """The result of a transform from `before` to `after`, with its report.
+
+    When nothing changed, the input tuple itself is returned (cheap to compare).
+    """
+    messages = before if after == before else after
+    report = TransformReport(
+        name=name,
+        messages_before=len(before),
+        messages_after=len(messages),
+        chars_before=total_chars(before),
+        chars_after=total_chars(messages),
+        dropped=tuple(dropped),
+        cut=tuple(cut),
+        injected=tuple(injected),
+    )
+    return TransformResult(messages=messages, report=report)

@@ -1,0 +1,129 @@
+"""Cutting text to a size, on character boundaries, with a visible marker of what was removed.
+
+Two shapes: `cut_middle` keeps the head and the tail (tool results: the first lines say what
+ran, the last ones how it ended) and `cut_tail` keeps the head (assistant messages).
+
+Guarantees, for every `text` and `max_chars >= 0`:
+
+- The marker counts toward `max_chars`: the result is at most `max_chars` long whenever
+  `max_chars` leaves room for the marker (about 30 chars; `MIN_CUT_CHARS` always does).
+  Below that, the result is the bare marker, or `text` itself when even the marker would not
+  be shorter. A cut never makes text longer.
+- The kept pieces are an exact prefix (and suffix) of `text`, and the marker states the exact
+  number of characters removed between them.
+- Cuts fall on code points (Python `str` indexes code points, so a UTF-8 sequence is never
+  split) and never inside a user-perceived character: not between a base and its combining
+  marks, not inside a surrogate pair, an emoji ZWJ / modifier / tag sequence, a flag, or CRLF.
+  This approximates Unicode grapheme clusters with the stdlib only; rarer clusters (e.g.
+  decomposed Hangul jamo) may still be split between code points, never inside one.
+- When a line break lies close to the cut point, the cut moves to it, so lines stay whole.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["LINE_SNAP_CHARS", "MIN_CUT_CHARS", "cut_middle", "cut_tail", "is_cut_boundary"]
+
+# A cut moves to a line break at most this far away (and never more than a quarter of the
+# kept piece, so short pieces are not emptied to reach one).
+LINE_SNAP_CHARS = 200
+# Room for the longest marker (removal counts below 10**15), so results always fit.
+MIN_CUT_CHARS = 48
+
+_ZWJ = "\u200d"
+_EXTEND_CATEGORIES = frozenset({"Mn", "Mc", "Me"})
+
+
+def cut_middle(text: str, max_chars: int) -> str:
+    """`text` if it fits, else its head and tail joined by a marker, at most `max_chars` long."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(_middle_marker(len(text)))
+    if room <= 0:
+        return _bare_marker(text, _middle_marker(len(text)))
+    head_end = _snap_head(text, (room + 1) // 2)
+    tail_start = _snap_tail(text, len(text) - room // 2)
+    return text[:head_end] + _middle_marker(tail_start - head_end) + text[tail_start:]
+
+
+def cut_tail(text: str, max_chars: int) -> str:
+    """`text` if it fits, else its head and a marker, at most `max_chars` long."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(_tail_marker(len(text)))
+    if room <= 0:
+        return _bare_marker(text, _tail_marker(len(text)))
+    head_end = _snap_head(text, room)
+    return text[:head_end] + _tail_marker(len(text) - head_end)
+
+
+def _middle_marker(removed: int) -> str:
+    return f"\n[... {removed:,} chars cut ...]\n"
+
+
+def _tail_marker(removed: int) -> str:
+    return f"\n[... {removed:,} more chars cut]"
+
+
+def _bare_marker(text: str, marker: str) -> str:
+    # `marker` already counts all of `text` as removed.
+    return marker if len(marker) < len(text) else text
+
+
+def _snap_head(text: str, end: int) -> int:
+    """The end of the head: `end`, or a nearby earlier line break, moved to a boundary."""
+    window = min(LINE_SNAP_CHARS, end // 4)
+    newline = text.rfind("\n", end - window, end + 1)
+    if newline != -1:
+        end = newline
+    while not is_cut_boundary(text, end):
+        end -= 1
+    return end
+
+
+def _snap_tail(text: str, start: int) -> int:
+    """The start of the tail: `start`, or just after a nearby later line break, on a boundary."""
+    window = min(LINE_SNAP_CHARS, (len(text) - start) // 4)
+    newline = text.find("\n", start - 1, start + window)
+    if newline != -1:
+        start = newline + 1
+    while not is_cut_boundary(text, start):
+        start += 1
+    return start
+
+
+def is_cut_boundary(text: str, index: int) -> bool:
+    """Whether `text[:index]` / `text[index:]` splits no user-perceived character."""
+    if index <= 0 or index >= len(text):
+        return True
+    before, after = text[index - 1], text[index]
+    if _extends(after) or before == _ZWJ or (before, after) == ("\r", "\n"):
+        return False
+    if _is_regional_indicator(before) and _is_regional_indicator(after):
+        # Flags are pairs of indicators: only an even run before the cut keeps pairs whole.
+        return _regional_run_before(text, index) % 2 == 0
+    return True
+
+
+def _extends(char: str) -> bool:
+    """Whether `char` belongs to the character before it (never starts a new one)."""
+    code = ord(char)
+    return (
+        unicodedata.category(char) in _EXTEND_CATEGORIES  # combining marks, variation selectors
+        or char == _ZWJ
+        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin-tone modifiers
+        or 0xE0020 <= code <= 0xE007F  # emoji tag sequences (subdivision flags)
+        or 0xDC00 <= code <= 0xDFFF  # low half of a surrogate pair
+    )
+
+
+def _is_regional_indicator(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def _regional_run_before(text: str, index: int) -> int:
+    start = index
+    while start > 0 and _is_regional_indicator(text[start - 1]):
+        start -= 1
+    return index - start

@@ -1,0 +1,195 @@
+"""The three context-recovery levels of SPEC section 1, as pure transforms.
+
+| level | name                 | what it does                                                    |
+|-------|----------------------|-----------------------------------------------------------------|
+| 1     | aggressive budget    | repair pairing; tool-result budget at 50% of the configured     |
+|       |                      | limits; cut every assistant message over 5,000 chars to 5,000   |
+| 2     | emergency truncation | system messages + the last `emergency_keep_messages` others     |
+| 3     | nuclear truncation   | system messages + the last 4 others + `COMPACTION_NOTICE`       |
+
+The reduced budgets of level 1 are arguments of this one call, never a change to the config.
+
+Levels 2 and 3 put every system message first, in its original order (level 3 follows them
+with the notice), then the kept tail of the other messages. The tail obeys these rules:
+
+- It starts with a user message (an API requirement): leading assistant/tool messages of the
+  last N are dropped.
+- The task survives: when the last N hold no *real* user request (one with text that is not a
+  max_tokens continuation prompt), the latest real request before them is pinned in front of
+  them, and then nothing of the last N is dropped.
+- Tool pairing is repaired before the tail is chosen and again after, so results stay next to
+  their calls and a result whose call fell outside the tail is dropped. Repairing first means
+  the tail holds at most N messages, plus the pinned request: at most N + 1 in all.
+- It is never empty when the input has a non-system message, and it starts with a user
+  message whenever the input has one. (With no user message at all there is nothing to
+  start with; the last N are then kept as they are, minus orphan results.)
+
+Everything is linear in the number of messages and characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from chatcli.config import RecoveryConfig
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.pairing import build_result, repair_tool_pairing
+from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.text import cut_tail
+from chatcli.messages import Message, Role, total_chars
+
+__all__ = [
+    "AGGRESSIVE_BUDGET_RATIO",
+    "COMPACTION_NOTICE",
+    "CONTINUATION_PREFIX",
+    "LEVEL1_ASSISTANT_MAX_CHARS",
+    "LEVEL_NAMES",
+    "NUCLEAR_KEEP_MESSAGES",
+    "apply_recovery_level",
+    "is_real_user_request",
+    "kept_tail",
+    "latest_real_user_request",
+    "truncate_assistant_messages",
+]
+
+COMPACTION_NOTICE = (
+    "[Context was automatically compacted due to size limits.\n"
+    "Previous conversation history has been summarized.\n"
+    "Continue from where you left off.]"
+)
+LEVEL1_ASSISTANT_MAX_CHARS = 5000
+AGGRESSIVE_BUDGET_RATIO = 0.5
+NUCLEAR_KEEP_MESSAGES = 4
+LEVEL_NAMES = {1: "aggressive budget", 2: "emergency truncation", 3: "nuclear truncation"}
+# The first line of chatcli.continuation.CONTINUATION_MESSAGE. Repeated here, not imported,
+# because history transforms sit below continuation in the dependency order.
+CONTINUATION_PREFIX = "Your response was cut off at the token limit."
+
+_Predicate = Callable[[Message], bool]
+
+
+def apply_recovery_level(
+    messages: Sequence[Message], level: int, config: RecoveryConfig
+) -> TransformResult:
+    """Apply recovery `level` (1, 2 or 3) to `messages`; see the module docstring."""
+    if level == 1:
+        result = _aggressive_budget(tuple(messages), config)
+    elif level == 2:
+        result = _truncate(tuple(messages), config.emergency_keep_messages, notice=False)
+    elif level == 3:
+        result = _truncate(tuple(messages), NUCLEAR_KEEP_MESSAGES, notice=True)
+    else:
+        raise ValueError(f"recovery level must be 1, 2 or 3, not {level!r}")
+    report = replace(result.report, name=f"level {level}: {LEVEL_NAMES[level]}")
+    return TransformResult(messages=result.messages, report=report)
+
+
+def truncate_assistant_messages(messages: Sequence[Message], max_chars: int) -> TransformResult:
+    """Cut the text of every assistant message longer than `max_chars` to `max_chars`.
+
+    The head is kept (`cut_tail`); tool calls and provider_details are kept.
+    """
+    before = tuple(messages)
+    out = list(before)
+    cut: list[str] = []
+    for index, message in enumerate(before):
+        if message.role is Role.ASSISTANT and len(message.text) > max_chars:
+            out[index] = message.with_text(cut_tail(message.text, max_chars))
+            cut.append(f"assistant message #{index}: {len(message.text):,} -> {max_chars:,} chars")
+    return build_result("assistant message cut", before, tuple(out), cut=cut)
+
+
+def is_real_user_request(message: Message) -> bool:
+    """Whether `message` is a user request: text that is not a continuation prompt."""
+    text = message.text.lstrip()
+    return message.role is Role.USER and bool(text) and not text.startswith(CONTINUATION_PREFIX)
+
+
+def latest_real_user_request(messages: Sequence[Message]) -> Message | None:
+    """The last real user request in `messages`, or None."""
+    index = _last_index(messages, is_real_user_request, len(messages))
+    return None if index is None else messages[index]
+
+
+def kept_tail(others: Sequence[Message], keep: int) -> tuple[Message, ...]:
+    """The last `keep` of `others` (non-system messages), made to start with a user message.
+
+    See the module docstring for the rules (pinning the latest real request).
+    """
+    pin, start = _tail_bounds(others, keep)
+    pinned = () if pin is None else (others[pin],)
+    return (*pinned, *others[start:])
+
+
+def _tail_bounds(others: Sequence[Message], keep: int) -> tuple[int | None, int]:
+    """(index of the pinned user message or None, index where the kept slice starts)."""
+    start = max(0, len(others) - keep)
+    if not any(is_real_user_request(others[i]) for i in range(start, len(others))):
+        pin = _last_index(others, is_real_user_request, start)
+        if pin is not None:
+            return pin, start
+    first_user = next((i for i in range(start, len(others)) if _is_user(others[i])), None)
+    if first_user is not None:
+        return None, first_user
+    return _last_index(others, _is_user, start), start
+
+
+def _aggressive_budget(messages: tuple[Message, ...], config: RecoveryConfig) -> TransformResult:
+    repaired = repair_tool_pairing(messages)
+    budgeted = enforce_tool_result_budget(
+        repaired.messages,
+        per_result_chars=_reduced(config.tool_result_max_chars),
+        per_turn_chars=_reduced(config.tool_result_budget_chars),
+    )
+    shortened = truncate_assistant_messages(budgeted.messages, LEVEL1_ASSISTANT_MAX_CHARS)
+    return _chain(repaired, budgeted, shortened)
+
+
+def _reduced(limit: int) -> int:
+    return max(1, int(limit * AGGRESSIVE_BUDGET_RATIO))
+
+
+def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> TransformResult:
+    repaired = repair_tool_pairing(messages)
+    systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
+    others = [m for m in repaired.messages if m.role is not Role.SYSTEM]
+    pin, start = _tail_bounds(others, keep)
+    pinned = () if pin is None else (others[pin],)
+    notices = (Message.system(COMPACTION_NOTICE),) if notice else ()
+    chosen = build_result(
+        "truncation",
+        repaired.messages,
+        (*systems, *notices, *pinned, *others[start:]),
+        dropped=_dropped_lines(others, pin, start),
+        injected=("compaction notice (system message)",) if notice else (),
+    )
+    return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
+
+
+def _dropped_lines(others: Sequence[Message], pin: int | None, start: int) -> tuple[str, ...]:
+    count = start - (pin is not None)
+    if count <= 0:
+        return ()
+    pinned = () if pin is None else (others[pin],)
+    chars = total_chars(others[:start]) - total_chars(pinned)
+    line = f"{count:,} older non-system messages ({chars:,} chars)"
+    if pin is not None:
+        line += f"; kept the latest user request from before them (#{pin})"
+    return (line,)
+
+
+def _chain(*results: TransformResult) -> TransformResult:
+    report: TransformReport = results[0].report
+    for result in results[1:]:
+        report = report.then(result.report)
+    return TransformResult(messages=results[-1].messages, report=report)
+
+
+def _is_user(message: Message) -> bool:
+    return message.role is Role.USER
+
+
+def _last_index(messages: Sequence[Message], wanted: _Predicate, stop: int) -> int | None:
+    """The index of the last message before `stop` that is `wanted`, or None."""
+    return next((i for i in range(stop - 1, -1, -1) if wanted(messages[i])), None)
