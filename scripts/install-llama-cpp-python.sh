@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install llama-cpp-python[server] (pinned) into a virtualenv, for the embedded LlamaCpp provider
+# and the integration tests against its OpenAI-compatible Python server (tests/servers.py).
+# PyPI has only its source; pip compiles the vendored llama.cpp (about 3.3 minutes on 2 cores).
+# The built wheel is cached outside the repo, so a fresh virtualenv installs it in seconds.
+#
+# Usage: scripts/install-llama-cpp-python.sh [PYTHON]   (default: the repo's .venv/bin/python)
+# Environment: CHATCLI_CACHE (default ~/.cache/chatcli), LLAMA_CPP_PYTHON_VERSION (0.3.36).
+set -euo pipefail
+
+version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+cache="${CHATCLI_CACHE:-$HOME/.cache/chatcli}"
+wheel_dir="$cache/wheels/llama-cpp-python-$version"
+here="$(cd "$(dirname "$0")" && pwd)"
+python="${1:-$here/../.venv/bin/python}"
+
+log() { printf 'install-llama-cpp-python: %s (%s)\n' "$1" "$(date +%T)" >&2; }
+
+installed_version() {
+    "$python" -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))' \
+        2>/dev/null || true
+}
+
+find_wheel() { compgen -G "$wheel_dir/llama_cpp_python-$version-*.whl" | head -n 1 || true; }
+
+build_wheel() {
+    local sdist
+    sdist="$(PYTHON="$python" "$here/llama-sdist.sh")"
+    command -v cmake >/dev/null && command -v g++ >/dev/null || {
+        log "installing missing build tools with apt-get: cmake g++ make"
+        apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake g++ make >&2
+    }
+    log "building the wheel from $sdist (about 3.3 minutes on 2 cores)"
+    mkdir -p "$wheel_dir"
+    # Portable code (no -march=native), so the cached wheel runs on any x86-64 machine; the UI
+    # and OpenSSL flags keep the vendored build from reaching for anything beyond PyPI.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF \
+-DLLAMA_USE_PREBUILT_UI=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+        "$python" -m pip wheel -q --no-deps -w "$wheel_dir" "$sdist" >&2
+}
+
+if [[ "$(installed_version)" == "$version" ]]; then
+    log "llama-cpp-python $version is already installed in $python"
+    exit 0
+fi
+start=$SECONDS
+wheel="$(find_wheel)"
+if [[ -z "$wheel" ]]; then
+    build_wheel
+    wheel="$(find_wheel)"
+else
+    log "reusing the cached wheel $wheel"
+fi
+"$python" -m pip install -q "$wheel[server]"
+log "installed llama-cpp-python $version[server] in $((SECONDS - start)) s"
