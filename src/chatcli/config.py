@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 from chatcli.errors import ConfigError
 
-__all__ = ["RecoveryConfig", "read_int"]
+__all__ = ["CompactionConfig", "MicrocompactConfig", "RecoveryConfig", "read_int"]
 
 
 def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
@@ -71,4 +71,119 @@ _MINIMUMS = {
     "emergency_keep_messages": 1,
     "tool_result_budget_chars": 1,
     "tool_result_max_chars": 1,
+}
+
+
+def _check_ranges(obj: object, bounds: Mapping[str, tuple[int, int | None]]) -> None:
+    """Raise ConfigError for a field that is not an int within its (minimum, maximum)."""
+    for name, (minimum, maximum) in bounds.items():
+        value = getattr(obj, name)
+        too_big = maximum is not None and isinstance(value, int) and value > maximum
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum or too_big:
+            upper = "" if maximum is None else f" and <= {maximum}"
+            raise ConfigError(f"{name}={value!r} must be an integer >= {minimum}{upper}")
+
+
+def _ints_from_env(
+    env: Mapping[str, str],
+    names: Mapping[str, str],
+    bounds: Mapping[str, tuple[int, int | None]],
+    defaults: Mapping[str, int],
+) -> dict[str, int]:
+    """Read each field's variable; a value above its maximum names the variable too."""
+    values: dict[str, int] = {}
+    for name, variable in names.items():
+        minimum, maximum = bounds[name]
+        value = read_int(env, variable, defaults[name], minimum=minimum)
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{variable}={env[variable]!r} must be at most {maximum}")
+        values[name] = value
+    return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MicrocompactConfig:
+    """Age-based shrinking of old tool results (see `chatcli.history.microcompact`).
+
+    A tool result of at least `min_content` chars (its original size) is cut to `head_chars` +
+    `tail_chars` once `truncate_turns` assistant turns followed it, and replaced by a one-line
+    stub once `summarize_turns` did.
+    """
+
+    min_content: int = 3000
+    truncate_turns: int = 2
+    summarize_turns: int = 4
+    head_chars: int = 2000
+    tail_chars: int = 500
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, _MICROCOMPACT_BOUNDS)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> MicrocompactConfig:
+        env = os.environ if environ is None else environ
+        defaults = {f.name: f.default for f in fields(cls)}
+        return cls(**_ints_from_env(env, _MICROCOMPACT_ENV, _MICROCOMPACT_BOUNDS, defaults))  # type: ignore[arg-type]
+
+
+_MICROCOMPACT_ENV = {
+    "min_content": "CHATCLI_MICROCOMPACT_MIN_CONTENT",
+    "truncate_turns": "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS",
+    "summarize_turns": "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS",
+    "head_chars": "CHATCLI_MICROCOMPACT_HEAD_CHARS",
+    "tail_chars": "CHATCLI_MICROCOMPACT_TAIL_CHARS",
+}
+# A zero tail is a meaningful choice (keep only the head); a zero age would shrink results the
+# model has not even read yet.
+_MICROCOMPACT_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "min_content": (1, None),
+    "truncate_turns": (1, None),
+    "summarize_turns": (1, None),
+    "head_chars": (1, None),
+    "tail_chars": (0, None),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionConfig:
+    """/compact and auto-compaction settings (see `chatcli.compaction`).
+
+    `auto_compact_pct`: compact before a request whose estimate passes this percentage of the
+    effective window (window minus output reserve). `keep_turns`: user turns kept verbatim
+    after the summary. `summary_tokens`: max_tokens of each summary call. The circuit breaker
+    opens after `max_failures` consecutive failed compactions or compactions that freed less
+    than `min_freed_pct` percent of the tokens.
+    """
+
+    auto_compact_pct: int = 80
+    keep_turns: int = 2
+    summary_tokens: int = 4000
+    min_freed_pct: int = 10
+    max_failures: int = 3
+
+    def __post_init__(self) -> None:
+        _check_ranges(self, _COMPACTION_BOUNDS)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactionConfig:
+        env = os.environ if environ is None else environ
+        defaults = {f.name: f.default for f in fields(cls)}
+        return cls(**_ints_from_env(env, _COMPACTION_ENV, _COMPACTION_BOUNDS, defaults))  # type: ignore[arg-type]
+
+
+_COMPACTION_ENV = {
+    "auto_compact_pct": "CHATCLI_AUTO_COMPACT_PCT",
+    "keep_turns": "CHATCLI_COMPACT_KEEP_TURNS",
+    "summary_tokens": "CHATCLI_COMPACT_SUMMARY_TOKENS",
+    "min_freed_pct": "CHATCLI_COMPACT_MIN_FREED_PCT",
+    "max_failures": "CHATCLI_COMPACT_MAX_FAILURES",
+}
+# 100% means "only when the effective window is full"; a 0% breaker threshold disables the
+# "freed too little" strike while keeping the failure strike.
+_COMPACTION_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "auto_compact_pct": (1, 100),
+    "keep_turns": (1, None),
+    "summary_tokens": (1, None),
+    "min_freed_pct": (0, 100),
+    "max_failures": (1, None),
 }

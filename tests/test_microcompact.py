@@ -1,0 +1,294 @@
+"""Microcompaction: ages and stages with the default settings, env vars, kinds, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatcli.config import MicrocompactConfig
+from chatcli.errors import ConfigError
+from chatcli.history.microcompact import (
+    STUB_PREFIX,
+    describe_content,
+    microcompact,
+    original_size,
+)
+from chatcli.history.text import cut_middle
+from chatcli.messages import Message, ToolCall
+
+
+def _lines(count: int, width: int = 60) -> str:
+    """Distinct numbered lines, so a head and a tail are recognisable."""
+    return "\n".join(f"line {i:05d} " + "x" * (width - 11) for i in range(count))
+
+
+BIG = _lines(200)  # 12,199 chars
+assert len(BIG) > 10_000
+
+
+def _conversation(content: str, turns_after: int, call_id: str = "call_1") -> list[Message]:
+    """A tool result followed by `turns_after` assistant turns."""
+    messages = [
+        Message.system("You are a coding agent."),
+        Message.user("Read the log."),
+        Message.assistant(tool_calls=(ToolCall(id=call_id, name="read_file", arguments={}),)),
+        Message.tool(call_id, content),
+    ]
+    for turn in range(turns_after):
+        messages.append(Message.assistant(f"step {turn}"))
+        messages.append(Message.user(f"go on {turn}"))
+    return messages
+
+
+def _tool_text(messages: tuple[Message, ...]) -> str:
+    return next(m.text for m in messages if m.tool_result is not None)
+
+
+@pytest.mark.parametrize("age", [0, 1])
+def test_young_results_are_untouched(age: int) -> None:
+    messages = _conversation(BIG, age)
+    result = microcompact(messages)
+    assert result.messages == tuple(messages)
+    assert not result.report.changed
+
+
+@pytest.mark.parametrize("age", [2, 3])
+def test_results_two_turns_old_are_cut_to_head_and_tail_with_defaults(age: int) -> None:
+    result = microcompact(_conversation(BIG, age))
+    text = _tool_text(result.messages)
+    assert text.startswith(BIG[:1900])
+    head, rest = text.split("\n[... ", 1)
+    marker, tail = rest.split(" ...]\n", 1)
+    assert len(head) <= 2000 and BIG.startswith(head) and len(head) > 1900
+    assert len(tail) == 500 and BIG.endswith(tail)
+    removed = len(BIG) - len(head) - len(tail)
+    assert marker.startswith(f"{removed:,} chars cut by microcompaction")
+    assert "/history" in marker and "call_1" in marker
+    assert result.report.cut == (
+        f"tool result call_1 (read_file, {age} turns old): {len(BIG):,} -> {len(text):,} chars",
+    )
+    assert result.report.chars_freed == len(BIG) - len(text)
+
+
+@pytest.mark.parametrize("age", [4, 9])
+def test_results_four_turns_old_become_a_one_line_stub_with_defaults(age: int) -> None:
+    result = microcompact(_conversation(BIG, age))
+    stub = _tool_text(result.messages)
+    assert stub.startswith(STUB_PREFIX)
+    assert "\n" not in stub
+    assert "read_file" in stub and "call_1" in stub and "/history" in stub
+    assert "200 lines" in stub and f"{len(BIG):,} chars" in stub and ": text," in stub
+
+
+def test_a_result_already_cut_to_head_and_tail_still_reaches_the_stub_stage() -> None:
+    first = microcompact(_conversation(BIG, 2))
+    cut = _tool_text(first.messages)
+    assert len(cut) < MicrocompactConfig().min_content  # 2,500 + marker < 3,000
+    assert original_size(cut) == len(BIG)
+
+    later = microcompact(_conversation(cut, 4))
+    stub = _tool_text(later.messages)
+    assert stub.startswith(STUB_PREFIX)
+    assert f"{len(BIG):,} chars" in stub  # the original size, not the cut one
+
+
+def test_a_result_cut_by_the_tool_result_budget_counts_with_its_original_size() -> None:
+    budgeted = cut_middle(BIG, 2_400)  # the budget's own marker, below min_content
+    assert len(budgeted) < 3000
+    assert original_size(budgeted) == len(BIG)
+    stub = _tool_text(microcompact(_conversation(budgeted, 4)).messages)
+    assert stub.startswith(STUB_PREFIX) and "+ lines" in stub  # only the kept lines are known
+    assert f"{len(BIG):,} chars" in stub
+
+
+def test_small_results_are_never_touched_however_old() -> None:
+    small = _lines(49)  # 2,988 chars
+    assert len(small) < 3000
+    messages = _conversation(small, 20)
+    assert microcompact(messages).messages == tuple(messages)
+
+
+def test_the_threshold_is_inclusive() -> None:
+    exact = "a" * 3000
+    assert _tool_text(microcompact(_conversation(exact, 4)).messages).startswith(STUB_PREFIX)
+
+
+def test_only_tool_contents_change_and_the_input_is_not_mutated() -> None:
+    messages = _conversation(BIG, 5)
+    snapshot = list(messages)
+    result = microcompact(messages)
+    assert messages == snapshot
+    assert len(result.messages) == len(messages)
+    for before, after in zip(messages, result.messages, strict=True):
+        assert before.role == after.role and before.tool_calls == after.tool_calls
+        if before.tool_result is None:
+            assert after is before
+        else:
+            assert after.tool_result is not None
+            assert after.tool_result.call_id == before.tool_result.call_id
+
+
+def test_each_result_is_aged_by_the_assistant_turns_after_it() -> None:
+    calls = tuple(ToolCall(id=f"c{i}", name="grep") for i in range(3))
+    messages = [Message.user("Search.")]
+    for i, call in enumerate(calls):
+        messages += [Message.assistant(tool_calls=(call,)), Message.tool(call.id, BIG + str(i))]
+    messages += [Message.assistant("done"), Message.user("thanks"), Message.assistant("ok")]
+    # ages: c0 -> 4 (c1, c2, done, ok), c1 -> 3, c2 -> 2
+    texts = [m.text for m in microcompact(messages).messages if m.tool_result is not None]
+    assert texts[0].startswith(STUB_PREFIX)
+    assert "chars cut by microcompaction" in texts[1] and "chars cut by" in texts[2]
+    assert not texts[1].startswith(STUB_PREFIX)
+
+
+def test_same_input_same_output_and_a_second_pass_changes_nothing() -> None:
+    messages = []
+    for age in range(6):
+        messages += _conversation(BIG + str(age), 1, call_id=f"call_{age}")
+    first = microcompact(messages)
+    assert microcompact(list(messages)) == first
+    again = microcompact(first.messages)
+    assert again.messages == first.messages
+    assert not again.report.changed
+
+
+def test_env_vars_set_every_stage() -> None:
+    env = {
+        "CHATCLI_MICROCOMPACT_MIN_CONTENT": "100",
+        "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS": "1",
+        "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS": "3",
+        "CHATCLI_MICROCOMPACT_HEAD_CHARS": "40",
+        "CHATCLI_MICROCOMPACT_TAIL_CHARS": "0",
+    }
+    config = MicrocompactConfig.from_env(env)
+    assert config == MicrocompactConfig(
+        min_content=100, truncate_turns=1, summarize_turns=3, head_chars=40, tail_chars=0
+    )
+    text = _lines(5)  # 299 chars
+    cut = _tool_text(microcompact(_conversation(text, 1), config).messages)
+    assert cut.startswith(text[:30]) and cut.endswith("...]\n")
+    stub = _tool_text(microcompact(_conversation(text, 3), config).messages)
+    assert stub.startswith(STUB_PREFIX)
+    assert MicrocompactConfig.from_env({}) == MicrocompactConfig()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CHATCLI_MICROCOMPACT_MIN_CONTENT", "abc"),
+        ("CHATCLI_MICROCOMPACT_TRUNCATE_TURNS", "0"),
+        ("CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS", "-1"),
+        ("CHATCLI_MICROCOMPACT_HEAD_CHARS", "2.5"),
+        ("CHATCLI_MICROCOMPACT_TAIL_CHARS", "-3"),
+    ],
+)
+def test_bad_env_values_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name) as caught:
+        MicrocompactConfig.from_env({name: value})
+    assert repr(value) in str(caught.value)
+
+
+def test_bad_constructor_values_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="head_chars"):
+        MicrocompactConfig(head_chars=0)
+
+
+_DIFF = """diff --git a/app.py b/app.py
+index 3b18e51..a9c2f4d 100644
+--- a/app.py
++++ b/app.py
+@@ -1,3 +1,4 @@
+ import os
++import sys
+ def main():
+"""
+_LOG = "\n".join(f"2024-05-01 12:00:{i:02d} INFO worker {i} finished job" for i in range(20))
+_CODE = """import json
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+class Store:
+    def __init__(self):
+        self.items = {}
+"""
+_JS = "function add(a, b) {\n  const c = a + b;\n  return c;\n}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (json.dumps({"items": [{"id": i} for i in range(50)]}, indent=2), "JSON"),
+        (json.dumps(list(range(100))), "JSON"),
+        (_DIFF, "diff"),
+        (_LOG, "log"),
+        ("[ERROR] build failed\n[INFO] retrying\n[WARN] slow\n", "log"),
+        (_CODE, "source code"),
+        (_JS, "source code"),
+        ("The quick brown fox.\nIt jumped over the lazy dog.\n", "text"),
+        ("", "text"),
+    ],
+)
+def test_describe_content_detects_the_kind(text: str, kind: str) -> None:
+    assert describe_content(text) == kind
+
+
+def test_a_cut_json_result_is_still_described_as_json() -> None:
+    data = json.dumps({"rows": [{"n": i, "name": f"row {i}"} for i in range(400)]}, indent=1)
+    cut = _tool_text(microcompact(_conversation(data, 2)).messages)
+    assert describe_content(cut) == "JSON"
+    stub = _tool_text(microcompact(_conversation(cut, 4)).messages)
+    assert ": JSON, " in stub
+
+
+def test_error_results_say_so_in_the_stub() -> None:
+    messages = _conversation(_LOG * 20, 4)
+    messages[3] = Message.tool("call_1", _LOG * 20, is_error=True)
+    assert "error output (log)" in _tool_text(microcompact(messages).messages)
+
+
+def test_cuts_never_split_a_character() -> None:
+    family = "👨\u200d👩\u200d👧"
+    text = family * 1200  # 6,000 code points
+    cut = _tool_text(microcompact(_conversation(text, 2)).messages)
+    head, rest = cut.split("\n[... ", 1)
+    tail = rest.split(" ...]\n", 1)[1]
+    assert not head.endswith("\u200d") and not tail.startswith("\u200d")
+    assert text.startswith(head) and text.endswith(tail)
+
+
+# Big results are a short random piece repeated (random 3,000-char texts exhaust hypothesis).
+_BIG_TEXTS = st.builds(
+    lambda piece, n: piece * n, st.text(min_size=1, max_size=20), st.integers(300, 3000)
+)
+_TEXTS = st.one_of(st.text(max_size=40), _BIG_TEXTS.filter(lambda text: len(text) >= 2000))
+
+
+@st.composite
+def _agent_sessions(draw: st.DrawFn) -> list[Message]:
+    messages = [Message.system("sys"), Message.user("start")]
+    for i in range(draw(st.integers(0, 8))):
+        call = ToolCall(id=f"c{i}", name=draw(st.sampled_from(["ls", "cat"])))
+        messages.append(Message.assistant(draw(st.text(max_size=10)), tool_calls=(call,)))
+        messages.append(Message.tool(call.id, draw(_TEXTS), is_error=draw(st.booleans())))
+        if draw(st.booleans()):
+            messages.append(Message.user(draw(st.text(max_size=10))))
+    return messages
+
+
+@settings(max_examples=40, deadline=None)
+@given(_agent_sessions())
+def test_microcompaction_properties(messages: list[Message]) -> None:
+    result = microcompact(messages)
+    assert microcompact(messages) == result
+    assert microcompact(result.messages).messages == result.messages
+    assert [m.role for m in result.messages] == [m.role for m in messages]
+    for before, after in zip(messages, result.messages, strict=True):
+        assert len(after.text) <= len(before.text)
+        if before.tool_result is None:
+            assert after == before
+    assert result.report.chars_freed >= 0
