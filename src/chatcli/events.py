@@ -1,0 +1,220 @@
+"""Typed events: what the recovery engine did, as it happened.
+
+`Client` delivers every event, in order, to its hooks (plain callables) and to stdlib
+`logging` under the ``"chatcli"`` logger, and returns them all in `Reply.events`. Each event
+is a frozen value with a one-line human `describe()` that the CLI prints as is, e.g.::
+
+    context overflow (219,898 > 200,000 tokens)
+    level 2 (emergency truncation): kept 10 of 84 messages, freed 731,402 chars, retrying
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from chatcli.errors import ErrorInfo, ErrorKind
+from chatcli.history.result import TransformReport
+
+__all__ = [
+    "Continued",
+    "Escalated",
+    "Event",
+    "Hook",
+    "LevelApplied",
+    "LevelSkipped",
+    "OutputCapLowered",
+    "OverflowDetected",
+    "PreflightRecovery",
+    "RecoveryFailed",
+    "Retried",
+    "SilentTruncationDetected",
+    "ToolCallsDropped",
+    "logger",
+]
+
+logger = logging.getLogger("chatcli")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every event. `log_level` is the stdlib logging level it is logged at."""
+
+    log_level: ClassVar[int] = logging.INFO
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+# A hook receives every event as it happens; its return value is ignored.
+Hook = Callable[[Event], None]
+
+
+def _tokens(count: int | None) -> str:
+    return "?" if count is None else f"{count:,}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverflowDetected(Event):
+    """The provider said the prompt does not fit (an error, or the context_window stop)."""
+
+    info: ErrorInfo
+    prompt_tokens: int | None
+    limit: int | None
+
+    def describe(self) -> str:
+        if self.prompt_tokens is None and self.limit is None:
+            return "context overflow"
+        return f"context overflow ({_tokens(self.prompt_tokens)} > {_tokens(self.limit)} tokens)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreflightRecovery(Event):
+    """Before sending, the estimate showed the view cannot fit: recovering without a call."""
+
+    estimate: int
+    reserve: int
+    window: int
+
+    def describe(self) -> str:
+        output = f" + {self.reserve:,} output" if self.reserve else ""
+        return (
+            f"pre-flight: estimated {self.estimate:,}{output} tokens > "
+            f"{self.window:,}-token window, recovering before sending"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelApplied(Event):
+    """A recovery level shaped the working view that is sent next. `report` is the level's
+    own transform report; `kept`/`total`/`chars_freed` compare the view with the transcript."""
+
+    level: int
+    name: str
+    report: TransformReport
+    kept: int
+    total: int
+    chars_freed: int
+
+    def action(self) -> str:
+        """What the level did (the line `ContextRecoveryError.attempts` records)."""
+        return (
+            f"level {self.level} ({self.name}): kept {self.kept:,} of {self.total:,} messages, "
+            f"freed {self.chars_freed:,} chars"
+        )
+
+    def describe(self) -> str:
+        return f"{self.action()}, retrying"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelSkipped(Event):
+    """A recovery level was not sent because its view is predicted not to fit."""
+
+    level: int
+    name: str
+    predicted_tokens: int
+    reserve: int
+    limit: int
+
+    def describe(self) -> str:
+        output = f" + {self.reserve:,} output" if self.reserve else ""
+        return (
+            f"level {self.level} ({self.name}) skipped: predicted "
+            f"{self.predicted_tokens:,}{output} > {self.limit:,} tokens"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputCapLowered(Event):
+    """max_tokens was above what the model allows; it was lowered (history untouched)."""
+
+    old: int | None
+    new: int
+
+    def describe(self) -> str:
+        old = "the default" if self.old is None else f"{self.old:,}"
+        return f"max_tokens lowered from {old} to the model's cap of {self.new:,}, retrying"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Escalated(Event):
+    """The answer stopped at max_tokens; the limit was raised for the continuation."""
+
+    attempt: int
+    old: int | None
+    new: int
+
+    def describe(self) -> str:
+        old = "the default" if self.old is None else f"{self.old:,}"
+        return (
+            f"answer cut at max_tokens: limit raised from {old} to {self.new:,} "
+            f"(escalation {self.attempt})"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Continued(Event):
+    """The partial answer was kept and the model asked to resume it."""
+
+    attempt: int
+    max_tokens: int | None
+
+    def describe(self) -> str:
+        limit = _tokens(self.max_tokens)
+        return f"continuing the cut answer (continuation {self.attempt}, max_tokens {limit})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallsDropped(Event):
+    """Tool calls whose arguments were cut off were removed: they are never executable."""
+
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"dropped {len(self.names)} cut-off tool call(s): {', '.join(self.names)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retried(Event):
+    """A rate limit or transient failure: waiting, then sending the same request again."""
+
+    kind: ErrorKind
+    attempt: int
+    delay: float
+
+    def describe(self) -> str:
+        return f"{self.kind.value.replace('_', ' ')}: retry {self.attempt} in {self.delay:.1f}s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SilentTruncationDetected(Event):
+    """The provider reported fewer prompt tokens than were sent: it cut the prompt silently
+    (Ollama does when the prompt exceeds num_ctx). Emitted by adapters that can tell."""
+
+    log_level: ClassVar[int] = logging.WARNING
+
+    expected_tokens: int
+    reported_tokens: int
+
+    def describe(self) -> str:
+        return (
+            f"the provider silently truncated the prompt: it read {self.reported_tokens:,} "
+            f"of about {self.expected_tokens:,} tokens"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryFailed(Event):
+    """Every allowed recovery level was tried or skipped and the request still does not fit."""
+
+    log_level: ClassVar[int] = logging.WARNING
+
+    attempts: tuple[str, ...]
+    info: ErrorInfo
+
+    def describe(self) -> str:
+        tried = "; ".join(self.attempts) if self.attempts else "recovery disabled"
+        return f"context recovery failed ({tried}): {self.info.message or self.info.kind.value}"

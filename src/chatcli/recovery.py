@@ -1,0 +1,584 @@
+"""The recovery engine: a pure policy, and `Client`, which drives it over a provider.
+
+The policy is a sans-IO generator (the pattern of httpx's auth flows): it yields an action —
+`Send` a request, or `Sleep` before a retry — and is sent back the outcome (the provider's
+`Response` or the exception it raised; `None` after a sleep). It returns the `Reply`, or
+raises `ContextRecoveryError` / `ProviderError`. It does no I/O, so one policy serves the sync
+and the async driver of `Client`, and tests can walk it step by step.
+
+One `send()`, in order (SPEC sections 1-3):
+
+1. The working view: transcript -> tool-result budget (configured limits) -> pairing repair.
+2. Pre-flight (predictive mode): max_tokens above the model's known cap is lowered to it; a
+   view whose estimate plus the output reserve clearly exceeds the known window (by more than
+   `PREFLIGHT_MARGIN`) gets the first recovery level predicted to fit, without a round trip.
+3. Send. An error is classified once (`ProviderError.info`, else `classify_error`).
+4. Context overflow (an error, or the `context_window` stop reason) -> the next recovery
+   level, at most `config.max_recovery_attempts` levels (of the three there are). When the
+   provider states the prompt size, the estimator is calibrated on the view it counted, and
+   levels predicted not to fit are skipped without a call (`LevelSkipped`).
+5. Output cap ("max_tokens too large") -> max_tokens lowered to the stated cap, history
+   untouched; at most `MAX_OUTPUT_CAP_LOWERINGS` times.
+6. Rate limit / transient -> wait (Retry-After, else exponential backoff) and resend the same
+   request; at most `max_retries` times in a row (a successful call resets the count).
+7. Stop at max_tokens -> keep the partial, raise the limit, ask the model to continue, stitch;
+   `config.max_token_escalations` times, then the partial is returned with `truncated=True`.
+8. Anything else -> `ProviderError`, chained to the provider's exception.
+
+Decisions where the SPEC leaves room:
+
+- **Levels are cumulative**: level n is applied to level n-1's view, not to the transcript.
+  The levels are meant to be progressively more aggressive; applied in a chain, each view is
+  never larger than the one before (level 2's tail keeps level 1's clipped tool results
+  instead of bringing back full ones), and the chain is still a pure function of the
+  transcript, so any level's view can be computed for a prediction without sending the ones
+  before it.
+- **Skips are trusted only when calibrated.** A skip decided from the provider's own numbers
+  is final: when every remaining level is predicted not to fit, `ContextRecoveryError` is
+  raised without another call. A prediction from the uncalibrated chars/token estimate is
+  only a guess, and a guess never fails a request without asking the provider: the last
+  allowed level is then sent anyway.
+- **Escalation at the cap still continues.** The SPEC's attempts 1 and 2 double the limit;
+  when the limit is already at the model's cap it cannot double, but the continuation still
+  makes progress (the partial is kept and the model resumes), so it is sent at the cap.
+  "3rd+" is read as: once the escalations are used up, return the partial, truncated.
+- **A cut answer that holds complete tool calls is returned, not continued** (truncated): a
+  continuation can only send the partial as text (calls cannot be sent without results), so
+  the model would not know it had made those calls; returning them lets the caller run them.
+- **An overflow of a continuation request that cannot be recovered returns the partial
+  answer** (truncated, with a `RecoveryFailed` event) rather than raising and losing it.
+- `Reply.view` is the working view the answer is based on; the continuation scaffolding
+  (partial answer + continuation message) is not part of it, the stitched answer replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from chatcli.config import RecoveryConfig
+from chatcli.continuation import (
+    continuation_request_messages,
+    drop_incomplete_tool_calls,
+    next_max_tokens,
+    stitch,
+)
+from chatcli.errors import (
+    ConfigError,
+    ContextRecoveryError,
+    ErrorInfo,
+    ErrorKind,
+    ProviderError,
+    classify_error,
+)
+from chatcli.events import (
+    Continued,
+    Escalated,
+    Event,
+    Hook,
+    LevelApplied,
+    LevelSkipped,
+    OutputCapLowered,
+    OverflowDetected,
+    PreflightRecovery,
+    RecoveryFailed,
+    Retried,
+    ToolCallsDropped,
+    logger,
+)
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.result import TransformResult
+from chatcli.history.truncate import LEVEL_NAMES, apply_recovery_level
+from chatcli.messages import Message, StopReason, Usage, total_chars
+from chatcli.providers.base import Provider, Request, Response, ToolSpec
+from chatcli.tokens import TokenEstimator
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "MAX_OUTPUT_CAP_LOWERINGS",
+    "PREFLIGHT_MARGIN",
+    "RETRY_BASE_DELAY",
+    "RETRY_MAX_DELAY",
+    "Action",
+    "Client",
+    "Flow",
+    "Outcome",
+    "RecoveryPolicy",
+    "Reply",
+    "Send",
+    "Sleep",
+    "retry_delay",
+]
+
+# Rate-limit / transient retries in a row before the error is raised (a success resets it).
+DEFAULT_MAX_RETRIES = 2
+# Backoff: 1 s, 2 s, 4 s, ... capped at RETRY_MAX_DELAY. A Retry-After longer than that cap
+# (a quota window, an outage) is not waited for: blocking a call for minutes helps nobody.
+RETRY_BASE_DELAY = 1.0
+RETRY_MAX_DELAY = 30.0
+# Output-cap errors answered by lowering max_tokens; two cover "stated cap, then a stricter
+# one" (e.g. a proxy in front of the model); more means the provider is not converging.
+MAX_OUTPUT_CAP_LOWERINGS = 2
+# The uncalibrated estimate (~4 chars/token) can be 10-20% off a real tokenizer; recovering
+# pre-emptively from a near miss would drop history that fits. Only a clear excess counts.
+PREFLIGHT_MARGIN = 0.10
+_RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """The answer to one `send()`.
+
+    `message`: one assistant message (continuations stitched in). `usage`: summed over every
+    provider call that reported usage. `events`: everything recovery did, in order.
+    `truncated`: the answer is partial (escalations ran out, or a cut answer was returned).
+    `view`: the working view the answer is based on. `calls`: provider calls made.
+    """
+
+    message: Message
+    usage: Usage
+    events: tuple[Event, ...]
+    truncated: bool
+    view: tuple[Message, ...]
+    stop_reason: StopReason
+    calls: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """Action: call the provider with `request`; answer with its Response or exception."""
+
+    request: Request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sleep:
+    """Action: wait `seconds` before the next action; answer with None."""
+
+    seconds: float
+
+
+Action = Send | Sleep
+Outcome = Response | Exception | None
+Flow = Generator[Action, Outcome, Reply]
+
+
+def retry_delay(attempt: int, retry_after: float | None) -> float | None:
+    """Seconds to wait before retry number `attempt` (1-based), or None: do not retry.
+
+    The provider's Retry-After wins when it is within `RETRY_MAX_DELAY`; without one, the
+    delay doubles from `RETRY_BASE_DELAY` up to that cap. No jitter: the policy is
+    deterministic, and one client's retries are not a thundering herd.
+    """
+    if retry_after is not None:
+        return max(0.0, float(retry_after)) if retry_after <= RETRY_MAX_DELAY else None
+    return min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryPolicy:
+    """The settings of the recovery policy; `flow()` runs it for one send().
+
+    `context_window` / `max_output_tokens`: the model's limits, None when unknown.
+    `predictive=False` is the SPEC's plain ladder: no pre-flight, no calibration, no skips,
+    every level sent in turn (the benchmark compares the two).
+    """
+
+    config: RecoveryConfig = field(default_factory=RecoveryConfig)
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    predictive: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("context_window", "max_output_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name}={value!r} must be a positive integer or None")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ConfigError(f"max_retries={self.max_retries!r} must be an integer >= 0")
+
+    def flow(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        emit: Callable[[Event], None] = lambda event: None,
+    ) -> Flow:
+        """The generator for one send(); `emit` receives each event as it happens."""
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        return _Run(self, tuple(messages), max_tokens, tuple(tools), emit).steps()
+
+
+class _Views:
+    """The working view at each level, computed lazily once per send (see "cumulative")."""
+
+    def __init__(self, transcript: tuple[Message, ...], config: RecoveryConfig) -> None:
+        budgeted = enforce_tool_result_budget(
+            transcript,
+            per_result_chars=config.tool_result_max_chars,
+            per_turn_chars=config.tool_result_budget_chars,
+        )
+        self._config = config
+        self._results: list[TransformResult] = [repair_tool_pairing(budgeted.messages)]
+
+    def at(self, level: int) -> TransformResult:
+        while len(self._results) <= level:
+            previous = self._results[-1].messages
+            self._results.append(apply_recovery_level(previous, len(self._results), self._config))
+        return self._results[level]
+
+
+class _Run:
+    """The state of one send(). Mutable, but private to the generator that owns it."""
+
+    def __init__(
+        self,
+        policy: RecoveryPolicy,
+        transcript: tuple[Message, ...],
+        max_tokens: int | None,
+        tools: tuple[ToolSpec, ...],
+        emit: Callable[[Event], None],
+    ) -> None:
+        self.policy, self.config = policy, policy.config
+        self.transcript, self.tools, self._emit = transcript, tools, emit
+        self.views = _Views(transcript, policy.config)
+        self.max_level = min(len(LEVEL_NAMES), policy.config.max_recovery_attempts)
+        self.level = 0
+        self.max_tokens = max_tokens
+        self.cap, self.window = policy.max_output_tokens, policy.context_window
+        self.estimator, self.calibrated = policy.estimator, False
+        self.partial: Message | None = None
+        self.escalations = self.retries = self.cap_lowerings = self.calls = 0
+        self.usage = Usage()
+        self.events: list[Event] = []
+        self.attempts: list[str] = []
+
+    def steps(self) -> Flow:
+        if self.policy.predictive:
+            self.preflight()
+        for _ in range(self.call_limit()):
+            request = self.request()
+            outcome = yield Send(request=request)
+            self.calls += 1
+            step: Sleep | Reply | None
+            if isinstance(outcome, Response):
+                step = self.on_response(outcome, request)
+            elif isinstance(outcome, Exception):
+                step = self.on_error(outcome, request)
+            else:
+                raise TypeError(f"a Send is answered with a Response or exception, not {outcome!r}")
+            if isinstance(step, Reply):
+                return step
+            if step is not None:
+                yield step
+        raise AssertionError("unreachable: every call consumes a bounded budget")
+
+    def call_limit(self) -> int:
+        """An upper bound on provider calls: each outcome that is not a retry uses a level, an
+        escalation or a cap lowering, or ends the run; at most `max_retries` retries come
+        between two such outcomes."""
+        units = self.max_level + self.config.max_token_escalations + MAX_OUTPUT_CAP_LOWERINGS
+        return (units + 1) * (self.policy.max_retries + 1)
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        self._emit(event)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request_messages(self, level: int) -> tuple[Message, ...]:
+        view = self.views.at(level).messages
+        return view if self.partial is None else continuation_request_messages(view, self.partial)
+
+    def request(self) -> Request:
+        messages = self.request_messages(self.level)
+        return Request(messages=messages, max_tokens=self.max_tokens, tools=self.tools)
+
+    def finish(self, message: Message, stop_reason: StopReason, *, truncated: bool) -> Reply:
+        return Reply(
+            message=message,
+            usage=self.usage,
+            events=tuple(self.events),
+            truncated=truncated,
+            view=self.views.at(self.level).messages,
+            stop_reason=stop_reason,
+            calls=self.calls,
+        )
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def on_response(self, response: Response, request: Request) -> Reply | None:
+        self.usage += response.usage
+        self.retries = 0
+        if response.stop_reason is StopReason.CONTEXT_WINDOW:
+            return self.on_overflow(_window_stop_info(response), request, cause=None)
+        if response.stop_reason is StopReason.MAX_TOKENS:
+            return self.on_cut(response)
+        message = response.message
+        if self.partial is not None:
+            message = stitch(self.partial, message)
+        return self.finish(message, response.stop_reason, truncated=False)
+
+    def on_error(self, error: Exception, request: Request) -> Sleep | Reply | None:
+        info = error.info if isinstance(error, ProviderError) else classify_error(error)
+        if info.kind in _RETRYABLE:
+            return self.retry(info, error)
+        if info.kind is ErrorKind.CONTEXT_OVERFLOW:
+            return self.on_overflow(info, request, cause=error)
+        if info.kind is ErrorKind.OUTPUT_CAP:
+            self.lower_output_cap(info, error)
+            return None
+        _reraise(info, error)
+
+    def retry(self, info: ErrorInfo, error: Exception) -> Sleep:
+        delay = retry_delay(self.retries + 1, info.retry_after)
+        if self.retries >= self.policy.max_retries or delay is None:
+            _reraise(info, error)
+        self.retries += 1
+        self.emit(Retried(kind=info.kind, attempt=self.retries, delay=delay))
+        return Sleep(seconds=delay)
+
+    def lower_output_cap(self, info: ErrorInfo, error: Exception) -> None:
+        new = info.output_limit if info.output_limit is not None else self.cap
+        old = self.max_tokens
+        stuck = new is None or (old is not None and new >= old)
+        if stuck or self.cap_lowerings >= MAX_OUTPUT_CAP_LOWERINGS:
+            _reraise(info, error)
+        assert new is not None  # for the type checker: `stuck` covered it
+        self.cap_lowerings += 1
+        self.cap = self.max_tokens = new
+        self.emit(OutputCapLowered(old=old, new=new))
+
+    def on_cut(self, response: Response) -> Reply | None:
+        """The answer stopped at max_tokens: keep it, and continue it or return it."""
+        message, dropped = drop_incomplete_tool_calls(response.message)
+        if dropped:
+            self.emit(ToolCallsDropped(names=tuple(call.name for call in dropped)))
+        self.partial = message if self.partial is None else stitch(self.partial, message)
+        if self.partial.tool_calls or self.escalations >= self.config.max_token_escalations:
+            return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
+        self.escalations += 1
+        raised = next_max_tokens(self.max_tokens, cap=self.cap)
+        if raised is not None:
+            self.emit(Escalated(attempt=self.escalations, old=self.max_tokens, new=raised))
+            self.max_tokens = raised
+        self.emit(Continued(attempt=self.escalations, max_tokens=self.max_tokens))
+        return None
+
+    # -- context recovery -----------------------------------------------------------------
+
+    def preflight(self) -> None:
+        if self.cap is not None and self.max_tokens is not None and self.max_tokens > self.cap:
+            self.emit(OutputCapLowered(old=self.max_tokens, new=self.cap))
+            self.max_tokens = self.cap
+        if self.window is None or self.max_level == 0:
+            return
+        estimate = self.estimator.count(self.request_messages(0))
+        if self.fits(estimate):
+            return
+        reserve = self.max_tokens or 0
+        self.emit(PreflightRecovery(estimate=estimate, reserve=reserve, window=self.window))
+        level = self.next_level()
+        if level is not None:
+            self.apply_level(level)
+
+    def on_overflow(
+        self, info: ErrorInfo, request: Request, cause: Exception | None
+    ) -> Reply | None:
+        prompt = _stated_prompt_tokens(info, request.max_tokens)
+        self.emit(OverflowDetected(info=info, prompt_tokens=prompt, limit=info.limit))
+        if self.policy.predictive:
+            self.learn(prompt, info.limit, request)
+        level = self.next_level()
+        if level is None:
+            return self.give_up(info, cause)
+        self.apply_level(level)
+        return None
+
+    def learn(self, prompt: int | None, limit: int | None, request: Request) -> None:
+        """Take the provider's numbers: its limit is the window, its count calibrates."""
+        if limit is not None:
+            self.window = limit
+        if prompt is not None:
+            self.estimator = self.estimator.calibrated(request.messages, prompt)
+            self.calibrated = True
+
+    def fits(self, predicted: int) -> bool:
+        if self.window is None:
+            return True
+        margin = 1.0 if self.calibrated else 1.0 + PREFLIGHT_MARGIN
+        return predicted + (self.max_tokens or 0) <= self.window * margin
+
+    def next_level(self) -> int | None:
+        """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
+        for level in range(self.level + 1, self.max_level + 1):
+            if not self.policy.predictive or self.window is None:
+                return level
+            predicted = self.estimator.count(self.request_messages(level))
+            if self.fits(predicted) or (level == self.max_level and not self.calibrated):
+                return level
+            event = LevelSkipped(
+                level=level,
+                name=LEVEL_NAMES[level],
+                predicted_tokens=predicted,
+                reserve=self.max_tokens or 0,
+                limit=self.window,
+            )
+            self.emit(event)
+            self.attempts.append(event.describe())
+        return None
+
+    def apply_level(self, level: int) -> None:
+        self.level = level
+        result = self.views.at(level)
+        event = LevelApplied(
+            level=level,
+            name=LEVEL_NAMES[level],
+            report=result.report,
+            kept=len(result.messages),
+            total=len(self.transcript),
+            chars_freed=total_chars(self.transcript) - total_chars(result.messages),
+        )
+        self.emit(event)
+        self.attempts.append(event.action())
+
+    def give_up(self, info: ErrorInfo, cause: Exception | None) -> Reply:
+        attempts = tuple(self.attempts)
+        self.emit(RecoveryFailed(attempts=attempts, info=info))
+        if self.partial is not None and self.partial.text:
+            return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
+        tried = f"after {len(attempts)} recovery step(s)" if attempts else "recovery is disabled"
+        message = f"the conversation does not fit the context window ({tried}): {info.message}"
+        raise ContextRecoveryError(message, info=info, attempts=attempts) from cause
+
+
+def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int | None:
+    """The prompt size the provider states, directly or as requested minus output."""
+    if info.prompt_tokens is not None:
+        return info.prompt_tokens
+    output = info.max_tokens if info.max_tokens is not None else sent_max_tokens
+    if info.requested_tokens is None or output is None:
+        return None
+    return info.requested_tokens - output if info.requested_tokens > output else None
+
+
+def _window_stop_info(response: Response) -> ErrorInfo:
+    """The `context_window` stop reason (Anthropic/Bedrock `model_context_window_exceeded`):
+    the window filled up while answering. The prompt size it reports calibrates the estimate."""
+    prompt = response.usage.prompt_tokens
+    return ErrorInfo(
+        kind=ErrorKind.CONTEXT_OVERFLOW,
+        message="the context window filled up while the model was answering",
+        prompt_tokens=prompt or None,
+    )
+
+
+def _reraise(info: ErrorInfo, error: Exception) -> NoReturn:
+    if isinstance(error, ProviderError):
+        raise error
+    raise ProviderError(info) from error
+
+
+class Client:
+    """Sends conversations to a provider and recovers them (see the module docstring).
+
+    `hooks` receive every event as it happens (events are also logged under "chatcli").
+    `sleep` / `asleep` wait before retries (injected so tests need not wait).
+    `context_window` / `max_output_tokens` default to the provider's attributes of those names.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        config: RecoveryConfig | None = None,
+        *,
+        hooks: Sequence[Hook] = (),
+        estimator: TokenEstimator | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        predictive: bool = True,
+    ) -> None:
+        self.provider = provider
+        self.policy = RecoveryPolicy(
+            config=config if config is not None else RecoveryConfig(),
+            estimator=estimator if estimator is not None else TokenEstimator(),
+            context_window=_declared(provider, "context_window", context_window),
+            max_output_tokens=_declared(provider, "max_output_tokens", max_output_tokens),
+            max_retries=max_retries,
+            predictive=predictive,
+        )
+        self.hooks = tuple(hooks)
+        self._sleep, self._asleep = sleep, asleep
+
+    def send(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> Reply:
+        """Send `messages`, recovering as needed; the caller's messages are never changed."""
+        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        outcome: Outcome = None
+        while True:  # bounded by the policy's call limit: the flow returns or raises
+            try:
+                action = flow.send(outcome)
+            except StopIteration as done:
+                reply: Reply = done.value
+                return reply
+            if isinstance(action, Sleep):
+                self._sleep(action.seconds)
+                outcome = None
+                continue
+            try:
+                outcome = self.provider.complete(action.request)
+            except Exception as exc:  # classified by the policy, re-raised if not recoverable
+                outcome = exc
+
+    async def asend(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> Reply:
+        """The async `send`: the same policy, awaiting the provider and the sleeps."""
+        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        outcome: Outcome = None
+        while True:  # bounded by the policy's call limit: the flow returns or raises
+            try:
+                action = flow.send(outcome)
+            except StopIteration as done:
+                reply: Reply = done.value
+                return reply
+            if isinstance(action, Sleep):
+                await self._asleep(action.seconds)
+                outcome = None
+                continue
+            try:
+                outcome = await self.provider.acomplete(action.request)
+            except Exception as exc:  # classified by the policy, re-raised if not recoverable
+                outcome = exc
+
+    def _emit(self, event: Event) -> None:
+        logger.log(event.log_level, "%s", event.describe(), extra={"chatcli_event": event})
+        for hook in self.hooks:
+            hook(event)
+
+
+def _declared(provider: Provider, name: str, given: int | None) -> int | None:
+    if given is not None:
+        return given
+    value = getattr(provider, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

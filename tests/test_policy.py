@@ -1,0 +1,580 @@
+"""The recovery policy, step by step: outcomes in, actions out, no provider and no I/O.
+
+Outcomes here are our own `ProviderError(ErrorInfo)` values (what an adapter raises after
+classifying once) and `Response`s; real provider bodies are exercised in test_client*.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatcli.config import RecoveryConfig
+from chatcli.continuation import CONTINUATION_MESSAGE, continuation_request_messages
+from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
+from chatcli.events import (
+    Continued,
+    Escalated,
+    Event,
+    LevelApplied,
+    LevelSkipped,
+    OutputCapLowered,
+    OverflowDetected,
+    PreflightRecovery,
+    RecoveryFailed,
+    Retried,
+    ToolCallsDropped,
+)
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.truncate import apply_recovery_level
+from chatcli.messages import Message, StopReason, ToolCall, Usage
+from chatcli.providers.base import Response
+from chatcli.recovery import (
+    RETRY_MAX_DELAY,
+    Flow,
+    RecoveryPolicy,
+    Reply,
+    Send,
+    Sleep,
+    retry_delay,
+)
+from chatcli.tokens import TokenEstimator
+from tests.fakes import response
+
+CONFIG = RecoveryConfig()
+
+
+def session(turns: int = 12) -> tuple[Message, ...]:
+    """A system prompt, then user / assistant+tool call / tool result / assistant turns."""
+    messages = [Message.system("You are a careful coding agent.")]
+    for i in range(turns):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"src/{i}.py"})
+        messages += [
+            Message.user(f"request {i}: fix the bug in module {i}"),
+            Message.assistant(f"Reading module {i}.", tool_calls=(call,)),
+            Message.tool(f"c{i}", f"line {i}\n" * 3000),  # ~21,000 chars: over the budget
+            Message.assistant(f"Fixed module {i}. " + "Explanation. " * 500),
+        ]
+    return tuple(messages)
+
+
+def level_views(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
+    """The views the SPEC defines: base (budget + pairing), then levels 1-3 in a chain."""
+    budgeted = enforce_tool_result_budget(
+        messages,
+        per_result_chars=CONFIG.tool_result_max_chars,
+        per_turn_chars=CONFIG.tool_result_budget_chars,
+    )
+    views = [repair_tool_pairing(budgeted.messages).messages]
+    for level in (1, 2, 3):
+        views.append(apply_recovery_level(views[-1], level, CONFIG).messages)
+    return views
+
+
+def overflow(**numbers: int) -> ProviderError:
+    return ProviderError(ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, message="too long", **numbers))
+
+
+def failure(kind: ErrorKind, **fields: float | int) -> ProviderError:
+    return ProviderError(ErrorInfo(kind=kind, message=kind.value, **fields))  # type: ignore[arg-type]
+
+
+class Walk:
+    """Drives a flow by hand, collecting the events it emits."""
+
+    def __init__(self, policy: RecoveryPolicy, messages: Sequence[Message], **kw: int) -> None:
+        self.events: list[Event] = []
+        self.flow: Flow = policy.flow(messages, emit=self.events.append, **kw)
+        self.action = next(self.flow)
+
+    def send(self, outcome: Response | Exception | None) -> Send | Sleep:
+        self.action = self.flow.send(outcome)
+        return self.action
+
+    def finish(self, outcome: Response | Exception) -> Reply:
+        with pytest.raises(StopIteration) as done:
+            self.flow.send(outcome)
+        reply = done.value.value
+        assert isinstance(reply, Reply)
+        return reply
+
+    def sent(self) -> Send:
+        assert isinstance(self.action, Send)
+        return self.action
+
+
+def kinds(events: Sequence[Event]) -> list[type[Event]]:
+    return [type(event) for event in events]
+
+
+# --- the working view -------------------------------------------------------------------
+
+
+def test_first_request_is_the_budgeted_repaired_transcript_and_success_finishes() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    request = walk.sent().request
+    assert request.messages == level_views(messages)[0]
+    assert request.messages != messages  # the 21,000-char results were cut to 20,000
+    assert request.max_tokens == 1000
+    reply = walk.finish(response("done", usage=Usage(100, 5)))
+    assert (reply.message.text, reply.calls, reply.events, reply.truncated) == (
+        "done",
+        1,
+        (),
+        False,
+    )
+    assert reply.view == request.messages
+    assert reply.usage == Usage(100, 5)
+    assert reply.stop_reason is StopReason.END_TURN
+
+
+def test_the_callers_list_is_not_changed() -> None:
+    messages = list(session(3))
+    before = list(messages)
+    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk.send(overflow())
+    walk.send(overflow())
+    walk.finish(response())
+    assert messages == before
+
+
+# --- the plain ladder -------------------------------------------------------------------
+
+
+def test_plain_ladder_sends_each_level_in_turn_then_raises_chained() -> None:
+    messages = session()
+    views = level_views(messages)
+    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    sent = [walk.sent().request.messages]
+    errors = [overflow(), overflow(), overflow()]
+    for error in errors:
+        sent.append(walk.send(error).request.messages)  # type: ignore[union-attr]
+    assert sent == views
+    last = overflow(prompt_tokens=9, limit=5)
+    with pytest.raises(ContextRecoveryError) as raised:
+        walk.send(last)
+    assert raised.value.__cause__ is last
+    assert raised.value.info is last.info
+    assert len(raised.value.attempts) == 3
+    assert raised.value.attempts[1].startswith("level 2 (emergency truncation): kept ")
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied] * 3 + [
+        OverflowDetected,
+        RecoveryFailed,
+    ]
+
+
+def test_levels_are_cumulative_and_shrink() -> None:
+    views = level_views(session())
+    sizes = [sum(m.char_count for m in view) for view in views]
+    assert sizes == sorted(sizes, reverse=True)
+    assert len(set(sizes)) == 4
+
+
+def test_level_applied_event_describes_what_was_kept() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk.send(overflow())
+    walk.send(overflow())
+    applied = walk.events[-1]
+    assert isinstance(applied, LevelApplied)
+    assert applied.level == 2
+    assert applied.kept == len(level_views(messages)[2])
+    assert applied.total == len(messages) == 49
+    assert applied.describe().startswith(
+        f"level 2 (emergency truncation): kept {applied.kept} of 49"
+    )
+    assert applied.describe().endswith(", retrying")
+
+
+def test_max_recovery_attempts_limits_the_levels() -> None:
+    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=1)), session())
+    walk.send(overflow())
+    with pytest.raises(ContextRecoveryError) as raised:
+        walk.send(overflow())
+    assert len(raised.value.attempts) == 1
+
+
+def test_zero_recovery_attempts_raises_at_once() -> None:
+    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=0)), session())
+    error = overflow()
+    with pytest.raises(ContextRecoveryError) as raised:
+        walk.send(error)
+    assert raised.value.attempts == ()
+    assert raised.value.__cause__ is error
+
+
+# --- predictive: calibration and skips ---------------------------------------------------
+
+
+def test_stated_numbers_calibrate_and_skip_levels_predicted_not_to_fit() -> None:
+    messages = session()
+    views = level_views(messages)
+    stated = TokenEstimator().count(views[0]) * 5 // 4  # the real tokenizer is 25% denser
+    calibrated = TokenEstimator().calibrated(views[0], stated)
+    level1, level2 = calibrated.count(views[1]), calibrated.count(views[2])
+    assert level2 < level1
+    limit = (level1 + level2) // 2
+    walk = Walk(RecoveryPolicy(), messages)
+    walk.send(overflow(prompt_tokens=stated, limit=limit))
+    assert walk.sent().request.messages == views[2]
+    skipped = walk.events[1]
+    assert skipped == LevelSkipped(
+        level=1, name="aggressive budget", predicted_tokens=level1, reserve=0, limit=limit
+    )
+    assert skipped.describe() == (
+        f"level 1 (aggressive budget) skipped: predicted {level1:,} > {limit:,} tokens"
+    )
+    assert kinds(walk.events) == [OverflowDetected, LevelSkipped, LevelApplied]
+    assert walk.finish(response()).calls == 2
+
+
+def test_when_no_level_is_predicted_to_fit_it_raises_without_a_call() -> None:
+    messages = session()
+    views = level_views(messages)
+    stated = TokenEstimator().count(views[0])
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=100)
+    error = overflow(prompt_tokens=stated, limit=50)  # not even the level-3 view fits
+    with pytest.raises(ContextRecoveryError) as raised:
+        walk.send(error)
+    assert raised.value.__cause__ is error
+    assert [a.split(" skipped")[0] for a in raised.value.attempts] == [
+        "level 1 (aggressive budget)",
+        "level 2 (emergency truncation)",
+        "level 3 (nuclear truncation)",
+    ]
+    assert " + 100 output > 50 tokens" in raised.value.attempts[2]
+
+
+def test_requested_minus_output_is_the_prompt_size() -> None:
+    # e.g. "you requested 141403 tokens (133211 in the messages, 8192 in the completion)"
+    messages = session()
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk.send(overflow(requested_tokens=51_000, limit=40_000))
+    detected = walk.events[0]
+    assert isinstance(detected, OverflowDetected)
+    assert (detected.prompt_tokens, detected.limit) == (50_000, 40_000)
+    assert detected.describe() == "context overflow (50,000 > 40,000 tokens)"
+
+
+def test_an_uncalibrated_guess_never_fails_without_a_call() -> None:
+    messages = session()
+    views = level_views(messages)
+    # The window is declared, the error states no numbers: predictions are guesses.
+    walk = Walk(RecoveryPolicy(context_window=200), messages)
+    assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelSkipped, LevelApplied]
+    assert walk.sent().request.messages == views[3]
+    with pytest.raises(ContextRecoveryError):
+        walk.send(overflow())
+
+
+def test_plain_ladder_ignores_numbers() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False, context_window=200), messages)
+    assert walk.sent().request.messages == level_views(messages)[0]
+    walk.send(overflow(prompt_tokens=10**6, limit=200))
+    assert walk.sent().request.messages == level_views(messages)[1]
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied]
+
+
+# --- pre-flight ---------------------------------------------------------------------------
+
+
+def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
+    messages = session()
+    views = level_views(messages)
+    estimator = TokenEstimator()
+    window = estimator.count(views[2]) + 10  # level 2 fits with the 10-token reserve
+    assert estimator.count(views[1]) + 10 > window * 1.1  # level 1 clearly does not
+    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=10)
+    assert walk.sent().request.messages == views[2]
+    estimate = estimator.count(views[0])
+    assert walk.events[0] == PreflightRecovery(estimate=estimate, reserve=10, window=window)
+    assert walk.events[0].describe() == (
+        f"pre-flight: estimated {estimate:,} + 10 output tokens > {window:,}-token window, "
+        "recovering before sending"
+    )
+    assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelApplied]
+    assert walk.finish(response()).calls == 1
+
+
+def test_preflight_leaves_a_near_miss_alone() -> None:
+    messages = session()
+    estimate = TokenEstimator().count(level_views(messages)[0])
+    walk = Walk(RecoveryPolicy(context_window=estimate - 100), messages)
+    assert walk.events == []
+    assert walk.sent().request.messages == level_views(messages)[0]
+
+
+def test_preflight_lowers_max_tokens_to_the_known_cap() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=4096), session(2), max_tokens=10_000)
+    assert walk.sent().request.max_tokens == 4096
+    assert walk.events == [OutputCapLowered(old=10_000, new=4096)]
+
+
+# --- output cap, retries, other errors ----------------------------------------------------
+
+
+def test_output_cap_lowers_max_tokens_and_keeps_the_history() -> None:
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=8192)
+    first = walk.sent().request
+    walk.send(failure(ErrorKind.OUTPUT_CAP, max_tokens=8192, output_limit=4096))
+    assert walk.sent().request == type(first)(messages=first.messages, max_tokens=4096)
+    assert walk.events == [OutputCapLowered(old=8192, new=4096)]
+
+
+def test_output_cap_lowering_is_bounded() -> None:
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=8192)
+    walk.send(failure(ErrorKind.OUTPUT_CAP, output_limit=4096))
+    walk.send(failure(ErrorKind.OUTPUT_CAP, output_limit=2048))
+    third = failure(ErrorKind.OUTPUT_CAP, output_limit=1024)
+    with pytest.raises(ProviderError) as raised:
+        walk.send(third)
+    assert raised.value is third
+
+
+def test_output_cap_without_a_lower_number_is_raised() -> None:
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=4096)
+    error = failure(ErrorKind.OUTPUT_CAP, output_limit=4096)
+    with pytest.raises(ProviderError):
+        walk.send(error)
+
+
+def test_rate_limit_backs_off_then_resends_the_same_request() -> None:
+    walk = Walk(RecoveryPolicy(max_retries=2), session(2))
+    first = walk.sent().request
+    assert walk.send(failure(ErrorKind.RATE_LIMIT)) == Sleep(seconds=1.0)
+    assert walk.send(None) == Send(request=first)
+    assert walk.send(failure(ErrorKind.TRANSIENT, retry_after=7)) == Sleep(seconds=7.0)
+    assert walk.send(None) == Send(request=first)
+    last = failure(ErrorKind.RATE_LIMIT)
+    with pytest.raises(ProviderError) as raised:
+        walk.send(last)
+    assert raised.value is last
+    assert walk.events == [
+        Retried(kind=ErrorKind.RATE_LIMIT, attempt=1, delay=1.0),
+        Retried(kind=ErrorKind.TRANSIENT, attempt=2, delay=7.0),
+    ]
+
+
+def test_a_success_resets_the_retry_count() -> None:
+    walk = Walk(RecoveryPolicy(max_retries=1), session(2), max_tokens=100)
+    walk.send(failure(ErrorKind.RATE_LIMIT))
+    walk.send(None)
+    walk.send(response("part", stop=StopReason.MAX_TOKENS))  # a success: counters reset
+    assert isinstance(walk.send(failure(ErrorKind.RATE_LIMIT)), Sleep)
+    walk.send(None)
+    assert walk.finish(response(" rest")).calls == 4
+
+
+def test_a_retry_after_beyond_the_cap_is_not_waited_for() -> None:
+    walk = Walk(RecoveryPolicy(), session(2))
+    error = failure(ErrorKind.RATE_LIMIT, retry_after=RETRY_MAX_DELAY + 1)
+    with pytest.raises(ProviderError):
+        walk.send(error)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "delay"),
+    [(1, None, 1.0), (2, None, 2.0), (3, None, 4.0), (9, None, RETRY_MAX_DELAY), (1, 0.5, 0.5)],
+)
+def test_retry_delay(attempt: int, retry_after: float | None, delay: float) -> None:
+    assert retry_delay(attempt, retry_after) == delay
+
+
+@pytest.mark.parametrize(
+    "kind", [ErrorKind.AUTH, ErrorKind.QUOTA, ErrorKind.PAYLOAD_TOO_LARGE, ErrorKind.OTHER]
+)
+def test_other_errors_are_raised_as_they_are(kind: ErrorKind) -> None:
+    walk = Walk(RecoveryPolicy(), session(2))
+    error = failure(kind)
+    with pytest.raises(ProviderError) as raised:
+        walk.send(error)
+    assert raised.value is error
+
+
+def test_a_foreign_exception_is_wrapped_and_chained() -> None:
+    walk = Walk(RecoveryPolicy(), session(2))
+    error = KeyError("boom")
+    with pytest.raises(ProviderError) as raised:
+        walk.send(error)
+    assert raised.value.__cause__ is error
+
+
+# --- max_tokens escalation and continuation ------------------------------------------------
+
+
+def test_a_cut_answer_is_escalated_continued_and_stitched() -> None:
+    messages = session(2)
+    view = level_views(messages)[0]
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    partial = "The fix is to change the loop bound"
+    walk.send(response(partial, stop=StopReason.MAX_TOKENS, usage=Usage(50, 1000)))
+    request = walk.sent().request
+    assert request.max_tokens == 2000
+    assert request.messages == continuation_request_messages(view, Message.assistant(partial))
+    assert request.messages[-1].text == CONTINUATION_MESSAGE
+    reply = walk.finish(response("change the loop bound to n - 1.", usage=Usage(60, 9)))
+    assert reply.message.text == "The fix is to change the loop bound to n - 1."
+    assert (reply.truncated, reply.calls, reply.view) == (False, 2, view)
+    assert reply.usage == Usage(110, 1009)
+    assert reply.events == (
+        Escalated(attempt=1, old=1000, new=2000),
+        Continued(attempt=1, max_tokens=2000),
+    )
+
+
+def test_escalations_run_out_and_the_partial_is_returned_truncated() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=3000), session(2), max_tokens=1000)
+    limits = [walk.sent().request.max_tokens]
+    walk.send(response("one ", stop=StopReason.MAX_TOKENS))
+    limits.append(walk.sent().request.max_tokens)
+    walk.send(response("two ", stop=StopReason.MAX_TOKENS))
+    limits.append(walk.sent().request.max_tokens)
+    reply = walk.finish(response("three ", stop=StopReason.MAX_TOKENS))
+    assert limits == [1000, 2000, 3000]  # doubled, then clipped to the cap
+    assert reply.truncated is True
+    assert reply.message.text == "one two three "
+    assert reply.calls == 3
+    assert reply.stop_reason is StopReason.MAX_TOKENS
+    assert kinds(reply.events) == [Escalated, Continued, Escalated, Continued]
+
+
+def test_at_the_cap_it_continues_without_escalating() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=1000), session(2), max_tokens=1000)
+    walk.send(response("half ", stop=StopReason.MAX_TOKENS))
+    assert walk.sent().request.max_tokens == 1000
+    assert walk.events == [Continued(attempt=1, max_tokens=1000)]
+
+
+def test_without_max_tokens_escalation_starts_from_the_cap() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=64_000), session(2))
+    assert walk.sent().request.max_tokens is None
+    walk.send(response("half ", stop=StopReason.MAX_TOKENS))
+    assert walk.sent().request.max_tokens == 64_000
+    assert walk.events[0] == Escalated(attempt=1, old=None, new=64_000)
+
+
+def test_zero_escalations_returns_the_cut_answer() -> None:
+    config = RecoveryConfig(max_token_escalations=0)
+    walk = Walk(RecoveryPolicy(config=config), session(2), max_tokens=10)
+    reply = walk.finish(response("cut", stop=StopReason.MAX_TOKENS))
+    assert (reply.truncated, reply.calls, reply.events) == (True, 1, ())
+
+
+def test_a_cut_tool_call_is_dropped_and_the_text_continued() -> None:
+    cut = ToolCall(id="t1", name="write_file", arguments={"path": "a"}, incomplete=True)
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    walk.send(
+        response(
+            message=Message.assistant("Writing it", tool_calls=(cut,)), stop=StopReason.MAX_TOKENS
+        )
+    )
+    assert walk.events[0] == ToolCallsDropped(names=("write_file",))
+    assert walk.sent().request.messages[-2] == Message.assistant("Writing it")
+    whole = ToolCall(id="t1", name="write_file", arguments={"path": "a", "text": "x"})
+    reply = walk.finish(response(message=Message.assistant(" now.", tool_calls=(whole,))))
+    assert reply.message.text == "Writing it now."
+    assert reply.message.tool_calls == (whole,)
+
+
+def test_a_cut_answer_with_complete_calls_is_returned_for_them_to_run() -> None:
+    done = ToolCall(id="t1", name="read_file", arguments={"path": "a"})
+    cut = ToolCall(id="t2", name="read_file", arguments={"pa": 1}, incomplete=True)
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    message = Message.assistant("Reading both.", tool_calls=(done, cut))
+    reply = walk.finish(response(message=message, stop=StopReason.MAX_TOKENS))
+    assert reply.message.tool_calls == (done,)
+    assert reply.truncated is True
+    assert reply.events == (ToolCallsDropped(names=("read_file",)),)
+
+
+# --- overflow reported as a stop reason; continuation overflow ------------------------------
+
+
+def test_the_context_window_stop_reason_is_an_overflow() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    stopped = response("", stop=StopReason.CONTEXT_WINDOW, usage=Usage(190_000, 10_000))
+    walk.send(stopped)
+    assert walk.sent().request.messages == level_views(messages)[1]
+    reply = walk.finish(response("ok", usage=Usage(150_000, 10)))
+    assert reply.usage == Usage(340_000, 10_010)
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied]
+
+
+def test_a_continuation_that_overflows_goes_through_the_same_recovery() -> None:
+    messages = session()
+    views = level_views(messages)
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=100)
+    walk.send(response("The answer", stop=StopReason.MAX_TOKENS))
+    walk.send(overflow())
+    partial = Message.assistant("The answer")
+    assert walk.sent().request.messages == continuation_request_messages(views[1], partial)
+    reply = walk.finish(response(" is 42."))
+    assert reply.message.text == "The answer is 42."
+    assert reply.view == views[1]
+
+
+def test_a_continuation_that_cannot_be_recovered_returns_the_partial() -> None:
+    config = RecoveryConfig(max_recovery_attempts=1)
+    walk = Walk(RecoveryPolicy(config=config, predictive=False), session(), max_tokens=100)
+    walk.send(response("The answer", stop=StopReason.MAX_TOKENS))
+    walk.send(overflow())
+    reply = walk.finish(overflow())
+    assert (reply.message.text, reply.truncated, reply.calls) == ("The answer", True, 3)
+    assert isinstance(reply.events[-1], RecoveryFailed)
+
+
+def test_a_send_must_be_answered() -> None:
+    walk = Walk(RecoveryPolicy(), session(1))
+    with pytest.raises(TypeError):
+        walk.send(None)
+
+
+# --- termination, as a property -------------------------------------------------------------
+
+OUTCOMES = st.sampled_from(
+    [
+        overflow(),
+        overflow(prompt_tokens=40_000, limit=30_000),
+        failure(ErrorKind.RATE_LIMIT),
+        failure(ErrorKind.TRANSIENT),
+        failure(ErrorKind.OUTPUT_CAP, output_limit=64),
+        response("cut ", stop=StopReason.MAX_TOKENS),
+        response("", stop=StopReason.CONTEXT_WINDOW),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(script=st.lists(OUTCOMES, max_size=60), predictive=st.booleans())
+def test_every_flow_ends_within_its_call_limit(
+    script: list[Response | Exception], predictive: bool
+) -> None:
+    """Whatever the provider answers, the flow ends with a Reply or a chatcli error, having
+    made no more calls than the limits allow (levels + escalations + cap lowerings, each
+    with at most max_retries retries before it)."""
+    policy = RecoveryPolicy(predictive=predictive, max_retries=2)
+    flow = policy.flow(session(4), max_tokens=1000)
+    action = next(flow)
+    calls, bound = 0, (3 + 2 + 2 + 1) * 3
+    outcomes = [*script, response("final")]
+    try:
+        while True:
+            if isinstance(action, Sleep):
+                action = flow.send(None)
+                continue
+            calls += 1
+            outcome = outcomes[min(calls - 1, len(outcomes) - 1)]
+            action = flow.send(outcome)
+    except StopIteration as done:
+        assert isinstance(done.value, Reply)
+        assert done.value.calls == calls
+    except (ContextRecoveryError, ProviderError):
+        pass
+    assert calls <= bound
