@@ -13,7 +13,8 @@ Guarantees, for every `text` and `max_chars >= 0`:
   number of characters removed between them.
 - Cuts fall on code points (Python `str` indexes code points, so a UTF-8 sequence is never
   split) and never inside a user-perceived character: not between a base and its combining
-  marks, not inside a surrogate pair, an emoji ZWJ / modifier / tag sequence, a flag, or CRLF.
+  marks, not inside a surrogate pair, an emoji ZWJ / modifier / tag sequence, a flag, an Indic
+  conjunct, or CRLF.
   This approximates Unicode grapheme clusters with the stdlib only; rarer clusters (e.g.
   decomposed Hangul jamo) may still be split between code points, never inside one.
 - When a line break lies close to the cut point, the cut moves to it, so lines stay whole.
@@ -33,6 +34,7 @@ MIN_CUT_CHARS = 48
 
 _ZWJ = "\u200d"
 _EXTEND_CATEGORIES = frozenset({"Mn", "Mc", "Me"})
+_VIRAMA_CLASS = 9  # canonical combining class of viramas
 
 
 def cut_middle(text: str, max_chars: int) -> str:
@@ -100,6 +102,8 @@ def is_cut_boundary(text: str, index: int) -> bool:
     before, after = text[index - 1], text[index]
     if _extends(after) or before == _ZWJ or (before, after) == ("\r", "\n"):
         return False
+    if unicodedata.combining(before) == _VIRAMA_CLASS and unicodedata.category(after)[0] == "L":
+        return False  # a virama joins two consonants into one conjunct (Indic scripts)
     if _is_regional_indicator(before) and _is_regional_indicator(after):
         # Flags are pairs of indicators: only an even run before the cut keeps pairs whole.
         return _regional_run_before(text, index) % 2 == 0
