@@ -296,3 +296,20 @@ def test_stitch_keeps_both_ends_and_never_grows(a: str, b: str) -> None:
     assert len(stitched) <= len(a) + len(b)
     removed = len(a) + len(b) - len(stitched)
     assert a.endswith(b[:removed])
+
+
+def _seam_overlap_by_brute_force(before: str, after: str) -> int:
+    for length in range(min(len(before), len(after)), 0, -1):
+        if not before.endswith(after[:length]):
+            continue
+        start = len(before) - length
+        whole_line = start == 0 or before[start - 1] == "\n"
+        if length >= MIN_SEAM_OVERLAP or (whole_line and before[start:].strip()):
+            return length
+    return 0
+
+
+@given(before=st.text(alphabet="ab \n", max_size=40), after=st.text(alphabet="ab \n", max_size=40))
+@settings(max_examples=300)
+def test_seam_overlap_matches_brute_force(before: str, after: str) -> None:
+    assert seam_overlap(before, after) == _seam_overlap_by_brute_force(before, after)
