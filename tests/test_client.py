@@ -1,0 +1,302 @@
+"""`Client` over test providers, sync and async: each behaviour with exact calls and events.
+
+Provider failures are the real SDK exceptions (openai / anthropic) built around real corpus
+bodies (tests/fakes.py), so these tests also check that `Client` classifies them once and
+acts on the numbers they state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import anthropic
+import openai
+import pytest
+
+from chatcli.config import RecoveryConfig
+from chatcli.continuation import CONTINUATION_MESSAGE
+from chatcli.errors import ContextRecoveryError, ErrorKind, ProviderError
+from chatcli.events import (
+    Continued,
+    Escalated,
+    Event,
+    LevelApplied,
+    LevelSkipped,
+    OutputCapLowered,
+    OverflowDetected,
+    RecoveryFailed,
+    Retried,
+)
+from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
+from chatcli.recovery import Client, Reply
+from chatcli.tokens import TokenEstimator
+from tests.fakes import Overflow, ScriptedProvider, WindowedProvider, corpus_error, response
+
+Mode = Literal["sync", "async"]
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> Mode:
+    mode: Mode = request.param
+    return mode
+
+
+async def send(client: Client, mode: Mode, messages: Sequence[Message], **kw: Any) -> Reply:
+    if mode == "sync":
+        return client.send(messages, **kw)
+    return await client.asend(messages, **kw)
+
+
+def agent_turns(turns: int, result_chars: int) -> list[Message]:
+    messages = [Message.system("You are a coding agent. Use the tools.")]
+    for i in range(turns):
+        call = ToolCall(id=f"call_{i}", name="read_file", arguments={"path": f"src/m{i}.py"})
+        messages += [
+            Message.user(f"step {i}: look at m{i}.py"),
+            Message.assistant(f"Opening m{i}.py.", tool_calls=(call,)),
+            Message.tool(call.id, (f"def f{i}(x):\n    return x + {i}\n" * 2000)[:result_chars]),
+            Message.assistant(f"m{i}.py is fine."),
+        ]
+    return messages
+
+
+def kinds(events: Sequence[Event]) -> list[type[Event]]:
+    return [type(event) for event in events]
+
+
+class Sleeps:
+    """Records the waits a client asks for, sync and async, without waiting."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+def client_for(provider: Any, sleeps: Sleeps | None = None, **kw: Any) -> Client:
+    sleeps = sleeps or Sleeps()
+    return Client(provider, sleep=sleeps, asleep=sleeps.asleep, **kw)
+
+
+# --- limits -----------------------------------------------------------------------------
+
+
+def test_limits_default_to_what_the_provider_declares() -> None:
+    provider = WindowedProvider(window=8192, output_cap=4096)
+    client = Client(provider)
+    assert (client.policy.context_window, client.policy.max_output_tokens) == (8192, 4096)
+    client = Client(provider, context_window=1000, max_output_tokens=500)
+    assert (client.policy.context_window, client.policy.max_output_tokens) == (1000, 500)
+    assert Client(ScriptedProvider(script=[])).policy.context_window is None
+
+
+# --- overflow -----------------------------------------------------------------------------
+
+
+async def test_overflow_with_numbers_is_calibrated_and_skips_a_level(mode: Mode) -> None:
+    # vLLM states prompt and limit; the window is not declared, so the first call is made.
+    provider = WindowedProvider(window=8000, declares_limits=False)
+    messages = agent_turns(10, 3000)
+    reply = await send(client_for(provider), mode, messages)
+    assert reply.calls == 2 == len(provider.requests)
+    assert kinds(reply.events) == [OverflowDetected, LevelSkipped, LevelApplied]
+    detected = reply.events[0]
+    assert isinstance(detected, OverflowDetected)
+    assert detected.prompt_tokens == provider.count(provider.requests[0].messages)
+    assert detected.limit == 8000
+    assert provider.requests[1].messages == reply.view
+    assert provider.count(reply.view) <= 8000
+    assert reply.message.text == "Answer to: step 9: look at m9.py"
+
+
+async def test_anthropic_overflow_states_input_plus_max_tokens(mode: Mode) -> None:
+    # pe-004 verbatim: "input length and `max_tokens` exceed context limit: 199759 + 8192 >
+    # 200000". The conversation is sized so the provider really counts 199,759 tokens.
+    overflow = Overflow(record="pe-004", envelope=None, sdk="anthropic", counts_output=True)
+    provider = WindowedProvider(window=200_000, overflow=overflow)
+    messages = agent_turns(40, 16_000)
+    messages.append(Message.user(pad_to(provider, messages, 199_759)))
+    reply = await send(client_for(provider), mode, messages, max_tokens=8192)
+    assert reply.calls == 2
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied]
+    assert reply.events[0] == OverflowDetected(
+        info=reply.events[0].info,  # type: ignore[attr-defined]
+        prompt_tokens=199_759,
+        limit=200_000,
+    )
+    assert reply.events[1].level == 1  # type: ignore[attr-defined]
+    assert provider.count(provider.requests[1].messages) + 8192 <= 200_000
+
+
+def pad_to(provider: WindowedProvider, messages: list[Message], tokens: int) -> str:
+    """Text for one more user message that makes the provider count exactly `tokens`."""
+    low, high = 0, 4 * tokens
+    while low < high:  # the shortest text that reaches it
+        mid = (low + high) // 2
+        if provider.count([*messages, Message.user("x" * mid)]) < tokens:
+            low = mid + 1
+        else:
+            high = mid
+    assert provider.count([*messages, Message.user("x" * low)]) == tokens
+    return "x" * low
+
+
+async def test_overflow_without_numbers_climbs_the_ladder_then_raises(mode: Mode) -> None:
+    # pe-062: Anthropic's 413 "Request size exceeds model context window", no numbers.
+    overflow = Overflow(record="pe-062", envelope=None, sdk="anthropic")
+    provider = WindowedProvider(window=50, overflow=overflow, declares_limits=False)
+    events: list[Event] = []
+    client = client_for(provider, hooks=[events.append])
+    with pytest.raises(ContextRecoveryError) as raised:
+        await send(client, mode, agent_turns(5, 3000))
+    assert len(provider.requests) == 4
+    assert isinstance(raised.value.__cause__, anthropic.APIStatusError)
+    assert raised.value.__cause__.status_code == 413
+    assert raised.value.info.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert [a.split(" (")[0] for a in raised.value.attempts] == ["level 1", "level 2", "level 3"]
+    assert kinds(events) == [OverflowDetected, LevelApplied] * 3 + [
+        OverflowDetected,
+        RecoveryFailed,
+    ]
+
+
+async def test_the_context_window_stop_reason_triggers_recovery(mode: Mode) -> None:
+    stopped = response("", stop=StopReason.CONTEXT_WINDOW, usage=Usage(9000, 100))
+    provider = ScriptedProvider(script=[stopped, response("fine", usage=Usage(3000, 5))])
+    messages = agent_turns(12, 16_000)  # level 1 halves the 16,000-char results
+    reply = await send(client_for(provider, predictive=False), mode, messages)
+    assert reply.calls == 2
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied]
+    assert reply.usage == Usage(12_000, 105)
+    first, second = (total_chars(r.messages) for r in provider.requests)
+    assert second < first  # level 1 cut the assistant messages and tool results
+
+
+# --- output cap, retries, other errors ----------------------------------------------------
+
+
+async def test_output_cap_error_lowers_max_tokens(mode: Mode) -> None:
+    # pe-024: "max_tokens is too large: 8192. This model supports at most 4096 ..."
+    provider = WindowedProvider(window=100_000, output_cap=4096, declares_limits=False)
+    messages = agent_turns(2, 100)
+    reply = await send(client_for(provider), mode, messages, max_tokens=8192)
+    assert [r.max_tokens for r in provider.requests] == [8192, 4096]
+    assert provider.requests[0].messages == provider.requests[1].messages
+    assert reply.events == (OutputCapLowered(old=8192, new=4096),)
+
+
+async def test_a_declared_output_cap_is_applied_before_sending(mode: Mode) -> None:
+    provider = WindowedProvider(window=100_000, output_cap=4096)
+    reply = await send(client_for(provider), mode, agent_turns(2, 100), max_tokens=8192)
+    assert [r.max_tokens for r in provider.requests] == [4096]
+    assert reply.events == (OutputCapLowered(old=8192, new=4096),)
+
+
+async def test_rate_limit_honours_retry_after(mode: Mode) -> None:
+    # pe-090: Anthropic's 429 rate_limit_error, with the retry-after header it documents.
+    limited = corpus_error("pe-090", sdk="anthropic", headers={"retry-after": "3"})
+    provider = ScriptedProvider(script=[limited, response("ok")])
+    sleeps = Sleeps()
+    reply = await send(client_for(provider, sleeps), mode, agent_turns(1, 10))
+    assert sleeps.seconds == [3.0]
+    assert reply.calls == 2
+    assert reply.events == (Retried(kind=ErrorKind.RATE_LIMIT, attempt=1, delay=3.0),)
+
+
+async def test_a_tokens_per_minute_limit_is_not_an_overflow(mode: Mode) -> None:
+    # pe-030 says "Request too large ... tokens must be reduced" but is a 429 TPM limit:
+    # retried with backoff, never truncated, then raised as the provider's error.
+    tpm = [corpus_error("pe-030", sdk="openai") for _ in range(3)]
+    provider = ScriptedProvider(script=list(tpm))
+    sleeps = Sleeps()
+    with pytest.raises(ProviderError) as raised:
+        await send(client_for(provider, sleeps, max_retries=2), mode, agent_turns(3, 10))
+    assert raised.value.__cause__ is tpm[2]
+    assert isinstance(raised.value.__cause__, openai.RateLimitError)
+    assert sleeps.seconds == [1.0, 2.0]
+    assert all(r.messages == provider.requests[0].messages for r in provider.requests)
+
+
+async def test_a_quota_error_is_raised_at_once(mode: Mode) -> None:
+    quota = corpus_error("pe-083", sdk="openai")
+    provider = ScriptedProvider(script=[quota])
+    with pytest.raises(ProviderError) as raised:
+        await send(client_for(provider), mode, agent_turns(1, 10))
+    assert raised.value.__cause__ is quota
+    assert raised.value.info.kind is ErrorKind.QUOTA
+    assert len(provider.requests) == 1
+
+
+# --- max_tokens ---------------------------------------------------------------------------
+
+
+def long_answer(chars: int) -> str:
+    return "".join(f"Step {i}: adjust the handler and re-run the tests.\n" for i in range(chars))[
+        :chars
+    ]
+
+
+async def test_a_cut_answer_is_escalated_and_stitched_without_the_repeat(mode: Mode) -> None:
+    full = long_answer(10_000)
+    provider = WindowedProvider(window=100_000, answer=lambda _: full, repeat=40)
+    reply = await send(client_for(provider), mode, agent_turns(1, 10), max_tokens=1000)
+    assert reply.message.text == full  # 4,000 chars, then the rest with 40 repeated removed
+    assert (reply.calls, reply.truncated, reply.stop_reason) == (2, False, StopReason.END_TURN)
+    assert [r.max_tokens for r in provider.requests] == [1000, 2000]
+    assert provider.requests[1].messages[-1].text == CONTINUATION_MESSAGE
+    assert reply.events == (
+        Escalated(attempt=1, old=1000, new=2000),
+        Continued(attempt=1, max_tokens=2000),
+    )
+    assert reply.usage.output_tokens == 1000 + 1510
+
+
+async def test_escalations_run_out_and_the_answer_is_flagged_truncated(mode: Mode) -> None:
+    full = long_answer(100_000)
+    provider = WindowedProvider(window=100_000, answer=lambda _: full)
+    reply = await send(client_for(provider), mode, agent_turns(1, 10), max_tokens=1000)
+    assert [r.max_tokens for r in provider.requests] == [1000, 2000, 4000]
+    assert reply.message.text == full[: 4 * (1000 + 2000 + 4000)]
+    assert (reply.calls, reply.truncated) == (3, True)
+
+
+# --- observability and purity -------------------------------------------------------------
+
+
+async def test_hooks_and_logging_see_every_event_in_order(
+    mode: Mode, caplog: pytest.LogCaptureFixture
+) -> None:
+    stopped = response("", stop=StopReason.CONTEXT_WINDOW)
+    provider = ScriptedProvider(script=[stopped, response("fine")])
+    seen: list[Event] = []
+    client = client_for(provider, hooks=[seen.append], predictive=False)
+    with caplog.at_level(logging.INFO, logger="chatcli"):
+        reply = await send(client, mode, agent_turns(12, 3000))
+    assert tuple(seen) == reply.events
+    records = [r for r in caplog.records if r.name == "chatcli"]
+    assert [r.getMessage() for r in records] == [e.describe() for e in reply.events]
+    assert [r.chatcli_event for r in records] == list(reply.events)  # type: ignore[attr-defined]
+
+
+async def test_the_callers_messages_are_never_changed(mode: Mode) -> None:
+    messages = agent_turns(12, 30_000)  # over the per-result budget: the view is cut
+    snapshot = list(messages)
+    provider = WindowedProvider(window=5000)
+    reply = await send(client_for(provider), mode, messages)
+    assert messages == snapshot
+    assert reply.view != tuple(messages)
+
+
+async def test_custom_config_and_estimator_are_used(mode: Mode) -> None:
+    provider = WindowedProvider(window=8000, declares_limits=False)
+    config = RecoveryConfig(max_recovery_attempts=1)
+    client = client_for(provider, config=config, estimator=TokenEstimator(chars_per_token=3.3))
+    with pytest.raises(ContextRecoveryError) as raised:
+        await send(client, mode, agent_turns(40, 3000))
+    assert len(raised.value.attempts) == 1
