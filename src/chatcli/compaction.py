@@ -1,0 +1,783 @@
+"""/compact and auto-compaction: an LLM handoff summary of the middle of a conversation.
+
+`compact` (and `acompact`) replace the middle of the working view (between the system
+messages and the last few turns) with a summary written by a model, in fixed sections. The
+full transcript is the caller's and is never touched; every input is immutable, so a failure
+leaves the conversation exactly as it was.
+
+What guards it (each is tested):
+
+- **The task and the user's rules survive.** Before a summary is accepted, the user's
+  explicit instructions in the summarised span (imperative sentences and always / never /
+  don't / must rules) and the latest user request, when it is summarised, are looked up in
+  it (case, punctuation and spacing ignored). Whatever is missing is pinned verbatim after the
+  summary. No model call is needed for that.
+- **Transactional.** The new view is returned only when it is valid: the summary is not empty
+  and not nonsense (most of its words must occur in the conversation or the prompt), the view
+  is smaller than before and fits the budget (window minus output reserve, when known), and
+  tool pairing is intact. Otherwise, and on any provider error (timeout, rate limit,
+  overflow...), `CompactionError` is raised, chained to the cause. Cancellation
+  (`asyncio.CancelledError`, `KeyboardInterrupt`) is not converted: it propagates as itself,
+  so `asyncio.timeout` and task cancellation keep working; nothing has changed either way.
+- **The summary call never overflows.** A middle larger than the summariser's window is
+  summarised in chunks, then the summaries are merged, at most `MAX_MERGE_LEVELS` levels.
+- **Never stuck.** With `fallback=True` a failed summary falls back to the deterministic
+  recovery levels (`apply_recovery_level`, which cannot fail): the lowest level that fits.
+  `/compact` does not fall back (the user is told why and decides); auto-compaction does, but
+  only when the conversation already exceeds the effective window, or when its circuit
+  breaker is open (after `max_failures` failed or ineffective compactions in a row) and the
+  conversation exceeds the effective window: then no model call is made at all.
+
+The model calls are written once, as a generator that yields `Request`s and receives
+`Response`s (or the provider's exception, thrown in); `_drive` and `_adrive` run it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
+from typing import TypeVar
+
+from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.errors import CompactionError, ErrorKind, ProviderError, classify_error
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.result import TransformReport
+from chatcli.history.text import cut_middle
+from chatcli.history.truncate import apply_recovery_level, is_real_user_request
+from chatcli.messages import Message, Role, Usage, total_chars
+from chatcli.providers.base import Provider, Request, Response
+from chatcli.tokens import TokenEstimator
+
+__all__ = [
+    "MAX_MERGE_LEVELS",
+    "SUMMARY_HEADER",
+    "SUMMARY_SECTIONS",
+    "AutoCompaction",
+    "CompactionBreaker",
+    "CompactionReport",
+    "CompactionResult",
+    "aauto_compact",
+    "acompact",
+    "auto_compact",
+    "compact",
+    "extract_instructions",
+    "is_summary_message",
+    "should_auto_compact",
+]
+
+SUMMARY_SECTIONS = (
+    "User's goal",
+    "Explicit instructions and constraints",
+    "Decisions made",
+    "Files and resources touched",
+    "Errors and how they were solved",
+    "Done and pending",
+    "Current step",
+)
+SUMMARY_HEADER = "[Earlier conversation compacted by chatcli"
+_PINNED_HEADER = "[Kept verbatim from the user's messages, because the summary did not state them:]"
+_LATEST_HEADER = "[The user's latest request, verbatim:]"
+# Levels of "summarise the summaries" before giving up; each level divides the text by the
+# chunk capacity over the summary size (at least 3 with the window split below), so three
+# levels cover a middle dozens of windows long.
+MAX_MERGE_LEVELS = 3
+# The summariser needs to know what happened, not whole outputs: each tool result is shown
+# to it cut to this size (the transcript keeps them in full).
+_RENDERED_RESULT_CHARS = 4000
+# A summary call's max_tokens is at most this share of the summariser's window, so the
+# conversation always gets the rest and merging always makes progress.
+_SUMMARY_WINDOW_SHARE = 4
+# The token estimate is an estimate: chunks use this share of the room it computes.
+_CHUNK_SAFETY = 0.9
+# A summary whose words mostly do not occur in the conversation or the prompt is nonsense.
+_MIN_KNOWN_WORDS = 0.3
+
+_SYSTEM_PROMPT = (
+    "You write handoff summaries of conversations between a user and an AI assistant. "
+    "Another assistant will continue the work from your summary alone, without the original "
+    "messages. Write only the summary, in the language of the conversation, as Markdown with "
+    "exactly these sections, in this order:\n\n"
+    + "\n".join(f"## {section}" for section in SUMMARY_SECTIONS)
+    + "\n\nUnder 'Explicit instructions and constraints', quote every rule or instruction the "
+    "user gave, word for word. Be specific everywhere: file paths, names, commands, numbers, "
+    "exact error messages. Leave out pleasantries. Do not answer the user and do not continue "
+    "the conversation."
+)
+
+T = TypeVar("T")
+Steps = Generator[Request, Response, T]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionReport:
+    """What one compaction did. Token figures are estimates of the working view.
+
+    `usage` is the summariser's own usage (track its cost as its own line); `calls` the number
+    of summary calls. `fallback` is set when the deterministic recovery levels were used
+    instead of a summary, `reason` then says why.
+    """
+
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    summarized: int = 0
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    summary: str = ""
+    pinned: tuple[str, ...] = ()
+    fallback: TransformReport | None = None
+    reason: str = ""
+
+    @property
+    def freed_tokens(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def freed_pct(self) -> float:
+        return 100.0 * self.freed_tokens / self.tokens_before if self.tokens_before else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionResult:
+    """The new working view and the report."""
+
+    messages: tuple[Message, ...]
+    report: CompactionReport
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """Everything a compaction needs besides the messages, resolved once."""
+
+    focus: str | None
+    config: CompactionConfig
+    estimator: TokenEstimator
+    budget: int | None  # tokens the new view must fit in (None: unknown)
+    summarizer_window: int | None
+    summary_tokens: int
+    fallback: bool
+    recovery: RecoveryConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Split:
+    """A conversation cut for compaction: kept system messages, the middle, the kept tail."""
+
+    systems: tuple[Message, ...]
+    middle: tuple[Message, ...]
+    tail: tuple[Message, ...]
+
+
+# ---------------------------------------------------------------------------- public entry
+
+
+def compact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    focus: str | None = None,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    window: int | None = None,
+    output_reserve: int = 0,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    fallback: bool = False,
+    recovery_config: RecoveryConfig | None = None,
+) -> CompactionResult:
+    """Replace the middle of `messages` with a verified summary (see the module docstring).
+
+    `window` defaults to the provider's declared `context_window`; `summarizer` (default:
+    `provider`) writes the summary within `summarizer_window` (default: its declared window,
+    else `window`). Raises `CompactionError` when no valid view was produced.
+    """
+    plan = _plan(provider, summarizer, focus, config, estimator, window, output_reserve,
+                 summarizer_window, fallback, recovery_config)  # fmt: skip
+    return _drive(_compaction(tuple(messages), plan), summarizer or provider)
+
+
+async def acompact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    focus: str | None = None,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    window: int | None = None,
+    output_reserve: int = 0,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    fallback: bool = False,
+    recovery_config: RecoveryConfig | None = None,
+) -> CompactionResult:
+    """The async twin of `compact`."""
+    plan = _plan(provider, summarizer, focus, config, estimator, window, output_reserve,
+                 summarizer_window, fallback, recovery_config)  # fmt: skip
+    return await _adrive(_compaction(tuple(messages), plan), summarizer or provider)
+
+
+def _plan(
+    provider: Provider,
+    summarizer: Provider | None,
+    focus: str | None,
+    config: CompactionConfig | None,
+    estimator: TokenEstimator | None,
+    window: int | None,
+    output_reserve: int,
+    summarizer_window: int | None,
+    fallback: bool,
+    recovery_config: RecoveryConfig | None,
+) -> _Plan:
+    config = config or CompactionConfig()
+    window = window if window is not None else _declared_window(provider)
+    if summarizer_window is None:
+        summarizer_window = _declared_window(summarizer) if summarizer is not None else None
+        summarizer_window = summarizer_window if summarizer_window is not None else window
+    summary_tokens = config.summary_tokens
+    if summarizer_window is not None:
+        summary_tokens = max(1, min(summary_tokens, summarizer_window // _SUMMARY_WINDOW_SHARE))
+    return _Plan(
+        focus=focus.strip() if focus and focus.strip() else None,
+        config=config,
+        estimator=estimator or TokenEstimator(),
+        budget=None if window is None else max(window - output_reserve, 0),
+        summarizer_window=summarizer_window,
+        summary_tokens=summary_tokens,
+        fallback=fallback,
+        recovery=recovery_config or RecoveryConfig(),
+    )
+
+
+def _declared_window(provider: Provider) -> int | None:
+    value = getattr(provider, "context_window", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# ---------------------------------------------------------------------------- drivers
+
+
+def _drive(steps: Steps[T], provider: Provider) -> T:
+    """Run `steps` against `provider`: its exceptions are thrown into the steps, which decide."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                response = provider.complete(request)
+            except Exception as exc:
+                request = steps.throw(exc)
+            else:
+                request = steps.send(response)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+
+
+async def _adrive(steps: Steps[T], provider: Provider) -> T:
+    """The async twin of `_drive`."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                response = await provider.acomplete(request)
+            except Exception as exc:
+                request = steps.throw(exc)
+            else:
+                request = steps.send(response)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+
+
+# ---------------------------------------------------------------------------- the steps
+
+
+def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionResult]:
+    """Summarise, verify, validate; fall back to the recovery levels when allowed."""
+    try:
+        repaired = repair_tool_pairing(messages).messages
+        split = _split(repaired, plan.config.keep_turns, _max_tail_chars(plan))
+        calls: list[Response] = []
+        summary = yield from _summarise(_render(split.middle), plan, calls, level=0)
+        return _accept(messages, split, summary, tuple(calls), plan)
+    except CompactionError as exc:
+        if not plan.fallback:
+            raise
+        return _fall_back(messages, plan, reason=str(exc))
+
+
+def _ask(request: Request, calls: list[Response]) -> Steps[str]:
+    """One summary call; a provider failure becomes CompactionError, chained."""
+    try:
+        response = yield request
+    except Exception as exc:
+        raise CompactionError(f"the summary call failed: {_describe(exc)}") from exc
+    calls.append(response)
+    text = response.message.text.strip()
+    if not text:
+        raise CompactionError("the summariser returned an empty summary")
+    return text
+
+
+def _describe(exc: Exception) -> str:
+    info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
+    message = info.message or type(exc).__name__
+    return message if info.kind is ErrorKind.OTHER else f"{info.kind.value}: {message}"
+
+
+def _summarise(
+    blocks: tuple[str, ...], plan: _Plan, calls: list[Response], *, level: int
+) -> Steps[str]:
+    """One summary of `blocks`; chunks and merges when they do not fit the window."""
+    capacity = _chunk_capacity(plan)
+    chunks = _chunks(blocks, capacity)
+    if len(chunks) == 1:
+        return (yield from _ask(_request(chunks[0], plan, merging=level > 0), calls))
+    if level >= MAX_MERGE_LEVELS:
+        raise CompactionError(
+            f"the conversation is too large for the summariser's window even after "
+            f"{MAX_MERGE_LEVELS} levels of merging ({len(chunks)} parts left)"
+        )
+    partials = []
+    for number, chunk in enumerate(chunks, start=1):
+        part = _request(chunk, plan, merging=level > 0, part=(number, len(chunks)))
+        partials.append((yield from _ask(part, calls)))
+    merged = tuple(f"### Summary of part {n}\n{text}" for n, text in enumerate(partials, 1))
+    return (yield from _summarise(merged, plan, calls, level=level + 1))
+
+
+def _chunk_capacity(plan: _Plan) -> int | None:
+    """Chars of conversation one summary call can carry, or None when the window is unknown."""
+    if plan.summarizer_window is None:
+        return None
+    # The instructions, the request's own wrapper text (under 600 chars) and the focus.
+    wrapper = len(_SYSTEM_PROMPT) + 600 + len(plan.focus or "")
+    prompt = plan.estimator.count_chars(wrapper, 2)
+    room = plan.summarizer_window - plan.summary_tokens - prompt
+    capacity = int(room * plan.estimator.chars_per_token * _CHUNK_SAFETY)
+    if capacity < 2 * plan.summary_tokens * plan.estimator.chars_per_token:
+        raise CompactionError(
+            f"the summariser's window ({plan.summarizer_window:,} tokens) is too small to "
+            "summarise anything"
+        )
+    return capacity
+
+
+def _chunks(blocks: tuple[str, ...], capacity: int | None) -> tuple[str, ...]:
+    """Consecutive blocks packed greedily into texts of at most `capacity` chars."""
+    if capacity is None:
+        return ("\n\n".join(blocks),)
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for block in (cut_middle(b, capacity) for b in blocks):
+        if current and size + 2 + len(block) > capacity:
+            chunks.append("\n\n".join(current))
+            current, size = [], 0
+        current.append(block)
+        size += len(block) + 2
+    chunks.append("\n\n".join(current))
+    return tuple(chunks)
+
+
+def _request(
+    body: str, plan: _Plan, *, merging: bool, part: tuple[int, int] | None = None
+) -> Request:
+    if merging:
+        intro = (
+            "Below are summaries of consecutive parts of one conversation, oldest first. "
+            "Merge them into one summary with the same sections; when they disagree, the "
+            "later part wins. Keep every quoted user instruction."
+        )
+    else:
+        intro = "Summarise this conversation."
+    if part is not None:
+        intro += (
+            f" This is part {part[0]} of {part[1]}; summarise only this part, with the same "
+            "sections (the parts' summaries are merged afterwards)."
+        )
+    if plan.focus:
+        intro += f"\nThe user asked the summary to focus on: {plan.focus}"
+    text = f"{intro}\n\n<conversation>\n{body}\n</conversation>"
+    messages = (Message.system(_SYSTEM_PROMPT), Message.user(text))
+    return Request(messages=messages, max_tokens=plan.summary_tokens)
+
+
+# ---------------------------------------------------------------------------- split + render
+
+
+def _max_tail_chars(plan: _Plan) -> int | None:
+    """The kept tail may fill at most half of the budget, so that the summary has room."""
+    return None if plan.budget is None else int(plan.budget * plan.estimator.chars_per_token) // 2
+
+
+def _split(messages: tuple[Message, ...], keep_turns: int, max_tail_chars: int | None) -> _Split:
+    """Cut after the leading system messages and before the last `keep_turns` user turns.
+
+    `messages` has repaired pairing (results right after their call), so any user or
+    assistant message is a boundary that splits no tool call from its result. When the kept
+    turns would hold more than half of the conversation (one long agent turn) or more than
+    `max_tail_chars`, the cut moves to later boundaries inside them: the latest request is
+    then summarised, and verification pins it verbatim if the summary lacks it.
+    """
+    others = [i for i, m in enumerate(messages) if m.role is not Role.SYSTEM]
+    if not others:
+        raise CompactionError("nothing to compact: the conversation has no messages yet")
+    boundaries = [i for i in others[1:] if messages[i].role is not Role.TOOL]
+    if not boundaries:
+        raise CompactionError("nothing to compact: the conversation is a single exchange")
+    users = [i for i in others if messages[i].role is Role.USER]
+    preferred = users[-keep_turns] if len(users) >= keep_turns else others[0]
+    limit = total_chars([messages[i] for i in others]) // 2
+    if max_tail_chars is not None:
+        limit = min(limit, max_tail_chars)
+    suffix = list(accumulate((m.char_count for m in reversed(messages)), initial=0))[::-1]
+    start = next((i for i in boundaries if i >= preferred and suffix[i] <= limit), boundaries[-1])
+    before = messages[:start]
+    return _Split(
+        systems=tuple(m for m in before if m.role is Role.SYSTEM),
+        middle=tuple(m for m in before if m.role is not Role.SYSTEM),
+        tail=messages[start:],
+    )
+
+
+def _render(middle: tuple[Message, ...]) -> tuple[str, ...]:
+    """One text block per message, as the summariser reads them."""
+    names = {call.id: call.name for m in middle for call in m.tool_calls}
+    return tuple(_render_one(m, names) for m in middle)
+
+
+def _render_one(message: Message, names: dict[str, str]) -> str:
+    result = message.tool_result
+    if result is not None:
+        error = ", error" if result.is_error else ""
+        name = names.get(result.call_id, "tool")
+        content = cut_middle(result.content, _RENDERED_RESULT_CHARS)
+        return f"### Tool result ({name}, call {result.call_id}{error})\n{content}"
+    lines = [f"### {message.role.value.capitalize()}", message.text]
+    lines += [f"[calls {c.name} {c.arguments_json} (call {c.id})]" for c in message.tool_calls]
+    return "\n".join(line for line in lines if line)
+
+
+# ---------------------------------------------------------------------------- verification
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_RULE_WORDS = re.compile(
+    r"\b(always|never|don'?t|do not|must|must not|mustn'?t|should not|shouldn'?t|"
+    r"make sure|ensure|avoid|only)\b",
+    re.IGNORECASE,
+)
+# Verbs that start an imperative sentence ("Use tabs.", "Please keep it short.").
+# fmt: off
+_IMPERATIVE_VERBS = frozenset((
+    "add", "answer", "avoid", "build", "call", "change", "check", "commit", "create", "delete",
+    "do", "document", "don't", "dont", "ensure", "explain", "fix", "follow", "format", "give",
+    "ignore", "implement", "include", "install", "keep", "leave", "limit", "list", "make", "move",
+    "name", "never", "note", "prefer", "print", "put", "read", "refactor", "remember", "remove",
+    "rename", "replace", "reply", "respond", "return", "run", "send", "show", "skip", "sort",
+    "start", "stop", "tell", "translate", "try", "update", "use", "wait", "write", "always",
+))
+# fmt: on
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def extract_instructions(text: str) -> tuple[str, ...]:
+    """The user's explicit instructions in `text`: imperative sentences and rule sentences.
+
+    A sentence is an instruction when it starts with an imperative verb (after an optional
+    "please") or states a rule (always, never, don't, must, make sure, ensure, avoid, only).
+    Questions are not instructions. Deterministic; order kept, duplicates dropped.
+    """
+    found: dict[str, None] = {}
+    for raw in _SENTENCE_END.split(text):
+        sentence = raw.strip().lstrip("-*•>").strip()
+        if not sentence or sentence.endswith("?"):
+            continue
+        plain = sentence.replace("’", "'")
+        words = plain.lower().split()
+        first = words[1] if words[0].strip(",") == "please" and len(words) > 1 else words[0]
+        if first.strip(",:") in _IMPERATIVE_VERBS or _RULE_WORDS.search(plain):
+            found.setdefault(sentence, None)
+    return tuple(found)
+
+
+def is_summary_message(message: Message) -> bool:
+    """Whether `message` is a summary written by an earlier compaction."""
+    return message.role is Role.USER and message.text.startswith(SUMMARY_HEADER)
+
+
+def _required(middle: tuple[Message, ...], latest: Message | None) -> tuple[tuple[str, ...], str]:
+    """(the instructions that must survive, the latest request text if it is summarised)."""
+    instructions: dict[str, None] = {}
+    for message in middle:
+        if is_summary_message(message):
+            items = _pinned_items(message.text)
+        elif is_real_user_request(message):
+            items = extract_instructions(message.text)
+        else:
+            continue
+        instructions.update(dict.fromkeys(items))
+    request = latest.text if latest is not None and any(m is latest for m in middle) else ""
+    inside_request = set(extract_instructions(request))
+    return tuple(i for i in instructions if i not in inside_request), request
+
+
+def _pinned_items(summary_text: str) -> tuple[str, ...]:
+    """The instructions an earlier summary pinned, so they survive the next compaction too."""
+    _, found, rest = summary_text.partition(_PINNED_HEADER)
+    if not found:
+        return ()
+    block = rest.split("\n\n", 1)[0]
+    return tuple(line[2:] for line in block.splitlines() if line.startswith("- "))
+
+
+def _normalised(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower().replace("’", "'"))) + " "
+
+
+def _missing(summary: str, required: Sequence[str]) -> tuple[str, ...]:
+    haystack = _normalised(summary)
+    return tuple(item for item in required if _normalised(item) not in haystack)
+
+
+def _is_nonsense(summary: str, source: str) -> bool:
+    """Whether the summary's words mostly do not occur in the conversation or the prompt."""
+    words = _WORD.findall(summary.lower())
+    if len(words) < 3:
+        return True
+    known = set(_WORD.findall(source.lower())) | set(_WORD.findall(_SYSTEM_PROMPT.lower()))
+    return sum(word in known for word in words) < _MIN_KNOWN_WORDS * len(words)
+
+
+def _latest_request(messages: Sequence[Message]) -> Message | None:
+    return next(
+        (m for m in reversed(messages) if is_real_user_request(m) and not is_summary_message(m)),
+        None,
+    )
+
+
+# ---------------------------------------------------------------------------- acceptance
+
+
+def _accept(
+    messages: tuple[Message, ...],
+    split: _Split,
+    summary: str,
+    calls: tuple[Response, ...],
+    plan: _Plan,
+) -> CompactionResult:
+    """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
+    source = "\n".join(_render(split.middle)) + (plan.focus or "")
+    if _is_nonsense(summary, source):
+        raise CompactionError(
+            "the summary was rejected: it does not read like a summary of this conversation"
+        )
+    instructions, request = _required(split.middle, _latest_request(split.middle + split.tail))
+    pinned = _missing(summary, instructions)
+    request = request if request and _missing(summary, (request,)) else ""
+    text = _summary_text(summary, pinned, request, len(split.middle))
+    view = (*split.systems, Message.user(text), *split.tail)
+    report = CompactionReport(
+        messages_before=len(messages),
+        messages_after=len(view),
+        tokens_before=plan.estimator.count(messages),
+        tokens_after=plan.estimator.count(view),
+        summarized=len(split.middle),
+        calls=len(calls),
+        usage=sum((c.usage for c in calls), Usage()),
+        model=next((c.model for c in reversed(calls) if c.model), None),
+        summary=summary,
+        pinned=pinned + ((request,) if request else ()),
+    )
+    _validate(view, report, plan)
+    return CompactionResult(messages=view, report=report)
+
+
+def _summary_text(summary: str, pinned: Sequence[str], request: str, summarized: int) -> str:
+    parts = [
+        f"{SUMMARY_HEADER}: the {summarized:,} messages before this one were replaced by this "
+        "summary. The full transcript is kept (/history).]",
+        summary,
+    ]
+    if pinned:
+        parts.append(_PINNED_HEADER + "\n" + "\n".join(f"- {item}" for item in pinned))
+    if request:
+        parts.append(f"{_LATEST_HEADER}\n{request}")
+    return "\n\n".join(parts)
+
+
+def _validate(view: tuple[Message, ...], report: CompactionReport, plan: _Plan) -> None:
+    if report.tokens_after >= report.tokens_before:
+        raise CompactionError(
+            f"the summary is not smaller than what it replaces "
+            f"({report.tokens_after:,} >= {report.tokens_before:,} tokens)"
+        )
+    if plan.budget is not None and report.tokens_after > plan.budget:
+        raise CompactionError(
+            f"the compacted conversation still does not fit: about {report.tokens_after:,} "
+            f"tokens > {plan.budget:,}"
+        )
+    if repair_tool_pairing(view).report.changed:
+        raise CompactionError("the compacted conversation would split a tool call from its result")
+
+
+def _fall_back(messages: tuple[Message, ...], plan: _Plan, *, reason: str) -> CompactionResult:
+    """The lowest deterministic recovery level whose result fits (level 3 if none does)."""
+    for level in (1, 2, 3):
+        result = apply_recovery_level(messages, level, plan.recovery)
+        tokens = plan.estimator.count(result.messages)
+        if plan.budget is None or tokens <= plan.budget:
+            break
+    report = CompactionReport(
+        messages_before=len(messages),
+        messages_after=len(result.messages),
+        tokens_before=plan.estimator.count(messages),
+        tokens_after=tokens,
+        fallback=result.report,
+        reason=reason,
+    )
+    return CompactionResult(messages=result.messages, report=report)
+
+
+# ---------------------------------------------------------------------------- auto-compaction
+
+
+def should_auto_compact(estimate: int, window: int, output_reserve: int, pct: int) -> bool:
+    """Whether a prompt of `estimate` tokens passes `pct`% of the effective window.
+
+    The effective window is `window - output_reserve`: the room the prompt really has.
+    """
+    effective = max(window - output_reserve, 0)
+    return estimate * 100 > effective * pct
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionBreaker:
+    """Stops auto-compaction that keeps failing or freeing too little (a value; pure methods).
+
+    Each failed compaction, fallback, or compaction that freed less than `min_freed_pct`
+    percent is a strike; a good compaction clears them. At `max_strikes` in a row it is open:
+    auto-compaction stops making model calls. `take_notice` says so exactly once.
+    """
+
+    max_strikes: int = 3
+    min_freed_pct: int = 10
+    strikes: int = 0
+    last_reason: str = ""
+    reported: bool = False
+
+    @classmethod
+    def from_config(cls, config: CompactionConfig) -> CompactionBreaker:
+        return cls(max_strikes=config.max_failures, min_freed_pct=config.min_freed_pct)
+
+    @property
+    def is_open(self) -> bool:
+        return self.strikes >= self.max_strikes
+
+    def after_compaction(self, report: CompactionReport) -> CompactionBreaker:
+        if report.fallback is not None:
+            return self.after_failure(report.reason)
+        if report.freed_pct < self.min_freed_pct:
+            return self.after_failure(
+                f"it freed only {report.freed_pct:.0f}% of the tokens "
+                f"(less than {self.min_freed_pct}%)"
+            )
+        return replace(self, strikes=0, last_reason="")
+
+    def after_failure(self, reason: str) -> CompactionBreaker:
+        return replace(self, strikes=self.strikes + 1, last_reason=reason)
+
+    def take_notice(self) -> tuple[CompactionBreaker, str | None]:
+        """(the breaker, a message) the first time it is seen open; (itself, None) after."""
+        if not self.is_open or self.reported:
+            return self, None
+        notice = (
+            f"Auto-compaction is off for this session after {self.strikes} failed or "
+            f"ineffective compactions in a row (last: {self.last_reason}). Use /compact to "
+            "compact by hand; overflow recovery still applies."
+        )
+        return replace(self, reported=True), notice
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoCompaction:
+    """What `auto_compact` decided.
+
+    `messages` is the view to send: the input itself when nothing was done or the compaction
+    failed (`error` then says why). `notice` is the breaker's once-only message.
+    """
+
+    messages: tuple[Message, ...]
+    breaker: CompactionBreaker
+    result: CompactionResult | None = None
+    error: CompactionError | None = None
+    notice: str | None = None
+
+
+def auto_compact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    breaker: CompactionBreaker,
+    window: int,
+    output_reserve: int = 0,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    recovery_config: RecoveryConfig | None = None,
+) -> AutoCompaction:
+    """Compact before a request when the estimate passes `auto_compact_pct` of the window.
+
+    Never raises CompactionError: a failure is a strike on the breaker and the input is sent
+    as it is (or, when it exceeds the effective window, the deterministic levels shrink it).
+    """
+    plan = _plan(provider, summarizer, None, config, estimator, window, output_reserve,
+                 summarizer_window, False, recovery_config)  # fmt: skip
+    steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
+    return _drive(steps, summarizer or provider)
+
+
+async def aauto_compact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    breaker: CompactionBreaker,
+    window: int,
+    output_reserve: int = 0,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    recovery_config: RecoveryConfig | None = None,
+) -> AutoCompaction:
+    """The async twin of `auto_compact`."""
+    plan = _plan(provider, summarizer, None, config, estimator, window, output_reserve,
+                 summarizer_window, False, recovery_config)  # fmt: skip
+    steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
+    return await _adrive(steps, summarizer or provider)
+
+
+def _auto(
+    messages: tuple[Message, ...], plan: _Plan, breaker: CompactionBreaker, *, budget: int
+) -> Steps[AutoCompaction]:
+    estimate = plan.estimator.count(messages)
+    if not should_auto_compact(estimate, budget, 0, plan.config.auto_compact_pct):
+        return AutoCompaction(messages=messages, breaker=breaker)
+    over = estimate > budget
+    if breaker.is_open:
+        breaker, notice = breaker.take_notice()
+        result = _fall_back(messages, plan, reason="auto-compaction is off") if over else None
+        view = messages if result is None else result.messages
+        return AutoCompaction(messages=view, breaker=breaker, result=result, notice=notice)
+    try:
+        result = yield from _compaction(messages, replace(plan, fallback=over))
+    except CompactionError as exc:
+        breaker, notice = breaker.after_failure(str(exc)).take_notice()
+        return AutoCompaction(messages=messages, breaker=breaker, error=exc, notice=notice)
+    breaker, notice = breaker.after_compaction(result.report).take_notice()
+    return AutoCompaction(messages=result.messages, breaker=breaker, result=result, notice=notice)

@@ -1,0 +1,509 @@
+"""/compact and auto-compaction against a scripted summariser (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from chatcli.compaction import (
+    MAX_MERGE_LEVELS,
+    SUMMARY_HEADER,
+    SUMMARY_SECTIONS,
+    CompactionBreaker,
+    CompactionReport,
+    aauto_compact,
+    acompact,
+    auto_compact,
+    compact,
+    extract_instructions,
+    is_summary_message,
+    should_auto_compact,
+)
+from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.errors import CompactionError, ConfigError
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.truncate import apply_recovery_level
+from chatcli.messages import Message, Role, ToolCall, Usage
+from chatcli.providers.base import Request
+from chatcli.tokens import TokenEstimator
+from tests.compaction_fakes import (
+    ANTHROPIC_RATE_LIMIT_BODY,
+    LLAMA_OVERFLOW_BODY,
+    SECTIONS_TEMPLATE,
+    HTTPStatusError,
+    ScriptedSummarizer,
+    agent_session,
+    conversation_text,
+    faithful_summary,
+)
+
+RULES = "We are building a parser. Never use tabs for indentation. Always run the tests with -q."
+
+
+def _with_rules() -> list[Message]:
+    return [
+        *agent_session(1),
+        Message.user(RULES),
+        Message.assistant("Noted."),
+        *agent_session(5)[1:],
+    ]
+
+
+def _summary(goal: str = "Build a parser.", rules: str = "None.") -> str:
+    return SECTIONS_TEMPLATE.format(goal=goal, rules=rules)
+
+
+# ---------------------------------------------------------------------------- the prompt
+
+
+def test_the_prompt_asks_for_every_section_and_carries_the_focus() -> None:
+    summarizer = ScriptedSummarizer([faithful_summary])
+    compact(summarizer, agent_session(), focus="the parser's error handling")
+    (request,) = summarizer.requests
+    instructions = request.messages[0]
+    assert instructions.role is Role.SYSTEM
+    positions = [instructions.text.index(f"## {section}") for section in SUMMARY_SECTIONS]
+    assert positions == sorted(positions)
+    body = conversation_text(request)
+    assert "focus on: the parser's error handling" in body
+    assert "f0.py" in body and "[calls read_file" in body and "### Tool result (read_file" in body
+    assert request.max_tokens == CompactionConfig().summary_tokens
+
+
+def test_compaction_replaces_the_middle_and_keeps_systems_and_the_last_turns() -> None:
+    messages = agent_session(6)
+    summarizer = ScriptedSummarizer([faithful_summary])
+    result = compact(summarizer, messages)
+    view = result.messages
+    assert view[0] == messages[0]
+    assert is_summary_message(view[1]) and "## Current step" in view[1].text
+    assert view[2:] == tuple(messages[-8:])  # the last two user turns, verbatim
+    report = result.report
+    assert report.summarized == len(messages) - 1 - 8
+    assert (report.calls, report.usage, report.model) == (1, summarizer.usage, "summarizer-mini")
+    assert report.tokens_after < report.tokens_before
+    assert report.tokens_before == TokenEstimator().count(messages)
+    assert report.pinned == ()
+
+
+def test_system_messages_in_the_middle_are_kept_in_order() -> None:
+    messages = agent_session(4)
+    messages.insert(5, Message.system("Injected context: the repo uses Python 3.11."))
+    view = compact(ScriptedSummarizer([faithful_summary]), messages).messages
+    systems = [m for m in view if m.role is Role.SYSTEM]
+    assert systems == [m for m in messages if m.role is Role.SYSTEM]
+    assert view[2].text.startswith(SUMMARY_HEADER)
+
+
+# ---------------------------------------------------------------------------- verification
+
+
+def test_verification_pins_the_instructions_the_summary_dropped() -> None:
+    summary = _summary(rules="- never use TABS for indentation")  # case and period differ
+    result = compact(ScriptedSummarizer([summary]), _with_rules())
+    assert result.report.pinned == ("Always run the tests with -q.",)
+    text = result.messages[1].text
+    assert text.index(summary) < text.index("- Always run the tests with -q.")
+    assert "- Never use tabs" not in text  # it survived in the summary: not pinned
+
+
+def test_a_summarised_latest_request_is_pinned_verbatim() -> None:
+    request = "Refactor the parser into three modules and keep the CLI working."
+    messages = [Message.system("You are an agent."), Message.user(request)]
+    for step in range(8):
+        call = ToolCall(id=f"c{step}", name="edit", arguments={"step": step})
+        messages += [
+            Message.assistant(f"Step {step}.", tool_calls=(call,)),
+            Message.tool(call.id, f"edited module {step}\n" * 60),
+        ]
+    result = compact(ScriptedSummarizer([_summary()]), messages)
+    assert result.report.pinned == (request,)  # its own instruction is inside it: not twice
+    text = result.messages[1].text
+    assert text.endswith(f"[The user's latest request, verbatim:]\n{request}")
+    tail = result.messages[2:]
+    assert tail[0].role is Role.ASSISTANT  # the cut moved inside the long agent turn
+    assert not repair_tool_pairing(result.messages).report.changed
+
+
+def test_a_summary_that_keeps_the_request_needs_no_pin() -> None:
+    request = "Refactor the parser into three modules."
+    messages = [Message.user(request), *agent_session(3)[2:]]
+    result = compact(ScriptedSummarizer([_summary(goal=request.upper())]), messages)
+    assert result.report.pinned == ()
+
+
+def test_pinned_instructions_survive_a_second_compaction() -> None:
+    first = compact(ScriptedSummarizer([_summary()]), _with_rules())
+    assert len(first.report.pinned) == 2
+    later = [*first.messages, *agent_session(3)[1:]]
+    second = compact(ScriptedSummarizer([_summary()]), later)
+    assert second.report.pinned == first.report.pinned
+    assert sum(is_summary_message(m) for m in second.messages) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (RULES, ("Never use tabs for indentation.", "Always run the tests with -q.")),
+        ("Please add type hints. The parser is slow.", ("Please add type hints.",)),
+        (
+            "Can you always check the input? You must not touch main.py",
+            ("You must not touch main.py",),
+        ),
+        (
+            "Don’t push to main.\n- use ruff for linting",
+            ("Don’t push to main.", "use ruff for linting"),
+        ),
+        ("Thanks, that looks great!", ()),
+        ("Use tabs. Use tabs.", ("Use tabs.",)),
+    ],
+)
+def test_extract_instructions(text: str, expected: tuple[str, ...]) -> None:
+    assert extract_instructions(text) == expected
+
+
+# ---------------------------------------------------------------------------- transactional
+
+
+def _assert_unchanged_after_failure(reply: object, match: str) -> CompactionError:
+    messages = agent_session()
+    snapshot = list(messages)
+    summarizer = ScriptedSummarizer([reply])  # type: ignore[list-item]
+    with pytest.raises(CompactionError, match=match) as caught:
+        compact(summarizer, messages)
+    assert messages == snapshot
+    assert len(summarizer.requests) == 1
+    return caught.value
+
+
+def test_a_rate_limited_summary_call_raises_and_changes_nothing() -> None:
+    error = HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)
+    raised = _assert_unchanged_after_failure(error, "summary call failed.*rate limit")
+    assert raised.__cause__ is error
+
+
+def test_a_timed_out_summary_call_raises_and_changes_nothing() -> None:
+    _assert_unchanged_after_failure(TimeoutError("read timed out"), "read timed out")
+
+
+@pytest.mark.parametrize("reply", ["", "   \n"])
+def test_an_empty_summary_is_rejected(reply: str) -> None:
+    _assert_unchanged_after_failure(reply, "empty summary")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "zxqv blorf quuxle wibbit frobnik snarg plimb vorzak trindle",
+        "ok",
+        "ásdf ñmmq ŧrrk ßßß ||| ### ***",
+    ],
+)
+def test_a_nonsense_summary_is_rejected(reply: str) -> None:
+    _assert_unchanged_after_failure(reply, "does not read like a summary")
+
+
+def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
+    _assert_unchanged_after_failure(lambda r: conversation_text(r) * 2, "not smaller")
+
+
+def test_a_view_that_still_does_not_fit_is_rejected() -> None:
+    messages = agent_session()
+    with pytest.raises(CompactionError, match="still does not fit"):
+        compact(
+            ScriptedSummarizer([faithful_summary]),
+            messages,
+            window=200,
+            output_reserve=100,  # 100 tokens: less than the summary alone
+            summarizer_window=100_000,
+        )
+
+
+def test_an_overflowing_summary_call_raises_and_changes_nothing() -> None:
+    messages = agent_session(12, result_chars=3000)
+    snapshot = list(messages)
+    # The server's tokenizer counts 4x what chatcli's estimate says: the call overflows there.
+    server = ScriptedSummarizer(
+        [faithful_summary], context_window=8000, estimator=TokenEstimator(chars_per_token=1.0)
+    )
+    with pytest.raises(CompactionError, match="exceeds the available context size") as caught:
+        compact(server, messages)
+    assert messages == snapshot
+    cause = caught.value.__cause__
+    assert isinstance(cause, HTTPStatusError) and cause.body == LLAMA_OVERFLOW_BODY
+
+
+def test_nothing_to_compact_is_an_error() -> None:
+    with pytest.raises(CompactionError, match="nothing to compact"):
+        compact(ScriptedSummarizer([faithful_summary]), [Message.system("s"), Message.user("hi")])
+
+
+def test_failure_with_fallback_uses_the_deterministic_levels() -> None:
+    messages = agent_session(10, result_chars=3000)
+    summarizer = ScriptedSummarizer([HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)])
+    budget = TokenEstimator().count(messages) // 3
+    result = compact(summarizer, messages, window=budget, fallback=True)
+    report = result.report
+    assert report.fallback is not None and "rate limit" in report.reason
+    level = int(report.fallback.name.split(":")[0].removeprefix("level "))
+    assert result.messages == apply_recovery_level(messages, level, RecoveryConfig()).messages
+    assert (
+        report.tokens_after
+        <= budget
+        < TokenEstimator().count(
+            apply_recovery_level(messages, level - 1, RecoveryConfig()).messages
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- chunking
+
+
+def _long_chat(turns: int, chars: int = 12_000) -> list[Message]:
+    messages = [Message.system("You are helpful.")]
+    for turn in range(turns):
+        messages += [
+            Message.user(f"Question {turn}: " + "parser grammar rules " * (chars // 21)),
+            Message.assistant(f"Answer {turn}: " + "tokens and trees " * (chars // 17)),
+        ]
+    return messages
+
+
+def test_a_middle_larger_than_the_window_is_summarised_in_chunks_then_merged() -> None:
+    # The middle: 5 messages of 12,000 chars and a short one. One summary call holds ~20,000
+    # chars of conversation with an 8,000-token window: 5 chunks (the short one joins the
+    # fifth), then one call merges the 5 summaries.
+    messages = [*_long_chat(3)[:-1], Message.assistant("ok"), *_long_chat(2)[1:]]
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=8000)
+    result = compact(summarizer, messages, window=200_000, summarizer_window=8000)
+    assert result.report.summarized == 6
+    assert len(summarizer.requests) == 5 + 1 == result.report.calls
+    for number, request in enumerate(summarizer.requests[:-1], start=1):
+        assert f"This is part {number} of 5" in conversation_text(request)
+        assert summarizer.needed_tokens(request) <= 8000
+    merge = conversation_text(summarizer.requests[-1])
+    assert "Merge them into one summary" in merge and "Summary of part 5" in merge
+    assert result.report.usage == Usage(input_tokens=6000, output_tokens=1200)
+
+
+def test_the_same_middle_in_a_large_window_takes_one_call() -> None:
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=200_000)
+    compact(summarizer, [*_long_chat(3)[:-1], Message.assistant("ok"), *_long_chat(2)[1:]])
+    assert len(summarizer.requests) == 1
+
+
+def test_merging_is_bounded() -> None:
+    def verbose(request: Request) -> str:  # as long as max_tokens allows, every time
+        return "parser " * ((request.max_tokens or 0) * 4 // 7)
+
+    summarizer = ScriptedSummarizer([verbose], context_window=8000)
+    with pytest.raises(CompactionError, match=f"{MAX_MERGE_LEVELS} levels of merging"):
+        compact(summarizer, _long_chat(7), window=200_000, summarizer_window=8000)
+    # 10 middle messages of one chunk each, then 5 and 3 merge calls (two summaries fit in
+    # one call), then 2 summaries are left at the last level: it stops.
+    assert len(summarizer.requests) == 10 + 5 + 3
+    assert all(summarizer.needed_tokens(r) <= 8000 for r in summarizer.requests)
+
+
+def test_a_window_too_small_to_summarise_is_an_error_without_a_call() -> None:
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=600)
+    with pytest.raises(CompactionError, match="too small"):
+        compact(summarizer, agent_session())
+    assert summarizer.requests == []
+
+
+def test_a_separate_summarizer_writes_the_summary() -> None:
+    main = ScriptedSummarizer(["unused"], context_window=200_000)
+    cheap = ScriptedSummarizer([faithful_summary], context_window=8000, model="cheap")
+    result = compact(main, _long_chat(4), summarizer=cheap)
+    assert main.requests == [] and len(cheap.requests) > 1  # chunked to ITS window
+    assert result.report.model == "cheap"
+
+
+# ---------------------------------------------------------------------------- async
+
+
+async def test_acompact_gives_the_same_result() -> None:
+    messages = _with_rules()
+    expected = compact(ScriptedSummarizer([_summary()]), messages)
+    assert await acompact(ScriptedSummarizer([_summary()]), messages) == expected
+
+
+async def test_cancellation_propagates_as_itself() -> None:
+    messages = agent_session()
+    snapshot = list(messages)
+    with pytest.raises(asyncio.CancelledError):
+        await acompact(ScriptedSummarizer([asyncio.CancelledError()]), messages)
+    assert messages == snapshot
+
+
+# ---------------------------------------------------------------------------- auto-compaction
+
+
+@pytest.mark.parametrize(
+    ("estimate", "window", "reserve", "pct", "expected"),
+    [
+        (800, 1100, 100, 80, False),  # exactly 80% of the effective 1,000
+        (801, 1100, 100, 80, True),
+        (801, 1000, 0, 80, True),
+        (501, 1000, 0, 50, True),  # settable down
+        (950, 1000, 0, 95, False),  # and up
+        (1, 100, 100, 80, True),  # no room at all
+    ],
+)
+def test_should_auto_compact(
+    estimate: int, window: int, reserve: int, pct: int, expected: bool
+) -> None:
+    assert should_auto_compact(estimate, window, reserve, pct) is expected
+
+
+def _report(before: int, after: int, *, fallback: bool = False) -> CompactionReport:
+    dummy = apply_recovery_level([Message.user("x")], 1, RecoveryConfig()).report
+    return CompactionReport(
+        messages_before=10,
+        messages_after=3,
+        tokens_before=before,
+        tokens_after=after,
+        fallback=dummy if fallback else None,
+        reason="summary failed" if fallback else "",
+    )
+
+
+def test_the_breaker_opens_after_three_strikes_and_reports_once() -> None:
+    breaker = CompactionBreaker()
+    for reason in ("rate limit", "timeout"):
+        breaker = breaker.after_failure(reason)
+        breaker, notice = breaker.take_notice()
+        assert not breaker.is_open and notice is None
+    opened = breaker.after_compaction(_report(1000, 950))  # freed 5% < 10%
+    assert opened.is_open and breaker.strikes == 2  # the old value is untouched
+    reported, notice = opened.take_notice()
+    assert notice is not None and "3 failed or ineffective" in notice and "5%" in notice
+    assert reported.take_notice() == (reported, None)
+    with pytest.raises(FrozenInstanceError):
+        reported.strikes = 0  # type: ignore[misc]
+
+
+def test_a_good_compaction_clears_the_strikes_and_a_fallback_is_a_strike() -> None:
+    breaker = CompactionBreaker().after_failure("x").after_failure("y")
+    assert breaker.after_compaction(_report(1000, 300)).strikes == 0
+    assert breaker.after_compaction(_report(1000, 300, fallback=True)).is_open
+    assert CompactionBreaker.from_config(CompactionConfig(max_failures=1, min_freed_pct=50)) == (
+        CompactionBreaker(max_strikes=1, min_freed_pct=50)
+    )
+
+
+def test_auto_compaction_waits_for_the_threshold() -> None:
+    messages = agent_session()
+    summarizer = ScriptedSummarizer([faithful_summary])
+    estimate = TokenEstimator().count(messages)
+    window = estimate * 100 // 80 + 10  # just under 80%
+    outcome = auto_compact(summarizer, messages, breaker=CompactionBreaker(), window=window)
+    assert outcome.messages == tuple(messages) and outcome.result is None
+    assert summarizer.requests == []
+    outcome = auto_compact(summarizer, messages, breaker=CompactionBreaker(), window=window - 20)
+    assert outcome.result is not None and outcome.messages == outcome.result.messages
+    assert outcome.breaker.strikes == 0
+    assert len(summarizer.requests) == outcome.result.report.calls > 1  # a small window
+
+
+def test_auto_compaction_stops_after_three_failures_and_says_so_once() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50  # over 80%, still fits
+    summarizer = ScriptedSummarizer([HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)])
+    breaker = CompactionBreaker()
+    notices = []
+    for _ in range(5):
+        outcome = auto_compact(
+            summarizer, messages, breaker=breaker, window=window, summarizer_window=100_000
+        )
+        assert outcome.messages == tuple(messages)
+        breaker = outcome.breaker
+        notices.append(outcome.notice)
+    assert len(summarizer.requests) == 3  # no model call once the breaker is open
+    assert [n is not None for n in notices] == [False, False, True, False, False]
+    assert "rate limit" in (notices[2] or "")
+
+
+def test_an_open_breaker_over_the_window_falls_back_without_a_call() -> None:
+    messages = agent_session(10, result_chars=3000)
+    window = TokenEstimator().count(messages) // 2
+    summarizer = ScriptedSummarizer([faithful_summary])
+    breaker = CompactionBreaker(strikes=3, reported=True)
+    outcome = auto_compact(summarizer, messages, breaker=breaker, window=window)
+    assert summarizer.requests == []
+    assert outcome.result is not None and outcome.result.report.fallback is not None
+    assert TokenEstimator().count(outcome.messages) <= window
+
+
+def test_auto_compaction_over_the_window_falls_back_when_the_summary_fails() -> None:
+    messages = agent_session(10, result_chars=3000)
+    window = TokenEstimator().count(messages) // 2
+    summarizer = ScriptedSummarizer(["zxqv blorf quuxle wibbit frobnik snarg"])
+    outcome = auto_compact(summarizer, messages, breaker=CompactionBreaker(), window=window)
+    assert outcome.result is not None and outcome.result.report.fallback is not None
+    assert "does not read like a summary" in outcome.result.report.reason
+    assert outcome.breaker.strikes == 1 and outcome.error is None
+
+
+async def test_aauto_compact_matches_auto_compact() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) * 2  # 50%, over a threshold set at 40%
+    config = CompactionConfig(auto_compact_pct=40)
+    expected = auto_compact(
+        ScriptedSummarizer([faithful_summary]),
+        messages,
+        breaker=CompactionBreaker(),
+        window=window,
+        config=config,
+    )
+    got = await aauto_compact(
+        ScriptedSummarizer([faithful_summary]),
+        messages,
+        breaker=CompactionBreaker(),
+        window=window,
+        config=config,
+    )
+    assert got == expected and got.result is not None
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def test_compaction_config_from_env() -> None:
+    env = {
+        "CHATCLI_AUTO_COMPACT_PCT": "65",
+        "CHATCLI_COMPACT_KEEP_TURNS": "3",
+        "CHATCLI_COMPACT_SUMMARY_TOKENS": "2000",
+        "CHATCLI_COMPACT_MIN_FREED_PCT": "0",
+        "CHATCLI_COMPACT_MAX_FAILURES": "5",
+    }
+    assert CompactionConfig.from_env(env) == CompactionConfig(
+        auto_compact_pct=65, keep_turns=3, summary_tokens=2000, min_freed_pct=0, max_failures=5
+    )
+    assert CompactionConfig.from_env({}) == CompactionConfig()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CHATCLI_AUTO_COMPACT_PCT", "101"),
+        ("CHATCLI_AUTO_COMPACT_PCT", "0"),
+        ("CHATCLI_AUTO_COMPACT_PCT", "eighty"),
+        ("CHATCLI_COMPACT_KEEP_TURNS", "0"),
+        ("CHATCLI_COMPACT_SUMMARY_TOKENS", "-5"),
+        ("CHATCLI_COMPACT_MIN_FREED_PCT", "150"),
+        ("CHATCLI_COMPACT_MAX_FAILURES", "0"),
+    ],
+)
+def test_bad_compaction_env_values_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name) as caught:
+        CompactionConfig.from_env({name: value})
+    assert repr(value) in str(caught.value)
+
+
+def test_bad_compaction_constructor_values_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="auto_compact_pct"):
+        CompactionConfig(auto_compact_pct=120)
