@@ -1,0 +1,147 @@
+"""OpenAI-compatible servers: vLLM, llama.cpp, Ollama, LM Studio, OpenRouter, Groq, DeepSeek...
+
+Chat Completions through the official SDK pointed at `base_url`, adjusted to what these servers
+actually do:
+
+- The output limit is sent as `max_tokens`: many servers ignore `max_completion_tokens`
+  (llama-cpp-python does, silently).
+- The key is optional: `api_key`, else the variable named by `api_key_env`. Without one a
+  placeholder is sent, so the SDK never falls back to `OPENAI_API_KEY` and hands the user's
+  OpenAI key to another server.
+- `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
+  which may be smaller than the model's.
+- Overflow that the server does not report as an error is detected (see `TruncationCheck`):
+  a prompt cut silently (Ollama truncates and answers 200), and an empty event stream for a
+  prompt estimated over the window (llama-cpp-python's answer to an over-long streamed prompt).
+- `finish_reason: "length"` when prompt + output filled the whole window (and the output did
+  not reach `max_tokens`) means the context ran out, not the output budget: the stop reason is
+  `StopReason.CONTEXT_WINDOW` then.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
+from chatcli.messages import StopReason
+from chatcli.providers._common import api_key_from_env
+from chatcli.providers.base import Request, Response
+from chatcli.providers.openai import OpenAIBase
+from chatcli.tokens import TokenEstimator
+
+__all__ = ["OpenAICompatible", "TruncationCheck"]
+
+# Sent when no key is configured; most local servers accept any value or none.
+_NO_KEY = "no-key"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TruncationCheck:
+    """Heuristics that detect an overflow the server did not report (None turns them off).
+
+    With P the prompt tokens the server reports and E the estimate of what was sent:
+
+    - truncated prompt: P >= `context_window` (the prompt filled the whole window), or
+      E >= `min_estimate` and P < `min_ratio` * E (far fewer tokens arrived than were sent);
+    - empty stream: no event at all, and E > `context_window`.
+
+    The estimate counts message text only (tool schemas add to P, never to E), so it errs low
+    and a false alarm needs text averaging over 1 / (`min_ratio` * 0.25) = 8 chars per token
+    with the default estimator. Prompts under `min_estimate` tokens are never judged by ratio:
+    chat-template overhead dominates them.
+    """
+
+    min_ratio: float = 0.5
+    min_estimate: int = 512
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+
+    def truncation(self, reported: int, estimate: int, context_window: int | None) -> str | None:
+        """Why a prompt of `estimate` tokens reported as `reported` looks truncated, or None."""
+        if reported <= 0:  # the server reported no usage: nothing to judge
+            return None
+        if context_window is not None and reported >= context_window:
+            return (
+                f"the reported prompt ({reported} tokens) fills the {context_window}-token context"
+            )
+        if estimate >= self.min_estimate and reported < self.min_ratio * estimate:
+            return f"the server reported {reported} prompt tokens, but about {estimate} were sent"
+        return None
+
+
+class OpenAICompatible(OpenAIBase):
+    """A server that speaks OpenAI's Chat Completions at `base_url` (e.g. .../v1)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        api_key_env: str | None = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+        truncation_check: TruncationCheck | None = TruncationCheck(),
+        timeout: float = 600.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        names = (api_key_env,) if api_key_env else ()
+        key = api_key_from_env(api_key, names, env, required=api_key_env is not None)
+        super().__init__(
+            model,
+            api="chat",
+            api_key=key or _NO_KEY,
+            base_url=base_url,
+            timeout=timeout,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+            max_tokens_param="max_tokens",
+        )
+        self.truncation_check = truncation_check
+
+    def _checked(self, response: Response, request: Request) -> Response:
+        self._raise_if_truncated(response, request)
+        return self._window_stop(response, request)
+
+    def _raise_if_truncated(self, response: Response, request: Request) -> None:
+        if self.truncation_check is None:
+            return
+        estimate = self.truncation_check.estimator.count(request.messages)
+        reported = response.usage.prompt_tokens
+        why = self.truncation_check.truncation(reported, estimate, self.context_window)
+        if why is not None:
+            message = f"prompt silently truncated by the server (detected from usage): {why}"
+            limit = self.context_window if self.context_window is not None else reported
+            raise _overflow(message, prompt_tokens=estimate, limit=limit)
+
+    def _window_stop(self, response: Response, request: Request) -> Response:
+        if response.stop_reason is not StopReason.MAX_TOKENS or self.context_window is None:
+            return response
+        usage = response.usage
+        filled = usage.prompt_tokens + usage.output_tokens >= self.context_window
+        below_limit = request.max_tokens is None or usage.output_tokens < request.max_tokens
+        if filled and below_limit:
+            return replace(response, stop_reason=StopReason.CONTEXT_WINDOW)
+        return response
+
+    def _unterminated(self, request: Request, *, empty: bool) -> ProviderError:
+        check, window = self.truncation_check, self.context_window
+        if empty and check is not None and window is not None:
+            estimate = check.estimator.count(request.messages)
+            if estimate > window:
+                message = (
+                    "empty event stream for a prompt of about "
+                    f"{estimate} tokens (estimated), over the {window}-token context"
+                )
+                return _overflow(message, prompt_tokens=estimate, limit=window)
+        return super()._unterminated(request, empty=empty)
+
+
+def _overflow(message: str, *, prompt_tokens: int, limit: int) -> ProviderError:
+    """An overflow chatcli detected itself: there is no provider error to classify."""
+    info = ErrorInfo(
+        kind=ErrorKind.CONTEXT_OVERFLOW, message=message, prompt_tokens=prompt_tokens, limit=limit
+    )
+    return ProviderError(info)
