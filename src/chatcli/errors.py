@@ -206,7 +206,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _K.AUTH,
         "code:auth",
         "authentication_error permission_error invalid_api_key unauthenticated"
-        " permission_denied AccessDeniedException UnrecognizedClientException",
+        " permission_denied api_key_invalid AccessDeniedException UnrecognizedClientException",
     ),
     _code(_K.PAYLOAD_TOO_LARGE, "code:payload", "request_too_large"),
     _code(
@@ -363,11 +363,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"\boverloaded\b|\btimed\s+out\b|\bconnection\s+(?:reset|refused|aborted|error)\b"
         r"|\btemporarily\s+unavailable\b|\bservice\s+unavailable\b",
     ),
-    # 3. Generic codes and SDK exception classes: they only restate the HTTP family, so they
-    #    come after every message pattern.
-    _code(_K.RATE_LIMIT, "class:rate_limit", "RateLimitError"),
-    _code(_K.AUTH, "class:auth", "AuthenticationError PermissionDeniedError"),
-    _code(_K.PAYLOAD_TOO_LARGE, "class:payload", "RequestTooLargeError"),
+    # 3. Generic codes and exception class names: they only restate the HTTP family, so they
+    #    come after every message pattern. (SDK status errors need no class rule: they carry
+    #    `status_code`, and the status hint below covers them.) Connection failures and
+    #    timeouts have no status at all: their class names are the only evidence.
     _code(
         _K.TRANSIENT,
         "code:server",
@@ -441,6 +440,7 @@ _NUMBER_TEMPLATES: Final = (
     # llama-cpp-python: the number is len(prompt_tokens) (llama_cpp/llama.py).
     r"requested tokens \({prompt_tokens}\) exceed context window of {limit}",
     r"max length: {limit}",
+    r"number of tokens \({prompt_tokens}\) exceeded maximum context length \({limit}\)",
     r"limit={limit} prompt={prompt_tokens}",  # Ollama "truncating input prompt" log line
     r"keep the first {prompt_tokens} tokens.{0,160}?context length of only {limit}",  # LM Studio
     r"n_keep\W{0,3}{prompt_tokens}\)?\s*>=?\s*n_ctx\W{0,3}{limit}",  # LM Studio
@@ -703,7 +703,7 @@ def _parse_at(text: str, start: int) -> tuple[object, int]:
     """Parse a JSON value, else a Python literal (str() of a dict), at `start`; (None, -1)."""
     try:
         return json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     end = _balanced_end(text, start)
     if end < 0:
