@@ -445,6 +445,11 @@ def test_auto_compaction_over_the_window_falls_back_when_the_summary_fails() -> 
     outcome = auto_compact(summarizer, messages, breaker=CompactionBreaker(), window=window)
     assert outcome.result is not None and outcome.result.report.fallback is not None
     assert "does not read like a summary" in outcome.result.report.reason
+    calls = len(summarizer.requests)  # chunked: the window is small
+    assert outcome.result.report.calls == calls  # the failed summary was paid for
+    assert outcome.result.report.usage == Usage(
+        input_tokens=1000 * calls, output_tokens=200 * calls
+    )
     assert outcome.breaker.strikes == 1 and outcome.error is None
 
 

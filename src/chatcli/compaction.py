@@ -297,16 +297,16 @@ async def _adrive(steps: Steps[T], provider: Provider) -> T:
 
 def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionResult]:
     """Summarise, verify, validate; fall back to the recovery levels when allowed."""
+    calls: list[Response] = []
     try:
         repaired = repair_tool_pairing(messages).messages
         split = _split(repaired, plan.config.keep_turns, _max_tail_chars(plan))
-        calls: list[Response] = []
         summary = yield from _summarise(_render(split.middle), plan, calls, level=0)
         return _accept(messages, split, summary, tuple(calls), plan)
     except CompactionError as exc:
         if not plan.fallback:
             raise
-        return _fall_back(messages, plan, reason=str(exc))
+        return _fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
 
 
 def _ask(request: Request, calls: list[Response]) -> Steps[str]:
@@ -625,8 +625,13 @@ def _validate(view: tuple[Message, ...], report: CompactionReport, plan: _Plan) 
         raise CompactionError("the compacted conversation would split a tool call from its result")
 
 
-def _fall_back(messages: tuple[Message, ...], plan: _Plan, *, reason: str) -> CompactionResult:
-    """The lowest deterministic recovery level whose result fits (level 3 if none does)."""
+def _fall_back(
+    messages: tuple[Message, ...], plan: _Plan, *, reason: str, calls: tuple[Response, ...] = ()
+) -> CompactionResult:
+    """The lowest deterministic recovery level whose result fits (level 3 if none does).
+
+    `calls` are the summary calls made before the failure: their usage was paid for.
+    """
     for level in (1, 2, 3):
         result = apply_recovery_level(messages, level, plan.recovery)
         tokens = plan.estimator.count(result.messages)
@@ -637,6 +642,8 @@ def _fall_back(messages: tuple[Message, ...], plan: _Plan, *, reason: str) -> Co
         messages_after=len(result.messages),
         tokens_before=plan.estimator.count(messages),
         tokens_after=tokens,
+        calls=len(calls),
+        usage=sum((c.usage for c in calls), Usage()),
         fallback=result.report,
         reason=reason,
     )
