@@ -1,0 +1,179 @@
+"""End to end: a 200-message agent session against a provider that really enforces its window.
+
+The session is what a coding agent accumulates: a system prompt, a task, then round after
+round of tool calls with large results (some over the per-result budget), a few follow-up
+requests from the user, and the latest request at the end. It is far beyond the window.
+`WindowedProvider` counts it with its own tokenizer (not chatcli's estimate) and rejects
+what does not fit with real error bodies (vLLM's with numbers; Anthropic's 413 without).
+
+Checked every time: the session recovers, the number of provider calls, the latest user
+request survives (the model answers it, it is in the final view), and every view sent had
+its tool calls and results correctly paired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from chatcli.errors import ContextRecoveryError
+from chatcli.events import (
+    Continued,
+    Escalated,
+    LevelApplied,
+    LevelSkipped,
+    OverflowDetected,
+    PreflightRecovery,
+)
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.messages import Message, Role, ToolCall
+from chatcli.recovery import Client, Reply
+from tests.fakes import Overflow, WindowedProvider
+
+LATEST = "Latest request: write the migration notes for the payment module."
+NO_NUMBERS = Overflow(record="pe-062", envelope=None, sdk="anthropic")  # 413, no numbers
+
+
+def agent_session(size: int = 200, rounds_after: int = 4) -> list[Message]:
+    """`size` messages: system, task, tool rounds with 2-30k-char results and follow-ups,
+    then LATEST, then the `rounds_after` tool rounds the agent ran for it so far."""
+    messages = [
+        Message.system("You are a coding agent working in the payments repository."),
+        Message.user("Task: refactor the payment module and keep the tests green."),
+    ]
+    step = 0
+    while len(messages) < size - 1 - 2 * rounds_after:
+        if step % 12 == 11:
+            messages.append(Message.user(f"Follow-up {step}: also check the refund path."))
+        else:
+            messages += tool_round(step)
+        step += 1
+    messages = messages[: size - 1 - 2 * rounds_after]
+    messages.append(Message.user(LATEST))
+    for extra in range(rounds_after):
+        messages += tool_round(step + extra)
+    return messages
+
+
+def tool_round(step: int) -> list[Message]:
+    call = ToolCall(id=f"call_{step}", name="run", arguments={"cmd": f"pytest tests/t{step}.py"})
+    size = (2_000, 9_000, 30_000)[step % 3]  # the 30,000-char results exceed the budget
+    output = (f"tests/t{step}.py::test_case PASSED [{step}%]\n" * 1200)[:size]
+    return [
+        Message.assistant(f"Running the tests for step {step}. " * 20, tool_calls=(call,)),
+        Message.tool(call.id, output),
+    ]
+
+
+def assert_recovered(
+    reply: Reply, provider: WindowedProvider, answer: str = f"Answer to: {LATEST}"
+) -> None:
+    assert reply.message.text == answer
+    assert Message.user(LATEST) in reply.view
+    assert reply.view[0].role is Role.SYSTEM
+    assert provider.count(reply.view) <= provider.window
+    for request in provider.requests:
+        assert_paired(request.messages)
+
+
+def assert_paired(messages: Sequence[Message]) -> None:
+    """Every call answered right after its message, no stray result: repair changes nothing."""
+    repaired = repair_tool_pairing(messages)
+    assert not repaired.report.changed
+    assert repaired.messages == tuple(messages)
+
+
+def kinds(reply: Reply) -> list[type]:
+    return [type(event) for event in reply.events]
+
+
+def test_the_session_is_200_messages_far_beyond_the_window() -> None:
+    session = agent_session()
+    assert len(session) == 200
+    assert sum(1 for m in session if m.role is Role.TOOL) > 80
+    assert session[-9] == Message.user(LATEST)
+    assert WindowedProvider(window=32_000).count(session) > 10 * 32_000
+
+
+@pytest.mark.parametrize("window", [8_000, 32_000])
+def test_a_declared_window_recovers_in_one_call(window: int) -> None:
+    provider = WindowedProvider(window=window)
+    reply = Client(provider).send(agent_session())
+    assert reply.calls == 1
+    assert kinds(reply)[0] is PreflightRecovery
+    assert kinds(reply)[-1] is LevelApplied
+    assert_recovered(reply, provider)
+
+
+def test_stated_numbers_recover_in_two_calls() -> None:
+    provider = WindowedProvider(window=32_000, declares_limits=False)
+    reply = Client(provider).send(agent_session())
+    assert reply.calls == 2
+    assert kinds(reply) == [OverflowDetected, LevelSkipped, LevelApplied]
+    assert_recovered(reply, provider)
+
+
+def test_the_plain_ladder_needs_more_calls() -> None:
+    ladder = WindowedProvider(window=32_000)
+    reply = Client(ladder, predictive=False).send(agent_session())
+    assert reply.calls == 3  # the full view, level 1 (still too long), level 2
+    assert kinds(reply) == [OverflowDetected, LevelApplied] * 2
+    assert_recovered(reply, ladder)
+    predictive = WindowedProvider(window=32_000, declares_limits=False)
+    assert Client(predictive).send(agent_session()).calls < reply.calls
+
+
+def test_without_numbers_or_window_the_ladder_is_climbed() -> None:
+    provider = WindowedProvider(window=8_000, overflow=NO_NUMBERS, declares_limits=False)
+    reply = Client(provider).send(agent_session())
+    assert reply.calls == 3
+    assert [e.level for e in reply.events if isinstance(e, LevelApplied)] == [1, 2]
+    assert_recovered(reply, provider)
+
+
+def test_a_window_too_small_for_any_level_fails_with_what_was_tried() -> None:
+    provider = WindowedProvider(window=40, declares_limits=False)
+    with pytest.raises(ContextRecoveryError) as raised:
+        Client(provider).send(agent_session())
+    assert len(provider.requests) == 1  # the numbers showed no level can fit: no more calls
+    assert [a.split(" skipped")[0] for a in raised.value.attempts] == [
+        "level 1 (aggressive budget)",
+        "level 2 (emergency truncation)",
+        "level 3 (nuclear truncation)",
+    ]
+
+
+def test_a_long_answer_in_a_recovered_session_is_continued() -> None:
+    full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(450))
+    provider = WindowedProvider(window=32_000, answer=lambda _: full, repeat=25)
+    reply = Client(provider).send(agent_session(), max_tokens=2_000)
+    assert reply.message.text == full
+    assert reply.calls == 2
+    assert not reply.truncated
+    for request in provider.requests:
+        assert_paired(request.messages)
+        assert any(m.text == LATEST for m in request.messages)
+
+
+def test_a_continuation_that_overflows_is_recovered_too() -> None:
+    # The window holds the level-2 view plus a 1,000-token output reserve, but not the view
+    # plus the 4,000-char partial answer that the continuation request carries.
+    roomy = WindowedProvider(window=32_000)
+    level2 = Client(roomy).send(agent_session()).view
+    assert len(level2) == 10
+    full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(250))
+    provider = WindowedProvider(window=roomy.count(level2) + 1_000, answer=lambda _: full)
+    reply = Client(provider).send(agent_session(), max_tokens=1_000)
+    assert reply.calls == 3  # level 2 (answer cut), continuation (overflow), level 3 (rest)
+    assert kinds(reply)[3:] == [Escalated, Continued, OverflowDetected, LevelApplied]
+    assert reply.events[-1].level == 3  # type: ignore[attr-defined]
+    assert reply.view == provider.requests[-1].messages[:-2]  # minus partial + continuation
+    assert_recovered(reply, provider, answer=full)
+
+
+async def test_async_recovers_the_same_way() -> None:
+    provider = WindowedProvider(window=32_000, declares_limits=False)
+    reply = await Client(provider).asend(agent_session())
+    assert reply.calls == 2
+    assert_recovered(reply, provider)
