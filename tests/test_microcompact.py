@@ -18,6 +18,7 @@ from chatcli.history.microcompact import (
 )
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, ToolCall
+from tests.strategies import conversations
 
 
 def _lines(count: int, width: int = 60) -> str:
@@ -292,3 +293,24 @@ def test_microcompaction_properties(messages: list[Message]) -> None:
         if before.tool_result is None:
             assert after == before
     assert result.report.chars_freed >= 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversations(max_blocks=14))
+def test_microcompaction_properties_on_tricky_conversations(messages: list[Message]) -> None:
+    snapshot = list(messages)
+    result = microcompact(messages)
+    assert messages == snapshot
+    assert microcompact(messages) == result
+    assert microcompact(result.messages).messages == result.messages
+    assert len(result.messages) == len(messages)
+    for before, after in zip(messages, result.messages, strict=True):
+        if before.tool_result is None or after.tool_result is None:
+            assert after == before  # systems, requests, calls: untouched
+            continue
+        assert after.tool_result.call_id == before.tool_result.call_id
+        assert after.tool_result.provider_details == before.tool_result.provider_details
+        if after.text != before.text:
+            assert original_size(after.text) == len(before.text) or after.text.startswith(
+                STUB_PREFIX
+            )
