@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chatcli.config import MicrocompactConfig
-from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.pairing import build_result
+from chatcli.history.result import TransformResult
 from chatcli.history.text import is_cut_boundary
-from chatcli.messages import Message, Role, total_chars
+from chatcli.messages import Message, Role
 
 __all__ = ["STUB_PREFIX", "describe_content", "microcompact"]
 
@@ -87,7 +88,7 @@ def microcompact(
         new.append(message if action is None else message.with_text(content))
         if action is not None:
             cut.append(action)
-    return _result(tuple(messages), tuple(new), tuple(cut))
+    return build_result("microcompact", tuple(messages), tuple(new), cut=cut)
 
 
 def _shrink(content: str, seen: _Seen, config: MicrocompactConfig) -> tuple[str, str | None]:
@@ -195,17 +196,3 @@ def _assistant_turns_after(messages: Sequence[Message]) -> list[int]:
         ages.append(later)
         later += message.role is Role.ASSISTANT
     return ages[::-1]
-
-
-def _result(
-    before: tuple[Message, ...], after: tuple[Message, ...], cut: tuple[str, ...]
-) -> TransformResult:
-    report = TransformReport(
-        name="microcompact",
-        messages_before=len(before),
-        messages_after=len(after),
-        chars_before=total_chars(before),
-        chars_after=total_chars(after),
-        cut=cut,
-    )
-    return TransformResult(messages=after if cut else before, report=report)
