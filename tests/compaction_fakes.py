@@ -22,6 +22,15 @@ LLAMA_OVERFLOW_BODY = (
     'increasing the context size or enable context shift","type":"exceed_context_size_error",'
     '"n_prompt_tokens":14429,"n_ctx":8192}}'
 )
+
+
+def llama_overflow_body(prompt_tokens: int, context_window: int) -> str:
+    """The pe-041 body with this server's numbers."""
+    return LLAMA_OVERFLOW_BODY.replace("14429", str(prompt_tokens)).replace(
+        "8192", str(context_window)
+    )
+
+
 # pe-090, Anthropic (https://github.com/anthropics/claude-code issue thread on rate limits):
 ANTHROPIC_RATE_LIMIT_BODY = (
     '429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would '
@@ -72,8 +81,9 @@ class ScriptedSummarizer:
 
     def complete(self, request: Request) -> Response:
         self.requests.append(request)
-        if self.context_window is not None and self.needed_tokens(request) > self.context_window:
-            raise HTTPStatusError(400, LLAMA_OVERFLOW_BODY)
+        needed = self.needed_tokens(request)
+        if self.context_window is not None and needed > self.context_window:
+            raise HTTPStatusError(400, llama_overflow_body(needed, self.context_window))
         reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
         if isinstance(reply, BaseException):
             raise reply

@@ -221,16 +221,28 @@ def test_a_view_that_still_does_not_fit_is_rejected() -> None:
         )
 
 
-def test_an_overflowing_summary_call_raises_and_changes_nothing() -> None:
+def test_an_overflowing_summary_call_is_planned_again_from_the_error() -> None:
     messages = agent_session(12, result_chars=3000)
-    snapshot = list(messages)
-    # The server's tokenizer counts 4x what chatcli's estimate says: the call overflows there.
+    # The server's tokenizer counts 4x what chatcli's estimate says: the first call overflows
+    # there; its error states the real prompt size and window, and the rest fits.
     server = ScriptedSummarizer(
         [faithful_summary], context_window=8000, estimator=TokenEstimator(chars_per_token=1.0)
     )
+    result = compact(server, messages)
+    fitting = server.requests[1:]
+    assert server.needed_tokens(server.requests[0]) > 8000
+    assert len(fitting) == result.report.calls > 1
+    assert all(server.needed_tokens(r) <= 8000 for r in fitting)
+
+
+def test_an_overflow_that_persists_raises_and_changes_nothing() -> None:
+    messages = agent_session(12, result_chars=3000)
+    snapshot = list(messages)
+    server = ScriptedSummarizer([HTTPStatusError(400, LLAMA_OVERFLOW_BODY)])
     with pytest.raises(CompactionError, match="exceeds the available context size") as caught:
         compact(server, messages)
     assert messages == snapshot
+    assert len(server.requests) == 2  # one more plan, from the stated window, then it stops
     cause = caught.value.__cause__
     assert isinstance(cause, HTTPStatusError) and cause.body == LLAMA_OVERFLOW_BODY
 

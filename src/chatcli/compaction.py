@@ -21,6 +21,8 @@ What guards it (each is tested):
   so `asyncio.timeout` and task cancellation keep working; nothing has changed either way.
 - **The summary call never overflows.** A middle larger than the summariser's window is
   summarised in chunks, then the summaries are merged, at most `MAX_MERGE_LEVELS` levels.
+  When the window is unknown or the estimate was wrong and a summary call overflows anyway,
+  the chunking is planned once more from the window and prompt size the error states.
 - **Never stuck.** With `fallback=True` a failed summary falls back to the deterministic
   recovery levels (`apply_recovery_level`, which cannot fail): the lowest level that fits.
   `/compact` does not fall back (the user is told why and decides); auto-compaction does, but
@@ -41,7 +43,7 @@ from itertools import accumulate
 from typing import TypeVar
 
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError, ErrorKind, ProviderError, classify_error
+from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport
 from chatcli.history.text import cut_middle
@@ -156,6 +158,7 @@ class _Plan:
     focus: str | None
     config: CompactionConfig
     estimator: TokenEstimator
+    summary_estimator: TokenEstimator  # the summariser's tokens (recalibrated on overflow)
     budget: int | None  # tokens the new view must fit in (None: unknown)
     summarizer_window: int | None
     summary_tokens: int
@@ -237,19 +240,24 @@ def _plan(
     if summarizer_window is None:
         summarizer_window = _declared_window(summarizer) if summarizer is not None else None
         summarizer_window = summarizer_window if summarizer_window is not None else window
-    summary_tokens = config.summary_tokens
-    if summarizer_window is not None:
-        summary_tokens = max(1, min(summary_tokens, summarizer_window // _SUMMARY_WINDOW_SHARE))
+    estimator = estimator or TokenEstimator()
     return _Plan(
         focus=focus.strip() if focus and focus.strip() else None,
         config=config,
-        estimator=estimator or TokenEstimator(),
+        estimator=estimator,
+        summary_estimator=estimator,
         budget=None if window is None else max(window - output_reserve, 0),
         summarizer_window=summarizer_window,
-        summary_tokens=summary_tokens,
+        summary_tokens=_summary_tokens(config, summarizer_window),
         fallback=fallback,
         recovery=recovery_config or RecoveryConfig(),
     )
+
+
+def _summary_tokens(config: CompactionConfig, summarizer_window: int | None) -> int:
+    if summarizer_window is None:
+        return config.summary_tokens
+    return max(1, min(config.summary_tokens, summarizer_window // _SUMMARY_WINDOW_SHARE))
 
 
 def _declared_window(provider: Provider) -> int | None:
@@ -301,7 +309,13 @@ def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionR
     try:
         repaired = repair_tool_pairing(messages).messages
         split = _split(repaired, plan.config.keep_turns, _max_tail_chars(plan))
-        summary = yield from _summarise(_render(split.middle), plan, calls, level=0)
+        blocks = _render(split.middle)
+        try:
+            summary = yield from _summarise(blocks, plan, calls, level=0)
+        except _SummaryOverflow as overflow:
+            # Once, with the window and token ratio the summariser's error states.
+            plan = _replanned(plan, overflow)
+            summary = yield from _summarise(blocks, plan, calls, level=0)
         return _accept(messages, split, summary, tuple(calls), plan)
     except CompactionError as exc:
         if not plan.fallback:
@@ -309,12 +323,45 @@ def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionR
         return _fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
 
 
+class _SummaryOverflow(CompactionError):
+    """A summary call did not fit the summariser's real window."""
+
+    def __init__(self, message: str, *, info: ErrorInfo, request: Request) -> None:
+        super().__init__(message)
+        self.info = info
+        self.request = request
+
+
+def _replanned(plan: _Plan, overflow: _SummaryOverflow) -> _Plan:
+    """The plan with the window and the token ratio the overflow error states.
+
+    Without a stated window there is nothing better to try: the overflow stands.
+    """
+    info = overflow.info
+    window = info.limit or plan.summarizer_window
+    if window is None:
+        raise overflow
+    estimator = plan.summary_estimator
+    if info.prompt_tokens:
+        estimator = estimator.calibrated(overflow.request.messages, info.prompt_tokens)
+    return replace(
+        plan,
+        summary_estimator=estimator,
+        summarizer_window=window,
+        summary_tokens=_summary_tokens(plan.config, window),
+    )
+
+
 def _ask(request: Request, calls: list[Response]) -> Steps[str]:
     """One summary call; a provider failure becomes CompactionError, chained."""
     try:
         response = yield request
     except Exception as exc:
-        raise CompactionError(f"the summary call failed: {_describe(exc)}") from exc
+        info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
+        message = f"the summary call failed: {_describe(info, exc)}"
+        if info.is_overflow:
+            raise _SummaryOverflow(message, info=info, request=request) from exc
+        raise CompactionError(message) from exc
     calls.append(response)
     text = response.message.text.strip()
     if not text:
@@ -322,8 +369,7 @@ def _ask(request: Request, calls: list[Response]) -> Steps[str]:
     return text
 
 
-def _describe(exc: Exception) -> str:
-    info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
+def _describe(info: ErrorInfo, exc: Exception) -> str:
     message = info.message or type(exc).__name__
     return message if info.kind is ErrorKind.OTHER else f"{info.kind.value}: {message}"
 
@@ -355,10 +401,11 @@ def _chunk_capacity(plan: _Plan) -> int | None:
         return None
     # The instructions, the request's own wrapper text (under 600 chars) and the focus.
     wrapper = len(_SYSTEM_PROMPT) + 600 + len(plan.focus or "")
-    prompt = plan.estimator.count_chars(wrapper, 2)
+    estimator = plan.summary_estimator
+    prompt = estimator.count_chars(wrapper, 2)
     room = plan.summarizer_window - plan.summary_tokens - prompt
-    capacity = int(room * plan.estimator.chars_per_token * _CHUNK_SAFETY)
-    if capacity < 2 * plan.summary_tokens * plan.estimator.chars_per_token:
+    capacity = int(room * estimator.chars_per_token * _CHUNK_SAFETY)
+    if capacity < 2 * plan.summary_tokens * estimator.chars_per_token:
         raise CompactionError(
             f"the summariser's window ({plan.summarizer_window:,} tokens) is too small to "
             "summarise anything"
