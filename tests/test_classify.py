@@ -371,6 +371,22 @@ def test_a_comma_ending_a_clause_is_not_a_thousands_separator() -> None:
     assert info.limit == 8192
 
 
+def test_python_repr_bodies_with_escaped_quotes_are_parsed() -> None:
+    # str() of an SDK error embeds the body as a Python dict; a message holding both quote
+    # kinds is repr'd with escaped single quotes, which the bracket matcher must skip.
+    message = "prompt is too long: 5 tokens > 4 maximum (pattern 'a}}' in \"x\")"
+    text = f"Error code: 400 - {{'error': {{'message': {message!r}, 'type': 'x'}}}}"
+    assert "\\'" in text
+    info = classify_error(text)
+    assert info.message == message
+    assert (info.kind, info.status, info.prompt_tokens, info.limit) == (
+        K.CONTEXT_OVERFLOW,
+        400,
+        5,
+        4,
+    )
+
+
 def test_structured_numbers_come_from_the_llama_cpp_fields() -> None:
     body = {"error": {"type": "exceed_context_size_error", "n_prompt_tokens": 9, "n_ctx": 8}}
     info = classify_error(body)

@@ -385,22 +385,24 @@ _RULES: Final[tuple[_Rule, ...]] = (
 )
 
 
+_STATUS_HINTS: Final = {
+    401: _K.AUTH,
+    402: _K.QUOTA,  # OpenRouter "requires more credits"
+    403: _K.AUTH,
+    408: _K.TRANSIENT,
+    409: _K.TRANSIENT,
+    413: _K.PAYLOAD_TOO_LARGE,
+    425: _K.TRANSIENT,
+    429: _K.RATE_LIMIT,
+}
+
+
 def _status_hint(status: int | None) -> ErrorKind:
     """The kind an HTTP status suggests when nothing more specific was found."""
     if status is None:
         return ErrorKind.OTHER
-    hints = {
-        401: _K.AUTH,
-        403: _K.AUTH,
-        402: _K.QUOTA,
-        413: _K.PAYLOAD_TOO_LARGE,
-        429: _K.RATE_LIMIT,
-        408: _K.TRANSIENT,
-        409: _K.TRANSIENT,
-        425: _K.TRANSIENT,
-    }
-    if status in hints:
-        return hints[status]
+    if status in _STATUS_HINTS:
+        return _STATUS_HINTS[status]
     if 500 <= status <= 599:
         return ErrorKind.TRANSIENT
     return ErrorKind.INVALID_REQUEST if 400 <= status <= 499 else ErrorKind.OTHER
@@ -721,8 +723,11 @@ def _balanced_end(text: str, start: int) -> int:
     for index in range(start, len(text)):
         char = text[index]
         if quote:
-            escaped = char == "\\" and not escaped
-            if char == quote and not escaped:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
                 quote = ""
             continue
         if char in "'\"":
@@ -784,6 +789,10 @@ def _retry_in_text(text: str) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
+# The kinds whose numbers recovery uses, and that a 429 can never be.
+_TOKEN_KINDS: Final = frozenset({ErrorKind.CONTEXT_OVERFLOW, ErrorKind.OUTPUT_CAP})
+
+
 def _first_rule(evidence: _Evidence) -> tuple[_Rule, str] | None:
     """The first rule of the table that matches, with the code or text it matched."""
     text = evidence.text
@@ -809,9 +818,6 @@ def _decide(evidence: _Evidence, status: int | None) -> tuple[ErrorKind, str | N
         # A 429 is a throttle whatever its wording ("... reduce the prompt length").
         return ErrorKind.RATE_LIMIT, "http:429", None
     return rule.kind, rule.name, (hit if rule.source == "code" else None)
-
-
-_TOKEN_KINDS: Final = frozenset({ErrorKind.CONTEXT_OVERFLOW, ErrorKind.OUTPUT_CAP})
 
 
 def classify_error(error: object, *, status: int | None = None) -> ErrorInfo:
