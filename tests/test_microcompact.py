@@ -84,6 +84,19 @@ def test_results_four_turns_old_become_a_one_line_stub_with_defaults(age: int) -
     assert "200 lines" in stub and f"{len(BIG):,} chars" in stub and ": text," in stub
 
 
+def test_over_a_session_the_full_transcript_goes_through_both_stages() -> None:
+    # Every request microcompacts the full transcript (never its own earlier output).
+    transcript = _conversation(BIG, 0)
+    stages = []
+    for turn in range(6):
+        text = _tool_text(microcompact(transcript).messages)
+        cut = "chars cut by microcompaction" in text
+        stages.append("stub" if text.startswith(STUB_PREFIX) else "cut" if cut else "full")
+        transcript += [Message.assistant(f"turn {turn}"), Message.user("next")]
+    assert stages == ["full", "full", "cut", "cut", "stub", "stub"]
+    assert _tool_text(tuple(transcript)) == BIG  # the transcript itself keeps everything
+
+
 def test_a_result_already_cut_to_head_and_tail_still_reaches_the_stub_stage() -> None:
     first = microcompact(_conversation(BIG, 2))
     cut = _tool_text(first.messages)
