@@ -476,6 +476,8 @@ async def test_connection_error_is_a_provider_error(mode: str) -> None:
     provider = OpenAI("gpt-4o", api_key=KEY, base_url=url + "/v1", environ={}, timeout=5)
     with pytest.raises(ProviderError) as caught:
         await ask(provider, user(), mode)
+    provider.close()
+    await provider.aclose()
     assert caught.value.info.kind is ErrorKind.TRANSIENT
 
 

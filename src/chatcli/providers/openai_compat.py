@@ -47,10 +47,10 @@ class TruncationCheck:
       E >= `min_estimate` and P < `min_ratio` * E (far fewer tokens arrived than were sent);
     - empty stream: no event at all, and E > `context_window`.
 
-    The estimate counts message text only (tool schemas add to P, never to E), so it errs low
-    and a false alarm needs text averaging over 1 / (`min_ratio` * 0.25) = 8 chars per token
-    with the default estimator. Prompts under `min_estimate` tokens are never judged by ratio:
-    chat-template overhead dominates them.
+    The estimate counts message text only (tool schemas add to P, never to E), so it errs low:
+    with the default estimator (4 chars per token) and ratio 0.5, a false alarm needs text
+    that the server's tokenizer packs at over 8 chars per token. Prompts under
+    `min_estimate` tokens are never judged by ratio: chat-template overhead dominates them.
     """
 
     min_ratio: float = 0.5

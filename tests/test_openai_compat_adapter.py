@@ -1,0 +1,226 @@
+"""OpenAICompatible against the real SDK and replayed bodies of OpenAI-compatible servers.
+
+Error bodies are the records of provider-errors.json (vLLM, llama.cpp, Ollama, TGI, proxies...);
+answers and streams are the recorded OpenAI ones (same wire format), see test_openai_adapter.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from chatcli.errors import ConfigError, ErrorKind, ProviderError
+from chatcli.messages import Message, StopReason
+from chatcli.providers.base import Request
+from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
+from tests.recorded import replayed_error, sse_events
+from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_openai_adapter import (
+    CHAT_TEXT,
+    KEY,
+    MODES,
+    ask,
+    ask_stream,
+    assert_classified,
+    error_records,
+    record,
+    user,
+)
+
+COMPAT_PROVIDERS = (
+    "vllm", "llama.cpp-server", "ollama", "lm-studio", "groq", "deepseek", "fastchat",
+    "cerebras", "mlx-serve", "github-copilot", "huggingface-tgi", "unknown-openai-compatible",
+    "openrouter", "sglang", "nginx-proxy", "openresty-proxy", "g4f",
+)  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with replay_server() as s:
+        yield s
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+Make = Callable[..., OpenAICompatible]
+
+
+@pytest.fixture
+async def make(server: ReplayServer) -> AsyncIterator[Make]:
+    """Builds providers for the replay server and closes their SDK clients afterwards."""
+    made: list[OpenAICompatible] = []
+
+    def build(**kwargs: Any) -> OpenAICompatible:
+        provider = OpenAICompatible(server.url + "/v1", "local-model", **{"environ": {}, **kwargs})
+        made.append(provider)
+        return provider
+
+    yield build
+    for provider in made:
+        provider.close()
+        await provider.aclose()
+
+
+@pytest.fixture
+def compat(make: Make) -> OpenAICompatible:
+    return make()
+
+
+def _headers(server: ReplayServer) -> dict[str, str]:
+    return {k.lower(): v for k, v in server.requests[-1].headers.items()}
+
+
+def answer_with_prompt_tokens(prompt_tokens: int) -> dict[str, Any]:
+    """The recorded chat answer, with the prompt size a server reported instead of 14."""
+    body = copy.deepcopy(CHAT_TEXT)
+    body["usage"]["prompt_tokens"] = prompt_tokens
+    return body
+
+
+async def test_sends_max_tokens_not_max_completion_tokens(
+    compat: OpenAICompatible, server: ReplayServer, mode: str
+) -> None:
+    server.add(Scripted(body=CHAT_TEXT))
+    response = await ask(compat, Request(messages=user().messages, max_tokens=64), mode)
+    body = server.requests[0].json()
+    assert body["max_tokens"] == 64
+    assert "max_completion_tokens" not in body
+    assert body["model"] == "local-model"
+    assert response.stop_reason is StopReason.END_TURN
+
+
+async def test_never_forwards_openai_key(
+    make: Make, server: ReplayServer, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    server.add(Scripted(body=CHAT_TEXT), Scripted(body=CHAT_TEXT))
+    for provider in (make(environ=None), make(environ={"OPENAI_API_KEY": KEY})):
+        await ask(provider, user(), mode)
+        assert KEY not in _headers(server)["authorization"]
+
+
+async def test_key_from_named_variable(make: Make, server: ReplayServer, mode: str) -> None:
+    server.add(Scripted(body=CHAT_TEXT))
+    provider = make(api_key_env="GROQ_API_KEY", environ={"GROQ_API_KEY": KEY})
+    await ask(provider, user(), mode)
+    assert _headers(server)["authorization"] == f"Bearer {KEY}"
+    assert KEY not in repr(provider)
+
+
+def test_missing_named_key_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="GROQ_API_KEY"):
+        OpenAICompatible("http://127.0.0.1:9/v1", "m", api_key_env="GROQ_API_KEY", environ={})
+
+
+@pytest.mark.parametrize("body", error_records(*COMPAT_PROVIDERS))
+async def test_real_server_error_bodies_are_classified(
+    compat: OpenAICompatible, server: ReplayServer, mode: str, body: dict[str, Any]
+) -> None:
+    server.add(replayed_error(body))
+    with pytest.raises(ProviderError) as caught:
+        await ask(compat, user(), mode)
+    assert_classified(caught.value, body)
+
+
+# --- silent truncation ---------------------------------------------------------------------
+
+# pe-078: Ollama logged `truncating input prompt limit=2048 prompt=74706 ... new=2048` and
+# answered 200; its usage then reports the truncated prompt, 2048 tokens.
+PE078 = record("pe-078", "ollama")["numbers"]
+
+
+def long_request(tokens: int) -> Request:
+    """A prompt the default estimator puts at about `tokens` tokens (4 chars per token)."""
+    return Request(messages=(Message.user("lorem ipsum " * (tokens // 3)),))
+
+
+@pytest.mark.parametrize("window", [PE078["limit"], None], ids=["window-known", "ratio-only"])
+async def test_silent_truncation_is_an_overflow(
+    make: Make, server: ReplayServer, mode: str, window: int | None
+) -> None:
+    server.add(Scripted(body=answer_with_prompt_tokens(PE078["limit"])))
+    provider = make(context_window=window)
+    with pytest.raises(ProviderError, match="detected from usage") as caught:
+        await ask(provider, long_request(PE078["prompt_tokens"]), mode)
+    info = caught.value.info
+    assert info.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert info.limit == PE078["limit"]
+    assert info.prompt_tokens is not None and info.prompt_tokens > 70_000
+
+
+async def test_silent_truncation_in_a_stream(make: Make, server: ReplayServer, mode: str) -> None:
+    # The recorded stream reports 14 prompt tokens; the request is far larger.
+    server.add(Scripted(events=sse_events("openai-chat-text.txt")))
+    with pytest.raises(ProviderError, match="detected from usage"):
+        await ask_stream(make(), long_request(5_000), mode)
+
+
+async def test_truncation_check_can_be_turned_off(
+    make: Make, server: ReplayServer, mode: str
+) -> None:
+    server.add(Scripted(body=answer_with_prompt_tokens(PE078["limit"])))
+    provider = make(context_window=PE078["limit"], truncation_check=None)
+    response = await ask(provider, long_request(PE078["prompt_tokens"]), mode)
+    assert response.usage.prompt_tokens == PE078["limit"]
+
+
+@pytest.mark.parametrize(
+    ("reported", "estimate", "window", "truncated"),
+    [
+        (14, 20, None, False),  # a short prompt is never judged by ratio
+        (900, 1_000, None, False),  # a different tokenizer, not a cut
+        (400, 1_000, None, True),  # less than half of what was sent arrived
+        (2_048, 2_000, 2_048, True),  # the prompt filled the whole configured window
+        (0, 100_000, 2_048, False),  # no usage reported: nothing to judge
+    ],
+)
+def test_truncation_heuristic(
+    reported: int, estimate: int, window: int | None, truncated: bool
+) -> None:
+    why = TruncationCheck().truncation(reported, estimate, window)
+    assert (why is not None) is truncated
+
+
+# --- stop reasons and quirks ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "expected"),
+    [(None, StopReason.CONTEXT_WINDOW), (1, StopReason.MAX_TOKENS)],
+    ids=["window-filled", "output-limit-reached"],
+)
+async def test_length_stop_when_the_window_filled_up(
+    make: Make, server: ReplayServer, mode: str, max_tokens: int | None, expected: StopReason
+) -> None:
+    # The recorded stream ends with finish_reason "length" after 17 prompt + 1 output tokens.
+    server.add(Scripted(events=sse_events("openai-chat-length.txt")))
+    provider = make(context_window=18)
+    request = Request(messages=user().messages, max_tokens=max_tokens)
+    _, response = await ask_stream(provider, request, mode)
+    assert response.stop_reason is expected
+
+
+async def test_empty_stream_for_an_oversized_prompt_is_an_overflow(
+    make: Make, server: ReplayServer, mode: str
+) -> None:
+    # llama-cpp-python answers an over-long streamed prompt with 200 and no events at all.
+    server.add(Scripted(events=[]))
+    with pytest.raises(ProviderError) as caught:
+        await ask_stream(make(context_window=256), long_request(1_000), mode)
+    assert caught.value.info.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert caught.value.info.limit == 256
+
+
+async def test_empty_stream_for_a_small_prompt_is_not_an_overflow(
+    make: Make, server: ReplayServer, mode: str
+) -> None:
+    server.add(Scripted(events=[]))
+    with pytest.raises(ProviderError, match="empty event stream") as caught:
+        await ask_stream(make(context_window=256), user(), mode)
+    assert caught.value.info.kind is not ErrorKind.CONTEXT_OVERFLOW
