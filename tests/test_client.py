@@ -28,6 +28,7 @@ from chatcli.events import (
     OverflowDetected,
     RecoveryFailed,
     Retried,
+    ToolCallsDropped,
 )
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.recovery import Client, Reply
@@ -264,6 +265,18 @@ async def test_escalations_run_out_and_the_answer_is_flagged_truncated(mode: Mod
     assert [r.max_tokens for r in provider.requests] == [1000, 2000, 4000]
     assert reply.message.text == full[: 4 * (1000 + 2000 + 4000)]
     assert (reply.calls, reply.truncated) == (3, True)
+
+
+async def test_a_cut_tool_call_that_parses_is_never_returned_executable(mode: Mode) -> None:
+    # Stopped at max_tokens inside `write_file`; its arguments happen to be valid JSON.
+    read = ToolCall(id="c1", name="read_file", arguments={"path": "app.py"})
+    cut = ToolCall(id="c2", name="write_file", arguments={"path": "app.py"})
+    answer = Message.assistant("Reading, then writing.", tool_calls=(read, cut))
+    provider = ScriptedProvider(script=[response(message=answer, stop=StopReason.MAX_TOKENS)])
+    reply = await send(client_for(provider), mode, agent_turns(1, 10), max_tokens=50)
+    assert reply.message.tool_calls == (read,)
+    assert (reply.truncated, reply.calls) == (True, 1)
+    assert reply.events == (ToolCallsDropped(names=("write_file",)),)
 
 
 # --- observability and purity -------------------------------------------------------------

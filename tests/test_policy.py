@@ -493,6 +493,58 @@ def test_a_cut_answer_with_complete_calls_is_returned_for_them_to_run() -> None:
     assert reply.events == (ToolCallsDropped(names=("read_file",)),)
 
 
+def test_a_cut_call_whose_arguments_parse_is_never_returned() -> None:
+    # The arguments parsed, so the adapter could not tell the call was cut; generation
+    # stopped inside it all the same, and what parsed may be a prefix of the real arguments.
+    prefix = ToolCall(id="t1", name="write_file", arguments={"path": "a"})
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    cut = Message.assistant("Writing it", tool_calls=(prefix,))
+    walk.send(response(message=cut, stop=StopReason.MAX_TOKENS))
+    assert walk.events[0] == ToolCallsDropped(names=("write_file",))
+    assert walk.sent().request.messages[-2] == Message.assistant("Writing it")
+    assert all(not m.tool_calls for m in walk.sent().request.messages[-2:])
+    reply = walk.finish(response(" now."))
+    assert reply.message == Message.assistant("Writing it now.")
+
+
+def test_of_parsed_calls_in_a_cut_answer_only_the_last_is_dropped() -> None:
+    calls = tuple(
+        ToolCall(id=f"t{i}", name=name, arguments={"path": "a"})
+        for i, name in enumerate(("read_file", "grep", "write_file"))
+    )
+    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    message = Message.assistant("Three steps.", tool_calls=calls)
+    reply = walk.finish(response(message=message, stop=StopReason.MAX_TOKENS))
+    assert reply.message.tool_calls == calls[:2]  # closed before the next began: complete
+    assert (reply.truncated, reply.calls) == (True, 1)
+    assert reply.events == (ToolCallsDropped(names=("write_file",)),)
+
+
+def test_a_continued_answer_cut_again_loses_its_last_call_too() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=400), session(2), max_tokens=100)
+    walk.send(response("Step one, ", stop=StopReason.MAX_TOKENS))
+    prefix = ToolCall(id="t1", name="write_file", arguments={"path": "a"})
+    again = Message.assistant("step two.", tool_calls=(prefix,))
+    walk.send(response(message=again, stop=StopReason.MAX_TOKENS))
+    assert kinds(walk.events) == [Escalated, Continued, ToolCallsDropped, Escalated, Continued]
+    assert walk.sent().request.messages[-2] == Message.assistant("Step one, step two.")
+    reply = walk.finish(response(" Done."))
+    assert reply.message == Message.assistant("Step one, step two. Done.")
+
+
+@pytest.mark.parametrize("stop", [StopReason.TOOL_USE, StopReason.END_TURN])
+def test_a_call_the_adapter_marked_incomplete_is_dropped_at_any_stop(stop: StopReason) -> None:
+    # e.g. the OpenAI adapter marks arguments that are not valid JSON, whatever the stop.
+    bad = ToolCall(id="t1", name="run", incomplete=True)
+    good = ToolCall(id="t2", name="read_file", arguments={"path": "a"})
+    walk = Walk(RecoveryPolicy(), session(2))
+    message = Message.assistant("", tool_calls=(bad, good))
+    reply = walk.finish(response(message=message, stop=stop))
+    assert reply.message.tool_calls == (good,)
+    assert (reply.truncated, reply.stop_reason) == (False, stop)
+    assert reply.events == (ToolCallsDropped(names=("run",)),)
+
+
 # --- overflow reported as a stop reason; continuation overflow ------------------------------
 
 

@@ -169,12 +169,14 @@ class Continued(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallsDropped(Event):
-    """Tool calls whose arguments were cut off were removed: they are never executable."""
+    """Tool calls whose arguments were cut off (or do not parse) were removed from the
+    answer: they are never executable."""
 
     names: tuple[str, ...]
 
     def describe(self) -> str:
-        return f"dropped {len(self.names)} cut-off tool call(s): {', '.join(self.names)}"
+        names = ", ".join(self.names)
+        return f"dropped {len(self.names)} tool call(s) with incomplete arguments: {names}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

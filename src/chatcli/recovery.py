@@ -42,6 +42,11 @@ Decisions where the SPEC leaves room:
   when the limit is already at the model's cap it cannot double, but the continuation still
   makes progress (the partial is kept and the model resumes), so it is sent at the cap.
   "3rd+" is read as: once the escalations are used up, return the partial, truncated.
+- **A tool call whose arguments were cut off is never returned.** Every answer loses the
+  calls its adapter marked incomplete (cut, or unparseable), and an answer stopped at
+  max_tokens also loses its last call even when its arguments parse: generation ended inside
+  it, so what parsed may be a prefix (`{"path": "a"}` of `{"path": "a", "text": ...}`).
+  The calls before it were closed before the next began; they are complete.
 - **A cut answer that holds complete tool calls is returned, not continued** (truncated): a
   continuation can only send the partial as text (calls cannot be sent without results), so
   the model would not know it had made those calls; returning them lets the caller run them.
@@ -63,6 +68,7 @@ from chatcli.config import RecoveryConfig
 from chatcli.continuation import (
     continuation_request_messages,
     drop_incomplete_tool_calls,
+    mark_cut_tool_call,
     next_max_tokens,
     stitch,
 )
@@ -320,12 +326,22 @@ class _Run:
         self.retries = 0
         if response.stop_reason is StopReason.CONTEXT_WINDOW:
             return self.on_overflow(_window_stop_info(response), request, cause=None)
+        message = self.runnable(response)
         if response.stop_reason is StopReason.MAX_TOKENS:
-            return self.on_cut(response)
-        message = response.message
+            return self.on_cut(message)
         if self.partial is not None:
             message = stitch(self.partial, message)
         return self.finish(message, response.stop_reason, truncated=False)
+
+    def runnable(self, response: Response) -> Message:
+        """The answer without the tool calls that must never run: the ones the adapter saw
+        were cut or unparseable, and, in an answer stopped at max_tokens, its last call even
+        when its arguments happen to parse (`mark_cut_tool_call`)."""
+        marked = mark_cut_tool_call(response.message, response.stop_reason)
+        message, dropped = drop_incomplete_tool_calls(marked)
+        if dropped:
+            self.emit(ToolCallsDropped(names=tuple(call.name for call in dropped)))
+        return message
 
     def on_error(self, error: Exception, request: Request) -> Sleep | Reply | None:
         info = error.info if isinstance(error, ProviderError) else classify_error(error)
@@ -357,11 +373,9 @@ class _Run:
         self.cap = self.max_tokens = new
         self.emit(OutputCapLowered(old=old, new=new))
 
-    def on_cut(self, response: Response) -> Reply | None:
-        """The answer stopped at max_tokens: keep it, and continue it or return it."""
-        message, dropped = drop_incomplete_tool_calls(response.message)
-        if dropped:
-            self.emit(ToolCallsDropped(names=tuple(call.name for call in dropped)))
+    def on_cut(self, message: Message) -> Reply | None:
+        """The answer stopped at max_tokens (its cut call already dropped): keep it, and
+        continue it, or return it when it holds complete calls for the caller to run."""
         self.partial = message if self.partial is None else stitch(self.partial, message)
         if self.partial.tool_calls or self.escalations >= self.config.max_token_escalations:
             return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
