@@ -10,13 +10,16 @@ import json
 import logging
 import traceback
 from collections.abc import AsyncIterator, Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
-from chatcli.providers.anthropic import Anthropic
+from chatcli.providers.anthropic import Anthropic, wire_messages
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, replay_server
@@ -448,3 +451,40 @@ def test_missing_key_names_the_variable() -> None:
 def test_declares_model_limits() -> None:
     provider = Anthropic("claude-x", api_key=KEY, context_window=200_000, max_output_tokens=64_000)
     assert (provider.context_window, provider.max_output_tokens) == (200_000, 64_000)
+
+
+# -- wire_messages invariants ---------------------------------------------------------------
+
+_texts = st.text(alphabet="ab ", max_size=3)
+_messages = st.lists(
+    st.one_of(
+        _texts.map(Message.system),
+        _texts.map(Message.user),
+        st.tuples(_texts, st.booleans()).map(
+            lambda t: Message.assistant(t[0], (ToolCall(id=f"c{len(t[0])}", name="f"),) * t[1])
+        ),
+        st.tuples(_texts, st.booleans()).map(lambda t: Message.tool("c1", t[0], is_error=t[1])),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_messages)
+def test_wire_messages_invariants(messages: list[Message]) -> None:
+    before = list(messages)
+    system, turns = wire_messages(messages)
+    assert messages == before  # input untouched
+    assert [b["text"] for b in system] == [
+        m.text for m in messages if m.role is Role.SYSTEM and m.text
+    ]
+    roles = [t["role"] for t in turns]
+    assert all(a != b for a, b in pairwise(roles))  # roles alternate
+    blocks = [b for t in turns for b in t["content"]]
+    assert all(b["type"] != "text" or b["text"] for b in blocks)  # no empty text block
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    assert len(results) == sum(m.role is Role.TOOL for m in messages)
+    for turn in turns:
+        kinds = [b["type"] == "tool_result" for b in turn["content"]]
+        assert kinds == sorted(kinds, reverse=True)  # tool results lead a user turn
+        assert turn["role"] == "user" or not any(kinds)
