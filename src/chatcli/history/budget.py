@@ -48,6 +48,7 @@ def enforce_tool_result_budget(
     before = tuple(messages)
     out = list(before)
     cut: list[str] = []
+    freed = 0
     for turn in turns(before):
         lengths = [len(before[i].text) for i in turn]
         cap = turn_cap(lengths, per_result_chars, per_turn_chars)
@@ -55,7 +56,8 @@ def enforce_tool_result_budget(
             if length > cap:
                 out[index] = before[index].with_text(cut_middle(before[index].text, cap))
                 cut.append(_cut_line(before[index], out[index]))
-    return build_result(_NAME, before, tuple(out), cut=cut)
+                freed += length - len(out[index].text)
+    return build_result(_NAME, before, tuple(out), cut=cut, chars_freed=freed)
 
 
 def turns(messages: Sequence[Message]) -> list[list[int]]:

@@ -106,18 +106,28 @@ def build_result(
     dropped: Sequence[str] = (),
     cut: Sequence[str] = (),
     injected: Sequence[str] = (),
+    chars_freed: int | None = None,
 ) -> TransformResult:
     """The result of a transform from `before` to `after`, with its report.
 
-    When nothing changed, the input tuple itself is returned (cheap to compare).
+    When nothing changed, the input tuple itself is returned (cheap to compare). A transform
+    that knows how many chars it freed passes `chars_freed`, which saves counting `after`
+    (counting is the costliest step on long histories: it serializes every tool call).
     """
     messages = before if after == before else after
+    chars_before = total_chars(before)
+    if messages is before:
+        chars_after = chars_before
+    elif chars_freed is not None:
+        chars_after = chars_before - chars_freed
+    else:
+        chars_after = total_chars(messages)
     report = TransformReport(
         name=name,
         messages_before=len(before),
         messages_after=len(messages),
-        chars_before=total_chars(before),
-        chars_after=total_chars(messages),
+        chars_before=chars_before,
+        chars_after=chars_after,
         dropped=tuple(dropped),
         cut=tuple(cut),
         injected=tuple(injected),

@@ -93,11 +93,14 @@ def truncate_assistant_messages(messages: Sequence[Message], max_chars: int) -> 
     before = tuple(messages)
     out = list(before)
     cut: list[str] = []
+    freed = 0
     for index, message in enumerate(before):
-        if message.role is Role.ASSISTANT and len(message.text) > max_chars:
+        length = len(message.text)
+        if message.role is Role.ASSISTANT and length > max_chars:
             out[index] = message.with_text(cut_tail(message.text, max_chars))
-            cut.append(f"assistant message #{index}: {len(message.text):,} -> {max_chars:,} chars")
-    return build_result("assistant message cut", before, tuple(out), cut=cut)
+            freed += length - len(out[index].text)
+            cut.append(f"assistant message #{index}: {length:,} -> {len(out[index].text):,} chars")
+    return build_result("assistant message cut", before, tuple(out), cut=cut, chars_freed=freed)
 
 
 def is_real_user_request(message: Message) -> bool:
@@ -155,24 +158,24 @@ def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> Tran
     systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
     others = [m for m in repaired.messages if m.role is not Role.SYSTEM]
     pin, start = _tail_bounds(others, keep)
-    pinned = () if pin is None else (others[pin],)
+    kept = (*(() if pin is None else (others[pin],)), *others[start:])
     notices = (Message.system(COMPACTION_NOTICE),) if notice else ()
+    # Counted from the small kept part: a long history is counted once, by the repair.
+    dropped_chars = repaired.report.chars_after - total_chars(systems) - total_chars(kept)
     chosen = build_result(
         "truncation",
         repaired.messages,
-        (*systems, *notices, *pinned, *others[start:]),
-        dropped=_dropped_lines(others, pin, start),
+        (*systems, *notices, *kept),
+        dropped=_dropped_lines(start - (pin is not None), dropped_chars, pin),
         injected=("compaction notice (system message)",) if notice else (),
+        chars_freed=dropped_chars - total_chars(notices),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
 
 
-def _dropped_lines(others: Sequence[Message], pin: int | None, start: int) -> tuple[str, ...]:
-    count = start - (pin is not None)
+def _dropped_lines(count: int, chars: int, pin: int | None) -> tuple[str, ...]:
     if count <= 0:
         return ()
-    pinned = () if pin is None else (others[pin],)
-    chars = total_chars(others[:start]) - total_chars(pinned)
     line = f"{count:,} older non-system messages ({chars:,} chars)"
     if pin is not None:
         line += f"; kept the latest user request from before them (#{pin})"
