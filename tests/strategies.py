@@ -94,7 +94,7 @@ def system_messages() -> st.SearchStrategy[Message]:
 
 def user_messages() -> st.SearchStrategy[Message]:
     """Real requests mostly; also continuation prompts and empty (not real) user messages."""
-    special = st.sampled_from([[CONTINUATION_MESSAGE], [], [""]])
+    special = st.sampled_from([[CONTINUATION_MESSAGE], [], [" \n"]])
     text = st.one_of(_part_texts(), _part_texts(), special)
     return st.builds(_message, st.just(Role.USER), text, provider_details())
 

@@ -95,8 +95,8 @@ def truncate_assistant_messages(messages: Sequence[Message], max_chars: int) -> 
     cut: list[str] = []
     freed = 0
     for index, message in enumerate(before):
-        length = len(message.text)
-        if message.role is Role.ASSISTANT and length > max_chars:
+        length = len(message.text) if message.role is Role.ASSISTANT else 0
+        if length > max_chars:
             out[index] = message.with_text(cut_tail(message.text, max_chars))
             freed += length - len(out[index].text)
             cut.append(f"assistant message #{index}: {length:,} -> {len(out[index].text):,} chars")
@@ -105,8 +105,10 @@ def truncate_assistant_messages(messages: Sequence[Message], max_chars: int) -> 
 
 def is_real_user_request(message: Message) -> bool:
     """Whether `message` is a user request: text that is not a continuation prompt."""
+    if message.role is not Role.USER:
+        return False
     text = message.text.lstrip()
-    return message.role is Role.USER and bool(text) and not text.startswith(CONTINUATION_PREFIX)
+    return bool(text) and not text.startswith(CONTINUATION_PREFIX)
 
 
 def latest_real_user_request(messages: Sequence[Message]) -> Message | None:
