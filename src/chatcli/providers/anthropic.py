@@ -41,8 +41,11 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "STOP_REASONS",
     "Anthropic",
+    "StreamFold",
     "request_params",
     "response_from_message",
+    "usage_from_wire",
+    "wire_messages",
 ]
 
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when neither request nor model say
@@ -64,7 +67,8 @@ class Anthropic:
     """A model behind the Anthropic Messages API (a `StreamingProvider`).
 
     `api_key` defaults to `$ANTHROPIC_API_KEY` (or `environ`'s); it only reaches the SDK
-    client and is never shown or logged. `base_url` points the SDK elsewhere (a proxy, a test server).
+    client and is never shown or logged. `base_url` points the SDK elsewhere (a proxy, a test
+    server).
     `context_window` and `max_output_tokens` are the model's limits when known;
     `max_output_tokens` is also the `max_tokens` sent when a request sets none.
     """

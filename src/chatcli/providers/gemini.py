@@ -42,7 +42,15 @@ from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Tool
 from chatcli.providers._common import api_key_from_env, raise_classified, require_module
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 
-__all__ = ["FINISH_REASONS", "Gemini", "request_contents", "response_from_wire"]
+__all__ = [
+    "FINISH_REASONS",
+    "Gemini",
+    "StreamFold",
+    "merge_text_parts",
+    "request_contents",
+    "response_from_wire",
+    "usage_from_wire",
+]
 
 FINISH_REASONS: Mapping[str, StopReason] = {
     "STOP": StopReason.END_TURN,
