@@ -24,6 +24,7 @@ from chatcli.events import (
     Event,
     LevelApplied,
     LevelSkipped,
+    MaxTokensFitted,
     OutputCapLowered,
     OverflowDetected,
     RecoveryFailed,
@@ -33,7 +34,14 @@ from chatcli.events import (
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.recovery import Client, Reply
 from chatcli.tokens import TokenEstimator
-from tests.fakes import Overflow, ScriptedProvider, WindowedProvider, corpus_error, response
+from tests.fakes import (
+    Overflow,
+    ScriptedProvider,
+    WindowedProvider,
+    corpus,
+    corpus_error,
+    response,
+)
 
 Mode = Literal["sync", "async"]
 
@@ -125,14 +133,47 @@ async def test_anthropic_overflow_states_input_plus_max_tokens(mode: Mode) -> No
     messages.append(Message.user(pad_to(provider, messages, 199_759)))
     reply = await send(client_for(provider), mode, messages, max_tokens=8192)
     assert reply.calls == 2
-    assert kinds(reply.events) == [OverflowDetected, LevelApplied]
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied]  # 241 tokens: too little
     assert reply.events[0] == OverflowDetected(
         info=reply.events[0].info,  # type: ignore[attr-defined]
         prompt_tokens=199_759,
         limit=200_000,
+        max_tokens=8192,
     )
     assert reply.events[1].level == 1  # type: ignore[attr-defined]
+    assert [r.max_tokens for r in provider.requests] == [8192, 8192]
     assert provider.count(provider.requests[1].messages) + 8192 <= 200_000
+
+
+@pytest.mark.parametrize(
+    ("record", "prompt", "window", "asked", "room"),
+    [
+        ("pe-029", 24_235, 64_001, 64_000, 39_766),  # vLLM, newer wording
+        ("pe-035", 2_778, 4_096, 8_000, 1_318),  # vLLM, in its JSON envelope
+        ("pe-006", 184_915, 204_648, 20_000, 19_733),  # Anthropic, "input + max_tokens"
+        ("pe-049", 583, 2_048, 3_000, 1_465),  # FastChat, "you requested N tokens (...)"
+    ],
+)
+async def test_an_output_too_large_for_the_room_left_is_fitted_to_it(
+    mode: Mode, record: str, prompt: int, window: int, asked: int, room: int
+) -> None:
+    # The real bodies, verbatim: the conversation is sized so the provider counts `prompt`.
+    sdk = "anthropic" if corpus()[record]["provider"] == "anthropic" else "openai"
+    envelope = "pe-035" if record == "pe-029" else None  # pe-029 is vLLM's text: its envelope
+    overflow = Overflow(record=record, envelope=envelope, sdk=sdk, counts_output=True)
+    provider = WindowedProvider(
+        window=window, overflow=overflow, declares_limits=False, answer=lambda _: "Done."
+    )
+    messages = agent_turns(2, 100)
+    messages.append(Message.user(pad_to(provider, messages, prompt)))
+    reply = await send(client_for(provider), mode, messages, max_tokens=asked)
+    assert [r.max_tokens for r in provider.requests] == [asked, room]
+    assert provider.requests[0].messages == provider.requests[1].messages == reply.view
+    assert kinds(reply.events) == [OverflowDetected, MaxTokensFitted]
+    assert reply.events[1] == MaxTokensFitted(
+        old=asked, new=room, prompt_tokens=prompt, limit=window
+    )
+    assert (reply.calls, reply.truncated, reply.message.text) == (2, False, "Done.")
 
 
 def pad_to(provider: WindowedProvider, messages: list[Message], tokens: int) -> str:

@@ -6,6 +6,7 @@ classifying once) and `Response`s; real provider bodies are exercised in test_cl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -21,6 +22,7 @@ from chatcli.events import (
     Event,
     LevelApplied,
     LevelSkipped,
+    MaxTokensFitted,
     OutputCapLowered,
     OverflowDetected,
     PreflightRecovery,
@@ -41,6 +43,7 @@ from chatcli.recovery import (
     Send,
     Sleep,
     retry_delay,
+    useful_output_room,
 )
 from chatcli.tokens import TokenEstimator
 from tests.fakes import response
@@ -281,6 +284,96 @@ def test_plain_ladder_ignores_numbers() -> None:
     assert kinds(walk.events) == [OverflowDetected, LevelApplied]
 
 
+# --- the output does not fit, the prompt does: max_tokens fitted -------------------------
+
+
+@pytest.mark.parametrize(
+    ("requested", "limit", "room"),
+    [
+        (8_192, 200_000, 2_048),  # a quarter of the request
+        (64_000, 64_001, 16_000),
+        (3_000, 2_048, 1_024),  # over the window: a quarter of the window, at least 1,024
+        (8_000, 4_096, 1_024),
+        (1_000_000, 128_000, 32_000),
+        (2_000, 200_000, 1_024),  # never under MIN_OUTPUT_ROOM ...
+        (350, 4_096, 350),  # ... nor over the request
+    ],
+)
+def test_useful_output_room(requested: int, limit: int, room: int) -> None:
+    assert useful_output_room(requested, limit) == room
+
+
+@pytest.mark.parametrize("predictive", [True, False])
+def test_an_output_that_does_not_fit_is_lowered_and_the_history_kept(predictive: bool) -> None:
+    # pe-035's numbers: "'max_tokens' ... is too large: 8000. This model's maximum context
+    # length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778)"
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=predictive), messages, max_tokens=8000)
+    first = walk.sent().request
+    walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=8000))
+    assert walk.sent().request == type(first)(messages=first.messages, max_tokens=1318)
+    fitted = MaxTokensFitted(old=8000, new=1318, prompt_tokens=2778, limit=4096)
+    assert kinds(walk.events) == [OverflowDetected, MaxTokensFitted]
+    assert walk.events[1] == fitted
+    assert fitted.describe() == (
+        "max_tokens lowered from 8,000 to 1,318 to fit the 2,778-token prompt in the "
+        "4,096-token window; history kept, retrying"
+    )
+    assert walk.events[0].describe() == "context overflow (2,778 + 8,000 output > 4,096 tokens)"
+    reply = walk.finish(response())
+    assert (reply.view, reply.calls, reply.truncated) == (first.messages, 2, False)
+
+
+def test_too_little_room_for_the_output_truncates_history_instead() -> None:
+    # pe-004's numbers: "199759 + 8192 > 200000" leaves 241 tokens, under 2,048 (a quarter)
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=8192)
+    walk.send(overflow(prompt_tokens=199_759, limit=200_000, max_tokens=8192))
+    assert walk.sent().request.max_tokens == 8192
+    assert walk.sent().request.messages == level_views(messages)[1]
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied]
+
+
+def test_the_sent_max_tokens_counts_when_only_the_sum_is_stated() -> None:
+    # Cohere's form: "total number of tokens (prompt and prediction) cannot exceed 2048 -
+    # received 6354", here with a prompt that fits: 2,548 - 2,000 sent = 548 tokens.
+    walk = Walk(RecoveryPolicy(), session(), max_tokens=2000)
+    walk.send(overflow(requested_tokens=2548, limit=2048))
+    assert walk.sent().request.max_tokens == 1500
+    assert walk.events[1] == MaxTokensFitted(old=2000, new=1500, prompt_tokens=548, limit=2048)
+
+
+def test_a_fitted_request_that_still_overflows_goes_to_the_levels() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=8000)
+    walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=8000))
+    walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=1318))  # numbers lied
+    assert walk.sent().request.messages == level_views(messages)[1]
+    assert walk.sent().request.max_tokens == 1318
+    assert kinds(walk.events) == [OverflowDetected, MaxTokensFitted, OverflowDetected, LevelApplied]
+
+
+def test_after_a_level_the_numbers_can_show_room_for_the_output() -> None:
+    # Azure's pe-059 asked 1,000,000 output tokens of a 128,000 window: no history cut
+    # makes that fit, but once the prompt is small the room left is worth answering in.
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=1_000_000)
+    walk.send(overflow(prompt_tokens=124_171, limit=128_000, max_tokens=1_000_000))
+    walk.send(overflow(prompt_tokens=60_000, limit=128_000, max_tokens=1_000_000))
+    assert walk.sent().request.messages == level_views(messages)[1]
+    assert walk.sent().request.max_tokens == 68_000
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied, OverflowDetected, MaxTokensFitted]
+
+
+def test_output_that_was_not_the_problem_is_not_lowered() -> None:
+    # The stated prompt plus the output fits: lowering max_tokens cannot help.
+    messages = session()
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=1000)
+    walk.send(overflow(prompt_tokens=2000, limit=4096, max_tokens=1000))
+    assert walk.sent().request.max_tokens == 1000
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied]
+
+
 # --- pre-flight ---------------------------------------------------------------------------
 
 
@@ -308,6 +401,33 @@ def test_preflight_leaves_a_near_miss_alone() -> None:
     walk = Walk(RecoveryPolicy(context_window=estimate - 100), messages)
     assert walk.events == []
     assert walk.sent().request.messages == level_views(messages)[0]
+
+
+def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
+    messages = session(2)
+    estimate = TokenEstimator().count(level_views(messages)[0])
+    room = 3000
+    window = math.ceil(estimate * 1.1) + room
+    assert estimate + 8000 > window * 1.1  # a clear excess, but of the output only
+    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=8000)
+    assert walk.sent().request.messages == level_views(messages)[0]
+    assert walk.sent().request.max_tokens == room
+    fitted = MaxTokensFitted(
+        old=8000, new=room, prompt_tokens=estimate, limit=window, estimated=True
+    )
+    assert walk.events == [fitted]
+    assert fitted.describe().endswith("-token window; history kept, sending")
+    assert f"fit the ~{estimate:,}-token prompt" in fitted.describe()
+
+
+def test_preflight_truncates_when_the_room_left_is_too_small() -> None:
+    messages = session(2)
+    estimate = TokenEstimator().count(level_views(messages)[0])
+    window = math.ceil(estimate * 1.1) + 1000  # under a quarter of the 8,000 asked
+    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=8000)
+    assert walk.sent().request.max_tokens == 8000
+    assert kinds(walk.events)[0] is PreflightRecovery
+    assert LevelApplied in kinds(walk.events)
 
 
 def test_preflight_lowers_max_tokens_to_the_known_cap() -> None:
@@ -594,6 +714,7 @@ OUTCOMES = st.sampled_from(
     [
         overflow(),
         overflow(prompt_tokens=40_000, limit=30_000),
+        overflow(prompt_tokens=8_000, limit=10_000, max_tokens=4_000),  # fits with 2,000 out
         failure(ErrorKind.RATE_LIMIT),
         failure(ErrorKind.TRANSIENT),
         failure(ErrorKind.OUTPUT_CAP, output_limit=64),
@@ -609,12 +730,12 @@ def test_every_flow_ends_within_its_call_limit(
     script: list[Response | Exception], predictive: bool
 ) -> None:
     """Whatever the provider answers, the flow ends with a Reply or a chatcli error, having
-    made no more calls than the limits allow (levels + escalations + cap lowerings, each
-    with at most max_retries retries before it)."""
+    made no more calls than the limits allow (levels + escalations + cap lowerings + fits,
+    one per answer received, each with at most max_retries retries before it)."""
     policy = RecoveryPolicy(predictive=predictive, max_retries=2)
     flow = policy.flow(session(4), max_tokens=1000)
     action = next(flow)
-    calls, bound = 0, (3 + 2 + 2 + 1) * 3
+    calls, bound = 0, (3 + 2 + 2 + (3 + 2 + 1) + 1) * 3
     outcomes = [*script, response("final")]
     try:
         while True:

@@ -25,6 +25,7 @@ __all__ = [
     "Hook",
     "LevelApplied",
     "LevelSkipped",
+    "MaxTokensFitted",
     "OutputCapLowered",
     "OverflowDetected",
     "PreflightRecovery",
@@ -63,11 +64,14 @@ class OverflowDetected(Event):
     info: ErrorInfo
     prompt_tokens: int | None
     limit: int | None
+    max_tokens: int | None = None  # the output the provider counted, when it says so
 
     def describe(self) -> str:
         if self.prompt_tokens is None and self.limit is None:
             return "context overflow"
-        return f"context overflow ({_tokens(self.prompt_tokens)} > {_tokens(self.limit)} tokens)"
+        output = "" if self.max_tokens is None else f" + {self.max_tokens:,} output"
+        prompt, limit = _tokens(self.prompt_tokens), _tokens(self.limit)
+        return f"context overflow ({prompt}{output} > {limit} tokens)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +141,27 @@ class OutputCapLowered(Event):
     def describe(self) -> str:
         old = "the default" if self.old is None else f"{self.old:,}"
         return f"max_tokens lowered from {old} to the model's cap of {self.new:,}, retrying"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaxTokensFitted(Event):
+    """The prompt fits the window but not with the output asked for: max_tokens was lowered
+    to the room the prompt leaves, and the same history is resent (nothing truncated)."""
+
+    old: int | None
+    new: int
+    prompt_tokens: int
+    limit: int
+    estimated: bool = False  # pre-flight: the prompt size is chatcli's estimate
+
+    def describe(self) -> str:
+        old = "the default" if self.old is None else f"{self.old:,}"
+        about, verb = ("~", "sending") if self.estimated else ("", "retrying")
+        return (
+            f"max_tokens lowered from {old} to {self.new:,} to fit the {about}"
+            f"{self.prompt_tokens:,}-token prompt in the {self.limit:,}-token window; "
+            f"history kept, {verb}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,11 +11,16 @@ One `send()`, in order (SPEC sections 1-3):
 1. The working view: transcript -> tool-result budget (configured limits) -> pairing repair.
 2. Pre-flight (predictive mode): max_tokens above the model's known cap is lowered to it; a
    view whose estimate plus the output reserve clearly exceeds the known window (by more than
-   `PREFLIGHT_MARGIN`) gets the first recovery level predicted to fit, without a round trip.
+   `PREFLIGHT_MARGIN`) gets max_tokens fitted to the room left (as in 4) or, when that room
+   is too small, the first recovery level predicted to fit, without a round trip.
 3. Send. An error is classified once (`ProviderError.info`, else `classify_error`).
-4. Context overflow (an error, or the `context_window` stop reason) -> the next recovery
-   level, at most `config.max_recovery_attempts` levels (of the three there are). When the
-   provider states the prompt size, the estimator is calibrated on the view it counted, and
+4. Context overflow (an error, or the `context_window` stop reason) -> when the provider
+   states that the prompt fits and only the output asked for does not (Anthropic's
+   "199759 + 8192 > 200000", vLLM's "max_tokens ... is too large: 64000 ... 24235 input
+   tokens"), and the room left is still useful (`useful_output_room`), max_tokens is lowered
+   to that room and the history resent untouched (`MaxTokensFitted`). Otherwise the next
+   recovery level, at most `config.max_recovery_attempts` levels (of the three there are).
+   When the provider states the prompt size, the estimator is calibrated on the view it counted, and
    levels predicted not to fit are skipped without a call (`LevelSkipped`).
 5. Output cap ("max_tokens too large") -> max_tokens lowered to the stated cap, history
    untouched; at most `MAX_OUTPUT_CAP_LOWERINGS` times.
@@ -38,6 +43,18 @@ Decisions where the SPEC leaves room:
   raised without another call. A prediction from the uncalibrated chars/token estimate is
   only a guess, and a guess never fails a request without asking the provider: the last
   allowed level is then sent anyway.
+- **Lowering max_tokens beats truncating, down to a point.** Lowering max_tokens keeps the
+  whole history but shortens the answer the model may give; too short a room and the answer
+  is cut and continued (each continuation resends the whole, nearly full, window) or a tool
+  call carrying a file never fits, and dropping old history is the better trade. The room is
+  useful when it holds a quarter of the output asked for (callers size max_tokens for their
+  longest answer, typical ones are far shorter), never less than `MIN_OUTPUT_ROOM` tokens (a
+  few paragraphs or a mid-size tool call), and never more than was asked. A request for more
+  output than the whole window is measured against the window: it could never be met,
+  whatever is cut.
+  The fit uses only what the provider stated, so the plain ladder makes it too; it is tried
+  once per request (if the fitted request still overflows, the levels take over). Pre-flight
+  fits from the estimate too, with `PREFLIGHT_MARGIN` added to the prompt.
 - **Escalation at the cap still continues.** The SPEC's attempts 1 and 2 double the limit;
   when the limit is already at the model's cap it cannot double, but the continuation still
   makes progress (the partial is kept and the model resumes), so it is sent at the cap.
@@ -59,6 +76,7 @@ Decisions where the SPEC leaves room:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +105,7 @@ from chatcli.events import (
     Hook,
     LevelApplied,
     LevelSkipped,
+    MaxTokensFitted,
     OutputCapLowered,
     OverflowDetected,
     PreflightRecovery,
@@ -106,6 +125,7 @@ from chatcli.tokens import TokenEstimator
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "MAX_OUTPUT_CAP_LOWERINGS",
+    "MIN_OUTPUT_ROOM",
     "PREFLIGHT_MARGIN",
     "RETRY_BASE_DELAY",
     "RETRY_MAX_DELAY",
@@ -118,6 +138,7 @@ __all__ = [
     "Send",
     "Sleep",
     "retry_delay",
+    "useful_output_room",
 ]
 
 # Rate-limit / transient retries in a row before the error is raised (a success resets it).
@@ -129,6 +150,9 @@ RETRY_MAX_DELAY = 30.0
 # Output-cap errors answered by lowering max_tokens; two cover "stated cap, then a stricter
 # one" (e.g. a proxy in front of the model); more means the provider is not converging.
 MAX_OUTPUT_CAP_LOWERINGS = 2
+# The least output room worth lowering max_tokens to instead of truncating history (see
+# "Lowering max_tokens beats truncating" above and `useful_output_room`).
+MIN_OUTPUT_ROOM = 1024
 # The uncalibrated estimate (~4 chars/token) can be 10-20% off a real tokenizer; recovering
 # pre-emptively from a near miss would drop history that fits. Only a clear excess counts.
 PREFLIGHT_MARGIN = 0.10
@@ -183,6 +207,17 @@ def retry_delay(attempt: int, retry_after: float | None) -> float | None:
     if retry_after is not None:
         return max(0.0, float(retry_after)) if retry_after <= RETRY_MAX_DELAY else None
     return min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
+
+
+def useful_output_room(requested: int, limit: int) -> int:
+    """The least room for the answer (tokens) that is worth lowering max_tokens to, rather than
+    truncating history, when `requested` output tokens do not fit a `limit`-token window.
+
+    A quarter of the request, at least `MIN_OUTPUT_ROOM`, at most the request itself; a
+    request above the whole window counts as a request for the window.
+    """
+    wanted = min(requested, limit)
+    return min(wanted, max(MIN_OUTPUT_ROOM, wanted // 4))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,6 +297,7 @@ class _Run:
         self.cap, self.window = policy.max_output_tokens, policy.context_window
         self.estimator, self.calibrated = policy.estimator, False
         self.partial: Message | None = None
+        self.fitted = False  # the current request was fitted from the provider's numbers
         self.escalations = self.retries = self.cap_lowerings = self.calls = 0
         self.usage = Usage()
         self.events: list[Event] = []
@@ -289,9 +325,11 @@ class _Run:
 
     def call_limit(self) -> int:
         """An upper bound on provider calls: each outcome that is not a retry uses a level, an
-        escalation or a cap lowering, or ends the run; at most `max_retries` retries come
-        between two such outcomes."""
+        escalation, a cap lowering or a fit (one per level or answer received, + 1), or ends
+        the run; at most `max_retries` retries come between two such outcomes."""
+        fits = self.max_level + self.config.max_token_escalations + 1
         units = self.max_level + self.config.max_token_escalations + MAX_OUTPUT_CAP_LOWERINGS
+        units += fits
         return (units + 1) * (self.policy.max_retries + 1)
 
     def emit(self, event: Event) -> None:
@@ -324,6 +362,7 @@ class _Run:
     def on_response(self, response: Response, request: Request) -> Reply | None:
         self.usage += response.usage
         self.retries = 0
+        self.fitted = False
         if response.stop_reason is StopReason.CONTEXT_WINDOW:
             return self.on_overflow(_window_stop_info(response), request, cause=None)
         message = self.runnable(response)
@@ -396,7 +435,7 @@ class _Run:
         if self.window is None or self.max_level == 0:
             return
         estimate = self.estimator.count(self.request_messages(0))
-        if self.fits(estimate):
+        if self.fits(estimate) or self.fit_estimated(estimate):
             return
         reserve = self.max_tokens or 0
         self.emit(PreflightRecovery(estimate=estimate, reserve=reserve, window=self.window))
@@ -404,18 +443,54 @@ class _Run:
         if level is not None:
             self.apply_level(level)
 
+    def fit_estimated(self, estimate: int) -> bool:
+        """Pre-flight: the prompt fits but the output asked for does not. The estimate is a
+        guess, so the room it leaves is measured with `PREFLIGHT_MARGIN` added to it; if the
+        guess is still short, the provider's numbers fit it exactly after one call."""
+        if self.window is None or self.max_tokens is None:
+            return False
+        return self.fit_output(
+            prompt=estimate, limit=self.window, requested=self.max_tokens, margin=PREFLIGHT_MARGIN
+        )
+
     def on_overflow(
         self, info: ErrorInfo, request: Request, cause: Exception | None
     ) -> Reply | None:
         prompt = _stated_prompt_tokens(info, request.max_tokens)
-        self.emit(OverflowDetected(info=info, prompt_tokens=prompt, limit=info.limit))
+        detected = OverflowDetected(
+            info=info, prompt_tokens=prompt, limit=info.limit, max_tokens=info.max_tokens
+        )
+        self.emit(detected)
         if self.policy.predictive:
             self.learn(prompt, info.limit, request)
+        if self.fit_stated(info, prompt, request):
+            return None
         level = self.next_level()
         if level is None:
             return self.give_up(info, cause)
         self.apply_level(level)
         return None
+
+    def fit_stated(self, info: ErrorInfo, prompt: int | None, request: Request) -> bool:
+        """Fit max_tokens to the room the provider's numbers leave, once per request."""
+        requested = info.max_tokens if info.max_tokens is not None else request.max_tokens
+        if self.fitted or prompt is None or info.limit is None or requested is None:
+            return False
+        self.fitted = self.fit_output(prompt=prompt, limit=info.limit, requested=requested)
+        return self.fitted
+
+    def fit_output(self, *, prompt: int, limit: int, requested: int, margin: float = 0.0) -> bool:
+        """Lower max_tokens to the room `prompt` (grown by `margin`) leaves in the window,
+        when that room is useful; False when it is not, or the output was not the problem."""
+        room = limit - math.ceil(prompt * (1.0 + margin))
+        if room >= requested or room < useful_output_room(requested, limit):
+            return False
+        fitted = MaxTokensFitted(
+            old=self.max_tokens, new=room, prompt_tokens=prompt, limit=limit, estimated=margin > 0
+        )
+        self.emit(fitted)
+        self.max_tokens = room
+        return True
 
     def learn(self, prompt: int | None, limit: int | None, request: Request) -> None:
         """Take the provider's numbers: its limit is the window, its count calibrates."""
@@ -451,7 +526,7 @@ class _Run:
         return None
 
     def apply_level(self, level: int) -> None:
-        self.level = level
+        self.level, self.fitted = level, False
         result = self.views.at(level)
         event = LevelApplied(
             level=level,
