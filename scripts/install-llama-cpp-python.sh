@@ -41,7 +41,9 @@ build_wheel() {
 }
 
 if [[ "$(installed_version)" == "$version" ]]; then
-    log "llama-cpp-python $version is already installed in $python"
+    # Already there (e.g. from `pip install 'chatcli[local]'`): only add the server's extras.
+    log "llama-cpp-python $version is already installed in $python; checking the [server] extras"
+    "$python" -m pip install -q "llama-cpp-python[server]==$version"
     exit 0
 fi
 start=$SECONDS

@@ -1,0 +1,158 @@
+"""Embedded llama.cpp: a local GGUF model run in-process by llama-cpp-python (extra `local`).
+
+`LlamaCpp(model_path, n_ctx=512)` needs no server and no API key: it is what a user with a GGUF
+file chats with, and the engine of the offline demo. Its answers come from
+`llama_cpp.Llama.create_chat_completion`, which returns OpenAI Chat Completions shaped dicts.
+
+Mapping notes:
+
+- The prompt is formatted by the model's own chat template (from the GGUF). Templates differ in
+  tool support, and plain ChatML (the tiny test model's) has none, so tool traffic travels as
+  text in the Hermes/Qwen convention: an assistant's tool calls are appended to its text as
+  `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, and a tool result becomes a user
+  message `<tool_response>...</tool_response>`. Tool definitions (`Request.tools`) are not sent
+  and answers are not parsed for tool calls: this provider is for chat, not for agents.
+- Overflow: llama-cpp-python refuses a prompt that does not fit before generating, with
+  `ValueError("Requested tokens (630) exceed context window of 256")`; like every failure of
+  the library it is raised as a classified `ProviderError`, chained to the original.
+- Usage: llama-cpp-python reports none in a stream, so a streamed `Response` has zero usage.
+- One `Llama` context serves one call at a time: calls are serialised by a lock, and the async
+  methods run the blocking library calls in a worker thread.
+- `Request.options` are passed to `create_chat_completion` as they are, last (they win).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from chatcli.errors import ProviderError, classify_error
+from chatcli.messages import Message, StopReason, ToolCall, ToolResult, Usage
+from chatcli.providers._common import raise_classified, require_module
+from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
+
+__all__ = ["LlamaCpp", "chat_messages", "response_from_completion"]
+
+Json = dict[str, Any]
+
+# `finish_reason` values llama-cpp-python produces (llama_cpp/llama_types.py).
+_STOP = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+}
+
+
+class LlamaCpp:
+    """A GGUF model run in-process. `llama_options` go to `llama_cpp.Llama` (n_threads, seed,
+    n_gpu_layers, chat_format, ...); `context_window` is `n_ctx`."""
+
+    def __init__(
+        self, model_path: str | os.PathLike[str], *, n_ctx: int = 512, **llama_options: Any
+    ):
+        llama_cpp = require_module("llama_cpp", "local")
+        options = {"verbose": False, **llama_options}
+        self._llama = llama_cpp.Llama(model_path=os.fspath(model_path), n_ctx=n_ctx, **options)
+        self._lock = threading.Lock()
+        self.model = os.path.basename(model_path)
+        self.context_window: int | None = n_ctx
+        self.max_output_tokens: int | None = None  # only the context window bounds the output
+
+    def __repr__(self) -> str:
+        return f"LlamaCpp({self.model!r}, n_ctx={self.context_window})"
+
+    def complete(self, request: Request) -> Response:
+        with self._lock, _classified_errors():
+            completion = self._llama.create_chat_completion(**self._params(request))
+        return response_from_completion(completion)
+
+    async def acomplete(self, request: Request) -> Response:
+        return await asyncio.to_thread(self.complete, request)
+
+    def stream(self, request: Request) -> Generator[StreamChunk, None, None]:
+        parts: list[str] = []
+        finish: str | None = None
+        with self._lock, _classified_errors():
+            # The library checks the prompt size lazily: overflow raises on the first chunk.
+            for chunk in self._llama.create_chat_completion(**self._params(request), stream=True):
+                choice = chunk["choices"][0]
+                finish = choice.get("finish_reason") or finish
+                if text := choice["delta"].get("content"):
+                    parts.append(text)
+                    yield TextDelta(text=text)
+        if finish is None:
+            raise ProviderError(classify_error("llama.cpp stream ended without a finish reason"))
+        message = Message.assistant("".join(parts))
+        yield Response(message=message, stop_reason=_stop_reason(finish), model=self.model)
+
+    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
+        chunks = self.stream(request)
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                yield chunk
+        finally:
+            chunks.close()  # releases the lock if the caller stops early
+
+    def _params(self, request: Request) -> Json:
+        params: Json = {"messages": chat_messages(request.messages)}
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        return {**params, **request.options}
+
+
+@contextmanager
+def _classified_errors() -> Iterator[None]:
+    """llama-cpp-python signals failures (overflow included) with ValueError/RuntimeError."""
+    try:
+        yield
+    except (ValueError, RuntimeError) as exc:
+        raise_classified(exc)
+
+
+def chat_messages(messages: Sequence[Message]) -> list[Json]:
+    """Neutral messages as plain role/content chat messages, tool traffic as text."""
+    return [_chat_message(m) for m in messages]
+
+
+def _chat_message(message: Message) -> Json:
+    if message.tool_result is not None:
+        return {"role": "user", "content": _tool_response(message.tool_result)}
+    texts = [message.text, *(_tool_call(call) for call in message.tool_calls)]
+    return {"role": message.role.value, "content": "\n".join(t for t in texts if t)}
+
+
+def _tool_call(call: ToolCall) -> str:
+    payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{payload}\n</tool_call>"
+
+
+def _tool_response(result: ToolResult) -> str:
+    content = f"Error: {result.content}" if result.is_error else result.content
+    return f"<tool_response>\n{content}\n</tool_response>"
+
+
+def response_from_completion(completion: Mapping[str, Any]) -> Response:
+    """A Response from a llama-cpp-python chat completion dict."""
+    choice = completion["choices"][0]
+    usage = completion.get("usage") or {}
+    return Response(
+        message=Message.assistant(choice["message"].get("content") or ""),
+        stop_reason=_stop_reason(choice.get("finish_reason")),
+        usage=Usage(
+            input_tokens=usage.get("prompt_tokens", 0),
+            output_tokens=usage.get("completion_tokens", 0),
+        ),
+        model=completion.get("model"),
+    )
+
+
+def _stop_reason(finish_reason: str | None) -> StopReason:
+    return _STOP.get(finish_reason or "", StopReason.OTHER)
