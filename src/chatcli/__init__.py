@@ -1,7 +1,22 @@
 """chatcli keeps LLM conversations alive: context-overflow recovery, max_tokens escalation,
-tool-result budgets and compaction, across providers."""
+tool-result budgets and compaction, across providers.
 
-from chatcli.config import RecoveryConfig
+The public API is re-exported here; `__all__` is exactly that API (a test checks it).
+"""
+
+from chatcli.compaction import (
+    AutoCompaction,
+    CompactionBreaker,
+    CompactionReport,
+    CompactionResult,
+    aauto_compact,
+    acompact,
+    auto_compact,
+    compact,
+    should_auto_compact,
+)
+from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
+from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.errors import (
     ChatcliError,
     CompactionError,
@@ -12,28 +27,106 @@ from chatcli.errors import (
     ProviderError,
     classify_error,
 )
+from chatcli.events import (
+    Continued,
+    Escalated,
+    Event,
+    Hook,
+    LevelApplied,
+    LevelSkipped,
+    MaxTokensFitted,
+    OutputCapLowered,
+    OverflowDetected,
+    PreflightRecovery,
+    RecoveryFailed,
+    Retried,
+    SilentTruncationDetected,
+    ToolCallsDropped,
+)
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.microcompact import microcompact
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
-from chatcli.providers.base import Provider, Request, Response, ToolSpec
+from chatcli.providers.anthropic import Anthropic
+from chatcli.providers.base import (
+    Provider,
+    Request,
+    Response,
+    StreamChunk,
+    StreamingProvider,
+    TextDelta,
+    ToolSpec,
+)
+from chatcli.providers.gemini import Gemini
+from chatcli.providers.openai import OpenAI
+from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.recovery import Client, Reply
+from chatcli.tokens import TokenEstimator
 
 __all__ = [
+    "COMPACTION_NOTICE",
+    "CONTINUATION_MESSAGE",
+    "Anthropic",
+    "AutoCompaction",
     "ChatcliError",
+    "Client",
+    "CompactionBreaker",
+    "CompactionConfig",
     "CompactionError",
+    "CompactionReport",
+    "CompactionResult",
     "ConfigError",
     "ContextRecoveryError",
+    "Continued",
     "ErrorInfo",
     "ErrorKind",
+    "Escalated",
+    "Event",
+    "Gemini",
+    "Hook",
+    "LevelApplied",
+    "LevelSkipped",
+    "MaxTokensFitted",
     "Message",
+    "MicrocompactConfig",
+    "OpenAI",
+    "OpenAICompatible",
+    "OutputCapLowered",
+    "OverflowDetected",
+    "PreflightRecovery",
     "Provider",
     "ProviderError",
     "RecoveryConfig",
+    "RecoveryFailed",
+    "Reply",
     "Request",
     "Response",
+    "Retried",
     "Role",
+    "SilentTruncationDetected",
     "StopReason",
+    "StreamChunk",
+    "StreamingProvider",
+    "TextDelta",
     "TextPart",
+    "TokenEstimator",
     "ToolCall",
+    "ToolCallsDropped",
     "ToolResult",
     "ToolSpec",
+    "TransformReport",
+    "TransformResult",
     "Usage",
+    "aauto_compact",
+    "acompact",
+    "apply_recovery_level",
+    "auto_compact",
     "classify_error",
+    "compact",
+    "enforce_tool_result_budget",
+    "microcompact",
+    "repair_tool_pairing",
+    "should_auto_compact",
 ]
