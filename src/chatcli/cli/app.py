@@ -1,0 +1,127 @@
+"""Argument parsing and the command table: `chatcli [chat]`, `chatcli sessions ...`,
+`chatcli demo`. Each command is a small function `(args, Ui, environ) -> exit code`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from chatcli.cli.ui import Ui
+from chatcli.demo import DEMO_N_CTX
+from chatcli.errors import ConfigError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+Command = Callable[[argparse.Namespace, Ui, Mapping[str, str]], int]
+
+
+def _chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
+    from chatcli.cli.chat import run_chat
+
+    return run_chat(args, ui, environ)
+
+
+def _sessions(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
+    from chatcli.cli.sessions import run_sessions
+
+    return run_sessions(args, ui, environ)
+
+
+def _demo(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
+    from chatcli.cli.demo import run_demo
+
+    return run_demo(args, ui, environ)
+
+
+COMMANDS: dict[str, Command] = {"chat": _chat, "sessions": _sessions, "demo": _demo}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chatcli",
+        description="Chat with an LLM; chatcli keeps the conversation alive (context-overflow "
+        "recovery, max_tokens continuation, compaction) and saves every session.",
+        epilog="Commands: `chatcli` (chat), `chatcli sessions list|show|export|delete`, "
+        "`chatcli demo`. In the chat, /help lists the slash commands.",
+    )
+    _add_chat_arguments(parser)
+    sub = parser.add_subparsers(dest="command", metavar="{sessions,demo}")
+    _add_sessions_parser(sub)
+    demo = sub.add_parser("demo", help="the whole system offline, on a tiny local model")
+    demo.add_argument("--model", help="a .gguf file (default: the tiny random test model)")
+    demo.add_argument(
+        "--n-ctx", type=_positive, default=DEMO_N_CTX, help="context window (%(default)s)"
+    )
+    return parser
+
+
+def _add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--prompt", help="answer this once and exit (stdin is appended)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "-c", "--continue", dest="continue_", action="store_true", help="reopen the last session"
+    )
+    group.add_argument("-r", "--resume", metavar="ID", help="reopen session ID (or a prefix)")
+    parser.add_argument(
+        "--provider",
+        help="openai, anthropic, gemini, openai-compatible, llama-cpp, or python:MODULE:FACTORY",
+    )
+    parser.add_argument("--model", help="model name (a .gguf path for llama-cpp)")
+    parser.add_argument("--base-url", help="server URL (openai-compatible)")
+    parser.add_argument("--max-tokens", type=_positive, help="output limit per answer")
+
+
+def _add_sessions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="all sessions, most recent first")
+    for name, text in (("show", "print the full transcript"), ("delete", "delete a session")):
+        actions.add_parser(name, help=text).add_argument("id")
+    export = actions.add_parser("export", help="the full transcript as Markdown or JSON")
+    export.add_argument("id")
+    export.add_argument("--format", choices=("md", "json"), default="md")
+    export.add_argument("-o", "--output", help="write to this file (default: stdout)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _quiet_library_log() -> None:
+    """The chat shows every event as it happens; without a handler of the user's, Python
+    would print the library's warnings a second time, unformatted, on stderr."""
+    log = logging.getLogger("chatcli")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    ui: Ui | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run the command; returns the exit status (0 ok, 1 failed, 2 usage/configuration).
+
+    `ui` and `environ` default to the real terminal and `os.environ` (tests inject both)."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    ui = ui if ui is not None else Ui.terminal()
+    _quiet_library_log()
+    command = COMMANDS[args.command or "chat"]
+    try:
+        return command(args, ui, os.environ if environ is None else environ)
+    except ConfigError as exc:
+        ui.error(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        ui.console.print()
+        return 130

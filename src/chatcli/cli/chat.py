@@ -1,0 +1,245 @@
+"""The chat command: set up provider and session, then answer once (-p, piped stdin) or run
+the interactive loop. One turn streams the answer as Markdown in a rich Live, with a spinner
+until the first words arrive and one line per recovery event."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any
+
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.spinner import Spinner
+
+from chatcli.cli.render import event_line, turn_footer
+from chatcli.cli.ui import Ui
+from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
+from chatcli.errors import ChatcliError
+from chatcli.events import Continued, Event
+from chatcli.providers.base import Provider
+from chatcli.providers.registry import (
+    PROVIDERS,
+    create_provider,
+    detect_provider,
+    model_info,
+    setup_help,
+)
+from chatcli.session import ChatSession
+from chatcli.settings import Settings, default_config_path, load_settings
+from chatcli.store import SessionNotFound, SessionStore
+
+__all__ = ["ChatContext", "StreamView", "answer", "open_chat", "run_chat", "session_options"]
+
+
+@dataclass(kw_only=True)
+class ChatContext:
+    """What the loop and the slash commands share."""
+
+    ui: Ui
+    store: SessionStore
+    session: ChatSession
+    settings: Settings
+    provider_name: str
+    environ: Mapping[str, str]
+    budget_shown: set[str] = field(default_factory=set)
+
+    def new_provider(self, model: str) -> Provider:
+        return create_provider(
+            self.provider_name, model=model, base_url=self.settings.base_url,
+            environ=self.environ,
+        )  # fmt: skip
+
+
+def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
+    flags = {"provider": args.provider, "model": args.model, "base_url": args.base_url,
+             "max_tokens": args.max_tokens}  # fmt: skip
+    settings = load_settings(flags, environ)
+    prompt = _one_shot_text(args, ui)
+    if prompt == "":
+        ui.error("nothing to answer: give -p TEXT or pipe text on stdin")
+        return 2
+    with SessionStore(settings.db_path) as store:
+        try:
+            settings = _resumed(store, settings, args.resume, args.continue_)
+        except SessionNotFound as exc:
+            ui.error(str(exc))
+            return 2
+        name = settings.provider or detect_provider(environ)
+        if name is None:
+            ui.console.print(setup_help(default_config_path(environ)), markup=False,
+                             highlight=False)  # fmt: skip
+            return 2
+        ctx = open_chat(ui, store, settings, name, environ, args.resume, args.continue_)
+        if prompt is not None:
+            return 0 if answer(ctx, prompt) else 1
+        return repl(ctx)
+
+
+def _resumed(store: SessionStore, settings: Settings, resume: str | None, latest: bool) -> Settings:
+    """Reopening a session with no provider configured continues on its provider and model."""
+    if settings.provider is not None or not (resume or latest):
+        return settings
+    info = store.get_session(resume) if resume else store.latest_session()
+    if info is None or info.provider is None:
+        return settings
+    return replace(settings, provider=info.provider, model=settings.model or info.model)
+
+
+def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:
+    """None for the interactive chat; else the question: -p text, then piped stdin."""
+    prompt: str | None = args.prompt
+    if ui.interactive:
+        return prompt
+    piped = ui.stdin.read().strip()
+    return "\n\n".join(part for part in (prompt, piped) if part)
+
+
+def open_chat(
+    ui: Ui,
+    store: SessionStore,
+    settings: Settings,
+    name: str,
+    environ: Mapping[str, str],
+    resume: str | None = None,
+    latest: bool = False,
+) -> ChatContext:
+    spec = PROVIDERS.get(name)
+    model = settings.model or (spec.default_model if spec is not None else None)
+    provider = create_provider(name, model=model, base_url=settings.base_url, environ=environ)
+    model = model or str(getattr(provider, "model", None) or name)
+    options = session_options(name, model, provider, settings, environ)
+    session = ChatSession.open(store, provider, provider_name=name, model=model,
+                               resume=resume, latest=latest, **options)  # fmt: skip
+    return ChatContext(ui=ui, store=store, session=session, settings=settings,
+                       provider_name=name, environ=environ)  # fmt: skip
+
+
+def session_options(
+    name: str, model: str, provider: Provider, settings: Settings, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """Keyword arguments of ChatSession for these settings."""
+    spec = PROVIDERS.get(name)
+    return {
+        "model_info": model_info(name, model, provider),
+        "max_tokens": settings.max_tokens or (spec.default_max_tokens if spec else None),
+        "recovery": RecoveryConfig.from_env(environ),
+        "compaction": CompactionConfig.from_env(environ),
+        "microcompaction": MicrocompactConfig.from_env(environ),
+        "budget_usd": settings.session_budget_usd,
+    }
+
+
+def repl(ctx: ChatContext) -> int:
+    from chatcli.cli.slash import dispatch
+
+    ui, session = ctx.ui, ctx.session
+    ui.start_prompt(ctx.settings.history_path)
+    resumed = f", {len(session.transcript)} messages so far" if session.transcript else ""
+    ui.note(f"chatcli · {ctx.provider_name} · {session.model} · session {session.info.id}"
+            f"{resumed}. /help for commands, Ctrl-C cancels an answer, Ctrl-D quits.")  # fmt: skip
+    while True:
+        try:
+            line = ui.read_line("> ").strip()
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            break
+        if line.startswith("/"):
+            if not dispatch(ctx, line):
+                break
+        elif line:
+            answer(ctx, line)
+    ui.note(f"session {ctx.session.info.id} saved; reopen it with: chatcli --resume "
+            f"{ctx.session.info.id}")  # fmt: skip
+    return 0
+
+
+def answer(ctx: ChatContext, text: str | None) -> bool:
+    """One turn: budget check, the streamed answer, its footer. False when it failed."""
+    if not budget_allows(ctx):
+        return False
+    ui, session = ctx.ui, ctx.session
+    view = StreamView(ui)
+    try:
+        with view:
+            turn = session.send(text, on_event=view.event, on_delta=view.delta,
+                                on_discard=view.discard)  # fmt: skip
+    except KeyboardInterrupt:
+        session.record_cancelled(view.text)
+        ui.note("answer cancelled (Ctrl-C); what arrived is kept in the transcript", "yellow")
+        return False
+    except ChatcliError as exc:
+        ui.error(str(exc))
+        return False
+    view.show(turn.reply.message.text)
+    ui.console.print(turn_footer(turn))
+    return True
+
+
+def budget_allows(ctx: ChatContext) -> bool:
+    """CHATCLI_SESSION_BUDGET_USD: warn at 80% (once), ask before going past it."""
+    check = ctx.session.budget_check()
+    if check is None or check.status == "ok":
+        return True
+    if check.status in ("warn", "unknown"):
+        if check.status not in ctx.budget_shown:
+            ctx.budget_shown.add(check.status)
+            ctx.ui.note(f"budget: {check.message}", "yellow")
+        return True
+    ctx.ui.note(f"budget: {check.message}", "bold yellow")
+    if ctx.ui.confirm("Go past the session budget?"):
+        ctx.session.budget_approved = True
+        return True
+    ctx.ui.error("not sent: the session budget would be exceeded (CHATCLI_SESSION_BUDGET_USD)")
+    return False
+
+
+class StreamView:
+    """The answer as it streams: a spinner until text arrives, then live Markdown; event lines
+    print above it. Text from a failed call is dropped; a continuation's text is appended."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+        self.text = self._kept = ""
+        self._spinner = Spinner("dots", text="waiting for the model…", style="cyan")
+        self._live: Live | None = None
+        if ui.console.is_terminal:
+            self._live = Live(self._spinner, console=ui.console, transient=True,
+                              refresh_per_second=10)  # fmt: skip
+
+    def __enter__(self) -> StreamView:
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(kind, exc, tb)
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, Continued):
+            self._kept = self.text
+        self.ui.console.print(event_line(event))
+        self._spinner.update(text=f"{event.describe()} …")
+
+    def delta(self, text: str) -> None:
+        self.text += text
+        if self._live is not None:
+            self._live.update(Markdown(self.text))
+
+    def discard(self) -> None:
+        self.text = self._kept
+        if self._live is not None:
+            self._live.update(Markdown(self.text) if self.text else self._spinner)
+
+    def show(self, final: str) -> None:
+        """The whole answer (continuations stitched), once the stream is over."""
+        if self.ui.console.is_terminal:
+            self.ui.console.print(Markdown(final))
+        else:
+            self.ui.console.print(final, markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,159 @@
+"""Rich renderables for the chat: event lines, cost and context tables, the transcript.
+
+Pure functions from library values to renderables, so tests render them to a string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from chatcli.context_report import ContextReport, Status
+from chatcli.events import Event
+from chatcli.messages import Message, Role, Usage
+from chatcli.session import CostSummary, Turn
+from chatcli.store import SessionInfo
+
+__all__ = [
+    "BAR_WIDTH",
+    "context_view",
+    "cost_table",
+    "event_line",
+    "fill_bar",
+    "money",
+    "sessions_table",
+    "transcript_view",
+    "turn_footer",
+]
+
+BAR_WIDTH = 40
+_STATUS_STYLE = {
+    Status.VERBATIM: "green",
+    Status.CUT: "yellow",
+    Status.CLEARED: "magenta",
+    Status.ONLY_IN_TRANSCRIPT: "dim",
+    Status.ADDED: "cyan",
+}
+_ROLE_STYLE = {Role.SYSTEM: "magenta", Role.USER: "bold blue", Role.ASSISTANT: "green",
+               Role.TOOL: "yellow"}  # fmt: skip
+
+
+def money(value: float | None) -> str:
+    """A cost in USD; an unknown price is shown as unknown, never as $0."""
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def event_line(event: Event) -> Text:
+    """One recovery/compaction event, as the line shown while it happens."""
+    return Text(f"↻ {event.describe()}", style="yellow")
+
+
+def turn_footer(turn: Turn) -> Text:
+    """Tokens and cost of one answered request, and a note when the answer is partial."""
+    usage = turn.reply.usage
+    parts = [f"{usage.prompt_tokens:,} in · {usage.output_tokens:,} out", money(turn.cost)]
+    if any(call.kind.is_recovery for call in turn.calls):
+        parts.append(f"recovery {money(turn.recovery_cost)}")
+    if turn.reply.calls > 1:
+        parts.append(f"{turn.reply.calls} calls")
+    text = Text(" · ".join(parts), style="dim")
+    if turn.reply.truncated:
+        text = Text.assemble(
+            ("partial answer: the output limit was reached and not raised further "
+             "(try /max-tokens N)\n", "bold yellow"),
+            text,
+        )  # fmt: skip
+    return text
+
+
+def _usage_cells(usage: Usage) -> list[str]:
+    return [f"{usage.input_tokens:,}", f"{usage.output_tokens:,}",
+            f"{usage.cache_read_tokens:,}", f"{usage.cache_write_tokens:,}"]  # fmt: skip
+
+
+def cost_table(summary: CostSummary) -> RenderableType:
+    """Per request, per model and for the session, recovery apart."""
+    requests = Table(title="Requests", title_justify="left")
+    for column in ("#", "kind", "model", "in", "out", "cache read", "cache write", "cost",
+                   "recovery"):  # fmt: skip
+        requests.add_column(column, justify="right" if column not in ("kind", "model") else "left")
+    for number, r in enumerate(summary.requests, 1):
+        requests.add_row(str(number), r.tag, r.model or "?", *_usage_cells(r.usage),
+                         money(r.cost_usd), money(r.recovery_cost_usd))  # fmt: skip
+    models = Table(title="Per model", title_justify="left")
+    for column in ("model", "requests", "in", "out", "cache read", "cache write", "cost",
+                   "recovery"):  # fmt: skip
+        models.add_column(column, justify="left" if column == "model" else "right")
+    for model, tally in summary.by_model().items():
+        models.add_row(model, str(tally.requests), *_usage_cells(tally.usage), money(tally.cost),
+                       money(tally.recovery_cost))  # fmt: skip
+    total = summary.total
+    line = Text(
+        f"Session: {total.requests} requests, {total.usage.prompt_tokens:,} in, "
+        f"{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
+        f"of which recovery {money(total.recovery_cost)}",
+        style="bold",
+    )
+    if total.cost is None:
+        line.append(f"\n(at least ${summary.known_cost:.4f}; some prices are unknown)", "dim")
+    return Group(requests, models, line)
+
+
+def fill_bar(fraction: float | None, width: int = BAR_WIDTH) -> Text:
+    if fraction is None:
+        return Text("window size unknown", style="dim")
+    filled = min(width, round(fraction * width))
+    style = "green" if fraction < 0.6 else "yellow" if fraction < 0.9 else "red"
+    bar = Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+    return bar + Text(f" {fraction:.0%}")
+
+
+def context_view(report: ContextReport) -> RenderableType:
+    """The /context screen: the bar, the numbers, and one row per message."""
+    window = "unknown" if report.window is None else f"{report.window:,}"
+    head = Text.assemble(
+        fill_bar(report.fraction),
+        f"  ~{report.tokens:,} tokens of a {window}-token window",
+        f" (+ {report.reserve:,} reserved for the answer)" if report.reserve else "",
+    )
+    notes = [Text(f"next request: {note}", style="yellow") for note in report.notes]
+    table = Table(show_edge=False)
+    for column, justify in (("#", "right"), ("role", "left"), ("tokens", "right"),
+                            ("status", "left"), ("message", "left")):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in report.rows:
+        status = Text(row.status, style=_STATUS_STYLE.get(row.status, ""))
+        if row.detail:
+            status.append(f" ({row.detail})", style="dim")
+        position = "+" if row.position is None else str(row.position)
+        table.add_row(position, row.role.value, f"{row.tokens:,}", status, row.preview)
+    return Group(head, *notes, table)
+
+
+def transcript_view(messages: Sequence[Message]) -> RenderableType:
+    """The full transcript, every message in full."""
+    items: list[RenderableType] = []
+    for number, message in enumerate(messages, 1):
+        items.append(Text(f"[{number}] {message.role.value}", style=_ROLE_STYLE[message.role]))
+        if message.tool_result is not None:
+            items.append(Text(message.text))
+        elif message.text:
+            items.append(Markdown(message.text))
+        for call in message.tool_calls:
+            items.append(Text(f"-> {call.name} {call.arguments_json}", style="yellow"))
+    return Group(*items) if items else Text("(no messages yet)", style="dim")
+
+
+def sessions_table(sessions: Sequence[SessionInfo], current: str | None = None) -> Table:
+    table = Table(show_edge=False)
+    for column in ("id", "started", "provider", "model", "messages", "title"):
+        table.add_column(column)
+    for info in sessions:
+        mark = "*" if info.id == current else ""
+        table.add_row(info.id + mark, info.created_at[:19].replace("T", " "), info.provider or "",
+                      info.model or "", str(info.message_count), info.title or "")  # fmt: skip
+    return table

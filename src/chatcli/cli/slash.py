@@ -1,0 +1,183 @@
+"""Slash commands: one small function each, in a dispatch table.
+
+A command receives the chat context and the text after its name. A bad argument raises
+`UsageError`; `dispatch` prints it as one line and the chat goes on. A command returns False
+to end the chat.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from chatcli.cli.chat import ChatContext, session_options
+from chatcli.cli.render import context_view, cost_table, sessions_table, transcript_view
+from chatcli.errors import ChatcliError, CompactionError
+from chatcli.export import FORMATS, export_transcript
+from chatcli.providers.registry import model_info
+from chatcli.session import ChatSession, describe_compaction
+from chatcli.store import SessionNotFound
+
+__all__ = ["SLASH_COMMANDS", "SlashCommand", "UsageError", "dispatch"]
+
+
+class UsageError(Exception):
+    """A bad argument to a slash command."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlashCommand:
+    name: str
+    args: str
+    help: str
+    run: Callable[[ChatContext, str], bool | None]
+
+
+def dispatch(ctx: ChatContext, line: str) -> bool:
+    """Run the slash command on `line`; False when the chat should end."""
+    name, _, arg = line.strip()[1:].partition(" ")
+    command = SLASH_COMMANDS.get(name.lower())
+    if command is None:
+        ctx.ui.error(f"unknown command /{name} (/help lists the commands)")
+        return True
+    try:
+        return command.run(ctx, arg.strip()) is not False
+    except UsageError as exc:
+        usage = f"/{command.name} {command.args}".rstrip()
+        ctx.ui.error(f"{exc} (usage: {usage})")
+    except (ChatcliError, SessionNotFound, OSError) as exc:
+        ctx.ui.error(f"/{command.name}: {exc}")
+    return True
+
+
+def _no_argument(arg: str) -> None:
+    if arg:
+        raise UsageError(f"unexpected argument {arg!r}")
+
+
+def _help(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    table = Table(show_header=False, show_edge=False, box=None)
+    for command in SLASH_COMMANDS.values():
+        table.add_row(f"/{command.name} {command.args}".rstrip(), command.help)
+    ctx.ui.console.print(table)
+    ctx.ui.note("Ctrl-C cancels the current answer; Ctrl-D quits.")
+
+
+def _quit(ctx: ChatContext, arg: str) -> bool:
+    _no_argument(arg)
+    return False
+
+
+def _cost(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    ctx.ui.console.print(cost_table(ctx.session.cost_summary()))
+    check = ctx.session.budget_check()
+    if check is not None:
+        ctx.ui.note(f"budget: {check.message}")
+
+
+def _context(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    ctx.ui.console.print(context_view(ctx.session.context_report()))
+
+
+def _history(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    ctx.ui.console.print(transcript_view(ctx.session.transcript))
+
+
+def _clear(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    ctx.session.clear()
+    ctx.ui.note("working view cleared: the next request starts fresh (/history still shows "
+                "everything)")  # fmt: skip
+
+
+def _compact(ctx: ChatContext, arg: str) -> None:
+    with ctx.ui.console.status("compacting: the model is writing a summary…"):
+        try:
+            result = ctx.session.compact(arg or None)
+        except CompactionError as exc:
+            ctx.ui.error(f"compaction failed, nothing was changed: {exc}")
+            return
+    ctx.ui.note(describe_compaction(result), "yellow")
+
+
+def _sessions(ctx: ChatContext, arg: str) -> None:
+    _no_argument(arg)
+    ctx.ui.console.print(sessions_table(ctx.store.list_sessions(), ctx.session.info.id))
+
+
+def _resume(ctx: ChatContext, arg: str) -> None:
+    if not arg or " " in arg:
+        raise UsageError("give one session id (see /sessions)")
+    current = ctx.session
+    options = session_options(ctx.provider_name, current.model, current.provider, ctx.settings,
+                              ctx.environ)  # fmt: skip
+    ctx.session = ChatSession.open(ctx.store, current.provider, provider_name=ctx.provider_name,
+                                   model=current.model, resume=arg, **options)  # fmt: skip
+    ctx.ui.note(f"resumed session {ctx.session.info.id} ({len(ctx.session.transcript)} messages)")
+
+
+def _model(ctx: ChatContext, arg: str) -> None:
+    if not arg or " " in arg:
+        raise UsageError("give one model name")
+    provider = ctx.new_provider(arg)
+    ctx.session.switch_model(provider, arg, model_info(ctx.provider_name, arg, provider))
+    ctx.ui.note(f"model: {arg} (from the next request on)")
+
+
+def _max_tokens(ctx: ChatContext, arg: str) -> None:
+    try:
+        value = int(arg)
+    except ValueError:
+        raise UsageError(f"{arg!r} is not a number" if arg else "give a number") from None
+    if value < 1:
+        raise UsageError("must be at least 1")
+    ctx.session.max_tokens = value
+    ctx.ui.note(f"max_tokens: {value:,}")
+
+
+def _export(ctx: ChatContext, arg: str) -> None:
+    words = shlex.split(arg)
+    if len(words) == 2 and words[0] in FORMATS:
+        fmt, path = words[0], Path(words[1]).expanduser()
+    elif len(words) == 1:
+        path = Path(words[0]).expanduser()
+        fmt = "json" if path.suffix.lower() == ".json" else "md"
+    else:
+        raise UsageError("give a path, optionally after md or json")
+    session = ctx.session
+    path.write_text(export_transcript(session.info, session.transcript, fmt), encoding="utf-8")
+    ctx.ui.note(f"exported {len(session.transcript)} messages ({fmt}) to {path}")
+
+
+SLASH_COMMANDS: dict[str, SlashCommand] = {
+    c.name: c
+    for c in (
+        SlashCommand(name="help", args="", help="this list", run=_help),
+        SlashCommand(name="compact", args="[focus]",
+                     help="summarise older history (optionally focused) to free the window",
+                     run=_compact),
+        SlashCommand(name="cost", args="", help="tokens and cost per request, model, session",
+                     run=_cost),
+        SlashCommand(name="context", args="", help="how full the window is, message by message",
+                     run=_context),
+        SlashCommand(name="clear", args="", help="start a fresh context (the transcript stays)",
+                     run=_clear),
+        SlashCommand(name="history", args="", help="the full transcript", run=_history),
+        SlashCommand(name="sessions", args="", help="saved sessions", run=_sessions),
+        SlashCommand(name="resume", args="ID", help="switch to a saved session", run=_resume),
+        SlashCommand(name="model", args="NAME", help="switch model (same provider)", run=_model),
+        SlashCommand(name="max-tokens", args="N", help="output limit per answer",
+                     run=_max_tokens),
+        SlashCommand(name="export", args="[md|json] PATH", help="write the full transcript",
+                     run=_export),
+        SlashCommand(name="quit", args="", help="leave (Ctrl-D too)", run=_quit),
+    )
+}  # fmt: skip

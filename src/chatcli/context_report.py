@@ -1,0 +1,232 @@
+"""What the next request will send, message by message: the data behind the CLI's /context.
+
+The view is computed by the recovery policy itself, dry (its first `Send`, never sent), so it
+is exactly what `Client` would send now: budget, pairing and, when the estimate does not fit
+the window, the pre-flight recovery level. Each transcript message then gets a status:
+
+- `verbatim`: sent as it is;
+- `cut`: sent shortened (by the tool-result budget, microcompaction, or a recovery level);
+- `cleared`: an old tool result replaced by a one-line stub (microcompaction);
+- `only in transcript`: not sent (compacted, /clear-ed, or dropped by a recovery level),
+  still stored in full;
+- `added`: not from the transcript (a compaction summary, a recovery notice, a synthetic
+  tool result).
+
+Messages are matched to their origin in order, by role and identity (tool call ids) or the
+head of their text, which every cut keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chatcli.compaction import is_summary_message
+from chatcli.events import Event, LevelApplied
+from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.history.truncate import COMPACTION_NOTICE
+from chatcli.messages import Message, Role
+from chatcli.recovery import RecoveryPolicy, Send
+from chatcli.tokens import TokenEstimator
+
+__all__ = ["ContextReport", "ContextRow", "Status", "build_context_report"]
+
+# Characters of text that identify a message's origin (every cut keeps the head).
+_HEAD = 32
+_PREVIEW = 60
+
+
+class Status:
+    VERBATIM = "verbatim"
+    CUT = "cut"
+    CLEARED = "cleared"
+    ONLY_IN_TRANSCRIPT = "only in transcript"
+    ADDED = "added"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextRow:
+    """One message: its transcript position (1-based; None when added), role, estimated
+    tokens as sent (as stored, for a message not sent), status, why, and a preview."""
+
+    position: int | None
+    role: Role
+    tokens: int
+    status: str
+    detail: str
+    preview: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextReport:
+    """The next request's view: rows in conversation order, its estimated size, the output
+    reserve (max_tokens), the window (None: unknown) and the recovery it needs."""
+
+    rows: tuple[ContextRow, ...]
+    tokens: int
+    reserve: int
+    window: int | None
+    level: int
+    notes: tuple[str, ...]
+
+    @property
+    def fraction(self) -> float | None:
+        """Estimated prompt tokens / window (above 1.0: over), None when unknown."""
+        return None if not self.window else self.tokens / self.window
+
+
+def build_context_report(
+    transcript: Sequence[Message],
+    working: Sequence[Message],
+    policy: RecoveryPolicy,
+    *,
+    max_tokens: int | None,
+) -> ContextReport:
+    """The report for sending `working` (derived from `transcript`) under `policy`."""
+    events: list[Event] = []
+    plain = _first_view(RecoveryPolicy(config=policy.config, predictive=False), working, max_tokens)
+    view = _first_view(policy, working, max_tokens, events.append)
+    level = max((e.level for e in events if isinstance(e, LevelApplied)), default=0)
+    to_transcript = _align(transcript, working)
+    plain_of = _align(working, plain)
+    sent = _align(working, view)
+    rows = _rows(transcript, working, plain, plain_of, view, sent, to_transcript, level,
+                 policy.estimator)  # fmt: skip
+    return ContextReport(
+        rows=rows,
+        tokens=policy.estimator.count(view),
+        reserve=max_tokens or 0,
+        window=policy.context_window,
+        level=level,
+        notes=tuple(e.describe() for e in events),
+    )
+
+
+def _first_view(
+    policy: RecoveryPolicy,
+    messages: Sequence[Message],
+    max_tokens: int | None,
+    emit: Callable[[Event], None] = lambda event: None,
+) -> tuple[Message, ...]:
+    flow = policy.flow(messages, max_tokens=max_tokens, emit=emit)
+    try:
+        action = next(flow)
+    finally:
+        flow.close()
+    assert isinstance(action, Send), "a flow's first action is a Send"
+    return action.request.messages
+
+
+def _rows(
+    transcript: Sequence[Message],
+    working: Sequence[Message],
+    plain: Sequence[Message],
+    plain_of: Sequence[int | None],
+    view: Sequence[Message],
+    sent: Sequence[int | None],
+    to_transcript: Sequence[int | None],
+    level: int,
+    estimator: TokenEstimator,
+) -> tuple[ContextRow, ...]:
+    """Rows keyed by transcript position; added messages follow the one before them."""
+    keyed: list[tuple[tuple[int, int], ContextRow]] = []
+    in_view: set[int] = set()
+    plain_by_working = {w: p for p, w in enumerate(plain_of) if w is not None}
+    last = -1
+    for k, message in enumerate(view):
+        w = sent[k]
+        t = to_transcript[w] if w is not None else None
+        tokens = estimator.count((message,))
+        if t is None:
+            keyed.append(
+                ((last, k + 1), _row(None, message, tokens, Status.ADDED, _added(message)))
+            )
+            continue
+        in_view.add(t)
+        last = t
+        assert w is not None
+        before_level = plain[plain_by_working[w]] if w in plain_by_working else working[w]
+        status, detail = _sent_status(transcript[t], working[w], before_level, message, level)
+        keyed.append(((t, 0), _row(t + 1, message, tokens, status, detail)))
+    in_working = {t for t in to_transcript if t is not None}
+    for t, message in enumerate(transcript):
+        if t not in in_view:
+            detail = f"dropped by level {level}" if t in in_working else "compacted or cleared"
+            row = _row(
+                t + 1, message, estimator.count((message,)), Status.ONLY_IN_TRANSCRIPT, detail
+            )
+            keyed.append(((t, 0), row))
+    return tuple(row for _, row in sorted(keyed, key=lambda item: item[0]))
+
+
+def _sent_status(
+    original: Message, working: Message, before_level: Message, sent: Message, level: int
+) -> tuple[str, str]:
+    if sent == original:
+        return Status.VERBATIM, ""
+    if sent.tool_result is not None and sent.text.startswith(STUB_PREFIX):
+        return Status.CLEARED, "old tool result, stubbed by microcompaction"
+    if working != original:
+        return Status.CUT, "microcompaction"
+    if before_level != working:
+        return Status.CUT, "tool-result budget"
+    return Status.CUT, f"level {level}" if level else "cut"
+
+
+def _added(message: Message) -> str:
+    if is_summary_message(message):
+        return "compaction summary"
+    if message.text == COMPACTION_NOTICE:
+        return "level 3 notice"
+    if message.tool_result is not None:
+        return "synthetic tool result (pairing repair)"
+    return "added by chatcli"
+
+
+def _row(
+    position: int | None, message: Message, tokens: int, status: str, detail: str
+) -> ContextRow:
+    return ContextRow(
+        position=position,
+        role=message.role,
+        tokens=tokens,
+        status=status,
+        detail=detail,
+        preview=_preview(message),
+    )
+
+
+def _preview(message: Message) -> str:
+    calls = " ".join(f"-> {c.name}()" for c in message.tool_calls)
+    text = " ".join(message.text.split())
+    joined = f"{text} {calls}".strip()
+    return joined if len(joined) <= _PREVIEW else joined[: _PREVIEW - 1] + "…"
+
+
+def _align(source: Sequence[Message], target: Sequence[Message]) -> list[int | None]:
+    """For each target message, the index of its origin in `source` (None: added). Order is
+    preserved: origins are searched after the previous match."""
+    out: list[int | None] = []
+    start = 0
+    for message in target:
+        found = next(
+            (i for i in range(start, len(source)) if _same_origin(source[i], message)), None
+        )
+        out.append(found)
+        if found is not None:
+            start = found + 1
+    return out
+
+
+def _same_origin(source: Message, derived: Message) -> bool:
+    if source.role is not derived.role:
+        return False
+    if source == derived:
+        return True
+    if source.tool_result is not None and derived.tool_result is not None:
+        return source.tool_result.call_id == derived.tool_result.call_id
+    if tuple(c.id for c in source.tool_calls) != tuple(c.id for c in derived.tool_calls):
+        return False
+    a, b = source.text, derived.text
+    n = min(_HEAD, len(a), len(b))
+    return a[:n] == b[:n] and (n > 0 or a == b)

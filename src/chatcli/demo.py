@@ -1,0 +1,258 @@
+"""The offline demo: a scripted agent session on a real local engine with a small window.
+
+`chatcli demo` runs this script on the embedded `LlamaCpp` provider (no API key, no network)
+with a 1,024-token window, so that every mechanism of chatcli happens for real: the
+tool-result budget, max_tokens escalation with continuation, context overflow rejected by the
+engine and recovered at each level, pre-flight recovery, the compaction guard, and the cost
+table, all saved in the session database.
+
+The agent's tool calls are scripted (a random-weight model cannot choose tools); the model's
+answers, the engine's token counts and its overflow errors are real. Without a model file the
+demo writes `chatcli.tinymodel`'s tiny random model, whose text is nonsense by design.
+
+The script is data (`SCRIPT`); `run_step` plays one step; the CLI only renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from chatcli.compaction import CompactionResult
+from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.context_report import ContextReport
+from chatcli.errors import ChatcliError
+from chatcli.events import Event
+from chatcli.messages import Message, ToolCall
+from chatcli.providers.registry import create_provider, model_info
+from chatcli.session import ChatSession, Turn
+from chatcli.store import SessionStore
+
+__all__ = [
+    "DEMO_MAX_TOKENS",
+    "DEMO_N_CTX",
+    "DEMO_RECOVERY",
+    "NONSENSE_NOTICE",
+    "SCRIPT",
+    "Step",
+    "StepOutcome",
+    "demo_model_path",
+    "open_demo_session",
+    "run_step",
+]
+
+# Small: a few tool results fill it. (The tiny model's tokenizer takes about one token per
+# char of code or logs, and a tool call costs ~90 tokens of template.)
+DEMO_N_CTX = 1024
+# Small, so that answers stop at the limit (the tiny model never ends an answer on its own).
+DEMO_MAX_TOKENS = 16
+# The normal limits (20,000 / 200,000 chars, keep 10) are sized for windows of 100k+ tokens;
+# scaled to a 1,024-token window they are these.
+DEMO_RECOVERY = RecoveryConfig(
+    tool_result_max_chars=240,
+    tool_result_budget_chars=360,
+    emergency_keep_messages=8,
+    max_token_escalations=2,
+)
+# The summary call needs room for its instructions and the history: the summariser is the
+# same model with the larger window it was trained for.
+SUMMARIZER_N_CTX = 4096
+TINY_MODEL_NAME = "chatcli-tiny.gguf"
+
+NONSENSE_NOTICE = (
+    "No model file given, so the demo uses chatcli's tiny test model: random weights, 2 layers, "
+    "under 1 MB. Its answers are NONSENSE by design. It is a real model for a real engine "
+    "(llama.cpp) with a real tokenizer and a real 1,024-token window: the engine really rejects "
+    "prompts that do not fit and really stops answers at max_tokens. The point is to watch "
+    "chatcli's recovery machinery work; run `chatcli demo --model any.gguf` for real text."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One step of the script: a user message with scripted tool calls, then the model's
+    answer; or (`compact`) a /compact. `predictive` False sends every level in turn;
+    `escalations` is the step's CHATCLI_MAX_TOKEN_ESCALATIONS (0 after the first step keeps
+    the screen short: each answer then stops at the first limit)."""
+
+    title: str
+    explain: str
+    user: str | None = None
+    tools: tuple[tuple[ToolCall, str], ...] = ()
+    compact: bool = False
+    predictive: bool = False
+    escalations: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOutcome:
+    """What a step did: the turn (or the error that ended it), a compaction, the context."""
+
+    step: Step
+    turn: Turn | None = None
+    error: str | None = None
+    compaction: CompactionResult | None = None
+    context: ContextReport
+
+
+def demo_model_path(cache_dir: Path) -> Path:
+    """The tiny model in `cache_dir`, written there first if it is not (deterministic)."""
+    from chatcli.tinymodel import write_tiny_model
+
+    path = cache_dir / TINY_MODEL_NAME
+    if not path.is_file():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        write_tiny_model(path)
+    return path
+
+
+def open_demo_session(store: SessionStore, model_path: Path, n_ctx: int) -> ChatSession:
+    """A new session on the embedded engine, with the demo's limits. Loads the model."""
+    provider = create_provider("llama-cpp", model=str(model_path), n_ctx=n_ctx, seed=1)
+    summarizer = create_provider(
+        "llama-cpp", model=str(model_path), n_ctx=max(n_ctx, SUMMARIZER_N_CTX), seed=1
+    )
+    session = ChatSession.open(
+        store, provider, provider_name="llama-cpp", model=str(model_path),
+        model_info=model_info("llama-cpp", str(model_path), provider),
+        max_tokens=DEMO_MAX_TOKENS, recovery=DEMO_RECOVERY,
+        compaction=CompactionConfig(keep_turns=1, summary_tokens=256), auto_compaction=False,
+        summarizer=summarizer,
+    )  # fmt: skip
+    session.append((Message.system(_SYSTEM),))
+    return session
+
+
+def run_step(session: ChatSession, step: Step, on_event: Callable[[Event], None]) -> StepOutcome:
+    """Play `step` on `session` (everything is stored as it happens)."""
+    if step.compact:
+        return _compact_step(session, step)
+    session.max_tokens, session.predictive = DEMO_MAX_TOKENS, step.predictive
+    session.recovery = replace(DEMO_RECOVERY, max_token_escalations=step.escalations)
+    messages: list[Message] = []
+    if step.user is not None:
+        messages.append(Message.user(step.user))
+    for call, result in step.tools:
+        messages += [Message.assistant(tool_calls=(call,)), Message.tool(call.id, result)]
+    session.append(messages)
+    try:
+        turn = session.send(None, on_event=on_event)
+    except ChatcliError as exc:
+        return StepOutcome(step=step, error=str(exc), context=session.context_report())
+    return StepOutcome(step=step, turn=turn, context=session.context_report())
+
+
+def _compact_step(session: ChatSession, step: Step) -> StepOutcome:
+    try:
+        result = session.compact(step.user)
+    except ChatcliError as exc:
+        return StepOutcome(step=step, error=str(exc), context=session.context_report())
+    return StepOutcome(step=step, compaction=result, context=session.context_report())
+
+
+# --------------------------------------------------------------------------- the script
+
+_SYSTEM = (
+    "You are a coding agent. Use the tools to inspect the project, then answer briefly. "
+    "Never change files without asking."
+)
+
+
+def _call(number: int, name: str, **arguments: str) -> ToolCall:
+    return ToolCall(id=f"call_{number}", name=name, arguments=arguments)
+
+
+def _build_log(lines: int) -> str:
+    body = [f"12:{i // 60:02d}:{i % 60:02d} INFO compiled module_{i}.py" for i in range(lines)]
+    body.insert(lines // 2, "12:00:31 ERROR test_config: expected 'utf-8', got 'latin-1'")
+    return "\n".join(body)
+
+
+def _source(lines: int) -> str:
+    return "\n".join(f"def read_{i}(path):\n    return open(path).read()" for i in range(lines))
+
+
+def _grep(hits: int) -> str:
+    return "\n".join(f"src/app/module_{i}.py:{i + 3}: open(path)" for i in range(hits))
+
+
+_KEEP = DEMO_RECOVERY.emergency_keep_messages
+_TRACEBACK_REQUEST = """Here is the traceback from the CI run:
+
+Traceback (most recent call last):
+  File "/ci/build/src/app/config.py", line 42, in load_config
+    text = open(path).read()
+  File "/usr/lib/python3.11/encodings/ascii.py", line 26, in decode
+    return codecs.ascii_decode(input, self.errors)[0]
+UnicodeDecodeError: 'ascii' codec can't decode byte 0xc3 in position 118
+
+Write the fix plan: which modules read files, which encoding each one needs, why only the \
+CI machine fails (its locale is C), and which tests would catch it next time."""
+
+SCRIPT: tuple[Step, ...] = (
+    Step(
+        title="1. A tool result over budget, an answer over max_tokens",
+        explain="The agent reads a 2,500-char build log. The tool-result budget sends only "
+        f"{DEMO_RECOVERY.tool_result_max_chars} chars of it (head + tail; the full log stays "
+        f"in the transcript). The answer stops at max_tokens={DEMO_MAX_TOKENS}: chatcli "
+        "doubles the limit and asks the model to continue, twice, then returns the partial "
+        "answer, flagged as partial.",
+        user="The nightly build fails. Find out why.",
+        tools=((_call(1, "read_file", path="build.log"), _build_log(70)),),
+        escalations=DEMO_RECOVERY.max_token_escalations,
+    ),
+    Step(
+        title="2. Context overflow: level 1 (aggressive budget)",
+        explain=f"Two more large tool results. The prompt no longer fits the {DEMO_N_CTX}-token "
+        "window and llama.cpp rejects it. Level 1 halves the tool-result budget for this one "
+        "request, and the retry fits. (From here on answers stop at the first limit, without "
+        "escalation, to keep the screen short.)",
+        user="Look at the config loader and the tests.",
+        tools=(
+            (_call(2, "read_file", path="src/app/config.py"), _source(20)),
+            (_call(3, "run_tests", path="tests/test_config.py"), _build_log(40)),
+        ),
+    ),
+    Step(
+        title="3. Context overflow: level 2 (emergency truncation)",
+        explain="Many tool results: budgets alone cannot help any more. Level 2 keeps the "
+        f"system prompt and the last {_KEEP} messages (with the latest request pinned in "
+        "front). The older ones leave the working view, not the transcript.",
+        user="Where else is open() called without an encoding?",
+        tools=tuple(
+            (_call(4 + i, "grep", pattern="open(", path=f"src/app/part{i}"), _grep(5))
+            for i in range(3)
+        ),
+    ),
+    Step(
+        title="4. Context overflow: level 3 (nuclear truncation)",
+        explain=f"A long request and more results: even the last {_KEEP} messages do not "
+        "fit. Level 3 keeps the system prompt and the last 4 messages, and tells the model "
+        "the context was compacted. The latest request is pinned so the task survives.",
+        user=_TRACEBACK_REQUEST,
+        tools=tuple(
+            (_call(7 + i, "read_file", path=f"src/app/io{i}.py"), _source(6)) for i in range(4)
+        ),
+    ),
+    Step(
+        title="5. Pre-flight: recovered before sending",
+        explain="In the normal (predictive) mode chatcli estimates the prompt before sending, "
+        "calibrated on this engine's own token counts. It sees that the prompt cannot fit, "
+        "skips the levels predicted not to fit and sends the first one that does: no "
+        "wasted call.",
+        user="Summarise what you found.",
+        predictive=True,
+    ),
+    Step(
+        title="6. /compact: a summary replaces the older history",
+        explain="/compact asks the model for a handoff summary of the older history, which "
+        "then replaces it in the working view (the transcript keeps everything). The "
+        "summary is checked first: the user's explicit instructions and latest request must "
+        "survive it, and whatever it lost is pinned verbatim after it (this model's summary "
+        "is nonsense, so expect pins). An unusable summary would leave the session exactly "
+        "as it was.",
+        user="keep the encoding findings",
+        compact=True,
+    ),
+)

@@ -1,0 +1,59 @@
+"""A scripted test provider for the chatcli command, loaded with
+`--provider python:tests.cli_provider:windowed` (the registry's test-provider hook).
+
+It is `tests.fakes.WindowedProvider` (a real window that raises a real corpus overflow error,
+a real stop at max_tokens) plus streaming, so the CLI is driven exactly as with a real
+adapter. Settings come from the environment, because the CLI runs in a child process:
+
+- CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000);
+- CHATCLI_TEST_DELAY: seconds between streamed chunks (default 0), to cancel mid-answer.
+
+A request containing "long" gets an answer of about 1,200 chars (300 output tokens), so a
+small --max-tokens makes it stop at the limit and continue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chatcli.messages import Message
+from chatcli.providers.base import Request, StreamChunk, TextDelta
+from tests.fakes import WindowedProvider, latest_request_text
+
+CHUNK_CHARS = 8
+LONG_TAIL = " and more" * 130
+
+
+def answer_for(messages: Sequence[Message]) -> str:
+    request = latest_request_text(messages)
+    tail = LONG_TAIL if "long" in request else ""
+    return f"Answer to: {request}{tail}"
+
+
+@dataclass(kw_only=True)
+class StreamingWindowed(WindowedProvider):
+    model: str = "test-model"
+    delay: float = 0.0
+
+    def stream(self, request: Request) -> Iterator[StreamChunk]:
+        response = self.complete(request)
+        text = response.message.text
+        for start in range(0, len(text), CHUNK_CHARS):
+            if self.delay:
+                time.sleep(self.delay)
+            yield TextDelta(text=text[start : start + CHUNK_CHARS])
+        yield response
+
+
+def windowed(
+    *, model: str | None, base_url: str | None, environ: Mapping[str, str], **opts: Any
+) -> StreamingWindowed:
+    return StreamingWindowed(
+        window=int(environ.get("CHATCLI_TEST_WINDOW", "100000")),
+        delay=float(environ.get("CHATCLI_TEST_DELAY", "0")),
+        model=model or "test-model",
+        answer=answer_for,
+    )
