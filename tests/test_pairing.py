@@ -141,3 +141,17 @@ def test_report_counts_messages_and_chars() -> None:
     assert (report.messages_before, report.messages_after) == (2, 2)
     synthetic = len(interrupted_result(LS).text)
     assert report.chars_after == report.chars_before - 7 + synthetic
+
+
+def test_results_only_moved_back_are_reported_as_a_change() -> None:
+    call = ToolCall(id="c", name="f")
+    messages = (
+        Message.user("go"),
+        Message.assistant("", tool_calls=(call,)),
+        Message.user("interjection"),
+        Message.tool("c", "result"),
+    )
+    result = repair_tool_pairing(messages)
+    assert [m.role.value for m in result.messages] == ["user", "assistant", "tool", "user"]
+    assert result.report.changed
+    assert result.report.moved and not result.report.dropped and not result.report.injected

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chatcli.history.pairing import build_result
-from chatcli.history.result import TransformResult
+from chatcli.history.result import TransformResult, build_result
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, Role
 

@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chatcli.config import MicrocompactConfig
-from chatcli.history.pairing import build_result
-from chatcli.history.result import TransformResult
+from chatcli.history.result import TransformResult, build_result
 from chatcli.history.text import is_cut_boundary
 from chatcli.messages import Message, Role
 

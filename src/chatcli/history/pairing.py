@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from chatcli.history.result import TransformReport, TransformResult
-from chatcli.messages import Message, Role, ToolCall, total_chars
+from chatcli.history.result import TransformResult, build_result
+from chatcli.messages import Message, Role, ToolCall
 
-__all__ = ["build_result", "interrupted_result", "repair_tool_pairing"]
+__all__ = ["interrupted_result", "repair_tool_pairing"]
 
 _NAME = "tool pairing repair"
 
@@ -51,7 +51,17 @@ def repair_tool_pairing(messages: Sequence[Message]) -> TransformResult:
                 injected.append(f"synthetic error result for interrupted call {call.id!r}")
                 answer = interrupted_result(call)
             out.append(answer)
-    return build_result(_NAME, before, tuple(out), dropped=dropped, injected=injected)
+    moved = _moved_results(before, out, dropped, injected)
+    return build_result(_NAME, before, tuple(out), dropped=dropped, injected=injected, moved=moved)
+
+
+def _moved_results(
+    before: tuple[Message, ...], after: list[Message], dropped: list[str], injected: list[str]
+) -> tuple[str, ...]:
+    """A line when results were only put back next to their calls (nothing else changed)."""
+    if dropped or injected or tuple(after) == before:
+        return ()
+    return ("tool results moved back next to the calls they answer",)
 
 
 def interrupted_result(call: ToolCall) -> Message:
@@ -96,40 +106,3 @@ def _unique_calls(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
             seen.add(call.id)
             unique.append(call)
     return tuple(unique) if len(unique) < len(calls) else calls
-
-
-def build_result(
-    name: str,
-    before: tuple[Message, ...],
-    after: tuple[Message, ...],
-    *,
-    dropped: Sequence[str] = (),
-    cut: Sequence[str] = (),
-    injected: Sequence[str] = (),
-    chars_freed: int | None = None,
-) -> TransformResult:
-    """The result of a transform from `before` to `after`, with its report.
-
-    When nothing changed, the input tuple itself is returned (cheap to compare). A transform
-    that knows how many chars it freed passes `chars_freed`, which saves counting `after`
-    (counting is the costliest step on long histories: it serializes every tool call).
-    """
-    messages = before if after == before else after
-    chars_before = total_chars(before)
-    if messages is before:
-        chars_after = chars_before
-    elif chars_freed is not None:
-        chars_after = chars_before - chars_freed
-    else:
-        chars_after = total_chars(messages)
-    report = TransformReport(
-        name=name,
-        messages_before=len(before),
-        messages_after=len(messages),
-        chars_before=chars_before,
-        chars_after=chars_after,
-        dropped=tuple(dropped),
-        cut=tuple(cut),
-        injected=tuple(injected),
-    )
-    return TransformResult(messages=messages, report=report)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chatcli.messages import Message, total_chars
 
-__all__ = ["TransformReport", "TransformResult", "unchanged"]
+__all__ = ["TransformReport", "TransformResult", "build_result"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +22,7 @@ class TransformReport:
     dropped: tuple[str, ...] = ()
     cut: tuple[str, ...] = ()
     injected: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()
 
     @property
     def chars_freed(self) -> int:
@@ -28,7 +30,7 @@ class TransformReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.dropped or self.cut or self.injected)
+        return bool(self.dropped or self.cut or self.injected or self.moved)
 
     def then(self, later: TransformReport) -> TransformReport:
         """Combine with a report of a transform applied after this one."""
@@ -41,6 +43,7 @@ class TransformReport:
             dropped=self.dropped + later.dropped,
             cut=self.cut + later.cut,
             injected=self.injected + later.injected,
+            moved=self.moved + later.moved,
         )
 
 
@@ -52,15 +55,40 @@ class TransformResult:
     report: TransformReport
 
 
-def unchanged(name: str, messages: tuple[Message, ...]) -> TransformResult:
-    """The result of a transform that had nothing to do."""
-    chars = total_chars(messages)
-    count = len(messages)
+def build_result(
+    name: str,
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    *,
+    dropped: Sequence[str] = (),
+    cut: Sequence[str] = (),
+    injected: Sequence[str] = (),
+    moved: Sequence[str] = (),
+    chars_freed: int | None = None,
+) -> TransformResult:
+    """The result of a transform from `before` to `after`, with its report.
+
+    When nothing changed, the input tuple itself is returned (cheap to compare). A transform
+    that knows how many chars it freed passes `chars_freed`, which saves counting `after`
+    (counting is the costliest step on long histories: it serializes every tool call).
+    """
+    messages = before if after == before else after
+    chars_before = total_chars(before)
+    if messages is before:
+        chars_after = chars_before
+    elif chars_freed is not None:
+        chars_after = chars_before - chars_freed
+    else:
+        chars_after = total_chars(messages)
     report = TransformReport(
         name=name,
-        messages_before=count,
-        messages_after=count,
-        chars_before=chars,
-        chars_after=chars,
+        messages_before=len(before),
+        messages_after=len(messages),
+        chars_before=chars_before,
+        chars_after=chars_after,
+        dropped=tuple(dropped),
+        cut=tuple(cut),
+        injected=tuple(injected),
+        moved=tuple(moved),
     )
     return TransformResult(messages=messages, report=report)

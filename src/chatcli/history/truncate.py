@@ -34,8 +34,8 @@ from dataclasses import replace
 
 from chatcli.config import RecoveryConfig
 from chatcli.history.budget import enforce_tool_result_budget
-from chatcli.history.pairing import build_result, repair_tool_pairing
-from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.result import TransformReport, TransformResult, build_result
 from chatcli.history.text import cut_tail
 from chatcli.messages import Message, Role, total_chars
 
