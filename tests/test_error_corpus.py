@@ -110,10 +110,10 @@ def sdk_errors(sdks: Sdks, record: dict[str, Any]) -> Iterator[tuple[str, Except
     sdks.server.add(Scripted(status=status, body=body), Scripted(status=status, body=body))
     user = [{"role": "user", "content": "hi"}]
     with pytest.raises(openai.APIStatusError) as openai_error:
-        sdks.openai.chat.completions.create(model="m", messages=user)  # type: ignore[arg-type]
+        sdks.openai.chat.completions.create(model="m", messages=user)
     yield "openai", openai_error.value
     with pytest.raises(anthropic.APIStatusError) as anthropic_error:
-        sdks.anthropic.messages.create(model="m", max_tokens=8, messages=user)  # type: ignore[arg-type]
+        sdks.anthropic.messages.create(model="m", max_tokens=8, messages=user)
     yield "anthropic", anthropic_error.value
     # google-genai's own translation of an HTTP response into its exception classes.
     request = httpx2.Request("POST", f"{sdks.server.url}/v1beta/models/m:generateContent")
