@@ -488,3 +488,17 @@ def test_wire_messages_invariants(messages: list[Message]) -> None:
         kinds = [b["type"] == "tool_result" for b in turn["content"]]
         assert kinds == sorted(kinds, reverse=True)  # tool results lead a user turn
         assert turn["role"] == "user" or not any(kinds)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_complete_with_a_large_max_tokens_is_streamed(
+    server: ReplayServer, provider: Anthropic, mode: str
+) -> None:
+    """The SDK refuses non-streaming calls it expects to take over 10 minutes (max_tokens
+    above ~21k); escalation reaches 64k on recent models, so complete() streams those."""
+    server.add(Scripted(events=sse_events("anthropic-text.txt")))
+    request = Request(messages=(Message.user("hi"),), max_tokens=64_000)
+    response = provider.complete(request) if mode == "sync" else await provider.acomplete(request)
+    assert response.message.text == "Hello!"
+    sent = server.requests[0].json()
+    assert sent["stream"] is True and sent["max_tokens"] == 64_000

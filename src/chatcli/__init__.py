@@ -26,6 +26,7 @@ from chatcli.errors import (
     ErrorKind,
     ProviderError,
     classify_error,
+    is_context_window_stop,
 )
 from chatcli.events import (
     Continued,
@@ -126,6 +127,7 @@ __all__ = [
     "classify_error",
     "compact",
     "enforce_tool_result_budget",
+    "is_context_window_stop",
     "microcompact",
     "repair_tool_pairing",
     "should_auto_compact",

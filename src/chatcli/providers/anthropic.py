@@ -108,14 +108,21 @@ class Anthropic:
         return request_params(request, model=self.model, default_max_tokens=default)
 
     def complete(self, request: Request) -> Response:
+        params = self._params(request)
+        if _needs_streaming(params):
+            return _last(self.stream(request))
         with _translated_errors(), self._connect() as client:
-            message = client.messages.create(**self._params(request))
+            message = client.messages.create(**params)
         return response_from_message(_dump(message))
 
     async def acomplete(self, request: Request) -> Response:
+        params = self._params(request)
+        if _needs_streaming(params):
+            chunks = [chunk async for chunk in self.astream(request)]
+            return _last(iter(chunks))
         with _translated_errors():
             async with self._aconnect() as client:
-                message = await client.messages.create(**self._params(request))
+                message = await client.messages.create(**params)
         return response_from_message(_dump(message))
 
     def stream(self, request: Request) -> Iterator[StreamChunk]:
@@ -138,6 +145,25 @@ class Anthropic:
                         if text := fold.feed(_dump(event)):
                             yield TextDelta(text=text)
         yield fold.finish()
+
+
+# The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
+# 128,000 * 600 / 3,600 when no timeout is set): such requests are streamed and folded instead,
+# so escalating max_tokens to a model's real cap (64k for recent models) never hits that wall.
+NONSTREAMING_MAX_TOKENS = 21_333
+
+
+def _needs_streaming(params: Mapping[str, Any]) -> bool:
+    return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
+
+
+def _last(chunks: Iterator[StreamChunk]) -> Response:
+    """The Response that ends a stream (the text deltas before it are folded into it)."""
+    response = None
+    for chunk in chunks:
+        response = chunk
+    assert isinstance(response, Response)  # a stream ends with exactly one Response
+    return response
 
 
 @contextmanager
