@@ -8,8 +8,8 @@ adapter. Settings come from the environment, because the CLI runs in a child pro
 - CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000);
 - CHATCLI_TEST_DELAY: seconds between streamed chunks (default 0), to cancel mid-answer.
 
-A request containing "long" gets an answer of about 1,200 chars (300 output tokens), so a
-small --max-tokens makes it stop at the limit and continue.
+A request containing "long" gets an answer of about 1,200 chars (300 output tokens: " part0
+part1 ... part149"), so a small --max-tokens makes it stop at the limit and continue.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from chatcli.providers.base import Request, StreamChunk, TextDelta
 from tests.fakes import WindowedProvider, latest_request_text
 
 CHUNK_CHARS = 8
-LONG_TAIL = " and more" * 130
+# Not periodic: a repeated phrase would look like a repeat at the seam of a continuation.
+LONG_TAIL = "".join(f" part{i}" for i in range(150))
 
 
 def answer_for(messages: Sequence[Message]) -> str:

@@ -482,11 +482,14 @@ class ChatSession:
     def cost_summary(self) -> CostSummary:
         return CostSummary(requests=self.store.requests(self.info.id))
 
-    def budget_check(self) -> BudgetCheck | None:
-        """The budget status before the next request; None when no budget is set."""
+    def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
+        """The budget status before sending `pending` (the user's next message, if any);
+        None when no budget is set. The next request is estimated as its prompt plus the
+        output limit, when one is set."""
         if self.budget_usd is None:
             return None
-        estimate = self.estimator.count(self.working_messages())
+        pending_messages = (Message.user(pending),) if pending is not None else ()
+        estimate = self.estimator.count(self.working_messages() + pending_messages)
         output = self.max_tokens or 0
         next_cost = usage_cost(Usage(estimate, output), self.model_info).total
         check = check_budget(self.cost_summary().known_cost, next_cost, self.budget_usd)

@@ -159,7 +159,7 @@ def repl(ctx: ChatContext) -> int:
 
 def answer(ctx: ChatContext, text: str | None) -> bool:
     """One turn: budget check, the streamed answer, its footer. False when it failed."""
-    if not budget_allows(ctx):
+    if not budget_allows(ctx, text):
         return False
     ui, session = ctx.ui, ctx.session
     view = StreamView(ui)
@@ -179,9 +179,9 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
     return True
 
 
-def budget_allows(ctx: ChatContext) -> bool:
+def budget_allows(ctx: ChatContext, text: str | None) -> bool:
     """CHATCLI_SESSION_BUDGET_USD: warn at 80% (once), ask before going past it."""
-    check = ctx.session.budget_check()
+    check = ctx.session.budget_check(text)
     if check is None or check.status == "ok":
         return True
     if check.status in ("warn", "unknown"):

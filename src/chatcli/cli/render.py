@@ -43,8 +43,11 @@ _ROLE_STYLE = {Role.SYSTEM: "magenta", Role.USER: "bold blue", Role.ASSISTANT: "
 
 
 def money(value: float | None) -> str:
-    """A cost in USD; an unknown price is shown as unknown, never as $0."""
-    return "unknown" if value is None else f"${value:.4f}"
+    """A cost in USD; an unknown price is shown as unknown, never as $0. Costs under a cent
+    keep six decimals, so a cheap request does not look free."""
+    if value is None:
+        return "unknown"
+    return f"${value:.6f}" if 0 < value < 0.01 else f"${value:.4f}"
 
 
 def event_line(event: Event) -> Text:

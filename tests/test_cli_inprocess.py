@@ -1,0 +1,243 @@
+"""The chatcli command in-process: typed lines through prompt_toolkit's pipe input, the screen
+rendered by rich to a string, the scripted windowed test provider behind the registry hook."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from chatcli.cli import main
+from chatcli.cli.slash import SLASH_COMMANDS
+from chatcli.cli.ui import Ui
+from chatcli.serialize import message_from_dict
+from chatcli.store import SessionStore
+from tests.cli_provider import LONG_TAIL
+
+TEST_PROVIDER = "python:tests.cli_provider:windowed"
+
+
+def run(
+    home: Path,
+    lines: Sequence[str],
+    argv: Sequence[str] = ("--provider", TEST_PROVIDER),
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+) -> tuple[int, str]:
+    """Run chatcli with `lines` typed at the prompt (or `stdin` piped); (exit code, screen)."""
+    environ = {"CHATCLI_HOME": str(home), "HOME": str(home), **(env or {})}
+    screen = io.StringIO()
+    with create_pipe_input() as typed:
+        typed.send_text("".join(f"{line}\n" for line in lines))
+        typed.close()  # then Ctrl-D: the end of input
+        ui = Ui(
+            console=Console(file=screen, width=120),
+            input=typed,
+            output=DummyOutput(),
+            interactive=stdin is None,
+            stdin=io.StringIO(stdin or ""),
+        )
+        code = main(list(argv), ui=ui, environ=environ)
+    return code, screen.getvalue()
+
+
+def stored(home: Path) -> SessionStore:
+    return SessionStore(home / "sessions.db")
+
+
+def test_a_chat_is_answered_and_stored_in_full(tmp_path: Path) -> None:
+    code, screen = run(tmp_path, ["hello there", "second question"])
+    assert code == 0
+    assert "Answer to: hello there" in screen and "Answer to: second question" in screen
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        texts = [m.text for m in store.transcript(info.id)]
+        requests = store.requests(info.id)
+    assert texts == ["hello there", "Answer to: hello there", "second question",
+                     "Answer to: second question"]  # fmt: skip
+    assert [r.tag for r in requests] == ["chat", "chat"]
+    assert f"chatcli --resume {info.id}" in screen  # Ctrl-D says how to come back
+
+
+def test_every_slash_command_is_in_help(tmp_path: Path) -> None:
+    _, screen = run(tmp_path, ["/help"])
+    for name in SLASH_COMMANDS:
+        assert f"/{name}" in screen
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("/frobnicate", "unknown command /frobnicate"),
+        ("/max-tokens lots", "'lots' is not a number (usage: /max-tokens N)"),
+        ("/max-tokens 0", "must be at least 1"),
+        ("/export", "give a path"),
+        ("/resume", "give one session id"),
+        ("/resume nosuchid", "no session matching 'nosuchid'"),
+        ("/cost now", "unexpected argument 'now'"),
+        ("/model", "give one model name"),
+    ],
+)
+def test_bad_commands_get_one_line_and_the_chat_goes_on(
+    tmp_path: Path, line: str, error: str
+) -> None:
+    code, screen = run(tmp_path, [line, "still here"])
+    assert code == 0
+    errors = [row for row in screen.splitlines() if row.startswith("error:")]
+    assert len(errors) == 1 and error in errors[0]
+    assert "Answer to: still here" in screen
+
+
+def test_cost_shows_unknown_prices_as_unknown_never_zero(tmp_path: Path) -> None:
+    _, screen = run(tmp_path, ["hi", "/cost"])
+    session_line = next(row for row in screen.splitlines() if row.startswith("Session:"))
+    assert "cost unknown" in session_line
+    assert "some prices are unknown" in screen
+
+
+def test_cost_with_catalog_prices(tmp_path: Path) -> None:
+    argv = ("--provider", TEST_PROVIDER, "--model", "gpt-4o-mini")
+    _, screen = run(tmp_path, ["hi", "/cost"], argv)
+    session_line = next(row for row in screen.splitlines() if row.startswith("Session:"))
+    assert "unknown" not in session_line
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        (request,) = store.requests(info.id)
+    usage = request.usage
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    # gpt-4o-mini: $0.15 per million input tokens, $0.60 per million output tokens
+    expected = (usage.input_tokens * 0.15 + usage.output_tokens * 0.60) / 1e6
+    assert request.cost_usd == pytest.approx(expected)
+    assert f"cost ${expected:.6f}" in session_line
+
+
+def test_max_tokens_escalation_is_visible_and_the_answer_is_stitched(tmp_path: Path) -> None:
+    _, screen = run(tmp_path, ["/max-tokens 50", "a long one please"])
+    assert "max_tokens: 50" in screen
+    assert "limit raised from 50 to 100 (escalation 1)" in screen
+    assert "continuing the cut answer" in screen
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        answer = store.transcript(info.id)[-1].text
+        (request,) = store.requests(info.id)
+    # stitched whole: nothing repeated or lost at the seams
+    assert answer == "Answer to: a long one please" + LONG_TAIL
+    assert request.recovery_cost_usd is None  # continuation calls at an unknown price
+
+
+def test_partial_answer_is_flagged(tmp_path: Path) -> None:
+    env = {"CHATCLI_MAX_TOKEN_ESCALATIONS": "0"}
+    _, screen = run(tmp_path, ["/max-tokens 20", "long answer"], env=env)
+    assert "partial answer" in screen
+
+
+def test_overflow_recovery_is_visible(tmp_path: Path) -> None:
+    env = {"CHATCLI_TEST_WINDOW": "600", "CHATCLI_AUTO_COMPACT_PCT": "100"}
+    lines = [f"message {i}: " + "x" * 300 for i in range(6)]
+    _, screen = run(tmp_path, [*lines, "/context"], env=env)
+    events = [row for row in screen.splitlines() if row.startswith("↻")]
+    assert any("level" in row for row in events), screen
+    assert "Answer to: message 5" in screen
+    assert "only in transcript" in screen  # /context: dropped from the view, still stored
+
+
+def test_context_shows_the_bar_and_each_message(tmp_path: Path) -> None:
+    _, screen = run(tmp_path, ["first", "/context"])
+    assert "% " in screen and "100,000-token window" in screen
+    rows = [row for row in screen.splitlines() if "verbatim" in row]
+    assert len(rows) == 2 and "first" in rows[0] and "Answer to: first" in rows[1]
+
+
+def test_clear_keeps_the_transcript_and_empties_the_view(tmp_path: Path) -> None:
+    _, screen = run(tmp_path, ["before", "/clear", "after", "/context", "/history"])
+    assert "working view cleared" in screen
+    assert screen.count("only in transcript") == 2  # "before" and its answer
+    assert "[1] user" in screen and "[4] assistant" in screen  # /history: all four
+
+
+def test_export_writes_the_full_transcript(tmp_path: Path) -> None:
+    out_json, out_md = tmp_path / "t.json", tmp_path / "t.md"
+    run(tmp_path, ["hello", f"/export json {out_json}", f"/export {out_md}"])
+    data = json.loads(out_json.read_text(encoding="utf-8"))
+    messages = [message_from_dict(m) for m in data["messages"]]
+    assert [m.text for m in messages] == ["hello", "Answer to: hello"]
+    assert "## 1. User" in out_md.read_text(encoding="utf-8")
+
+
+def test_continue_reopens_and_history_shows_everything(tmp_path: Path) -> None:
+    run(tmp_path, ["remember the word pelican"])
+    code, screen = run(tmp_path, ["/history", "and now?"], ("--continue", "--provider",
+                                                             TEST_PROVIDER))  # fmt: skip
+    assert code == 0
+    assert "2 messages so far" in screen
+    assert "remember the word pelican" in screen.split("Answer to: and now?")[0]
+    with stored(tmp_path) as store:
+        assert len(store.list_sessions()) == 1
+        info = store.latest_session()
+        assert info is not None
+        assert len(store.transcript(info.id)) == 4
+
+
+def test_continue_without_a_provider_uses_the_sessions_own(tmp_path: Path) -> None:
+    run(tmp_path, ["first"])
+    code, screen = run(tmp_path, ["again"], ("--continue",))
+    assert code == 0 and "Answer to: again" in screen
+    assert TEST_PROVIDER in screen
+
+
+def test_resume_and_sessions(tmp_path: Path) -> None:
+    run(tmp_path, ["one"])
+    with stored(tmp_path) as store:
+        first = store.latest_session()
+    assert first is not None
+    _, screen = run(tmp_path, ["two", "/sessions", f"/resume {first.id[:6]}", "/history"])
+    assert f"resumed session {first.id}" in screen
+    assert screen.count(first.id) >= 2
+
+
+def test_no_provider_prints_what_to_set(tmp_path: Path) -> None:
+    code, screen = run(tmp_path, [], argv=())
+    assert code == 2
+    assert "OPENAI_API_KEY" in screen and "chatcli demo" in screen
+
+
+def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:
+    code, screen = run(tmp_path, [], argv=("--provider", "anthropic"))
+    assert code == 2
+    assert screen.strip().startswith("error: anthropic: no API key; set ANTHROPIC_API_KEY")
+
+
+def test_one_shot_with_piped_stdin(tmp_path: Path) -> None:
+    argv = ("--provider", TEST_PROVIDER, "-p", "summarise this")
+    code, screen = run(tmp_path, [], argv, stdin="line one\nline two\n")
+    assert code == 0
+    assert screen.strip().splitlines()[0] == "Answer to: summarise this"
+    assert "line two" in screen
+
+
+def test_budget_warns_then_refuses_when_nobody_can_be_asked(tmp_path: Path) -> None:
+    argv = ("--provider", TEST_PROVIDER, "--model", "gpt-4o-mini", "-p", "hello")
+    env = {"CHATCLI_SESSION_BUDGET_USD": "0.0000001"}
+    code, screen = run(tmp_path, [], argv, env=env, stdin="")
+    assert code == 1
+    assert "would go past it" in screen and "not sent" in screen
+
+
+def test_budget_asks_before_going_past_it(tmp_path: Path) -> None:
+    argv = ("--provider", TEST_PROVIDER, "--model", "gpt-4o-mini")
+    env = {"CHATCLI_SESSION_BUDGET_USD": "0.000005"}
+    # The first request fits; the second would pass the budget: refused, then allowed.
+    _, screen = run(tmp_path, ["first " * 5, "second", "n", "third", "y"], argv, env=env)
+    assert "Answer to: first" in screen
+    assert "not sent: the session budget would be exceeded" in screen
+    assert "Answer to: second" not in screen
+    assert "Answer to: third" in screen
