@@ -34,9 +34,10 @@ build_wheel() {
     log "building the wheel from $sdist (about 3.3 minutes on 2 cores)"
     mkdir -p "$wheel_dir"
     # Portable code (no -march=native), so the cached wheel runs on any x86-64 machine; the UI
-    # and OpenSSL flags keep the vendored build from reaching for anything beyond PyPI.
+    # and OpenSSL flags keep the vendored build from reaching for anything beyond PyPI; no
+    # multimodal library (LLAVA_BUILD), which chatcli does not use and llama_cpp loads lazily.
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF \
--DLLAMA_USE_PREBUILT_UI=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+-DLLAMA_USE_PREBUILT_UI=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
         "$python" -m pip wheel -q --no-deps -w "$wheel_dir" "$sdist" >&2
 }
 

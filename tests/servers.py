@@ -65,6 +65,7 @@ def n_ctx() -> int:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("gguf", reason="gguf is not installed: pip install 'chatcli[local]'")
     path = tmp_path_factory.mktemp("model") / "tiny.gguf"
     return write_tiny_model(path, context_length=MODEL_CONTEXT_LENGTH)
 

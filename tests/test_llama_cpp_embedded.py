@@ -75,6 +75,11 @@ def test_stream_yields_deltas_then_the_whole_answer(provider: LlamaCpp) -> None:
     assert isinstance(final, Response)
     assert final.message.text == "".join(d.text for d in deltas if isinstance(d, TextDelta))
     assert final.stop_reason is StopReason.MAX_TOKENS
+    assert (
+        final.model
+        == provider.model
+        == provider.complete(Request(messages=HELLO, max_tokens=1)).model
+    )
     assert _printable(final.message.text)
 
 
@@ -109,7 +114,8 @@ def test_a_conversation_with_tool_traffic_runs(provider: LlamaCpp) -> None:
     response = provider.complete(Request(messages=messages, max_tokens=4))
     assert response.stop_reason is StopReason.MAX_TOKENS
     assert (
-        response.usage.input_tokens > provider.complete(Request(messages=HELLO)).usage.input_tokens
+        response.usage.input_tokens
+        > provider.complete(Request(messages=HELLO, max_tokens=1)).usage.input_tokens
     )
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +250,21 @@ def test_python_server_ignores_max_completion_tokens(
     answer = _post(llama_cpp_python_server, body).json()
     assert answer["choices"][0]["finish_reason"] == "length"
     assert answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"] == n_ctx
+
+
+# --- without the build ------------------------------------------------------------------
+
+
+def test_without_the_binary_the_server_tests_skip_and_say_how_to_build_it() -> None:
+    env = {**os.environ, "CHATCLI_LLAMA_SERVER": "/nonexistent/llama-server"}
+    pytest_args = ("-q", "-rs", "-m", "llama_server", "-p", "no:cacheprovider", __file__)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout
+    assert "passed" not in run.stdout and "skipped" in run.stdout
+    assert "build it with scripts/build-llama-server.sh" in run.stdout

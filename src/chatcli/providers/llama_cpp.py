@@ -58,14 +58,14 @@ class LlamaCpp:
     ):
         llama_cpp = require_module("llama_cpp", "local")
         options = {"verbose": False, **llama_options}
-        self._llama = llama_cpp.Llama(model_path=os.fspath(model_path), n_ctx=n_ctx, **options)
+        self.model = os.fspath(model_path)  # what llama-cpp-python reports as the model, too
+        self._llama = llama_cpp.Llama(model_path=self.model, n_ctx=n_ctx, **options)
         self._lock = threading.Lock()
-        self.model = os.path.basename(model_path)
         self.context_window: int | None = n_ctx
         self.max_output_tokens: int | None = None  # only the context window bounds the output
 
     def __repr__(self) -> str:
-        return f"LlamaCpp({self.model!r}, n_ctx={self.context_window})"
+        return f"LlamaCpp({os.path.basename(self.model)!r}, n_ctx={self.context_window})"
 
     def complete(self, request: Request) -> Response:
         with self._lock, _classified_errors():
