@@ -365,6 +365,37 @@ def test_after_a_level_the_numbers_can_show_room_for_the_output() -> None:
     assert kinds(walk.events) == [OverflowDetected, LevelApplied, OverflowDetected, MaxTokensFitted]
 
 
+def test_calibrated_a_level_that_leaves_useful_room_is_sent_with_the_output_fitted() -> None:
+    # The same request, predictive: skipping every level because 1,000,000 output tokens fit
+    # next to none of them would fail it; level 1 leaves a useful room, so it is sent with
+    # max_tokens fitted to that room, without another rejected call.
+    messages = session()
+    views = level_views(messages)
+    stated = TokenEstimator().count(views[0])
+    level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
+    limit = level1 * 4 // 3 + 10  # level 1 leaves a quarter of the window; the base does not
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1_000_000)
+    walk.send(overflow(prompt_tokens=stated, limit=limit, max_tokens=1_000_000))
+    assert walk.sent().request.messages == views[1]
+    assert walk.sent().request.max_tokens == limit - level1
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied, MaxTokensFitted]
+    assert walk.events[2] == MaxTokensFitted(
+        old=1_000_000, new=limit - level1, prompt_tokens=level1, limit=limit, estimated=True
+    )
+
+
+def test_calibrated_a_level_with_room_for_the_whole_output_is_not_fitted() -> None:
+    messages = session()
+    views = level_views(messages)
+    stated = TokenEstimator().count(views[0])
+    level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk.send(overflow(prompt_tokens=stated, limit=level1 + 1000, max_tokens=1000))
+    assert walk.sent().request.messages == views[1]
+    assert walk.sent().request.max_tokens == 1000
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied]
+
+
 def test_output_that_was_not_the_problem_is_not_lowered() -> None:
     # The stated prompt plus the output fits: lowering max_tokens cannot help.
     messages = session()

@@ -54,7 +54,11 @@ Decisions where the SPEC leaves room:
   whatever is cut.
   The fit uses only what the provider stated, so the plain ladder makes it too; it is tried
   once per request (if the fitted request still overflows, the levels take over). Pre-flight
-  fits from the estimate too, with `PREFLIGHT_MARGIN` added to the prompt.
+  fits from the estimate too, with `PREFLIGHT_MARGIN` added to the prompt. Once calibrated,
+  the same rule chooses the level: a level whose view leaves a useful room is sent with
+  max_tokens fitted to it, rather than skipped for a harsher one (or the request failed) —
+  which matters when the output alone nearly fills the window (a continuation after an
+  escalation, a max_tokens near the window size).
 - **Escalation at the cap still continues.** The SPEC's attempts 1 and 2 double the limit;
   when the limit is already at the model's cap it cannot double, but the continuation still
   makes progress (the partial is kept and the model resumes), so it is sent at the cap.
@@ -450,7 +454,11 @@ class _Run:
         if self.window is None or self.max_tokens is None:
             return False
         return self.fit_output(
-            prompt=estimate, limit=self.window, requested=self.max_tokens, margin=PREFLIGHT_MARGIN
+            prompt=estimate,
+            limit=self.window,
+            requested=self.max_tokens,
+            margin=PREFLIGHT_MARGIN,
+            estimated=True,
         )
 
     def on_overflow(
@@ -479,14 +487,22 @@ class _Run:
         self.fitted = self.fit_output(prompt=prompt, limit=info.limit, requested=requested)
         return self.fitted
 
-    def fit_output(self, *, prompt: int, limit: int, requested: int, margin: float = 0.0) -> bool:
+    def fit_output(
+        self,
+        *,
+        prompt: int,
+        limit: int,
+        requested: int,
+        margin: float = 0.0,
+        estimated: bool = False,
+    ) -> bool:
         """Lower max_tokens to the room `prompt` (grown by `margin`) leaves in the window,
         when that room is useful; False when it is not, or the output was not the problem."""
         room = limit - math.ceil(prompt * (1.0 + margin))
         if room >= requested or room < useful_output_room(requested, limit):
             return False
         fitted = MaxTokensFitted(
-            old=self.max_tokens, new=room, prompt_tokens=prompt, limit=limit, estimated=margin > 0
+            old=self.max_tokens, new=room, prompt_tokens=prompt, limit=limit, estimated=estimated
         )
         self.emit(fitted)
         self.max_tokens = room
@@ -512,7 +528,9 @@ class _Run:
             if not self.policy.predictive or self.window is None:
                 return level
             predicted = self.estimator.count(self.request_messages(level))
-            if self.fits(predicted) or (level == self.max_level and not self.calibrated):
+            if self.fits(predicted) or self.leaves_room(predicted):
+                return level
+            if level == self.max_level and not self.calibrated:
                 return level
             event = LevelSkipped(
                 level=level,
@@ -524,6 +542,23 @@ class _Run:
             self.emit(event)
             self.attempts.append(event.describe())
         return None
+
+    def leaves_room(self, predicted: int) -> bool:
+        """A calibrated prediction that the view fits with a useful room for the answer, if
+        not all that was asked: the level is sent with max_tokens fitted (`fit_level`)."""
+        if not self.calibrated or self.window is None or self.max_tokens is None:
+            return False
+        return self.window - predicted >= useful_output_room(self.max_tokens, self.window)
+
+    def fit_level(self, level: int) -> None:
+        """After a level: a calibrated prediction that the output asked for does not fit next
+        to its view lowers max_tokens to the room left, instead of a rejected call."""
+        if not self.calibrated or self.window is None or self.max_tokens is None:
+            return
+        predicted = self.estimator.count(self.request_messages(level))
+        if not self.fits(predicted):
+            limit, requested = self.window, self.max_tokens
+            self.fit_output(prompt=predicted, limit=limit, requested=requested, estimated=True)
 
     def apply_level(self, level: int) -> None:
         self.level, self.fitted = level, False
@@ -538,6 +573,7 @@ class _Run:
         )
         self.emit(event)
         self.attempts.append(event.action())
+        self.fit_level(level)
 
     def give_up(self, info: ErrorInfo, cause: Exception | None) -> Reply:
         attempts = tuple(self.attempts)
