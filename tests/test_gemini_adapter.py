@@ -236,7 +236,8 @@ def test_gemini_ids_and_errors_are_sent_back(server: ReplayServer, provider: Gem
             ],
         },
     ]
-    assert sent["generationConfig"] == {"temperature": 0.5}
+    # No max_tokens in the request: the model's cap from the catalog is sent.
+    assert sent["generationConfig"] == {"temperature": 0.5, "maxOutputTokens": 65_536}
 
 
 def test_orphan_tool_result_is_refused(provider: Gemini) -> None:

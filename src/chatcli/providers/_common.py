@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import NoReturn
 
+from chatcli.catalog import lookup
 from chatcli.errors import ConfigError, ProviderError, classify_error
 
-__all__ = ["api_key_from_env", "raise_classified", "require_module"]
+__all__ = ["api_key_from_env", "model_limits", "raise_classified", "require_module"]
 
 
 def require_module(name: str, extra: str) -> ModuleType:
@@ -39,3 +40,23 @@ def api_key_from_env(
 def raise_classified(exc: BaseException, *, status: int | None = None) -> NoReturn:
     """Translate a foreign exception into ProviderError, classified once, chained."""
     raise ProviderError(classify_error(exc, status=status)) from exc
+
+
+def model_limits(
+    model: str, provider: str, context_window: int | None, max_output_tokens: int | None
+) -> tuple[int | None, int | None]:
+    """The limits given, else the offline catalog's (None when unknown).
+
+    The window is the largest prompt-plus-output the model takes; where the catalog also
+    states a separate input cap (gpt-5: 400k context, 272k input), the smaller is used, so a
+    prompt predicted to fit really does.
+    """
+    if context_window is not None and max_output_tokens is not None:
+        return context_window, max_output_tokens
+    info = lookup(model, provider)
+    if info is None:
+        return context_window, max_output_tokens
+    known = [n for n in (info.context_window, info.max_input_tokens) if n is not None]
+    window = context_window if context_window is not None else min(known, default=None)
+    output = max_output_tokens if max_output_tokens is not None else info.max_output_tokens
+    return window, output

@@ -34,7 +34,12 @@ from typing import Any
 
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
-from chatcli.providers._common import api_key_from_env, raise_classified, require_module
+from chatcli.providers._common import (
+    api_key_from_env,
+    model_limits,
+    raise_classified,
+    require_module,
+)
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 
 __all__ = [
@@ -93,8 +98,9 @@ class Anthropic:
             options["timeout"] = timeout
         self.model = model
         self.base_url = base_url
-        self.context_window = context_window
-        self.max_output_tokens = max_output_tokens
+        self.context_window, self.max_output_tokens = model_limits(
+            model, "anthropic", context_window, max_output_tokens
+        )
         # A fresh SDK client per call: nothing stays open between calls (no pool to close, no
         # connection tied to a finished event loop). Lambdas keep the key out of reprs.
         self._connect: Callable[[], Any] = lambda: sdk.Anthropic(**options)

@@ -39,7 +39,12 @@ from typing import Any
 
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
-from chatcli.providers._common import api_key_from_env, raise_classified, require_module
+from chatcli.providers._common import (
+    api_key_from_env,
+    model_limits,
+    raise_classified,
+    require_module,
+)
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 
 __all__ = [
@@ -102,8 +107,9 @@ class Gemini:
         http_options = {"base_url": base_url, "retry_options": {"attempts": 1}}
         self.model = model
         self.base_url = base_url
-        self.context_window = context_window
-        self.max_output_tokens = max_output_tokens
+        self.context_window, self.max_output_tokens = model_limits(
+            model, "google", context_window, max_output_tokens
+        )
         # A fresh SDK client per call, as for Anthropic; the lambda keeps the key out of reprs.
         self._connect: Callable[[], Any] = lambda: genai.Client(
             api_key=key, http_options=http_options

@@ -34,7 +34,12 @@ from typing import Any, Literal, Protocol
 
 from chatcli.errors import ConfigError, ProviderError, classify_error
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
-from chatcli.providers._common import api_key_from_env, raise_classified, require_module
+from chatcli.providers._common import (
+    api_key_from_env,
+    model_limits,
+    raise_classified,
+    require_module,
+)
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 
 __all__ = ["OpenAI", "OpenAIBase"]
@@ -625,12 +630,13 @@ class OpenAI(OpenAIBase):
         env = os.environ if environ is None else environ
         key = api_key_from_env(api_key, ("OPENAI_API_KEY",), env, required=True)
         assert key is not None  # required=True raises instead
+        window, output = model_limits(model, "openai", context_window, max_output_tokens)
         super().__init__(
             model,
             api=api,
             api_key=key,
             base_url=base_url or env.get("OPENAI_BASE_URL") or None,
             timeout=timeout,
-            context_window=context_window,
-            max_output_tokens=max_output_tokens,
+            context_window=window,
+            max_output_tokens=output,
         )

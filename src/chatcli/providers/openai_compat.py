@@ -16,6 +16,10 @@ actually do:
 - `finish_reason: "length"` when prompt + output filled the whole window (and the output did
   not reach `max_tokens`) means the context ran out, not the output budget: the stop reason is
   `StopReason.CONTEXT_WINDOW` then.
+- An assistant message that only calls tools is sent with `content: ""`, not `null`:
+  llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
+  `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
+  chat template; the empty string is valid everywhere.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import StopReason
@@ -101,6 +106,12 @@ class OpenAICompatible(OpenAIBase):
         )
         self.truncation_check = truncation_check
 
+    def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
+        params = super().params(request, stream=stream)
+        if "messages" in params:
+            params["messages"] = [_with_string_content(m) for m in params["messages"]]
+        return params
+
     def _checked(self, response: Response, request: Request) -> Response:
         self._raise_if_truncated(response, request)
         return self._window_stop(response, request)
@@ -137,6 +148,13 @@ class OpenAICompatible(OpenAIBase):
                 )
                 return _overflow(message, prompt_tokens=estimate, limit=window)
         return super()._unterminated(request, empty=empty)
+
+
+def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` with `content: ""` where it is `null` (see the module docstring)."""
+    if message.get("role") == "assistant" and message.get("content") is None:
+        return {**message, "content": ""}
+    return message
 
 
 def _overflow(message: str, *, prompt_tokens: int, limit: int) -> ProviderError:
