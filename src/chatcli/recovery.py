@@ -86,7 +86,8 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from chatcli.config import RecoveryConfig
+from chatcli.compaction import CompactionResult, acompact, compact
+from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.continuation import (
     continuation_request_messages,
     drop_incomplete_tool_calls,
@@ -695,6 +696,51 @@ class Client:
                 outcome = await self.provider.acomplete(action.request)
             except Exception as exc:  # classified by the policy, re-raised if not recoverable
                 outcome = exc
+
+    def compact(
+        self,
+        messages: Sequence[Message],
+        *,
+        focus: str | None = None,
+        max_tokens: int | None = None,
+        config: CompactionConfig | None = None,
+        summarizer: Provider | None = None,
+    ) -> CompactionResult:
+        """/compact: the working view with the middle of `messages` replaced by a verified
+        summary (`chatcli.compaction`). Raises `CompactionError`, with nothing changed, when no
+        valid summary could be made; `messages` are never changed either way."""
+        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        return compact(self.provider, messages, **args)
+
+    async def acompact(
+        self,
+        messages: Sequence[Message],
+        *,
+        focus: str | None = None,
+        max_tokens: int | None = None,
+        config: CompactionConfig | None = None,
+        summarizer: Provider | None = None,
+    ) -> CompactionResult:
+        """The async `compact`."""
+        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        return await acompact(self.provider, messages, **args)
+
+    def _compaction_args(
+        self,
+        focus: str | None,
+        max_tokens: int | None,
+        config: CompactionConfig | None,
+        summarizer: Provider | None,
+    ) -> dict[str, Any]:
+        return {
+            "focus": focus,
+            "config": config,
+            "estimator": self.policy.estimator,
+            "window": self.policy.context_window,
+            "output_reserve": max_tokens or 0,
+            "summarizer": summarizer,
+            "recovery_config": self.policy.config,
+        }
 
     def _emit(self, event: Event) -> None:
         logger.log(event.log_level, "%s", event.describe(), extra={"chatcli_event": event})

@@ -1,0 +1,54 @@
+"""`Client.compact` / `acompact`: the library entry point of /compact (issue 5)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from chatcli.compaction import is_summary_message
+from chatcli.errors import CompactionError
+from chatcli.recovery import Client
+from tests.compaction_fakes import (
+    ANTHROPIC_RATE_LIMIT_BODY,
+    HTTPStatusError,
+    ScriptedSummarizer,
+    agent_session,
+    conversation_text,
+    faithful_summary,
+)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_compact_summarises_the_middle_with_the_clients_provider(mode: str) -> None:
+    messages = agent_session(6)
+    before = copy.deepcopy(messages)
+    summarizer = ScriptedSummarizer([faithful_summary])
+    client = Client(summarizer)
+    if mode == "sync":
+        result = client.compact(messages, focus="the parser")
+    else:
+        result = await client.acompact(messages, focus="the parser")
+    assert messages == before  # the caller's transcript is untouched
+    assert result.messages[0] == messages[0]
+    assert is_summary_message(result.messages[1])
+    assert result.messages[2:] == tuple(messages[-8:])
+    (request,) = summarizer.requests
+    assert "focus on: the parser" in conversation_text(request)
+
+
+def test_a_separate_summarizer_is_used_instead_of_the_chat_provider() -> None:
+    chat = ScriptedSummarizer([])  # would fail the test if called: its script is empty
+    summarizer = ScriptedSummarizer([faithful_summary])
+    result = Client(chat).compact(agent_session(6), summarizer=summarizer)
+    assert (len(chat.requests), len(summarizer.requests)) == (0, 1)
+    assert result.report.calls == 1
+
+
+def test_a_failed_compaction_raises_and_changes_nothing() -> None:
+    messages = agent_session(6)
+    before = copy.deepcopy(messages)
+    client = Client(ScriptedSummarizer([HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)]))
+    with pytest.raises(CompactionError, match="rate limit"):
+        client.compact(messages)
+    assert messages == before
