@@ -246,14 +246,16 @@ async def test_chat_stream_without_terminator_raises(
     # connection drops (the SDK raises a connection error, translated as well).
     events = sse_events("openai-chat-text.txt")[:-3]
     server.add(Scripted(events=events, close_early=close_early))
-    with pytest.raises(ProviderError, match="onnection" if close_early else "terminator"):
+    with pytest.raises(ProviderError, match="onnection" if close_early else "terminator") as e:
         await ask_stream(chat, user(), mode)
+    assert e.value.info.kind is ErrorKind.TRANSIENT  # worth a retry, never a silent answer
 
 
 async def test_chat_empty_stream_raises(chat: OpenAI, server: ReplayServer, mode: str) -> None:
     server.add(Scripted(events=[]))
-    with pytest.raises(ProviderError, match="empty event stream"):
+    with pytest.raises(ProviderError, match="empty event stream") as e:
         await ask_stream(chat, user(), mode)
+    assert e.value.info.kind is ErrorKind.TRANSIENT
 
 
 def test_cut_off_tool_arguments_are_incomplete_and_kept() -> None:

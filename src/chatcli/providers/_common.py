@@ -8,9 +8,15 @@ from types import ModuleType
 from typing import NoReturn
 
 from chatcli.catalog import lookup
-from chatcli.errors import ConfigError, ProviderError, classify_error
+from chatcli.errors import ConfigError, ErrorInfo, ErrorKind, ProviderError, classify_error
 
-__all__ = ["api_key_from_env", "model_limits", "raise_classified", "require_module"]
+__all__ = [
+    "api_key_from_env",
+    "incomplete_answer",
+    "model_limits",
+    "raise_classified",
+    "require_module",
+]
 
 
 def require_module(name: str, extra: str) -> ModuleType:
@@ -40,6 +46,15 @@ def api_key_from_env(
 def raise_classified(exc: BaseException, *, status: int | None = None) -> NoReturn:
     """Translate a foreign exception into ProviderError, classified once, chained."""
     raise ProviderError(classify_error(exc, status=status)) from exc
+
+
+def incomplete_answer(message: str) -> ProviderError:
+    """An answer that arrived cut off or empty (a stream without its terminator, no choices).
+
+    Detected by the adapter, with no foreign error to classify; it is worth a retry, so it is
+    TRANSIENT (never a silent empty answer).
+    """
+    return ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message=message))
 
 
 def model_limits(

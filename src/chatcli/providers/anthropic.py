@@ -32,10 +32,10 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
@@ -395,9 +395,9 @@ class StreamFold:
 
     def finish(self) -> Response:
         if self.message is None:
-            raise _stream_error("the Anthropic stream was empty")
+            raise incomplete_answer("the Anthropic stream was empty")
         if not self.stopped:
-            raise _stream_error("the Anthropic stream ended before message_stop")
+            raise incomplete_answer("the Anthropic stream ended before message_stop")
         unparsed = frozenset(i for i in self.json_parts if not self._parse_input(i))
         content = [self.blocks[i] for i in sorted(self.blocks)]
         return response_from_message({**self.message, "content": content}, unparsed=unparsed)
@@ -410,8 +410,3 @@ class StreamFold:
             self.blocks[index]["input"] = {}
             return False
         return True
-
-
-def _stream_error(message: str) -> ProviderError:
-    # Detected here, with no foreign error to classify: a cut stream is worth a retry.
-    return ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message=message))

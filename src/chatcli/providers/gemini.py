@@ -37,10 +37,10 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
@@ -436,18 +436,13 @@ class StreamFold:
 
     def finish(self) -> Response:
         if not self.chunks:
-            raise _stream_error("the Gemini stream was empty")
+            raise incomplete_answer("the Gemini stream was empty")
         blocked = (self.last.get("prompt_feedback") or {}).get("block_reason")
         if self.finish_reason is None and not blocked:
-            raise _stream_error("the Gemini stream ended without a finishReason")
+            raise incomplete_answer("the Gemini stream ended without a finishReason")
         candidate = {
             "content": {"role": "model", "parts": self.parts},
             "finish_reason": self.finish_reason,
         }
         # usageMetadata, responseId and modelVersion of the last chunk cover the whole answer
         return response_from_wire({**self.last, "candidates": [candidate]})
-
-
-def _stream_error(message: str) -> ProviderError:
-    # Detected here, with no foreign error to classify: a cut stream is worth a retry.
-    return ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message=message))

@@ -36,6 +36,7 @@ from chatcli.errors import ConfigError, ProviderError, classify_error
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
@@ -194,7 +195,7 @@ def _chat_answer(
 def chat_response(raw: Any) -> Response:
     """A Chat Completions `ChatCompletion` as a Response (first choice)."""
     if not raw.choices:
-        raise _failure("the answer has no choices (empty completion)")
+        raise incomplete_answer("the answer has no choices (empty completion)")
     choice = raw.choices[0]
     message = choice.message
     calls = [
@@ -599,8 +600,10 @@ class OpenAIBase:
 
     def _unterminated(self, request: Request, *, empty: bool) -> ProviderError:
         if empty:
-            return _failure("the server sent an empty event stream (no answer, no error)")
-        return _failure("the event stream ended before its terminator (the answer is cut off)")
+            return incomplete_answer("the server sent an empty event stream (no answer, no error)")
+        return incomplete_answer(
+            "the event stream ended before its terminator (the answer is cut off)"
+        )
 
     def _checked(self, response: Response, request: Request) -> Response:
         return response
