@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install llama-cpp-python[server] (pinned) into a virtualenv, for the embedded LlamaCpp provider
 # and the integration tests against its OpenAI-compatible Python server (tests/servers.py).
-# PyPI has only its source; pip compiles the vendored llama.cpp (about 3.3 minutes on 2 cores).
-# The built wheel is cached outside the repo, so a fresh virtualenv installs it in seconds.
+# PyPI has only its source: pip compiles the vendored llama.cpp (about 8 minutes of CPU, 4 on
+# 2 idle cores). The wheel is cached outside the repo, so a fresh virtualenv installs it in
+# seconds.
 #
 # Usage: scripts/install-llama-cpp-python.sh [PYTHON]   (default: the repo's .venv/bin/python)
 # Environment: CHATCLI_CACHE (default ~/.cache/chatcli), LLAMA_CPP_PYTHON_VERSION (0.3.36).
@@ -31,7 +32,7 @@ build_wheel() {
         apt-get update -q >&2
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake g++ make >&2
     }
-    log "building the wheel from $sdist (about 3.3 minutes on 2 cores)"
+    log "building the wheel from $sdist (about 4 minutes on 2 idle cores)"
     mkdir -p "$wheel_dir"
     # Portable code (no -march=native), so the cached wheel runs on any x86-64 machine; the UI
     # and OpenSSL flags keep the vendored build from reaching for anything beyond PyPI; no

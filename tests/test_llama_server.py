@@ -5,8 +5,8 @@ with a 512-token window (tests/servers.py). What is asserted here is what the ad
 recovery loop rely on: the shape and numbers of a real overflow (and that `classify_error`
 reads them), real `finish_reason: length`, real streaming, and the Python server's quirks.
 
-The overflow bodies are also kept as recordings in tests/data/llama-*.json for the adapter
-replay tests; each test checks that the live server still answers exactly what was recorded.
+The overflow bodies and one stream are kept as recordings in tests/data/llama-*.json for the
+adapter replay tests; each test checks that the live server still answers what was recorded.
 To capture them again: `CHATCLI_RECORD=1 pytest tests/test_llama_server.py`.
 """
 
@@ -30,7 +30,7 @@ pytest_plugins = ("tests.servers",)
 
 DATA = Path(__file__).parent / "data"
 CHAT = "/v1/chat/completions"
-# About 1,500 prompt tokens with the tiny model's tokenizer: three times the window.
+# About 1,150 prompt tokens with the tiny model's tokenizer: over twice the window.
 OVERFLOWING = {
     "messages": [{"role": "user", "content": "The context window fills up. " * 60}],
     "max_tokens": 16,
