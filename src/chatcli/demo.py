@@ -117,7 +117,7 @@ def open_demo_session(store: SessionStore, model_path: Path, n_ctx: int) -> Chat
         store, provider, provider_name="llama-cpp", model=str(model_path),
         model_info=model_info("llama-cpp", str(model_path), provider),
         max_tokens=DEMO_MAX_TOKENS, recovery=DEMO_RECOVERY,
-        compaction=CompactionConfig(keep_turns=1, summary_tokens=256), auto_compaction=False,
+        compaction=CompactionConfig(keep_turns=1, summary_tokens=64), auto_compaction=False,
         summarizer=summarizer,
     )  # fmt: skip
     session.append((Message.system(_SYSTEM),))

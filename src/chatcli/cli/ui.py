@@ -64,4 +64,5 @@ class Ui:
         self.console.print(Text.assemble(("error: ", "bold red"), message), highlight=False)
 
     def note(self, message: str, style: str = "dim") -> None:
-        self.console.print(message, style=style, highlight=False, markup=False)
+        # soft_wrap: the terminal wraps it, so a path or an id is never split by a newline
+        self.console.print(message, style=style, highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,137 @@
+"""The chatcli command as a user drives it: a real process in a pseudo-terminal (pexpect),
+typing messages and slash commands and reading the screen. Against the scripted test provider
+(the registry's python:MODULE:FACTORY hook) and, when llama-cpp-python is installed, the real
+embedded engine (`chatcli demo` end to end, then `--continue`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHATCLI = [sys.executable, "-c", "import sys; from chatcli.cli import main; sys.exit(main())"]
+TEST_PROVIDER = "python:tests.cli_provider:windowed"
+# prompt_toolkit turns bracketed paste on each time it shows the prompt: "ready for input".
+PROMPT = "\x1b[?2004h"
+
+
+def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.spawn:
+    environ = {
+        **os.environ,
+        "CHATCLI_HOME": str(home),
+        "CHATCLI_CACHE": str(home / "cache"),
+        "HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+        "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect does not answer cursor-position requests
+        **env,
+    }
+    child = pexpect.spawn(
+        CHATCLI[0], [*CHATCLI[1:], *args], env=environ, cwd=str(ROOT), encoding="utf-8",
+        timeout=timeout, dimensions=(50, 120),
+    )  # fmt: skip
+    return child
+
+
+def finish(child: pexpect.spawn) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    return int(child.exitstatus or 0)
+
+
+def test_chat_slash_commands_ctrl_d_then_continue(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--provider", TEST_PROVIDER)
+    child.expect("Ctrl-D quits")
+    child.expect_exact(PROMPT)
+    child.sendline("hello from the terminal")
+    child.expect_exact("Answer to: hello from the terminal")
+    child.expect_exact(PROMPT)
+    child.sendline("/max-tokens many")
+    child.expect_exact("'many' is not a number")
+    child.sendline("/context")
+    child.expect("verbatim")
+    child.sendline("/cost")
+    child.expect("Session: 1 requests")
+    child.sendcontrol("d")
+    child.expect("saved; reopen it with")
+    assert finish(child) == 0
+
+    again = spawn(tmp_path, "--continue")
+    again.expect("2 messages so far")
+    again.sendline("/history")
+    again.expect_exact("hello from the terminal")
+    again.expect_exact("Answer to: hello from the terminal")
+    again.sendline("/quit")
+    assert finish(again) == 0
+
+
+def test_ctrl_c_cancels_the_answer_and_the_session_goes_on(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--provider", TEST_PROVIDER, CHATCLI_TEST_DELAY="0.05")
+    child.expect_exact(PROMPT)
+    child.sendline("a long answer please")
+    child.expect("part1")  # streaming has begun (about 8 s to go)
+    child.sendintr()
+    child.expect("answer cancelled")
+    child.expect_exact(PROMPT)
+    child.sendline("/export json out.json")
+    child.expect("exported 2 messages")
+    child.sendline("/quit")
+    assert finish(child) == 0
+    exported = (ROOT / "out.json").read_text(encoding="utf-8")
+    (ROOT / "out.json").unlink()
+    assert "[answer cancelled by the user]" in exported
+    assert "part149" not in exported  # the rest never arrived
+
+
+def test_recovery_events_show_while_answering(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--provider", TEST_PROVIDER, CHATCLI_TEST_WINDOW="600",
+                  CHATCLI_AUTO_COMPACT_PCT="100")  # fmt: skip
+    screen = ""
+    for i in range(6):
+        child.expect_exact(PROMPT)
+        child.sendline(f"message {i}: " + "y" * 300)
+        child.expect_exact(f"Answer to: message {i}")
+        screen += child.before
+    assert re.search(r"↻ level \d \(", screen), screen
+    child.sendline("/quit")
+    assert finish(child) == 0
+
+
+def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "--provider", TEST_PROVIDER, "-p", "just once")
+    child.expect_exact("Answer to: just once")
+    assert finish(child) == 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None,
+    reason="llama-cpp-python is not installed (pip install 'chatcli[local]', or "
+    "scripts/install-llama-cpp-python.sh): the demo needs the embedded engine",
+)
+def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -> None:
+    child = spawn(tmp_path, "demo", timeout=180)
+    child.expect("NONSENSE")
+    for level in (1, 2, 3):
+        child.expect(rf"↻ level {level} \(")
+    child.expect("escalation|pre-flight")
+    child.expect("Session: ")
+    child.expect(r"chatcli sessions show (\w+)")
+    session_id = child.match.group(1)
+    assert finish(child) == 0
+
+    again = spawn(tmp_path, "--continue", timeout=60)
+    again.expect(rf"session {session_id}")
+    again.expect(r"(\d+) messages so far")
+    messages = int(again.match.group(1))
+    again.sendline("/history")
+    again.expect_exact("The nightly build fails. Find out why.")
+    again.expect_exact("UnicodeDecodeError")  # the full traceback, whatever the view kept
+    again.sendline("/quit")
+    assert finish(again) == 0
+    assert messages > 20
