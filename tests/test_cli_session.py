@@ -1,0 +1,142 @@
+"""ChatSession, the library side of the chat: the transcript is stored before and after each
+call, views from /compact and /clear survive a reopen, cost splits answer and recovery, the
+budget rule, the /context statuses, and the exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatcli.catalog import ModelInfo, Prices
+from chatcli.compaction import SUMMARY_SECTIONS
+from chatcli.config import RecoveryConfig
+from chatcli.context_report import Status
+from chatcli.cost import CallKind
+from chatcli.errors import ProviderError
+from chatcli.export import export_transcript
+from chatcli.messages import Message, StopReason, ToolCall, Usage
+from chatcli.serialize import message_from_dict
+from chatcli.session import ChatSession, check_budget
+from chatcli.store import SessionStore
+from tests.fakes import ScriptedProvider, WindowedProvider, response
+
+PRICED = ModelInfo(model="m", prices=Prices(input=1.0, output=2.0, cache_read=0.1, cache_write=1.0))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    with SessionStore(tmp_path / "s.db") as opened:
+        yield opened  # type: ignore[misc]
+
+
+def open_session(store: SessionStore, provider: object, **options: object) -> ChatSession:
+    return ChatSession.open(store, provider, provider_name="test", model="m", **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("spent", "next_cost", "status"),
+    [(0.0, 0.1, "ok"), (0.75, 0.1, "warn"), (0.79, 0.0, "ok"), (0.9, 0.2, "over"),
+     (1.0, 0.0, "over"), (0.1, None, "unknown"), (1.5, None, "over")],
+)  # fmt: skip
+def test_check_budget(spent: float, next_cost: float | None, status: str) -> None:
+    assert check_budget(spent, next_cost, 1.0).status == status
+
+
+def test_the_user_message_is_stored_even_when_the_call_fails(store: SessionStore) -> None:
+    provider = ScriptedProvider(script=[RuntimeError("boom: connection reset")])
+    session = open_session(store, provider)
+    with pytest.raises(ProviderError):
+        session.send("are you there?")
+    assert [m.text for m in store.transcript(session.info.id)] == ["are you there?"]
+    assert [r.tag for r in store.requests(session.info.id)] == ["chat-failed"]
+
+
+def test_answer_cost_and_recovery_cost_are_apart(store: SessionStore) -> None:
+    cut = response("first half ", stop=StopReason.MAX_TOKENS, usage=Usage(100, 10))
+    rest = response("second half", usage=Usage(120, 20))
+    session = open_session(store, ScriptedProvider(script=[cut, rest]), model_info=PRICED,
+                           max_tokens=10)  # fmt: skip
+    turn = session.send("go")
+    assert [c.kind for c in turn.calls] == [CallKind.ANSWER, CallKind.CONTINUATION]
+    assert turn.cost == pytest.approx((220 * 1.0 + 30 * 2.0) / 1e6)
+    assert turn.recovery_cost == pytest.approx((120 * 1.0 + 20 * 2.0) / 1e6)
+    (stored,) = store.requests(session.info.id)
+    assert stored.cost_usd == pytest.approx(turn.cost)
+    assert stored.recovery_cost_usd == pytest.approx(turn.recovery_cost)
+    assert store.transcript(session.info.id)[-1].text == "first half second half"
+
+
+def test_unknown_prices_cost_none(store: SessionStore) -> None:
+    session = open_session(store, ScriptedProvider(script=[response("hi")]))
+    assert session.send("hello").cost is None
+    assert session.cost_summary().total.cost is None
+
+
+def test_clear_survives_a_reopen(store: SessionStore) -> None:
+    provider = ScriptedProvider(script=[response("a1"), response("a2")])
+    session = open_session(store, provider)
+    session.send("q1")
+    session.clear()
+    session.send("q2")
+    assert [m.text for m in provider.requests[-1].messages] == ["q2"]
+    reopened = open_session(store, provider, resume=session.info.id)
+    assert len(reopened.transcript) == 4
+    assert [m.text for m in reopened.working_messages()] == ["q2", "a2"]
+
+
+def test_compaction_survives_a_reopen(store: SessionStore) -> None:
+    words = "the parser fails on tabs so fix the tokenizer and keep tests green"
+    summary = "\n".join(f"## {section}\nthe parser fails on tabs" for section in SUMMARY_SECTIONS)
+    script = [response(f"answer {i}: {words * 8}") for i in range(6)] + [response(summary)]
+    session = open_session(store, ScriptedProvider(script=script))
+    for i in range(6):
+        session.send(f"question {i}: {words}")
+    result = session.compact()
+    assert len(result.messages) < 12
+    reopened = open_session(store, ScriptedProvider(script=[]), resume=session.info.id)
+    assert reopened.working_messages() == session.working_messages()
+    assert len(reopened.transcript) == 12  # nothing lost
+
+
+def test_context_report_statuses(store: SessionStore) -> None:
+    recovery = RecoveryConfig(tool_result_max_chars=300, tool_result_budget_chars=300)
+    session = open_session(store, WindowedProvider(window=100_000), recovery=recovery)
+    session.append(
+        (
+            Message.user("read it"),
+            Message.assistant(tool_calls=()),
+        )
+    )
+    report = session.context_report()
+    assert [r.status for r in report.rows] == [Status.VERBATIM, Status.VERBATIM]
+    call = ToolCall(id="c1", name="read_file", arguments={"path": "big.txt"})
+    session.append((Message.assistant(tool_calls=(call,)), Message.tool("c1", "z" * 5000)))
+    rows = session.context_report().rows
+    assert rows[-1].status == Status.CUT and rows[-1].detail == "tool-result budget"
+    assert report.window == 100_000 and 0 < (report.fraction or 0) < 0.01
+
+
+def test_context_report_shows_what_a_level_drops(store: SessionStore) -> None:
+    session = open_session(store, WindowedProvider(window=300), max_tokens=10)
+    for i in range(8):
+        session.append((Message.user(f"question {i} " + "q" * 200), Message.assistant("ok")))
+    report = session.context_report()
+    assert report.level > 0 and report.notes
+    statuses = {row.status for row in report.rows}
+    assert Status.ONLY_IN_TRANSCRIPT in statuses and Status.VERBATIM in statuses
+    assert report.rows[-1].status == Status.VERBATIM  # the latest exchange is kept
+
+
+def test_exports_hold_every_message(store: SessionStore) -> None:
+    session = open_session(store, ScriptedProvider(script=[response("the answer")]))
+    session.send("the question ```with fences```")
+    messages = store.transcript(session.info.id)
+    data = json.loads(export_transcript(session.info, messages, "json"))
+    assert tuple(message_from_dict(m) for m in data["messages"]) == messages
+    markdown = export_transcript(session.info, messages, "md")
+    assert "## 1. User" in markdown and "## 2. Assistant" in markdown
+    assert "the question ```with fences```" in markdown
+    with pytest.raises(ValueError, match="unknown export format"):
+        export_transcript(session.info, messages, "pdf")
