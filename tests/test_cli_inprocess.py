@@ -241,3 +241,21 @@ def test_budget_asks_before_going_past_it(tmp_path: Path) -> None:
     assert "not sent: the session budget would be exceeded" in screen
     assert "Answer to: second" not in screen
     assert "Answer to: third" in screen
+
+
+def test_sessions_command_for_scripts(tmp_path: Path) -> None:
+    run(tmp_path, ["keep this"])
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+    assert info is not None
+    code, listing = run(tmp_path, [], ("sessions", "list"))
+    assert code == 0 and info.id in listing
+    code, shown = run(tmp_path, [], ("sessions", "show", info.id[:5]))
+    assert code == 0 and "keep this" in shown and "Answer to: keep this" in shown
+    code, exported = run(tmp_path, [], ("sessions", "export", info.id, "--format", "json"))
+    assert code == 0
+    assert [m["role"] for m in json.loads(exported)["messages"]] == ["user", "assistant"]
+    code, _ = run(tmp_path, [], ("sessions", "delete", info.id))
+    assert code == 0
+    code, missing = run(tmp_path, [], ("sessions", "show", info.id))
+    assert code == 1 and "no session matching" in missing
