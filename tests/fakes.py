@@ -59,12 +59,12 @@ def corpus_error(
     record = corpus()[record_id]
     text = _with_numbers(record, numbers)
     status = record["http_status"]
-    if envelope is not None:
+    if (wire := _wire_json(text)) is not None:
+        text = json.dumps(wire)
+    elif envelope is not None:
         outer = corpus()[envelope]
         text = json.dumps(_with_message(_wire_json(outer["body"]), text))
         status = status or outer["http_status"]
-    elif (wire := _wire_json(text)) is not None:
-        text = json.dumps(wire)
     if not isinstance(status, int):
         raise ValueError(f"{record_id} has no HTTP status; pass an envelope record that has one")
     return _sdk_exception(sdk, status, text, headers or {})
@@ -153,6 +153,10 @@ class Overflow:
     envelope: str | None = "pe-035"  # ... in vLLM's observed JSON error envelope, HTTP 400
     sdk: Sdk = "openai"
     counts_output: bool = False  # True: prompt + max_tokens must fit (Anthropic, pe-004)
+    # The record for a prompt that fits with a max_tokens that does not, when the provider
+    # checks the two apart (vLLM's `_validate_input`: the prompt alone first, then prompt +
+    # max_tokens, "'max_tokens' ... is too large", pe-029 / pe-035).
+    output_record: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -194,10 +198,10 @@ class WindowedProvider:
         self.requests.append(request)
         prompt = self.count(request.messages)
         self._check_output_cap(request.max_tokens)
-        reserve = (request.max_tokens or 0) if self.overflow.counts_output else 0
-        if prompt + reserve > self.window:
+        record = self._rejection(prompt, request.max_tokens)
+        if record is not None:
             raise corpus_error(
-                self.overflow.record,
+                record,
                 sdk=self.overflow.sdk,
                 envelope=self.overflow.envelope,
                 prompt_tokens=prompt,
@@ -208,6 +212,13 @@ class WindowedProvider:
 
     async def acomplete(self, request: Request) -> Response:
         return self.complete(request)
+
+    def _rejection(self, prompt: int, max_tokens: int | None) -> str | None:
+        """The corpus record this request is rejected with, None when it fits."""
+        output_too = prompt + (max_tokens or 0) > self.window
+        if prompt > self.window or (output_too and self.overflow.counts_output):
+            return self.overflow.record
+        return self.overflow.output_record if output_too else None
 
     def _check_output_cap(self, max_tokens: int | None) -> None:
         if self.output_cap is not None and max_tokens is not None and max_tokens > self.output_cap:

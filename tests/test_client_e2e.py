@@ -23,6 +23,7 @@ from chatcli.events import (
     Escalated,
     LevelApplied,
     LevelSkipped,
+    MaxTokensFitted,
     OverflowDetected,
     PreflightRecovery,
 )
@@ -56,9 +57,9 @@ def agent_session(size: int = 200, rounds_after: int = 4) -> list[Message]:
     return messages
 
 
-def tool_round(step: int) -> list[Message]:
+def tool_round(step: int, result_chars: int | None = None) -> list[Message]:
     call = ToolCall(id=f"call_{step}", name="run", arguments={"cmd": f"pytest tests/t{step}.py"})
-    size = (2_000, 9_000, 30_000)[step % 3]  # the 30,000-char results exceed the budget
+    size = result_chars or (2_000, 9_000, 30_000)[step % 3]  # 30,000 chars exceed the budget
     output = (f"tests/t{step}.py::test_case PASSED [{step}%]\n" * 1200)[:size]
     return [
         Message.assistant(f"Running the tests for step {step}. " * 20, tool_calls=(call,)),
@@ -170,6 +171,62 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     assert reply.events[-1].level == 3  # type: ignore[attr-defined]
     assert reply.view == provider.requests[-1].messages[:-2]  # minus partial + continuation
     assert_recovered(reply, provider, answer=full)
+
+
+def test_escalation_after_a_fitted_limit_sends_no_rejected_call() -> None:
+    # vLLM's pe-035, verbatim: 2,778 input tokens + 8,000 asked > 4,096. max_tokens is fitted
+    # to the 1,318 left; the answer is cut there, and the continuation carries those 1,318
+    # tokens of partial answer: doubling is certain to be rejected (the window is nearly full).
+    # The error calibrated the estimate, so this is known before sending: the view is
+    # shortened, and the limit raised only to the room that leaves. (Doubling made 4 calls,
+    # call 3 rejected.)
+    full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(180))
+    vllm = Overflow(output_record="pe-035")  # prompt too long: pe-038; output too: pe-035
+    provider = WindowedProvider(
+        window=4_096, overflow=vllm, declares_limits=False, answer=lambda _: full
+    )
+    reply = Client(provider).send(session_counted_at(provider, 2_778), max_tokens=8_000)
+    assert reply.calls == 3
+    assert kinds(reply) == [
+        OverflowDetected,  # call 1: the output does not fit
+        MaxTokensFitted,  # call 2: answered, cut at 1,318 tokens
+        PreflightRecovery,  # the continuation cannot fit at 1,318: known without a call
+        LevelSkipped,
+        LevelApplied,
+        Escalated,  # call 3: the rest of the answer, at the room left (not 2,636)
+        Continued,
+    ]
+    limits = [request.max_tokens or 0 for request in provider.requests]
+    assert limits[:2] == [8_000, 1_318]
+    assert 1_318 < limits[2] < 2 * 1_318
+    for request in provider.requests[1:]:  # none rejected
+        assert provider.count(request.messages) + (request.max_tokens or 0) <= provider.window
+    assert_recovered(reply, provider, answer=full)
+
+
+def session_counted_at(provider: WindowedProvider, tokens: int) -> list[Message]:
+    """A short agent session that `provider` counts at exactly `tokens`: an old task with
+    long notes (what recovery can drop), small tool rounds, then LATEST and a round for it."""
+
+    def session(notes_chars: int) -> list[Message]:
+        notes = ("Design notes. " * (notes_chars // 14 + 1))[:notes_chars]
+        rounds = [m for step in range(6) for m in tool_round(step, result_chars=150)]
+        return [
+            Message.system("You are a coding agent working in the payments repository."),
+            Message.user(f"Task: refactor the payment module. Notes: {notes}"),
+            *rounds,
+            Message.user(LATEST),
+            *tool_round(9, result_chars=150),
+        ]
+
+    low, high = 0, 4 * tokens  # the shortest notes that reach `tokens`
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (
+            (middle + 1, high) if provider.count(session(middle)) < tokens else (low, middle)
+        )
+    assert provider.count(session(low)) == tokens
+    return session(low)
 
 
 async def test_async_recovers_the_same_way() -> None:

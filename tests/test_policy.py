@@ -610,6 +610,95 @@ def test_without_max_tokens_escalation_starts_from_the_cap() -> None:
     assert walk.events[0] == Escalated(attempt=1, old=None, new=64_000)
 
 
+def calibrated_at_level_1(window: int) -> Walk:
+    """A flow sending level 1's view with max_tokens 1,000, after an overflow whose numbers
+    calibrated the estimate (to what `continuation_tokens` predicts with)."""
+    messages = session()
+    stated = TokenEstimator().count(level_views(messages)[0])
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk.send(overflow(prompt_tokens=stated, limit=window))
+    assert walk.sent().request.messages == level_views(messages)[1]
+    return walk
+
+
+def continuation_tokens(level: int, partial: str) -> int:
+    """The calibrated prediction for the continuation of `partial` at `level`."""
+    views = level_views(session())
+    estimator = TokenEstimator().calibrated(views[0], TokenEstimator().count(views[0]))
+    return estimator.count(continuation_request_messages(views[level], Message.assistant(partial)))
+
+
+def test_escalation_stops_at_the_room_the_window_leaves() -> None:
+    # Doubling 1,000 would ask for 2,000 where the continuation leaves 1,500: certain to fail.
+    partial = "The fix is to change the loop bound"
+    window = continuation_tokens(1, partial) + 1500
+    walk = calibrated_at_level_1(window)
+    walk.send(response(partial, stop=StopReason.MAX_TOKENS))
+    request = walk.sent().request
+    assert request.max_tokens == 1500
+    assert request.messages[:-2] == level_views(session())[1]
+    assert walk.events[-2:] == [
+        Escalated(attempt=1, old=1000, new=1500),
+        Continued(attempt=1, max_tokens=1500),
+    ]
+
+
+def test_no_room_above_the_limit_no_escalation() -> None:
+    partial = "The fix is to change the loop bound"
+    walk = calibrated_at_level_1(continuation_tokens(1, partial) + 1000)
+    walk.send(response(partial, stop=StopReason.MAX_TOKENS))
+    assert walk.sent().request.max_tokens == 1000  # never lowered
+    assert walk.events[-1] == Continued(attempt=1, max_tokens=1000)
+    assert Escalated not in kinds(walk.events)
+
+
+def test_a_continuation_known_not_to_fit_is_shortened_before_it_is_sent() -> None:
+    partial = "The fix is to change the loop bound. " * 60  # ~560 tokens
+    window = continuation_tokens(1, partial) + 500  # not even the current 1,000 fits
+    walk = calibrated_at_level_1(window)
+    walk.send(response(partial, stop=StopReason.MAX_TOKENS))
+    request = walk.sent().request
+    level2 = level_views(session())[2]
+    assert request.messages == continuation_request_messages(level2, Message.assistant(partial))
+    room = window - continuation_tokens(2, partial)
+    assert request.max_tokens == min(2000, room) > 1000
+    assert kinds(walk.events)[2:] == [PreflightRecovery, LevelApplied, Escalated, Continued]
+    assert walk.events[3].level == 2  # type: ignore[attr-defined]
+
+
+def test_a_continuation_no_level_can_fit_returns_the_partial_without_a_call() -> None:
+    walk = calibrated_at_level_1(continuation_tokens(1, "") + 1500)
+    partial = "A long answer. " * 20_000  # 300,000 chars: more than the whole window
+    reply = walk.finish(response(partial, stop=StopReason.MAX_TOKENS))
+    assert (reply.message.text, reply.truncated, reply.calls) == (partial, True, 2)
+    assert kinds(reply.events)[2:] == [
+        PreflightRecovery,
+        LevelSkipped,
+        LevelSkipped,
+        RecoveryFailed,
+    ]
+
+
+def test_an_uncalibrated_guess_never_holds_an_escalation_back() -> None:
+    # A declared window, no numbers yet: the guess says 2,000 leaves no room, but it is a
+    # guess (~20% off against real tokenizers), so the SPEC's doubling is sent.
+    partial = "The fix is to change the loop bound"
+    messages = session(2)
+    window = (
+        TokenEstimator().count(
+            continuation_request_messages(level_views(messages)[0], Message.assistant(partial))
+        )
+        + 1000
+    )
+    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=1000)
+    walk.send(response(partial, stop=StopReason.MAX_TOKENS))
+    assert walk.sent().request.max_tokens == 2000
+    assert walk.events == [
+        Escalated(attempt=1, old=1000, new=2000),
+        Continued(attempt=1, max_tokens=2000),
+    ]
+
+
 def test_zero_escalations_returns_the_cut_answer() -> None:
     config = RecoveryConfig(max_token_escalations=0)
     walk = Walk(RecoveryPolicy(config=config), session(2), max_tokens=10)

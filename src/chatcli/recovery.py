@@ -26,7 +26,8 @@ One `send()`, in order (SPEC sections 1-3):
    untouched; at most `MAX_OUTPUT_CAP_LOWERINGS` times.
 6. Rate limit / transient -> wait (Retry-After, else exponential backoff) and resend the same
    request; at most `max_retries` times in a row (a successful call resets the count).
-7. Stop at max_tokens -> keep the partial, raise the limit, ask the model to continue, stitch;
+7. Stop at max_tokens -> keep the partial, raise the limit (no higher than the room the
+   window leaves, once calibrated), ask the model to continue, stitch;
    `config.max_token_escalations` times, then the partial is returned with `truncated=True`.
 8. Anything else -> `ProviderError`, chained to the provider's exception.
 
@@ -59,6 +60,21 @@ Decisions where the SPEC leaves room:
   max_tokens fitted to it, rather than skipped for a harsher one (or the request failed) —
   which matters when the output alone nearly fills the window (a continuation after an
   escalation, a max_tokens near the window size).
+- **Escalation stops at the room the window leaves.** The continuation request carries the
+  partial answer, so it is larger than the request that was cut; with a nearly full window
+  (after max_tokens was fitted to the room, say) the doubled limit is certain to be rejected.
+  So, predictive and with the window known, the continuation is checked before it is sent:
+  if it does not fit even at the current limit (the pre-flight rule: calibrated, exactly;
+  uncalibrated, only a clear excess), recovery shortens the view first, as pre-flight does (a
+  level that leaves a useful room may get max_tokens fitted to it: that is recovery lowering
+  the limit, not escalation); if no level is predicted to fit, the partial is returned,
+  truncated, without a call. Then the limit is doubled (up to the cap) and, once the
+  estimate is calibrated, capped at the room predicted next to the continuation. Escalation
+  never lowers the limit: a room not above the current limit means no escalation, and the
+  continuation is sent at the current limit (by the check above it fits). An uncalibrated
+  estimate (~20% low against real tokenizers) never caps an escalation: it would hold back
+  one the provider accepts, costing a continuation, whereas a rejected one is fitted from
+  the provider's numbers.
 - **Escalation at the cap still continues.** The SPEC's attempts 1 and 2 double the limit;
   when the limit is already at the model's cap it cannot double, but the continuation still
   makes progress (the partial is kept and the model resumes), so it is sent at the cap.
@@ -424,12 +440,40 @@ class _Run:
         if self.partial.tool_calls or self.escalations >= self.config.max_token_escalations:
             return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
         self.escalations += 1
-        raised = next_max_tokens(self.max_tokens, cap=self.cap)
-        if raised is not None:
-            self.emit(Escalated(attempt=self.escalations, old=self.max_tokens, new=raised))
-            self.max_tokens = raised
+        if not self.continuation_fits():
+            return self.give_up(_predicted_overflow_info(self.window), cause=None)
+        self.escalate()
         self.emit(Continued(attempt=self.escalations, max_tokens=self.max_tokens))
         return None
+
+    def continuation_fits(self) -> bool:
+        """Before a continuation (it carries the partial answer, so it is larger than the
+        request that was cut): if it is predicted not to fit at the current limit, recovery
+        shortens the view first, as in pre-flight. False: no level is predicted to fit."""
+        if not self.policy.predictive or self.window is None:
+            return True
+        estimate = self.estimator.count(self.request_messages(self.level))
+        return self.fits(estimate) or self.shorten_before_sending(estimate)
+
+    def escalate(self) -> None:
+        """Raise max_tokens for a continuation: doubled up to the cap, and no higher than the
+        room the window is predicted to leave (a limit above it is certain to be rejected).
+        Never lowered: a room not above the current limit means no escalation."""
+        raised = next_max_tokens(self.max_tokens, cap=self.cap)
+        room = self.predicted_room()
+        if raised is not None and room is not None:
+            raised = min(raised, room)
+        if raised is not None and raised > (self.max_tokens or 0):
+            self.emit(Escalated(attempt=self.escalations, old=self.max_tokens, new=raised))
+            self.max_tokens = raised
+
+    def predicted_room(self) -> int | None:
+        """The output room the window leaves next to the request at the current level, as
+        the calibrated estimate predicts it; None when the window is unknown or the estimate
+        uncalibrated (a guess would hold back an escalation the provider would accept)."""
+        if not self.calibrated or self.window is None:
+            return None
+        return self.window - self.estimator.count(self.request_messages(self.level))
 
     # -- context recovery -----------------------------------------------------------------
 
@@ -440,13 +484,20 @@ class _Run:
         if self.window is None or self.max_level == 0:
             return
         estimate = self.estimator.count(self.request_messages(0))
-        if self.fits(estimate) or self.fit_estimated(estimate):
-            return
+        if not (self.fits(estimate) or self.fit_estimated(estimate)):
+            self.shorten_before_sending(estimate)
+
+    def shorten_before_sending(self, estimate: int) -> bool:
+        """The next request is predicted not to fit (`estimate` tokens of prompt): apply the
+        first level predicted to fit, without a call. False when none is: only a calibrated
+        prediction says so (an uncalibrated one is a guess, and the provider is asked)."""
+        assert self.window is not None  # for the type checker: callers checked it
         reserve = self.max_tokens or 0
         self.emit(PreflightRecovery(estimate=estimate, reserve=reserve, window=self.window))
         level = self.next_level()
         if level is not None:
             self.apply_level(level)
+        return level is not None or not self.calibrated
 
     def fit_estimated(self, estimate: int) -> bool:
         """Pre-flight: the prompt fits but the output asked for does not. The estimate is a
@@ -594,6 +645,12 @@ def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int |
     if info.requested_tokens is None or output is None:
         return None
     return info.requested_tokens - output if info.requested_tokens > output else None
+
+
+def _predicted_overflow_info(window: int | None) -> ErrorInfo:
+    """What a continuation that no level is predicted to fit is given up with (no call)."""
+    message = f"the continuation is predicted not to fit the {window or 0:,}-token window"
+    return ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, message=message, limit=window)
 
 
 def _window_stop_info(response: Response) -> ErrorInfo:
