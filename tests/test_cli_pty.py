@@ -52,21 +52,28 @@ def test_chat_slash_commands_ctrl_d_then_continue(tmp_path: Path) -> None:
     child.sendline("hello from the terminal")
     child.expect_exact("Answer to: hello from the terminal")
     child.expect_exact(PROMPT)
+    # Type only at the prompt: between prompts the terminal is in cooked mode, where the
+    # line discipline itself would swallow a Ctrl-D.
     child.sendline("/max-tokens many")
     child.expect_exact("'many' is not a number")
+    child.expect_exact(PROMPT)
     child.sendline("/context")
     child.expect("verbatim")
+    child.expect_exact(PROMPT)
     child.sendline("/cost")
     child.expect("Session: 1 requests")
+    child.expect_exact(PROMPT)
     child.sendcontrol("d")
     child.expect("saved; reopen it with")
     assert finish(child) == 0
 
     again = spawn(tmp_path, "--continue")
     again.expect("2 messages so far")
+    again.expect_exact(PROMPT)
     again.sendline("/history")
     again.expect_exact("hello from the terminal")
     again.expect_exact("Answer to: hello from the terminal")
+    again.expect_exact(PROMPT)
     again.sendline("/quit")
     assert finish(again) == 0
 
@@ -79,12 +86,12 @@ def test_ctrl_c_cancels_the_answer_and_the_session_goes_on(tmp_path: Path) -> No
     child.sendintr()
     child.expect("answer cancelled")
     child.expect_exact(PROMPT)
-    child.sendline("/export json out.json")
+    child.sendline(f"/export json {tmp_path / 'out.json'}")
     child.expect("exported 2 messages")
+    child.expect_exact(PROMPT)
     child.sendline("/quit")
     assert finish(child) == 0
-    exported = (ROOT / "out.json").read_text(encoding="utf-8")
-    (ROOT / "out.json").unlink()
+    exported = (tmp_path / "out.json").read_text(encoding="utf-8")
     assert "[answer cancelled by the user]" in exported
     assert "part149" not in exported  # the rest never arrived
 
@@ -99,6 +106,7 @@ def test_recovery_events_show_while_answering(tmp_path: Path) -> None:
         child.expect_exact(f"Answer to: message {i}")
         screen += child.before
     assert re.search(r"↻ level \d \(", screen), screen
+    child.expect_exact(PROMPT)
     child.sendline("/quit")
     assert finish(child) == 0
 
@@ -129,9 +137,11 @@ def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -
     again.expect(rf"session {session_id}")
     again.expect(r"(\d+) messages so far")
     messages = int(again.match.group(1))
+    again.expect_exact(PROMPT)
     again.sendline("/history")
     again.expect_exact("The nightly build fails. Find out why.")
     again.expect_exact("UnicodeDecodeError")  # the full traceback, whatever the view kept
+    again.expect_exact(PROMPT)
     again.sendline("/quit")
     assert finish(again) == 0
     assert messages > 20
