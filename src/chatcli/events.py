@@ -76,7 +76,8 @@ class OverflowDetected(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreflightRecovery(Event):
-    """Before sending, the estimate showed the view cannot fit: recovering without a call."""
+    """Before sending (the first request, or a continuation, which carries the partial
+    answer), the estimate showed it cannot fit: recovering without a call."""
 
     estimate: int
     reserve: int

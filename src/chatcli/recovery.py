@@ -20,8 +20,8 @@ One `send()`, in order (SPEC sections 1-3):
    tokens"), and the room left is still useful (`useful_output_room`), max_tokens is lowered
    to that room and the history resent untouched (`MaxTokensFitted`). Otherwise the next
    recovery level, at most `config.max_recovery_attempts` levels (of the three there are).
-   When the provider states the prompt size, the estimator is calibrated on the view it counted, and
-   levels predicted not to fit are skipped without a call (`LevelSkipped`).
+   When the provider states the prompt size, the estimator is calibrated on the view it
+   counted, and levels predicted not to fit are skipped without a call (`LevelSkipped`).
 5. Output cap ("max_tokens too large") -> max_tokens lowered to the stated cap, history
    untouched; at most `MAX_OUTPUT_CAP_LOWERINGS` times.
 6. Rate limit / transient -> wait (Retry-After, else exponential backoff) and resend the same
@@ -60,21 +60,19 @@ Decisions where the SPEC leaves room:
   max_tokens fitted to it, rather than skipped for a harsher one (or the request failed) —
   which matters when the output alone nearly fills the window (a continuation after an
   escalation, a max_tokens near the window size).
-- **Escalation stops at the room the window leaves.** The continuation request carries the
-  partial answer, so it is larger than the request that was cut; with a nearly full window
-  (after max_tokens was fitted to the room, say) the doubled limit is certain to be rejected.
-  So, predictive and with the window known, the continuation is checked before it is sent:
-  if it does not fit even at the current limit (the pre-flight rule: calibrated, exactly;
-  uncalibrated, only a clear excess), recovery shortens the view first, as pre-flight does (a
-  level that leaves a useful room may get max_tokens fitted to it: that is recovery lowering
-  the limit, not escalation); if no level is predicted to fit, the partial is returned,
-  truncated, without a call. Then the limit is doubled (up to the cap) and, once the
-  estimate is calibrated, capped at the room predicted next to the continuation. Escalation
-  never lowers the limit: a room not above the current limit means no escalation, and the
-  continuation is sent at the current limit (by the check above it fits). An uncalibrated
-  estimate (~20% low against real tokenizers) never caps an escalation: it would hold back
-  one the provider accepts, costing a continuation, whereas a rejected one is fitted from
-  the provider's numbers.
+- **Escalation stops at the room the window leaves.** A continuation carries the partial
+  answer, so it is larger than the request that was cut; in a nearly full window (after
+  max_tokens was fitted to the room, say) the doubled limit is certain to be rejected. With
+  the window known (predictive mode), the continuation is checked before it is sent, as in
+  pre-flight: if it does not fit even at the current limit, recovery shortens the view first
+  (a level that leaves a useful room may get max_tokens fitted to it: recovery lowering the
+  limit, not escalation), and if no level is predicted to fit, the partial is returned,
+  truncated, without a call. Then the limit is doubled up to the cap and, once calibrated,
+  up to the room predicted next to the continuation. It is never lowered: a room not above
+  the current limit means the continuation is sent at the current limit (the check made it
+  fit). An uncalibrated estimate (~20% low against real tokenizers) never caps an
+  escalation: it would hold back one the provider accepts, costing a continuation, whereas
+  a rejected one is fitted from the provider's numbers.
 - **Escalation at the cap still continues.** The SPEC's attempts 1 and 2 double the limit;
   when the limit is already at the model's cap it cannot double, but the continuation still
   makes progress (the partial is kept and the model resumes), so it is sent at the cap.
@@ -88,7 +86,8 @@ Decisions where the SPEC leaves room:
   continuation can only send the partial as text (calls cannot be sent without results), so
   the model would not know it had made those calls; returning them lets the caller run them.
 - **An overflow of a continuation request that cannot be recovered returns the partial
-  answer** (truncated, with a `RecoveryFailed` event) rather than raising and losing it.
+  answer** (truncated, with a `RecoveryFailed` event) rather than raising and losing it,
+  whether the provider stated it or a calibrated prediction did (then without a call).
 - `Reply.view` is the working view the answer is based on; the continuation scaffolding
   (partial answer + continuation message) is not part of it, the stitched answer replaces it.
 """
@@ -348,10 +347,10 @@ class _Run:
         """An upper bound on provider calls: each outcome that is not a retry uses a level, an
         escalation, a cap lowering or a fit (one per level or answer received, + 1), or ends
         the run; at most `max_retries` retries come between two such outcomes."""
-        fits = self.max_level + self.config.max_token_escalations + 1
-        units = self.max_level + self.config.max_token_escalations + MAX_OUTPUT_CAP_LOWERINGS
-        units += fits
-        return (units + 1) * (self.policy.max_retries + 1)
+        changes = self.max_level + self.config.max_token_escalations  # each a new request
+        fits = changes + 1  # at most one per request
+        outcomes = changes + MAX_OUTPUT_CAP_LOWERINGS + fits + 1  # + 1: the one that ends it
+        return outcomes * (self.policy.max_retries + 1)
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
@@ -425,10 +424,10 @@ class _Run:
     def lower_output_cap(self, info: ErrorInfo, error: Exception) -> None:
         new = info.output_limit if info.output_limit is not None else self.cap
         old = self.max_tokens
-        stuck = new is None or (old is not None and new >= old)
-        if stuck or self.cap_lowerings >= MAX_OUTPUT_CAP_LOWERINGS:
+        if new is None or (old is not None and new >= old):
+            _reraise(info, error)  # no lower limit to try
+        if self.cap_lowerings >= MAX_OUTPUT_CAP_LOWERINGS:
             _reraise(info, error)
-        assert new is not None  # for the type checker: `stuck` covered it
         self.cap_lowerings += 1
         self.cap = self.max_tokens = new
         self.emit(OutputCapLowered(old=old, new=new))
@@ -441,7 +440,7 @@ class _Run:
             return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
         self.escalations += 1
         if not self.continuation_fits():
-            return self.give_up(_predicted_overflow_info(self.window), cause=None)
+            return self.give_up(_continuation_overflow(self.window), cause=None)
         self.escalate()
         self.emit(Continued(attempt=self.escalations, max_tokens=self.max_tokens))
         return None
@@ -569,6 +568,8 @@ class _Run:
             self.calibrated = True
 
     def fits(self, predicted: int) -> bool:
+        """`predicted` prompt tokens plus the output asked for fit the window (uncalibrated:
+        unless clearly over it, by more than `PREFLIGHT_MARGIN`)."""
         if self.window is None:
             return True
         margin = 1.0 if self.calibrated else 1.0 + PREFLIGHT_MARGIN
@@ -576,24 +577,28 @@ class _Run:
 
     def next_level(self) -> int | None:
         """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
-        for level in range(self.level + 1, self.max_level + 1):
-            if not self.policy.predictive or self.window is None:
-                return level
+        levels = range(self.level + 1, self.max_level + 1)  # bounded: the allowed levels
+        if not self.policy.predictive or self.window is None:
+            return levels[0] if levels else None
+        for level in levels:
             predicted = self.estimator.count(self.request_messages(level))
             if self.fits(predicted) or self.leaves_room(predicted):
                 return level
             if level == self.max_level and not self.calibrated:
-                return level
-            event = LevelSkipped(
-                level=level,
-                name=LEVEL_NAMES[level],
-                predicted_tokens=predicted,
-                reserve=self.max_tokens or 0,
-                limit=self.window,
-            )
-            self.emit(event)
-            self.attempts.append(event.describe())
+                return level  # a guess never fails a request without asking the provider
+            self.skip(level, predicted, self.window)
         return None
+
+    def skip(self, level: int, predicted: int, window: int) -> None:
+        event = LevelSkipped(
+            level=level,
+            name=LEVEL_NAMES[level],
+            predicted_tokens=predicted,
+            reserve=self.max_tokens or 0,
+            limit=window,
+        )
+        self.emit(event)
+        self.attempts.append(event.describe())
 
     def leaves_room(self, predicted: int) -> bool:
         """A calibrated prediction that the view fits with a useful room for the answer, if
@@ -608,9 +613,8 @@ class _Run:
         if not self.calibrated or self.window is None or self.max_tokens is None:
             return
         predicted = self.estimator.count(self.request_messages(level))
-        if not self.fits(predicted):
-            limit, requested = self.window, self.max_tokens
-            self.fit_output(prompt=predicted, limit=limit, requested=requested, estimated=True)
+        limit, requested = self.window, self.max_tokens
+        self.fit_output(prompt=predicted, limit=limit, requested=requested, estimated=True)
 
     def apply_level(self, level: int) -> None:
         self.level, self.fitted = level, False
@@ -647,9 +651,9 @@ def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int |
     return info.requested_tokens - output if info.requested_tokens > output else None
 
 
-def _predicted_overflow_info(window: int | None) -> ErrorInfo:
+def _continuation_overflow(window: int | None) -> ErrorInfo:
     """What a continuation that no level is predicted to fit is given up with (no call)."""
-    message = f"the continuation is predicted not to fit the {window or 0:,}-token window"
+    message = "the continuation of the cut answer is predicted not to fit the context window"
     return ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, message=message, limit=window)
 
 
@@ -713,21 +717,10 @@ class Client:
     ) -> Reply:
         """Send `messages`, recovering as needed; the caller's messages are never changed."""
         flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
-        outcome: Outcome = None
-        while True:  # bounded by the policy's call limit: the flow returns or raises
-            try:
-                action = flow.send(outcome)
-            except StopIteration as done:
-                reply: Reply = done.value
-                return reply
-            if isinstance(action, Sleep):
-                self._sleep(action.seconds)
-                outcome = None
-                continue
-            try:
-                outcome = self.provider.complete(action.request)
-            except Exception as exc:  # classified by the policy, re-raised if not recoverable
-                outcome = exc
+        step = _advance(flow, None)
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            step = _advance(flow, self._perform(step))
+        return step
 
     async def asend(
         self,
@@ -738,21 +731,10 @@ class Client:
     ) -> Reply:
         """The async `send`: the same policy, awaiting the provider and the sleeps."""
         flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
-        outcome: Outcome = None
-        while True:  # bounded by the policy's call limit: the flow returns or raises
-            try:
-                action = flow.send(outcome)
-            except StopIteration as done:
-                reply: Reply = done.value
-                return reply
-            if isinstance(action, Sleep):
-                await self._asleep(action.seconds)
-                outcome = None
-                continue
-            try:
-                outcome = await self.provider.acomplete(action.request)
-            except Exception as exc:  # classified by the policy, re-raised if not recoverable
-                outcome = exc
+        step = _advance(flow, None)
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            step = _advance(flow, await self._aperform(step))
+        return step
 
     def compact(
         self,
@@ -799,10 +781,40 @@ class Client:
             "recovery_config": self.policy.config,
         }
 
+    def _perform(self, action: Action) -> Outcome:
+        """Do what the policy asked; a provider's exception is its outcome, not raised here
+        (the policy classifies it and re-raises what it cannot recover)."""
+        if isinstance(action, Sleep):
+            self._sleep(action.seconds)
+            return None
+        try:
+            return self.provider.complete(action.request)
+        except Exception as exc:
+            return exc
+
+    async def _aperform(self, action: Action) -> Outcome:
+        """The async `_perform`."""
+        if isinstance(action, Sleep):
+            await self._asleep(action.seconds)
+            return None
+        try:
+            return await self.provider.acomplete(action.request)
+        except Exception as exc:
+            return exc
+
     def _emit(self, event: Event) -> None:
         logger.log(event.log_level, "%s", event.describe(), extra={"chatcli_event": event})
         for hook in self.hooks:
             hook(event)
+
+
+def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:
+    """Answer the flow's last action with `outcome`: its next action, or its Reply."""
+    try:
+        return flow.send(outcome)
+    except StopIteration as done:
+        reply: Reply = done.value
+        return reply
 
 
 def _declared(provider: Provider, name: str, given: int | None) -> int | None:
