@@ -131,6 +131,16 @@ class Anthropic:
                 message = await client.messages.create(**params)
         return response_from_message(_dump(message))
 
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Anthropic's own count of the prompt `messages` make, system prompt included, from
+        `messages.count_tokens`: exact, but a round trip (free, rate-limited); see
+        `chatcli.providers.counting` for caching and the fallback to the estimate."""
+        params = self._params(Request(messages=tuple(messages)))
+        del params["max_tokens"]  # the one `create` argument that `count_tokens` does not take
+        with _translated_errors(), self._connect() as client:
+            counted = client.messages.count_tokens(**params)
+        return int(counted.input_tokens)
+
     def stream(self, request: Request) -> Iterator[StreamChunk]:
         fold = StreamFold()
         with _translated_errors(), self._connect() as client:

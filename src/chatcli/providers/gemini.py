@@ -143,6 +143,21 @@ class Gemini:
                 answer = await client.models.generate_content(**self._arguments(request))
         return response_from_wire(_dump(answer))
 
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Gemini's own count of the prompt `messages` make, from `models.count_tokens`: exact,
+        but a round trip; see `chatcli.providers.counting` for caching and the fallback.
+
+        The Gemini Developer API counts `contents` only (the SDK refuses a system instruction
+        or tools there), so system messages are counted as a first user content: the same
+        text, give or take the few tokens of a role marker.
+        """
+        system, contents = request_contents(messages)
+        if system:
+            contents = [{"role": "user", "parts": system}, *contents]
+        with _translated_errors(), self._connect() as client:
+            counted = client.models.count_tokens(model=self.model, contents=contents)
+        return counted.total_tokens or 0  # proto3 JSON leaves a zero out
+
     def stream(self, request: Request) -> Iterator[StreamChunk]:
         fold = StreamFold()
         with _translated_errors(), self._connect() as client:

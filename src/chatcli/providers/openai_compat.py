@@ -33,7 +33,7 @@ from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import StopReason
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response
-from chatcli.providers.openai import OpenAIBase
+from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens import TokenEstimator
 
 __all__ = ["OpenAICompatible", "TruncationCheck"]
@@ -111,6 +111,15 @@ class OpenAICompatible(OpenAIBase):
         if "messages" in params:
             params["messages"] = [_with_string_content(m) for m in params["messages"]]
         return params
+
+    def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
+        """POST `body` to `path` at the server's root, with this provider's key and timeout;
+        the decoded JSON answer. The root is `base_url` without a final `/v1`: llama.cpp's
+        `/tokenize` and `/apply-template` live there. Failures raise a classified
+        ProviderError, as for any call."""
+        root = (self.base_url or "").rstrip("/").removesuffix("/v1")
+        with _sdk_errors():
+            return self._client.post(root + path, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
         self._raise_if_truncated(response, request)
