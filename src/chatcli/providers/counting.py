@@ -1,0 +1,291 @@
+"""Exact prompt-token counts from the APIs and servers that know them, for pre-flight.
+
+Where an exact count comes from:
+
+- an OpenAI model (by name, whatever serves it): tiktoken, offline (`chatcli.tokencount`);
+- `Anthropic`: `messages.count_tokens` (`Anthropic.count_tokens`), a round trip;
+- `Gemini`: `models.count_tokens` (`Gemini.count_tokens`), a round trip;
+- llama.cpp's `llama-server`: `/apply-template` + `/tokenize` (`LlamaServerTokens`), two
+  round trips (cheap ones: no inference);
+- anything else: the calibrated estimate (`TokenEstimator`).
+
+The installed OpenAI SDK also has the Responses API's `responses.input_tokens.count`, which
+would count the per-message framing exactly too; it is not used: tiktoken counts the text
+exactly with no round trip, and the framing it estimates is a few tokens per message.
+
+**How a user gets exact pre-flight.** The recovery policy takes a `TokenEstimator` (a
+chars-per-token ratio), not a counter, and predicts every recovery level's view with it. So
+an exact count is turned into an estimator: `calibrate_estimator(counter, history)` counts
+the conversation once and returns an estimator calibrated on that count, which `Client` takes
+as it is::
+
+    counter = counter_for(provider)  # exact where the provider can count, else the estimate
+    client = Client(provider, estimator=calibrate_estimator(counter, history))
+
+One count per conversation, not per request: the predictions scale the calibrated ratio, and
+every prompt size the provider states later recalibrates it (`chatcli.recovery`).
+
+**Round trips.** Only the untemplated llama.cpp count (see `LlamaServerTokens`) is a sum per
+message, so only it is cached per message. The other counts cover the whole prompt (a chat
+template, a system prompt and role markers are not a sum of per-message counts), so
+`RemoteCounter` remembers the last whole-conversation counts: it is meant for pre-flight of
+large prompts, not for counting every keystroke.
+
+**Failures never break a send.** A count that fails (network, rate limit, a server without
+the endpoint, an odd answer) makes `RemoteCounter.count` return its fallback estimate and
+`calibrate_estimator` return the estimator unchanged; both log a warning under "chatcli" that
+says the estimate is used.
+
+Counts cover the messages only: tool schemas sent with a request add to the real prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from http import HTTPStatus
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from chatcli.errors import ProviderError
+from chatcli.messages import Message
+from chatcli.providers.base import Request
+from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.serialize import message_to_dict
+from chatcli.tokencount import TokenCounter, token_counter
+from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "CountSource",
+    "LlamaServerTokens",
+    "RemoteCounter",
+    "calibrate_estimator",
+    "conversation_key",
+    "counter_for",
+]
+
+logger = logging.getLogger("chatcli")
+
+# Counts remembered per counter: a session's recent views, not its whole history.
+DEFAULT_CACHE_SIZE = 64
+
+
+@runtime_checkable
+class CountSource(Protocol):
+    """Counts a conversation's prompt tokens exactly, with I/O; may raise.
+
+    `Anthropic`, `Gemini` and `LlamaServerTokens` are sources; `RemoteCounter` makes one a
+    `TokenCounter` that never raises.
+    """
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+
+class RemoteCounter:
+    """A `TokenCounter` over a `CountSource`: remembers counts and never raises.
+
+    The last `cache_size` conversations counted are remembered by `conversation_key`, so the
+    same view is never counted twice. A count that fails is logged and answered by `fallback`
+    (a fresh `TokenEstimator` by default).
+    """
+
+    def __init__(
+        self,
+        source: CountSource,
+        *,
+        fallback: TokenCounter | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.source = source
+        self.fallback: TokenCounter = fallback if fallback is not None else TokenEstimator()
+        self._counts = _Lru[int](cache_size)
+
+    def __repr__(self) -> str:
+        return f"RemoteCounter({self.source!r})"
+
+    def count(self, messages: Sequence[Message]) -> int:
+        exact = self.exact(messages)
+        return exact if exact is not None else self.fallback.count(messages)
+
+    def exact(self, messages: Sequence[Message]) -> int | None:
+        """The source's count (remembered), or None when it failed (logged)."""
+        if not messages:
+            return 0
+        key = conversation_key(messages)
+        remembered = self._counts.get(key)
+        if remembered is not None:
+            return remembered
+        try:
+            counted = self.source.count_tokens(messages)
+        except Exception as exc:  # a count must never break a send: the estimate stands in
+            _log_failure(self.source, exc)
+            return None
+        self._counts.put(key, counted)
+        return counted
+
+
+class LlamaServerTokens:
+    """llama.cpp's `llama-server` counting with its own tokenizer and chat template.
+
+    A `CountSource` over an `OpenAICompatible` provider pointed at the server (same key and
+    timeout). The endpoints are those of llama.cpp's tools/server (README, and the routes in
+    server.cpp, of the tree vendored in llama-cpp-python 0.3.36):
+
+    - `/apply-template` renders the messages with the server's chat template, exactly as for
+      a chat completion; `/tokenize` with `add_special` tokenizes that prompt as the server
+      does a chat prompt (BOS where the model wants one). The count equals the
+      `prompt_tokens` the server reports for the same messages.
+    - A server without `/apply-template` (it answers 404; remembered in `templated`): each
+      message's text is tokenized and `per_message` tokens are added for its role markers.
+      That sum is additive, so each message's count is remembered by content hash: a grown
+      conversation costs one call per new message.
+
+    (The same tree also serves `/v1/chat/completions/input_tokens`, which does both steps in
+    one call; older servers lack it, and every server since the template endpoint has the
+    two used here.)
+    """
+
+    def __init__(
+        self,
+        provider: OpenAICompatible,
+        *,
+        per_message: int = MESSAGE_OVERHEAD_TOKENS,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.provider = provider
+        self.per_message = per_message
+        self.templated = True  # until the server answers 404 to /apply-template
+        self._text_counts = _Lru[int](cache_size)
+
+    def __repr__(self) -> str:
+        return f"LlamaServerTokens({self.provider!r})"
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        if self.templated:
+            try:
+                return self._count_templated(messages)
+            except ProviderError as exc:
+                if exc.info.status != HTTPStatus.NOT_FOUND:
+                    raise
+            self.templated = False
+            logger.info(
+                "%r has no /apply-template: counting message texts plus %d tokens each",
+                self.provider,
+                self.per_message,
+            )
+        return sum(self._count_text(_counted_text(m)) + self.per_message for m in messages)
+
+    def _count_templated(self, messages: Sequence[Message]) -> int:
+        # The adapter's own wire mapping, so what is counted is what a request sends.
+        wire = self.provider.params(Request(messages=tuple(messages)))["messages"]
+        prompt = self.provider.post_json("/apply-template", {"messages": wire})["prompt"]
+        return self._tokenize(prompt, add_special=True)
+
+    def _count_text(self, text: str) -> int:
+        key = hashlib.sha256(text.encode()).hexdigest()
+        remembered = self._text_counts.get(key)
+        if remembered is None:
+            remembered = self._tokenize(text, add_special=False)
+            self._text_counts.put(key, remembered)
+        return remembered
+
+    def _tokenize(self, text: str, *, add_special: bool) -> int:
+        answer = self.provider.post_json("/tokenize", {"content": text, "add_special": add_special})
+        return len(answer["tokens"])
+
+
+def counter_for(provider: object, *, fallback: TokenCounter | None = None) -> TokenCounter:
+    """The most exact counter for `provider`, never raising.
+
+    A provider that counts (`count_tokens`: `Anthropic`, `Gemini`, a `LlamaServerTokens`)
+    gets a `RemoteCounter`; an OpenAI model name gets tiktoken's offline count; anything else
+    `fallback` (default: a fresh `TokenEstimator`). An `OpenAICompatible` server is not
+    assumed to be llama.cpp: wrap it in `LlamaServerTokens` to count with llama-server.
+    """
+    if isinstance(provider, CountSource):
+        return RemoteCounter(provider, fallback=fallback)
+    model = getattr(provider, "model", None)
+    return token_counter(model if isinstance(model, str) else None, fallback=fallback)
+
+
+def calibrate_estimator(
+    counter: TokenCounter,
+    messages: Sequence[Message],
+    *,
+    estimator: TokenEstimator | None = None,
+) -> TokenEstimator:
+    """`estimator` (default: a fresh one) calibrated on one exact count of `messages`.
+
+    Returns the estimator unchanged when nothing exact was learned: `counter` is itself an
+    estimator, or the count failed (logged).
+    """
+    base = estimator if estimator is not None else TokenEstimator()
+    exact = _exact_count(counter, messages)
+    return base if exact is None else base.calibrated(messages, exact)
+
+
+def conversation_key(messages: Sequence[Message]) -> str:
+    """A digest of everything in `messages` (provider data included): equal conversations,
+    equal keys."""
+    dumped = json.dumps([message_to_dict(m) for m in messages], sort_keys=True, default=str)
+    return hashlib.sha256(dumped.encode()).hexdigest()
+
+
+def _exact_count(counter: TokenCounter, messages: Sequence[Message]) -> int | None:
+    if isinstance(counter, TokenEstimator):
+        return None  # calibrating an estimate on itself teaches nothing
+    if isinstance(counter, RemoteCounter):
+        return counter.exact(messages)  # not its fallback: an estimate is no calibration
+    try:
+        return counter.count(messages)
+    except Exception as exc:  # as in RemoteCounter: the estimate stands in
+        _log_failure(counter, exc)
+        return None
+
+
+def _counted_text(message: Message) -> str:
+    """What a message puts into the prompt besides role markers: text, tool names and
+    JSON arguments (as `Message.char_count` counts them)."""
+    calls = (f"{call.name}\n{call.arguments_json}" for call in message.tool_calls)
+    return "\n".join(text for text in (message.text, *calls) if text)
+
+
+def _log_failure(source: object, exc: Exception) -> None:
+    logger.warning(
+        "exact token count by %r failed, using the estimate instead: %s: %s",
+        source,
+        type(exc).__name__,
+        exc,
+    )
+
+
+V = TypeVar("V")
+
+
+class _Lru(Generic[V]):
+    """A small least-recently-used map; a lock keeps it whole when threads share a counter."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"cache_size must be at least 1, got {size}")
+        self._size = size
+        self._items: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> V | None:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: str, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
