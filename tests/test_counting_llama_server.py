@@ -3,7 +3,9 @@ tokenizer is byte-level BPE with a ChatML template, `-c 512 -np 1`).
 
 What is asserted is what pre-flight relies on: `LlamaServerTokens` counts exactly the prompt
 tokens the server itself counts for the same messages, as it reports them in a completion's
-usage and in its overflow error.
+usage and in its overflow error; and a `Client` given an estimator calibrated on one such
+count recovers an over-long session before sending it, where the plain estimate first spends
+a failed call.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from chatcli.config import RecoveryConfig
 from chatcli.errors import ErrorKind, ProviderError
+from chatcli.events import Event, OverflowDetected, PreflightRecovery
 from chatcli.messages import Message, ToolCall
-from chatcli.providers.base import Request
+from chatcli.providers.base import Request, Response
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter, calibrate_estimator
 from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.recovery import Client
 from chatcli.tokens import TokenEstimator
 from tests.test_counting import (
     LLAMA_CHAT,
@@ -45,6 +50,19 @@ CONVERSATIONS = {
     ),
     "non-ASCII text": (Message.user("naïve café, 東京 and ☃: bytes, not characters"),),
 }
+# A session of short turns, about 1,190 prompt tokens: well over the 512 window, though the
+# default estimate (4 chars per token; this tokenizer packs about 1.5) thinks it nearly fits.
+SESSION = (
+    *(
+        message
+        for i in range(14)
+        for message in (
+            Message.user(f"Question {i}: what changed in the plan since the last review?"),
+            Message.assistant(f"Answer {i}: the counter landed and the docs are next."),
+        )
+    ),
+    Message.user("Summarise where we are."),
+)
 # About 1,150 prompt tokens with the tiny model's tokenizer: over twice the 512 window.
 OVERFLOWING = (Message.user("The context window fills up. " * 60),)
 
@@ -122,3 +140,53 @@ def test_the_recorded_answers_replayed_in_test_counting_are_still_the_servers(
     with pytest.raises(ProviderError) as raised:
         provider.post_json("/no-such-endpoint", {})
     assert raised.value.info.status == 404  # what LlamaServerTokens takes as "no template"
+
+
+class Calls:
+    """The provider, with its calls counted."""
+
+    def __init__(self, provider: OpenAICompatible) -> None:
+        self.provider, self.calls = provider, 0
+
+    def complete(self, request: Request) -> Response:
+        self.calls += 1
+        return self.provider.complete(request)
+
+    async def acomplete(self, request: Request) -> Response:
+        self.calls += 1
+        return await self.provider.acomplete(request)
+
+
+def send_session(
+    provider: OpenAICompatible, estimator: TokenEstimator | None, window: int
+) -> tuple[int, list[Event]]:
+    """Send SESSION through a Client (no escalations: the tiny model always stops at
+    max_tokens); the provider calls it took and the events it emitted."""
+    counted, events = Calls(provider), list[Event]()
+    config = RecoveryConfig(max_token_escalations=0)
+    client = Client(
+        counted, config, estimator=estimator, hooks=[events.append], context_window=window
+    )
+    client.send(SESSION, max_tokens=16)
+    return counted.calls, events
+
+
+@pytest.mark.llama_server
+def test_calibrated_estimator_recovers_before_sending_instead_of_after_a_failed_call(
+    provider: OpenAICompatible, n_ctx: int
+) -> None:
+    exact = RemoteCounter(LlamaServerTokens(provider))
+    assert exact.count(SESSION) > n_ctx
+
+    plain_calls, plain_events = send_session(provider, None, n_ctx)
+    calibrated_calls, calibrated_events = send_session(
+        provider, calibrate_estimator(exact, SESSION), n_ctx
+    )
+
+    # The plain estimate sends the session, fails, then recovers: a wasted call.
+    assert isinstance(plain_events[0], OverflowDetected)
+    assert plain_calls == 2
+    # Calibrated on one exact count, pre-flight recovers first and the one call succeeds.
+    assert isinstance(calibrated_events[0], PreflightRecovery)
+    assert not any(isinstance(e, OverflowDetected) for e in calibrated_events)
+    assert calibrated_calls == 1
