@@ -88,9 +88,9 @@ class CountSource(Protocol):
 class RemoteCounter:
     """A `TokenCounter` over a `CountSource`: remembers counts and never raises.
 
-    The last `cache_size` conversations counted are remembered by `conversation_key`, so the
-    same view is never counted twice. A count that fails is logged and answered by `fallback`
-    (a fresh `TokenEstimator` by default).
+    The last `cache_size` conversations counted are remembered by `conversation_key`, so a
+    view counted again costs no round trip. A count that fails is logged and answered by
+    `fallback` (a fresh `TokenEstimator` by default); a failure is not remembered.
     """
 
     def __init__(
