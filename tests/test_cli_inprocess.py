@@ -60,8 +60,12 @@ def test_a_chat_is_answered_and_stored_in_full(tmp_path: Path) -> None:
         assert info is not None
         texts = [m.text for m in store.transcript(info.id)]
         requests = store.requests(info.id)
-    assert texts == ["hello there", "Answer to: hello there", "second question",
-                     "Answer to: second question"]  # fmt: skip
+    assert texts == [
+        "hello there",
+        "Answer to: hello there",
+        "second question",
+        "Answer to: second question",
+    ]
     assert [r.tag for r in requests] == ["chat", "chat"]
     assert f"chatcli --resume {info.id}" in screen  # Ctrl-D says how to come back
 
@@ -175,8 +179,9 @@ def test_export_writes_the_full_transcript(tmp_path: Path) -> None:
 
 def test_continue_reopens_and_history_shows_everything(tmp_path: Path) -> None:
     run(tmp_path, ["remember the word pelican"])
-    code, screen = run(tmp_path, ["/history", "and now?"], ("--continue", "--provider",
-                                                             TEST_PROVIDER))  # fmt: skip
+    code, screen = run(
+        tmp_path, ["/history", "and now?"], ("--continue", "--provider", TEST_PROVIDER)
+    )
     assert code == 0
     assert "2 messages so far" in screen
     assert "remember the word pelican" in screen.split("Answer to: and now?")[0]

@@ -33,9 +33,14 @@ def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.sp
         **env,
     }
     child = pexpect.spawn(
-        CHATCLI[0], [*CHATCLI[1:], *args], env=environ, cwd=str(ROOT), encoding="utf-8",
-        timeout=timeout, dimensions=(50, 120),
-    )  # fmt: skip
+        CHATCLI[0],
+        [*CHATCLI[1:], *args],
+        env=environ,
+        cwd=str(ROOT),
+        encoding="utf-8",
+        timeout=timeout,
+        dimensions=(50, 120),
+    )
     return child
 
 
@@ -97,8 +102,13 @@ def test_ctrl_c_cancels_the_answer_and_the_session_goes_on(tmp_path: Path) -> No
 
 
 def test_recovery_events_show_while_answering(tmp_path: Path) -> None:
-    child = spawn(tmp_path, "--provider", TEST_PROVIDER, CHATCLI_TEST_WINDOW="600",
-                  CHATCLI_AUTO_COMPACT_PCT="100")  # fmt: skip
+    child = spawn(
+        tmp_path,
+        "--provider",
+        TEST_PROVIDER,
+        CHATCLI_TEST_WINDOW="600",
+        CHATCLI_AUTO_COMPACT_PCT="100",
+    )
     screen = ""
     for i in range(6):
         child.expect_exact(PROMPT)

@@ -90,8 +90,15 @@ def test_setup_help_fits_one_screen_and_names_every_way_in() -> None:
     text = setup_help("/cfg/config.toml")
     assert len(text.splitlines()) <= 24
     assert max(len(line) for line in text.splitlines()) <= 100
-    for needed in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "--base-url",
-                   "llama-cpp", "/cfg/config.toml", "chatcli demo"):  # fmt: skip
+    for needed in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "--base-url",
+        "llama-cpp",
+        "/cfg/config.toml",
+        "chatcli demo",
+    ):
         assert needed in text
 
 

@@ -67,9 +67,12 @@ def test_bad_config_file_names_the_file(tmp_path: Path, config: str, message: st
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("CHATCLI_MAX_TOKENS", "lots"), ("CHATCLI_MAX_TOKENS", "-5"),
-     ("CHATCLI_SESSION_BUDGET_USD", "free")],
-)  # fmt: skip
+    [
+        ("CHATCLI_MAX_TOKENS", "lots"),
+        ("CHATCLI_MAX_TOKENS", "-5"),
+        ("CHATCLI_SESSION_BUDGET_USD", "free"),
+    ],
+)
 def test_bad_environment_value_names_the_variable(
     tmp_path: Path, variable: str, value: str
 ) -> None:

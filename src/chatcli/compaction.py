@@ -198,8 +198,18 @@ def compact(
     `provider`) writes the summary within `summarizer_window` (default: its declared window,
     else `window`). Raises `CompactionError` when no valid view was produced.
     """
-    plan = _plan(provider, summarizer, focus, config, estimator, window, output_reserve,
-                 summarizer_window, fallback, recovery_config)  # fmt: skip
+    plan = _plan(
+        provider,
+        summarizer,
+        focus,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        fallback,
+        recovery_config,
+    )
     return _drive(_compaction(tuple(messages), plan), summarizer or provider)
 
 
@@ -218,8 +228,18 @@ async def acompact(
     recovery_config: RecoveryConfig | None = None,
 ) -> CompactionResult:
     """The async twin of `compact`."""
-    plan = _plan(provider, summarizer, focus, config, estimator, window, output_reserve,
-                 summarizer_window, fallback, recovery_config)  # fmt: skip
+    plan = _plan(
+        provider,
+        summarizer,
+        focus,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        fallback,
+        recovery_config,
+    )
     return await _adrive(_compaction(tuple(messages), plan), summarizer or provider)
 
 
@@ -790,8 +810,18 @@ def auto_compact(
     Never raises CompactionError: a failure is a strike on the breaker and the input is sent
     as it is (or, when it exceeds the effective window, the deterministic levels shrink it).
     """
-    plan = _plan(provider, summarizer, None, config, estimator, window, output_reserve,
-                 summarizer_window, False, recovery_config)  # fmt: skip
+    plan = _plan(
+        provider,
+        summarizer,
+        None,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        False,
+        recovery_config,
+    )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
     return _drive(steps, summarizer or provider)
 
@@ -810,8 +840,18 @@ async def aauto_compact(
     recovery_config: RecoveryConfig | None = None,
 ) -> AutoCompaction:
     """The async twin of `auto_compact`."""
-    plan = _plan(provider, summarizer, None, config, estimator, window, output_reserve,
-                 summarizer_window, False, recovery_config)  # fmt: skip
+    plan = _plan(
+        provider,
+        summarizer,
+        None,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        False,
+        recovery_config,
+    )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
     return await _adrive(steps, summarizer or provider)
 

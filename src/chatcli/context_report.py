@@ -90,8 +90,9 @@ def build_context_report(
     to_transcript = _align(transcript, working)
     plain_of = _align(working, plain)
     sent = _align(working, view)
-    rows = _rows(transcript, working, plain, plain_of, view, sent, to_transcript, level,
-                 policy.estimator)  # fmt: skip
+    rows = _rows(
+        transcript, working, plain, plain_of, view, sent, to_transcript, level, policy.estimator
+    )
     return ContextReport(
         rows=rows,
         tokens=policy.estimator.count(view),

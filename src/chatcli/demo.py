@@ -114,12 +114,17 @@ def open_demo_session(store: SessionStore, model_path: Path, n_ctx: int) -> Chat
         "llama-cpp", model=str(model_path), n_ctx=max(n_ctx, SUMMARIZER_N_CTX), seed=1
     )
     session = ChatSession.open(
-        store, provider, provider_name="llama-cpp", model=str(model_path),
+        store,
+        provider,
+        provider_name="llama-cpp",
+        model=str(model_path),
         model_info=model_info("llama-cpp", str(model_path), provider),
-        max_tokens=DEMO_MAX_TOKENS, recovery=DEMO_RECOVERY,
-        compaction=CompactionConfig(keep_turns=1, summary_tokens=64), auto_compaction=False,
+        max_tokens=DEMO_MAX_TOKENS,
+        recovery=DEMO_RECOVERY,
+        compaction=CompactionConfig(keep_turns=1, summary_tokens=64),
+        auto_compaction=False,
         summarizer=summarizer,
-    )  # fmt: skip
+    )
     session.append((Message.system(_SYSTEM),))
     return session
 

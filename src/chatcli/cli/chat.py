@@ -48,14 +48,20 @@ class ChatContext:
 
     def new_provider(self, model: str) -> Provider:
         return create_provider(
-            self.provider_name, model=model, base_url=self.settings.base_url,
+            self.provider_name,
+            model=model,
+            base_url=self.settings.base_url,
             environ=self.environ,
-        )  # fmt: skip
+        )
 
 
 def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
-    flags = {"provider": args.provider, "model": args.model, "base_url": args.base_url,
-             "max_tokens": args.max_tokens}  # fmt: skip
+    flags = {
+        "provider": args.provider,
+        "model": args.model,
+        "base_url": args.base_url,
+        "max_tokens": args.max_tokens,
+    }
     settings = load_settings(flags, environ)
     prompt = _one_shot_text(args, ui)
     if prompt == "":
@@ -69,8 +75,9 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
             return 2
         name = settings.provider or detect_provider(environ)
         if name is None:
-            ui.console.print(setup_help(default_config_path(environ)), markup=False,
-                             highlight=False)  # fmt: skip
+            ui.console.print(
+                setup_help(default_config_path(environ)), markup=False, highlight=False
+            )
             return 2
         ctx = open_chat(ui, store, settings, name, environ, args.resume, args.continue_)
         if prompt is not None:
@@ -111,10 +118,12 @@ def open_chat(
     provider = create_provider(name, model=model, base_url=settings.base_url, environ=environ)
     model = model or str(getattr(provider, "model", None) or name)
     options = session_options(name, model, provider, settings, environ)
-    session = ChatSession.open(store, provider, provider_name=name, model=model,
-                               resume=resume, latest=latest, **options)  # fmt: skip
-    return ChatContext(ui=ui, store=store, session=session, settings=settings,
-                       provider_name=name, environ=environ)  # fmt: skip
+    session = ChatSession.open(
+        store, provider, provider_name=name, model=model, resume=resume, latest=latest, **options
+    )
+    return ChatContext(
+        ui=ui, store=store, session=session, settings=settings, provider_name=name, environ=environ
+    )
 
 
 def session_options(
@@ -138,8 +147,10 @@ def repl(ctx: ChatContext) -> int:
     ui, session = ctx.ui, ctx.session
     ui.start_prompt(ctx.settings.history_path)
     resumed = f", {len(session.transcript)} messages so far" if session.transcript else ""
-    ui.note(f"chatcli · {ctx.provider_name} · {session.model} · session {session.info.id}"
-            f"{resumed}. /help for commands, Ctrl-C cancels an answer, Ctrl-D quits.")  # fmt: skip
+    ui.note(
+        f"chatcli · {ctx.provider_name} · {session.model} · session {session.info.id}"
+        f"{resumed}. /help for commands, Ctrl-C cancels an answer, Ctrl-D quits."
+    )
     while True:
         try:
             line = ui.read_line("> ").strip()
@@ -152,8 +163,10 @@ def repl(ctx: ChatContext) -> int:
                 break
         elif line:
             answer(ctx, line)
-    ui.note(f"session {ctx.session.info.id} saved; reopen it with: chatcli --resume "
-            f"{ctx.session.info.id}")  # fmt: skip
+    ui.note(
+        f"session {ctx.session.info.id} saved; reopen it with: chatcli --resume "
+        f"{ctx.session.info.id}"
+    )
     return 0
 
 
@@ -165,8 +178,9 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
     view = StreamView(ui)
     try:
         with view:
-            turn = session.send(text, on_event=view.event, on_delta=view.delta,
-                                on_discard=view.discard)  # fmt: skip
+            turn = session.send(
+                text, on_event=view.event, on_delta=view.delta, on_discard=view.discard
+            )
     except KeyboardInterrupt:
         session.record_cancelled(view.text)
         ui.note("answer cancelled (Ctrl-C); what arrived is kept in the transcript", "yellow")
@@ -207,8 +221,9 @@ class StreamView:
         self._spinner = Spinner("dots", text="waiting for the model…", style="cyan")
         self._live: Live | None = None
         if ui.console.is_terminal:
-            self._live = Live(self._spinner, console=ui.console, transient=True,
-                              refresh_per_second=10)  # fmt: skip
+            self._live = Live(
+                self._spinner, console=ui.console, transient=True, refresh_per_second=10
+            )
 
     def __enter__(self) -> StreamView:
         if self._live is not None:

@@ -64,8 +64,12 @@ def _play(ui: Ui, session: ChatSession, step: Step) -> None:
     if step.user and not step.compact:
         ui.console.print(Text(f"user: {step.user[:_ANSWER_PREVIEW]}", style="bold blue"))
     for call, result in step.tools:
-        ui.console.print(Text(f"tool call {call.name}({call.arguments_json}) -> "
-                              f"{len(result):,} chars", style="yellow"))  # fmt: skip
+        ui.console.print(
+            Text(
+                f"tool call {call.name}({call.arguments_json}) -> {len(result):,} chars",
+                style="yellow",
+            )
+        )
     with ui.console.status("the model is answering…"):
         outcome = run_step(session, step, lambda event: ui.console.print(event_line(event)))
     _outcome(ui, outcome)
@@ -96,8 +100,10 @@ def _finish(ui: Ui, session: ChatSession, model: Path, n_ctx: int) -> None:
     ui.console.print(Rule("7. What the next request would send (/context)", align="left"))
     ui.console.print(context_view(session.context_report()))
     ui.console.print(Rule("8. Cost (/cost)", align="left"))
-    ui.note("A local model costs nothing per token; the tokens are the engine's own counts. "
-            "Recovery is the cost of failed and continuation calls.")  # fmt: skip
+    ui.note(
+        "A local model costs nothing per token; the tokens are the engine's own counts. "
+        "Recovery is the cost of failed and continuation calls."
+    )
     ui.console.print(cost_table(session.cost_summary()))
     ui.console.print(Rule("Everything is saved", align="left"))
     count = len(session.transcript)

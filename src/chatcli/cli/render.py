@@ -38,8 +38,12 @@ _STATUS_STYLE = {
     Status.ONLY_IN_TRANSCRIPT: "dim",
     Status.ADDED: "cyan",
 }
-_ROLE_STYLE = {Role.SYSTEM: "magenta", Role.USER: "bold blue", Role.ASSISTANT: "green",
-               Role.TOOL: "yellow"}  # fmt: skip
+_ROLE_STYLE = {
+    Role.SYSTEM: "magenta",
+    Role.USER: "bold blue",
+    Role.ASSISTANT: "green",
+    Role.TOOL: "yellow",
+}
 
 
 def money(value: float | None) -> str:
@@ -66,34 +70,59 @@ def turn_footer(turn: Turn) -> Text:
     text = Text(" · ".join(parts), style="dim")
     if turn.reply.truncated:
         text = Text.assemble(
-            ("partial answer: the output limit was reached and not raised further "
-             "(try /max-tokens N)\n", "bold yellow"),
+            (
+                "partial answer: the output limit was reached and not raised further "
+                "(try /max-tokens N)\n",
+                "bold yellow",
+            ),
             text,
-        )  # fmt: skip
+        )
     return text
 
 
 def _usage_cells(usage: Usage) -> list[str]:
-    return [f"{usage.input_tokens:,}", f"{usage.output_tokens:,}",
-            f"{usage.cache_read_tokens:,}", f"{usage.cache_write_tokens:,}"]  # fmt: skip
+    return [
+        f"{usage.input_tokens:,}",
+        f"{usage.output_tokens:,}",
+        f"{usage.cache_read_tokens:,}",
+        f"{usage.cache_write_tokens:,}",
+    ]
+
+
+_USAGE_COLUMNS = ("in", "out", "cache read", "cache write", "cost", "recovery")
 
 
 def cost_table(summary: CostSummary) -> RenderableType:
     """Per request, per model and for the session, recovery apart."""
-    requests = Table(title="Requests", title_justify="left")
-    for column in ("#", "kind", "model", "in", "out", "cache read", "cache write", "cost",
-                   "recovery"):  # fmt: skip
-        requests.add_column(column, justify="right" if column not in ("kind", "model") else "left")
+    return Group(_requests_table(summary), _models_table(summary), _session_line(summary))
+
+
+def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in text_columns:
+        table.add_column(column, justify="left")
+    for column in number_columns:
+        table.add_column(column, justify="right")
+    return table
+
+
+def _requests_table(summary: CostSummary) -> Table:
+    table = _table("Requests", ("#", "kind", "model"), _USAGE_COLUMNS)
     for number, r in enumerate(summary.requests, 1):
-        requests.add_row(str(number), r.tag, r.model or "?", *_usage_cells(r.usage),
-                         money(r.cost_usd), money(r.recovery_cost_usd))  # fmt: skip
-    models = Table(title="Per model", title_justify="left")
-    for column in ("model", "requests", "in", "out", "cache read", "cache write", "cost",
-                   "recovery"):  # fmt: skip
-        models.add_column(column, justify="left" if column == "model" else "right")
+        cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
+        table.add_row(str(number), r.tag, r.model or "?", *cells)
+    return table
+
+
+def _models_table(summary: CostSummary) -> Table:
+    table = _table("Per model", ("model",), ("requests", *_USAGE_COLUMNS))
     for model, tally in summary.by_model().items():
-        models.add_row(model, str(tally.requests), *_usage_cells(tally.usage), money(tally.cost),
-                       money(tally.recovery_cost))  # fmt: skip
+        cells = (*_usage_cells(tally.usage), money(tally.cost), money(tally.recovery_cost))
+        table.add_row(model, str(tally.requests), *cells)
+    return table
+
+
+def _session_line(summary: CostSummary) -> Text:
     total = summary.total
     line = Text(
         f"Session: {total.requests} requests, {total.usage.prompt_tokens:,} in, "
@@ -103,7 +132,7 @@ def cost_table(summary: CostSummary) -> RenderableType:
     )
     if total.cost is None:
         line.append(f"\n(at least ${summary.known_cost:.4f}; some prices are unknown)", "dim")
-    return Group(requests, models, line)
+    return line
 
 
 def fill_bar(fraction: float | None, width: int = BAR_WIDTH) -> Text:
@@ -125,8 +154,13 @@ def context_view(report: ContextReport) -> RenderableType:
     )
     notes = [Text(f"next request: {note}", style="yellow") for note in report.notes]
     table = Table(show_edge=False)
-    for column, justify in (("#", "right"), ("role", "left"), ("tokens", "right"),
-                            ("status", "left"), ("message", "left")):  # fmt: skip
+    for column, justify in (
+        ("#", "right"),
+        ("role", "left"),
+        ("tokens", "right"),
+        ("status", "left"),
+        ("message", "left"),
+    ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in report.rows:
         status = Text(row.status, style=_STATUS_STYLE.get(row.status, ""))
@@ -157,6 +191,12 @@ def sessions_table(sessions: Sequence[SessionInfo], current: str | None = None) 
         table.add_column(column)
     for info in sessions:
         mark = "*" if info.id == current else ""
-        table.add_row(info.id + mark, info.created_at[:19].replace("T", " "), info.provider or "",
-                      info.model or "", str(info.message_count), info.title or "")  # fmt: skip
+        table.add_row(
+            info.id + mark,
+            info.created_at[:19].replace("T", " "),
+            info.provider or "",
+            info.model or "",
+            str(info.message_count),
+            info.title or "",
+        )
     return table

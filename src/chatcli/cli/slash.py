@@ -94,8 +94,9 @@ def _history(ctx: ChatContext, arg: str) -> None:
 def _clear(ctx: ChatContext, arg: str) -> None:
     _no_argument(arg)
     ctx.session.clear()
-    ctx.ui.note("working view cleared: the next request starts fresh (/history still shows "
-                "everything)")  # fmt: skip
+    ctx.ui.note(
+        "working view cleared: the next request starts fresh (/history still shows everything)"
+    )
 
 
 def _compact(ctx: ChatContext, arg: str) -> None:
@@ -117,10 +118,17 @@ def _resume(ctx: ChatContext, arg: str) -> None:
     if not arg or " " in arg:
         raise UsageError("give one session id (see /sessions)")
     current = ctx.session
-    options = session_options(ctx.provider_name, current.model, current.provider, ctx.settings,
-                              ctx.environ)  # fmt: skip
-    ctx.session = ChatSession.open(ctx.store, current.provider, provider_name=ctx.provider_name,
-                                   model=current.model, resume=arg, **options)  # fmt: skip
+    options = session_options(
+        ctx.provider_name, current.model, current.provider, ctx.settings, ctx.environ
+    )
+    ctx.session = ChatSession.open(
+        ctx.store,
+        current.provider,
+        provider_name=ctx.provider_name,
+        model=current.model,
+        resume=arg,
+        **options,
+    )
     ctx.ui.note(f"resumed session {ctx.session.info.id} ({len(ctx.session.transcript)} messages)")
 
 
@@ -161,23 +169,29 @@ SLASH_COMMANDS: dict[str, SlashCommand] = {
     c.name: c
     for c in (
         SlashCommand(name="help", args="", help="this list", run=_help),
-        SlashCommand(name="compact", args="[focus]",
-                     help="summarise older history (optionally focused) to free the window",
-                     run=_compact),
-        SlashCommand(name="cost", args="", help="tokens and cost per request, model, session",
-                     run=_cost),
-        SlashCommand(name="context", args="", help="how full the window is, message by message",
-                     run=_context),
-        SlashCommand(name="clear", args="", help="start a fresh context (the transcript stays)",
-                     run=_clear),
+        SlashCommand(
+            name="compact",
+            args="[focus]",
+            help="summarise older history (optionally focused) to free the window",
+            run=_compact,
+        ),
+        SlashCommand(
+            name="cost", args="", help="tokens and cost per request, model, session", run=_cost
+        ),
+        SlashCommand(
+            name="context", args="", help="how full the window is, message by message", run=_context
+        ),
+        SlashCommand(
+            name="clear", args="", help="start a fresh context (the transcript stays)", run=_clear
+        ),
         SlashCommand(name="history", args="", help="the full transcript", run=_history),
         SlashCommand(name="sessions", args="", help="saved sessions", run=_sessions),
         SlashCommand(name="resume", args="ID", help="switch to a saved session", run=_resume),
         SlashCommand(name="model", args="NAME", help="switch model (same provider)", run=_model),
-        SlashCommand(name="max-tokens", args="N", help="output limit per answer",
-                     run=_max_tokens),
-        SlashCommand(name="export", args="[md|json] PATH", help="write the full transcript",
-                     run=_export),
+        SlashCommand(name="max-tokens", args="N", help="output limit per answer", run=_max_tokens),
+        SlashCommand(
+            name="export", args="[md|json] PATH", help="write the full transcript", run=_export
+        ),
         SlashCommand(name="quit", args="", help="leave (Ctrl-D too)", run=_quit),
     )
-}  # fmt: skip
+}
