@@ -60,7 +60,14 @@ from chatcli.providers.base import (
     TextDelta,
     ToolSpec,
 )
+from chatcli.providers.counting import (
+    LlamaServerTokens,
+    RemoteCounter,
+    calibrate_estimator,
+    counter_for,
+)
 from chatcli.providers.gemini import Gemini
+from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
@@ -89,6 +96,8 @@ __all__ = [
     "Hook",
     "LevelApplied",
     "LevelSkipped",
+    "LlamaCpp",
+    "LlamaServerTokens",
     "MaxTokensFitted",
     "Message",
     "MicrocompactConfig",
@@ -101,6 +110,7 @@ __all__ = [
     "ProviderError",
     "RecoveryConfig",
     "RecoveryFailed",
+    "RemoteCounter",
     "Reply",
     "Request",
     "Response",
@@ -124,8 +134,10 @@ __all__ = [
     "acompact",
     "apply_recovery_level",
     "auto_compact",
+    "calibrate_estimator",
     "classify_error",
     "compact",
+    "counter_for",
     "enforce_tool_result_budget",
     "is_context_window_stop",
     "microcompact",
