@@ -198,7 +198,7 @@ def test_an_overflow_answered_with_an_empty_stream_is_detected_and_recovered(
     assert not fits(views[0])  # the server really could not take it
     recovery = [e for e in reply.events if not isinstance(e, Retried)]
     assert kinds(recovery) == [OverflowDetected, LevelSkipped, LevelApplied]
-    assert recovery[0].info is failure.info  # type: ignore[attr-defined]
+    assert isinstance(recovery[0], OverflowDetected) and recovery[0].info is failure.info
     assert reply.calls == len(provider.requests) == 2 + len(retries)
     assert provider.requests[-1].messages == views[2] == reply.view
     assert fits(views[2]) and Message.user(LATEST) in reply.view
