@@ -17,9 +17,16 @@ that view fills (provider's count), whether the latest user request survived (it
 view and the model answered it), and the time of chatcli's own work (the send minus the
 time inside the provider; best of 3 identical runs).
 
-Part 2 — the transforms alone (budget, pairing, levels 1-3 chained as the policy applies
-them) on agent histories of 1k, 10k and 100k messages: milliseconds, and microseconds per
-message, which stays flat when the growth is linear.
+Microcompaction is off in these three columns (`microcompact=None`): they compare ways of
+recovering from an overflow, so each must be sent the prompt as sized, the same for all.
+`Client`'s default microcompaction would shrink the agent sessions' old tool results before
+the first send, and most of them would not overflow at all; the table after it shows that,
+with the default client as it is (window declared, microcompaction on), for the agent
+sessions (the chat sessions have no tool results: nothing changes for them).
+
+Part 2 — the transforms alone (microcompaction, budget, pairing, levels 1-3 chained as the
+policy applies them) on agent histories of 1k, 10k and 100k messages: milliseconds, and
+microseconds per message, which stays flat when the growth is linear.
 
 Times are CPU time of this process (`time.process_time`), not wall-clock time: the machine
 is shared, and wall time would measure the neighbours; everything here is single-threaded
@@ -43,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes import WindowedProvider
 
-from chatcli.config import RecoveryConfig
+from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ContextRecoveryError
 from chatcli.events import LevelApplied
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, ToolCall
@@ -143,10 +151,23 @@ class Outcome:
         return f"{self.calls} · L{self.level} · {self.fill:.0%} · {kept} · {ms}"
 
 
-def recover(messages: list[Message], window: int, *, predictive: bool, declared: bool) -> Outcome:
+def recover(
+    messages: list[Message],
+    window: int,
+    *,
+    predictive: bool,
+    declared: bool,
+    microcompaction: MicrocompactConfig | None = None,
+) -> Outcome:
     """The outcome of one send; its time is the best of `RECOVERY_REPEATS` identical runs."""
     runs = [
-        recover_once(messages, window, predictive=predictive, declared=declared)
+        recover_once(
+            messages,
+            window,
+            predictive=predictive,
+            declared=declared,
+            microcompaction=microcompaction,
+        )
         for _ in range(RECOVERY_REPEATS)
     ]
     if len({(run.calls, run.level, run.fill, run.survived) for run in runs}) != 1:
@@ -155,10 +176,15 @@ def recover(messages: list[Message], window: int, *, predictive: bool, declared:
 
 
 def recover_once(
-    messages: list[Message], window: int, *, predictive: bool, declared: bool
+    messages: list[Message],
+    window: int,
+    *,
+    predictive: bool,
+    declared: bool,
+    microcompaction: MicrocompactConfig | None = None,
 ) -> Outcome:
     provider = TimedProvider(window=window, declares_limits=declared)
-    client = Client(provider, predictive=predictive)
+    client = Client(provider, predictive=predictive, microcompact=microcompaction)
     start = time.process_time()
     try:
         reply = client.send(messages)
@@ -194,6 +220,33 @@ def recovery_table() -> list[str]:
                 ]
                 sent = f"{prompt:,} ({prompt / window:.2f}×, {len(messages)} msgs)"
                 lines.append(f"| {window // 1000}k | {kind} | {sent} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def microcompaction_table() -> list[str]:
+    """The agent sessions of part 1 sent by the default client: microcompaction on."""
+    lines = [
+        "| window | transcript (provider count) | after microcompaction | default, window "
+        "declared, microcompaction on |",
+        "|---:|---:|---:|---|",
+    ]
+    probe = WindowedProvider(window=1)
+    config = MicrocompactConfig()
+    for window in WINDOWS:
+        for overflow in OVERFLOWS:
+            messages = session("agent", round(window * (1 + overflow)), probe)
+            prompt = probe.count(messages)
+            shrunk = probe.count(microcompact(messages, config).messages)
+            outcome = recover(
+                messages, window, predictive=True, declared=True, microcompaction=config
+            )
+            row = [
+                f"{window // 1000}k",
+                f"{prompt:,} ({prompt / window:.2f}×)",
+                f"{shrunk:,} ({shrunk / window:.2f}×)",
+                outcome.cell(),
+            ]
+            lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
@@ -236,9 +289,10 @@ def timed(run: Callable[[], object], repeats: int) -> float:
 
 
 def transform_times(messages: list[Message], repeats: int) -> dict[str, float]:
-    config = RecoveryConfig()
+    config, microcompaction = RecoveryConfig(), MicrocompactConfig()
+    shrunk = microcompact(messages, microcompaction).messages
     budget = enforce_tool_result_budget(
-        messages,
+        shrunk,
         per_result_chars=config.tool_result_max_chars,
         per_turn_chars=config.tool_result_budget_chars,
     ).messages
@@ -246,8 +300,9 @@ def transform_times(messages: list[Message], repeats: int) -> dict[str, float]:
     level1 = apply_recovery_level(base, 1, config).messages
     level2 = apply_recovery_level(level1, 2, config).messages
     steps: dict[str, Callable[[], object]] = {
+        "microcompact": lambda: microcompact(messages, microcompaction),
         "budget": lambda: enforce_tool_result_budget(
-            messages,
+            shrunk,
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
         ),
@@ -260,7 +315,7 @@ def transform_times(messages: list[Message], repeats: int) -> dict[str, float]:
 
 
 def transform_table() -> list[str]:
-    names = ("budget", "pairing", "level 1", "level 2", "level 3")
+    names = ("microcompact", "budget", "pairing", "level 1", "level 2", "level 3")
     lines = [
         "| messages | chars | " + " | ".join(names) + " | total | per message |",
         "|---:|---:|" + "---:|" * (len(names) + 2),
@@ -283,6 +338,8 @@ def main() -> int:
         "latest request kept · chatcli's own CPU time\n"
     )
     print("\n".join(recovery_table()))
+    print("\n## The agent sessions with the default microcompaction\n")
+    print("\n".join(microcompaction_table()))
     print("\n## Transform CPU time (best of runs) on agent histories\n")
     print("\n".join(transform_table()))
     print(

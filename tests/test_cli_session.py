@@ -16,7 +16,8 @@ from chatcli.context_report import Status
 from chatcli.cost import CallKind
 from chatcli.errors import ProviderError
 from chatcli.export import export_transcript
-from chatcli.messages import Message, StopReason, ToolCall, Usage
+from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.serialize import message_from_dict
 from chatcli.session import ChatSession, check_budget
 from chatcli.store import SessionStore
@@ -116,6 +117,33 @@ def test_context_report_statuses(store: SessionStore) -> None:
     rows = session.context_report().rows
     assert rows[-1].status == Status.CUT and rows[-1].detail == "tool-result budget"
     assert report.window == 100_000 and 0 < (report.fraction or 0) < 0.01
+
+
+def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
+    store: SessionStore,
+) -> None:
+    # Five rounds of 6,000-char results: 9, 7 and 5 assistant turns old (stubs), 3 (cut to
+    # head and tail), 1 (whole). /context reports each; the request sends the same; the
+    # transcript keeps every result whole.
+    provider = ScriptedProvider(script=[response("done")])
+    session = open_session(store, provider)
+    output = "x = 1\n" * 1000
+    for i in range(5):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"f{i}.py"})
+        round_ = (Message.user(f"read f{i}.py"), Message.assistant(tool_calls=(call,)))
+        session.append((*round_, Message.tool(f"c{i}", output), Message.assistant("read")))
+    tool_rows = [r for r in session.context_report().rows if r.role is Role.TOOL]
+    assert [(r.status, r.detail) for r in tool_rows] == [
+        *[(Status.CLEARED, "old tool result, stubbed by microcompaction")] * 3,
+        (Status.CUT, "microcompaction"),
+        (Status.VERBATIM, ""),
+    ]
+    session.send("next")
+    sent = [m.text for m in provider.requests[0].messages if m.role is Role.TOOL]
+    assert all(text.startswith(STUB_PREFIX) for text in sent[:3])
+    assert "chars cut by microcompaction" in sent[3] and sent[4] == output
+    results = [m.text for m in store.transcript(session.info.id) if m.role is Role.TOOL]
+    assert results == [output] * 5
 
 
 def test_context_report_shows_what_a_level_drops(store: SessionStore) -> None:

@@ -15,7 +15,7 @@ import anthropic
 import openai
 import pytest
 
-from chatcli.config import RecoveryConfig
+from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.errors import ContextRecoveryError, ErrorKind, ProviderError
 from chatcli.events import (
@@ -31,6 +31,7 @@ from chatcli.events import (
     Retried,
     ToolCallsDropped,
 )
+from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.recovery import Client, Reply
 from chatcli.tokens import TokenEstimator
@@ -105,14 +106,63 @@ def test_limits_default_to_what_the_provider_declares() -> None:
     assert Client(ScriptedProvider(script=[])).policy.context_window is None
 
 
+# --- microcompaction -----------------------------------------------------------------------
+
+
+def sent_tool_results(provider: ScriptedProvider) -> list[str]:
+    return [m.text for m in provider.requests[0].messages if m.tool_result is not None]
+
+
+async def test_old_large_tool_results_are_microcompacted_by_default(mode: Mode) -> None:
+    # Six rounds of 5,000-char results; result i is followed by 11 - 2i assistant turns.
+    provider = ScriptedProvider(script=[response("ok")])
+    messages = agent_turns(6, 5_000)
+    snapshot = list(messages)
+    reply = await send(client_for(provider), mode, messages)
+    assert messages == snapshot
+    original = [m.text for m in messages if m.tool_result is not None]
+    sent = sent_tool_results(provider)
+    for i, text in enumerate(sent[:4]):  # 11, 9, 7, 5 turns old: a one-line stub
+        assert text.startswith(STUB_PREFIX) and "\n" not in text
+        lines = original[i].count("\n") + 1
+        assert f"call call_{i}: source code, {lines} lines, 5,000 chars" in text
+    # 3 turns old: cut to its first 2,000 and last 500 chars; 1 turn old: whole.
+    assert sent[4].startswith(original[4][:2_000]) and sent[4].endswith(original[4][-500:])
+    assert "[... 2,500 chars cut by microcompaction" in sent[4]
+    assert sent[5] == original[5]
+    assert reply.view == provider.requests[0].messages
+
+
+async def test_microcompaction_none_sends_old_results_whole(mode: Mode) -> None:
+    provider = ScriptedProvider(script=[response("ok")])
+    messages = agent_turns(6, 5_000)
+    reply = await send(client_for(provider, microcompact=None), mode, messages)
+    assert provider.requests[0].messages == tuple(messages) == reply.view
+
+
+async def test_microcompaction_settings_are_used(mode: Mode) -> None:
+    environ = {
+        "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS": "1",
+        "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS": "3",
+        "CHATCLI_MICROCOMPACT_TAIL_CHARS": "0",
+    }
+    provider = ScriptedProvider(script=[response("ok")])
+    client = client_for(provider, microcompact=MicrocompactConfig.from_env(environ))
+    await send(client, mode, agent_turns(6, 5_000))
+    sent = sent_tool_results(provider)
+    assert all(text.startswith(STUB_PREFIX) for text in sent[:5])  # 3+ turns old
+    assert sent[5].endswith("call_5) ...]\n")  # 1 turn old: its head only, no tail
+
+
 # --- overflow -----------------------------------------------------------------------------
 
 
 async def test_overflow_with_numbers_is_calibrated_and_skips_a_level(mode: Mode) -> None:
     # vLLM states prompt and limit; the window is not declared, so the first call is made.
+    # Microcompaction off: the transcript is sent as it is, and overflows as sized.
     provider = WindowedProvider(window=8000, declares_limits=False)
     messages = agent_turns(10, 3000)
-    reply = await send(client_for(provider), mode, messages)
+    reply = await send(client_for(provider, microcompact=None), mode, messages)
     assert reply.calls == 2 == len(provider.requests)
     assert kinds(reply.events) == [OverflowDetected, LevelSkipped, LevelApplied]
     detected = reply.events[0]
@@ -126,12 +176,14 @@ async def test_overflow_with_numbers_is_calibrated_and_skips_a_level(mode: Mode)
 
 async def test_anthropic_overflow_states_input_plus_max_tokens(mode: Mode) -> None:
     # pe-004 verbatim: "input length and `max_tokens` exceed context limit: 199759 + 8192 >
-    # 200000". The conversation is sized so the provider really counts 199,759 tokens.
+    # 200000". The conversation is sized so the provider really counts 199,759 tokens (as
+    # sent: microcompaction off).
     overflow = Overflow(record="pe-004", envelope=None, sdk="anthropic", counts_output=True)
     provider = WindowedProvider(window=200_000, overflow=overflow)
     messages = agent_turns(40, 16_000)
     messages.append(Message.user(pad_to(provider, messages, 199_759)))
-    reply = await send(client_for(provider), mode, messages, max_tokens=8192)
+    client = client_for(provider, microcompact=None)
+    reply = await send(client, mode, messages, max_tokens=8192)
     assert reply.calls == 2
     assert kinds(reply.events) == [OverflowDetected, LevelApplied]  # 241 tokens: too little
     assert reply.events[0] == OverflowDetected(
@@ -350,7 +402,8 @@ async def test_the_callers_messages_are_never_changed(mode: Mode) -> None:
 async def test_custom_config_and_estimator_are_used(mode: Mode) -> None:
     provider = WindowedProvider(window=8000, declares_limits=False)
     config = RecoveryConfig(max_recovery_attempts=1)
-    client = client_for(provider, config=config, estimator=TokenEstimator(chars_per_token=3.3))
+    estimator = TokenEstimator(chars_per_token=3.3)
+    client = client_for(provider, config=config, estimator=estimator, microcompact=None)
     with pytest.raises(ContextRecoveryError) as raised:
         await send(client, mode, agent_turns(40, 3000))
     assert len(raised.value.attempts) == 1

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.config import RecoveryConfig
+from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.continuation import CONTINUATION_MESSAGE, continuation_request_messages
 from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
 from chatcli.events import (
@@ -31,6 +31,7 @@ from chatcli.events import (
     ToolCallsDropped,
 )
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, StopReason, ToolCall, Usage
@@ -66,9 +67,10 @@ def session(turns: int = 12) -> tuple[Message, ...]:
 
 
 def level_views(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
-    """The views the SPEC defines: base (budget + pairing), then levels 1-3 in a chain."""
+    """The views the policy builds by default: base (microcompaction + budget + pairing), then
+    levels 1-3 in a chain."""
     budgeted = enforce_tool_result_budget(
-        messages,
+        microcompact(messages, MicrocompactConfig()).messages,
         per_result_chars=CONFIG.tool_result_max_chars,
         per_turn_chars=CONFIG.tool_result_budget_chars,
     )
@@ -117,12 +119,13 @@ def kinds(events: Sequence[Event]) -> list[type[Event]]:
 # --- the working view -------------------------------------------------------------------
 
 
-def test_first_request_is_the_budgeted_repaired_transcript_and_success_finishes() -> None:
+def test_first_request_is_the_shaped_transcript_and_success_finishes() -> None:
     messages = session()
     walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
     request = walk.sent().request
     assert request.messages == level_views(messages)[0]
-    assert request.messages != messages  # the 21,000-char results were cut to 20,000
+    # The old 21,000-char results were microcompacted, the latest cut to 20,000 by the budget.
+    assert len(request.messages[-2].text) < 20_000 < len(messages[-2].text)
     assert request.max_tokens == 1000
     reply = walk.finish(response("done", usage=Usage(100, 5)))
     assert (reply.message.text, reply.calls, reply.events, reply.truncated) == (
@@ -134,6 +137,34 @@ def test_first_request_is_the_budgeted_repaired_transcript_and_success_finishes(
     assert reply.view == request.messages
     assert reply.usage == Usage(100, 5)
     assert reply.stop_reason is StopReason.END_TURN
+
+
+def test_microcompaction_comes_before_the_budget_and_sees_the_original() -> None:
+    # A 37,499-char log (over the 20,000-char budget), then four assistant turns: the stub
+    # states its exact lines and size. Had the budget cut it first, microcompaction would see
+    # 20,000 chars: the size comes back from the cut marker, the lines do not ("N+ lines").
+    call = ToolCall(id="log", name="run", arguments={"cmd": "make test"})
+    output = "".join(f"12:00:{i % 60:02d} INFO step {i:05d}\n" for i in range(1_500))[:-1]
+    messages = [Message.user("run the tests"), Message.assistant(tool_calls=(call,))]
+    messages += [Message.tool("log", output), Message.assistant("Read it.")]
+    for i in range(3):
+        messages += [Message.user(f"and then {i}?"), Message.assistant(f"done {i}")]
+    stub = Walk(RecoveryPolicy(), messages).sent().request.messages[2].text
+    assert "run, call log: log, 1,500 lines, 37,499 chars" in stub
+    budget_first = enforce_tool_result_budget(
+        messages,
+        per_result_chars=CONFIG.tool_result_max_chars,
+        per_turn_chars=CONFIG.tool_result_budget_chars,
+    )
+    after_budget = microcompact(budget_first.messages).messages[2].text
+    assert ", 1,500 lines," not in after_budget and "+ lines, 37,499 chars" in after_budget
+
+
+def test_microcompaction_can_be_turned_off() -> None:
+    messages = session()
+    walk = Walk(RecoveryPolicy(microcompact=None), messages)
+    assert walk.sent().request.messages[2] == messages[2]  # 11 turns old, 21,000 chars
+    assert RecoveryPolicy(microcompact=None).apply_microcompaction(messages) == messages
 
 
 def test_the_callers_list_is_not_changed() -> None:

@@ -8,7 +8,8 @@ and the async driver of `Client`, and tests can walk it step by step.
 
 One `send()`, in order (SPEC sections 1-3):
 
-1. The working view: transcript -> tool-result budget (configured limits) -> pairing repair.
+1. The working view: transcript -> microcompaction -> tool-result budget (configured limits)
+   -> pairing repair (see "The working view, in this order" below).
 2. Pre-flight (predictive mode): max_tokens above the model's known cap is lowered to it; a
    view whose estimate plus the output reserve clearly exceeds the known window (by more than
    `PREFLIGHT_MARGIN`) gets max_tokens fitted to the room left (as in 4) or, when that room
@@ -33,6 +34,19 @@ One `send()`, in order (SPEC sections 1-3):
 
 Decisions where the SPEC leaves room:
 
+- **The working view, in this order.** Every request's view is built from the caller's
+  transcript by microcompaction (`RecoveryPolicy.microcompact`; None turns it off), then the
+  tool-result budget, then pairing repair. Microcompaction goes first because it decides by
+  a result's age and its ORIGINAL size, and describes the original in its stub (kind, lines,
+  chars): given the transcript it sees both as they are. After the budget it would see
+  results already cut; it can add the cut chars back from the marker (so the decision would
+  be the same) but not the lines or the text that was cut, and the budget would have spent
+  work cutting results about to become stubs. The budget then bounds what microcompaction
+  left (old results are already small, so only recent large ones are cut). Pairing repair
+  is last: the two before it only rewrite tool-result contents (no message added, dropped or
+  moved, so they cannot unpair anything, and ages, counted in assistant messages, are the
+  same either way), and repairing last guarantees the view that is sent is paired.
+  Microcompaction is deterministic, so the provider's prompt cache survives it.
 - **Levels are cumulative**: level n is applied to level n-1's view, not to the transcript.
   The levels are meant to be progressively more aggressive; applied in a chain, each view is
   never larger than the one before (level 2's tail keeps level 1's clipped tool results
@@ -102,7 +116,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from chatcli.compaction import CompactionResult, acompact, compact
-from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.continuation import (
     continuation_request_messages,
     drop_incomplete_tool_calls,
@@ -135,6 +149,7 @@ from chatcli.events import (
     logger,
 )
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.truncate import LEVEL_NAMES, apply_recovery_level
@@ -177,6 +192,9 @@ MIN_OUTPUT_ROOM = 1024
 # pre-emptively from a near miss would drop history that fits. Only a clear excess counts.
 PREFLIGHT_MARGIN = 0.10
 _RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
+# Microcompaction is on by default, with `MicrocompactConfig`'s defaults (a frozen value, so
+# one shared instance is safe as a default argument).
+_MICROCOMPACT_DEFAULTS = MicrocompactConfig()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,6 +265,8 @@ class RecoveryPolicy:
     `context_window` / `max_output_tokens`: the model's limits, None when unknown.
     `predictive=False` is the SPEC's plain ladder: no pre-flight, no calibration, no skips,
     every level sent in turn (the benchmark compares the two).
+    `microcompact`: how old tool results are shrunk in every request's view (the first stage
+    of the working view, see the module docstring); None turns microcompaction off.
     """
 
     config: RecoveryConfig = field(default_factory=RecoveryConfig)
@@ -255,6 +275,7 @@ class RecoveryPolicy:
     max_output_tokens: int | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
     predictive: bool = True
+    microcompact: MicrocompactConfig | None = _MICROCOMPACT_DEFAULTS
 
     def __post_init__(self) -> None:
         for name in ("context_window", "max_output_tokens"):
@@ -277,13 +298,22 @@ class RecoveryPolicy:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         return _Run(self, tuple(messages), max_tokens, tuple(tools), emit).steps()
 
+    def apply_microcompaction(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """The first stage of every request's view: `messages` with old tool results shrunk
+        (`chatcli.history.microcompact`), as they are when `microcompact` is None. Idempotent,
+        so a flow given its output sends the view a flow given `messages` sends."""
+        if self.microcompact is None:
+            return tuple(messages)
+        return microcompact(messages, self.microcompact).messages
+
 
 class _Views:
     """The working view at each level, computed lazily once per send (see "cumulative")."""
 
-    def __init__(self, transcript: tuple[Message, ...], config: RecoveryConfig) -> None:
+    def __init__(self, transcript: tuple[Message, ...], policy: RecoveryPolicy) -> None:
+        config = policy.config
         budgeted = enforce_tool_result_budget(
-            transcript,
+            policy.apply_microcompaction(transcript),
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
         )
@@ -310,7 +340,7 @@ class _Run:
     ) -> None:
         self.policy, self.config = policy, policy.config
         self.transcript, self.tools, self._emit = transcript, tools, emit
-        self.views = _Views(transcript, policy.config)
+        self.views = _Views(transcript, policy)
         self.max_level = min(len(LEVEL_NAMES), policy.config.max_recovery_attempts)
         self.level = 0
         self.max_tokens = max_tokens
@@ -680,6 +710,10 @@ class Client:
     `hooks` receive every event as it happens (events are also logged under "chatcli").
     `sleep` / `asleep` wait before retries (injected so tests need not wait).
     `context_window` / `max_output_tokens` default to the provider's attributes of those names.
+    `microcompact`: microcompaction of old tool results in every request's view, with
+    `MicrocompactConfig`'s defaults unless given (`MicrocompactConfig.from_env()` reads its
+    settings from the environment); None turns it off. The caller's messages keep them whole
+    either way.
     """
 
     def __init__(
@@ -695,6 +729,7 @@ class Client:
         max_output_tokens: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         predictive: bool = True,
+        microcompact: MicrocompactConfig | None = _MICROCOMPACT_DEFAULTS,
     ) -> None:
         self.provider = provider
         self.policy = RecoveryPolicy(
@@ -704,6 +739,7 @@ class Client:
             max_output_tokens=_declared(provider, "max_output_tokens", max_output_tokens),
             max_retries=max_retries,
             predictive=predictive,
+            microcompact=microcompact,
         )
         self.hooks = tuple(hooks)
         self._sleep, self._asleep = sleep, asleep

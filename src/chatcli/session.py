@@ -4,10 +4,10 @@ does no terminal I/O (callbacks receive events and streamed text).
 
 The transcript is append-only and complete: the user's message is stored before the call, the
 answer right after it. The working view sent to the model is `base + transcript[upto:]`,
-where `base` is the view a compaction (or /clear) left, then microcompaction shapes it and
-`Client` applies the tool-result budget and the recovery levels. Compactions and clears are
-stored as events holding the view they made, so a resumed session rebuilds the same working
-view from the transcript and the events.
+where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
+microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
+and clears are stored as events holding the view they made, so a resumed session rebuilds
+the same working view from the transcript and the events.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from chatcli.context_report import ContextReport, build_context_report
 from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.cost import CallKind, CostLedger, usage_cost
 from chatcli.events import Event
-from chatcli.history.microcompact import microcompact
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, Response, TextDelta, ToolSpec
 from chatcli.recovery import Client, RecoveryPolicy, Reply
@@ -326,10 +325,27 @@ class ChatSession:
     # -- the working view ----------------------------------------------------------------
 
     def working_messages(self) -> tuple[Message, ...]:
-        """What the next request starts from, before the budget and recovery shape it."""
+        """What the next request starts from, before `Client` shapes it (microcompaction,
+        budget, recovery)."""
         base = self.base if self.base is not None else ()
-        messages = base + self.transcript[self.upto :]
-        return microcompact(messages, self.microcompaction).messages
+        return base + self.transcript[self.upto :]
+
+    def _policy(self) -> RecoveryPolicy:
+        """The recovery policy a send() runs now (the one `Client` builds from these)."""
+        return RecoveryPolicy(
+            config=self.recovery,
+            estimator=self.estimator,
+            context_window=self.context_window,
+            max_output_tokens=self.tap.max_output_tokens,
+            predictive=self.predictive,
+            microcompact=self.microcompaction,
+        )
+
+    def _microcompacted(self) -> tuple[Message, ...]:
+        """The working messages after every request's microcompaction: what compaction
+        summarises and what the estimates before a request count. Taken from the policy, so
+        the session has no microcompaction of its own to keep in step."""
+        return self._policy().apply_microcompaction(self.working_messages())
 
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
         for event in reversed(self.store.events(self.info.id)):
@@ -362,7 +378,8 @@ class ChatSession:
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
         client = Client(self.tap, self.recovery, hooks=hooks, estimator=self.estimator,
-                        context_window=self.context_window, predictive=self.predictive)  # fmt: skip
+                        context_window=self.context_window, predictive=self.predictive,
+                        microcompact=self.microcompaction)  # fmt: skip
         try:
             reply = client.send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
@@ -420,7 +437,7 @@ class ChatSession:
         """/compact: summarise the middle of the working view (raises CompactionError, with
         nothing changed, when no valid summary was made)."""
         result = compact(
-            self.provider, self.working_messages(), focus=focus,
+            self.provider, self._microcompacted(), focus=focus,
             config=self.compaction, window=self.context_window,
             output_reserve=self.max_tokens or 0, recovery_config=self.recovery,
             summarizer=self.summarizer,
@@ -433,7 +450,7 @@ class ChatSession:
         if window is None or not self.auto_compaction:
             return
         decision = auto_compact(
-            self.provider, self.working_messages(), breaker=self.breaker, window=window,
+            self.provider, self._microcompacted(), breaker=self.breaker, window=window,
             output_reserve=self.max_tokens or 0, config=self.compaction,
             recovery_config=self.recovery, summarizer=self.summarizer,
         )  # fmt: skip
@@ -466,15 +483,14 @@ class ChatSession:
         )  # fmt: skip
 
     def context_report(self) -> ContextReport:
-        """What the next request would send, message by message (nothing is sent)."""
-        policy = RecoveryPolicy(
-            config=self.recovery,
-            estimator=self.estimator,
-            context_window=self.context_window,
-            max_output_tokens=self.tap.max_output_tokens,
-            predictive=self.predictive,
-        )
-        working = self.working_messages()
+        """What the next request would send, message by message (nothing is sent).
+
+        The report is given the microcompacted messages as its working messages, so it can
+        tell a result microcompaction shortened from one the budget or a level cut; the
+        policy's microcompaction is idempotent, so the view it computes from them is the
+        view `Client` sends."""
+        policy = self._policy()
+        working = policy.apply_microcompaction(self.working_messages())
         return build_context_report(self.transcript, working, policy, max_tokens=self.max_tokens)
 
     # -- cost and budget -----------------------------------------------------------------
@@ -489,7 +505,7 @@ class ChatSession:
         if self.budget_usd is None:
             return None
         pending_messages = (Message.user(pending),) if pending is not None else ()
-        estimate = self.estimator.count(self.working_messages() + pending_messages)
+        estimate = self.estimator.count(self._microcompacted() + pending_messages)
         output = self.max_tokens or 0
         next_cost = usage_cost(Usage(estimate, output), self.model_info).total
         check = check_budget(self.cost_summary().known_cost, next_cost, self.budget_usd)
