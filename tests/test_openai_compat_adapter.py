@@ -7,7 +7,9 @@ answers and streams are the recorded OpenAI ones (same wire format), see test_op
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,8 @@ from tests.test_openai_adapter import (
     record,
     user,
 )
+
+DATA = Path(__file__).parent / "data"
 
 COMPAT_PROVIDERS = (
     "vllm", "llama.cpp-server", "ollama", "lm-studio", "groq", "deepseek", "fastchat",
@@ -206,21 +210,31 @@ async def test_length_stop_when_the_window_filled_up(
     assert response.stop_reason is expected
 
 
-async def test_empty_stream_for_an_oversized_prompt_is_an_overflow(
+def _llama_cpp_python_overflow() -> Scripted:
+    """llama-cpp-python's real answer to an over-long unstreamed prompt (recorded)."""
+    recorded = json.loads((DATA / "llama-cpp-python-overflow.json").read_text())
+    return Scripted(status=recorded["http_status"], body=json.loads(recorded["body"]))
+
+
+async def test_an_empty_stream_is_asked_again_without_streaming_to_get_the_real_error(
     make: Make, server: ReplayServer, mode: str
 ) -> None:
-    # llama-cpp-python answers an over-long streamed prompt with 200 and no events at all.
-    server.add(Scripted(events=[]))
+    # llama-cpp-python answers an over-long streamed prompt with 200 and no events at all;
+    # the same request unstreamed gets its real overflow error, numbers included.
+    server.add(Scripted(events=[]), _llama_cpp_python_overflow())
     with pytest.raises(ProviderError) as caught:
-        await ask_stream(make(context_window=256), long_request(1_000), mode)
-    assert caught.value.info.kind is ErrorKind.CONTEXT_OVERFLOW
-    assert caught.value.info.limit == 256
+        await ask_stream(make(), long_request(1_000), mode)
+    info = caught.value.info
+    assert (info.kind, info.prompt_tokens, info.limit) == (ErrorKind.CONTEXT_OVERFLOW, 1164, 512)
+    first, second = (r.json() for r in server.requests)
+    assert first["stream"] is True and "stream" not in second
+    assert first["messages"] == second["messages"]
 
 
-async def test_empty_stream_for_a_small_prompt_is_not_an_overflow(
+async def test_an_empty_stream_then_an_answer_streams_that_answer(
     make: Make, server: ReplayServer, mode: str
 ) -> None:
-    server.add(Scripted(events=[]))
-    with pytest.raises(ProviderError, match="empty event stream") as caught:
-        await ask_stream(make(context_window=256), user(), mode)
-    assert caught.value.info.kind is not ErrorKind.CONTEXT_OVERFLOW
+    server.add(Scripted(events=[]), Scripted(body=CHAT_TEXT))
+    text, response = await ask_stream(make(), user(), mode)
+    assert text == response.message.text != ""
+    assert len(server.requests) == 2

@@ -10,9 +10,10 @@ actually do:
   OpenAI key to another server.
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
   which may be smaller than the model's.
-- Overflow that the server does not report as an error is detected (see `TruncationCheck`):
-  a prompt cut silently (Ollama truncates and answers 200), and an empty event stream for a
-  prompt estimated over the window (llama-cpp-python's answer to an over-long streamed prompt).
+- Overflow that the server does not report as an error is detected: a prompt cut silently
+  (Ollama truncates and answers 200; see `TruncationCheck`). An empty event stream (no event
+  at all: llama-cpp-python's answer to an over-long streamed prompt) is asked again without
+  streaming, which gets the server's real answer or its real error, numbers included.
 - `finish_reason: "length"` when prompt + output filled the whole window (and the output did
   not reach `max_tokens`) means the context ran out, not the output budget: the stop reason is
   `StopReason.CONTEXT_WINDOW` then.
@@ -25,14 +26,14 @@ actually do:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import StopReason
 from chatcli.providers._common import api_key_from_env
-from chatcli.providers.base import Request, Response
+from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens import TokenEstimator
 
@@ -49,8 +50,7 @@ class TruncationCheck:
     With P the prompt tokens the server reports and E the estimate of what was sent:
 
     - truncated prompt: P >= `context_window` (the prompt filled the whole window), or
-      E >= `min_estimate` and P < `min_ratio` * E (far fewer tokens arrived than were sent);
-    - empty stream: no event at all, and E > `context_window`.
+      E >= `min_estimate` and P < `min_ratio` * E (far fewer tokens arrived than were sent).
 
     The estimate counts message text only (tool schemas add to P, never to E), so it errs low:
     with the default estimator (4 chars per token) and ratio 0.5, a false alarm needs text
@@ -146,17 +146,64 @@ class OpenAICompatible(OpenAIBase):
             return replace(response, stop_reason=StopReason.CONTEXT_WINDOW)
         return response
 
+    def stream(self, request: Request) -> Iterator[StreamChunk]:
+        chunks = super().stream(request)
+        try:
+            first = next(chunks)
+        except _EmptyStream:
+            yield from _as_chunks(self._complete_after_empty_stream(request))
+            return
+        yield first
+        yield from chunks
+
+    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
+        chunks = super().astream(request)
+        try:
+            first = await anext(chunks)
+        except _EmptyStream:
+            for chunk in _as_chunks(await self._acomplete_after_empty_stream(request)):
+                yield chunk
+            return
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    # The server may close the connection after its empty answer without saying so; the next
+    # request on that pooled connection then fails at once ("Server disconnected"). One more
+    # try opens a new connection; anything else is the real answer or error.
+    def _complete_after_empty_stream(self, request: Request) -> Response:
+        try:
+            return self.complete(request)
+        except ProviderError as exc:
+            if exc.info.kind is not ErrorKind.TRANSIENT:
+                raise
+        return self.complete(request)
+
+    async def _acomplete_after_empty_stream(self, request: Request) -> Response:
+        try:
+            return await self.acomplete(request)
+        except ProviderError as exc:
+            if exc.info.kind is not ErrorKind.TRANSIENT:
+                raise
+        return await self.acomplete(request)
+
     def _unterminated(self, request: Request, *, empty: bool) -> ProviderError:
-        check, window = self.truncation_check, self.context_window
-        if empty and check is not None and window is not None:
-            estimate = check.estimator.count(request.messages)
-            if estimate > window:
-                message = (
-                    "empty event stream for a prompt of about "
-                    f"{estimate} tokens (estimated), over the {window}-token context"
-                )
-                return _overflow(message, prompt_tokens=estimate, limit=window)
-        return super()._unterminated(request, empty=empty)
+        if empty:
+            return _EmptyStream(super()._unterminated(request, empty=True).info)
+        return super()._unterminated(request, empty=False)
+
+
+class _EmptyStream(ProviderError):
+    """A 200 with no event at all: it says nothing, so the request is asked again without
+    streaming (llama-cpp-python's server answers an over-long streamed prompt this way, and
+    the same prompt unstreamed gets its real `context_length_exceeded` error with the numbers).
+    """
+
+
+def _as_chunks(response: Response) -> Iterator[StreamChunk]:
+    if response.message.text:
+        yield TextDelta(text=response.message.text)
+    yield response
 
 
 def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:
