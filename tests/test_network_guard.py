@@ -1,3 +1,5 @@
+"""The suite-wide network guard: loopback only."""
+
 import socket
 
 import pytest

@@ -24,8 +24,9 @@ def test_example_output_matches_the_readme() -> None:
 
 def test_documented_settings_are_the_ones_the_code_reads() -> None:
     source = "\n".join(p.read_text() for p in (ROOT / "src" / "chatcli").rglob("*.py"))
-    in_code = set(re.findall(r"CHATCLI_[A-Z_]*[A-Z]", source))
-    documented = set(re.findall(r"CHATCLI_[A-Z_]*[A-Z]", README))
+    name = r"CHATCLI_[A-Z_]*[A-Z](?![A-Z_]*\*)"  # not a family written as CHATCLI_X_*
+    in_code = set(re.findall(name, source))
+    documented = set(re.findall(name, README))
     documented |= {"CHATCLI_MICROCOMPACT_TAIL_CHARS"}  # written as `_TAIL_CHARS` in the table
     assert documented - in_code == set()
     assert in_code - documented == set()

@@ -1,3 +1,5 @@
+"""The replay server itself: answers in order, records what the SDKs sent."""
+
 import json
 import urllib.request
 

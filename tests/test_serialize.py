@@ -1,3 +1,4 @@
+"""Messages and usage survive the JSON form the store and exports use, byte for byte."""
 
 from chatcli.messages import Message, TextPart, ToolCall, Usage
 from chatcli.serialize import message_from_dict, message_to_dict, usage_from_dict, usage_to_dict

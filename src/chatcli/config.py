@@ -6,6 +6,7 @@ A bad value is an error that names the variable and the value; it is never silen
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -13,16 +14,23 @@ from chatcli.errors import ConfigError
 
 __all__ = ["CompactionConfig", "MicrocompactConfig", "RecoveryConfig", "read_int"]
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+
 
 def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
-    """Read integer `name` from `environ`; unset or blank gives `default`."""
+    """Read integer `name` from `environ`; unset gives `default`.
+
+    Only plain ASCII decimal integers are accepted (surrounding blanks aside): an empty value,
+    "3.5", "1e3", "1_000" or non-ASCII digits are errors that name the variable and the value,
+    never silently ignored or reinterpreted.
+    """
     raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    if raw is None:
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if not _INTEGER.fullmatch(raw):
+        what = "is empty" if raw.strip() == "" else "is not an integer"
+        raise ConfigError(f"{name}={raw!r} {what}")
+    value = int(raw)
     if value < minimum:
         raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
     return value
