@@ -33,7 +33,7 @@ from chatcli.events import (
 from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
-from chatcli.history.truncate import apply_recovery_level
+from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Response
 from chatcli.recovery import (
@@ -223,6 +223,49 @@ def test_level_applied_event_describes_what_was_kept() -> None:
         f"level 2 (emergency truncation): kept {applied.kept} of 49"
     )
     assert applied.describe().endswith(", retrying")
+
+
+def level_events(messages: Sequence[Message]) -> list[LevelApplied]:
+    """The LevelApplied events of the plain ladder climbed to level 3."""
+    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    for _ in range(3):
+        walk.send(overflow())
+    return [e for e in walk.events if isinstance(e, LevelApplied)]
+
+
+def test_level_3_on_a_short_history_says_it_added_the_notice() -> None:
+    # Nothing to drop: level 3 keeps all four messages and adds the notice, so the view is
+    # larger than the transcript. The notice is not one of the transcript's messages.
+    messages = [Message.user("fix it"), Message.assistant("done"), Message.user("thanks, now?")]
+    messages.insert(0, Message.system("Be brief."))
+    level3 = level_events(messages)[-1]
+    grown = len(COMPACTION_NOTICE)
+    assert (level3.kept, level3.total, level3.chars_freed) == (4, 4, -grown)
+    assert level3.describe() == (
+        "level 3 (nuclear truncation): kept 4 of 4 messages, added the compaction notice "
+        f"(+{grown} chars), retrying"
+    )
+
+
+def test_level_3_on_a_long_history_counts_only_transcript_messages_as_kept() -> None:
+    level3 = level_events(session())[-1]
+    assert level3.kept == len(level_views(session())[3]) - 1  # the notice is added
+    assert level3.describe().startswith(
+        f"level 3 (nuclear truncation): kept {level3.kept} of 49 messages, added the "
+        "compaction notice, freed "
+    )
+
+
+def test_a_result_made_for_an_interrupted_call_is_added_not_kept() -> None:
+    call = ToolCall(id="c1", name="run", arguments={"cmd": "make"})
+    messages = [Message.user("build it"), Message.assistant(tool_calls=(call,))]
+    messages.append(Message.user("well?"))
+    level1 = level_events(messages)[0]
+    assert (level1.kept, level1.total, level1.chars_freed < 0) == (3, 3, True)
+    assert level1.action() == (
+        "level 1 (aggressive budget): kept 3 of 3 messages, added a result for an interrupted "
+        f"tool call (+{-level1.chars_freed} chars)"
+    )
 
 
 def test_max_recovery_attempts_limits_the_levels() -> None:

@@ -94,7 +94,11 @@ class PreflightRecovery(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LevelApplied(Event):
     """A recovery level shaped the working view that is sent next. `report` is the level's
-    own transform report; `kept`/`total`/`chars_freed` compare the view with the transcript."""
+    own transform report; the rest compares the view with the transcript: `kept` of its
+    `total` messages are in the view (a pinned request among them), `added` says what
+    chatcli put in that the transcript does not hold (the compaction notice, results for
+    interrupted tool calls), and `chars_freed` is the transcript's chars minus the view's —
+    negative when, on a short history, what was added outweighs what was cut."""
 
     level: int
     name: str
@@ -102,13 +106,16 @@ class LevelApplied(Event):
     kept: int
     total: int
     chars_freed: int
+    added: tuple[str, ...] = ()
 
     def action(self) -> str:
         """What the level did (the line `ContextRecoveryError.attempts` records)."""
-        return (
-            f"level {self.level} ({self.name}): kept {self.kept:,} of {self.total:,} messages, "
-            f"freed {self.chars_freed:,} chars"
-        )
+        done = f"level {self.level} ({self.name}): kept {self.kept:,} of {self.total:,} messages"
+        if self.added:
+            done += ", added " + " and ".join(self.added)
+        if self.chars_freed < 0:
+            return f"{done} ({-self.chars_freed:+,} chars)"
+        return f"{done}, freed {self.chars_freed:,} chars"
 
     def describe(self) -> str:
         return f"{self.action()}, retrying"

@@ -150,10 +150,10 @@ from chatcli.events import (
 )
 from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.microcompact import microcompact
-from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
-from chatcli.history.truncate import LEVEL_NAMES, apply_recovery_level
-from chatcli.messages import Message, StopReason, Usage, total_chars
+from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES, apply_recovery_level
+from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers.base import Provider, Request, Response, ToolSpec
 from chatcli.tokens import TokenEstimator
 
@@ -649,13 +649,15 @@ class _Run:
     def apply_level(self, level: int) -> None:
         self.level, self.fitted = level, False
         result = self.views.at(level)
+        notices, synthetic = _added_messages(self.transcript, result.messages)
         event = LevelApplied(
             level=level,
             name=LEVEL_NAMES[level],
             report=result.report,
-            kept=len(result.messages),
+            kept=len(result.messages) - notices - synthetic,
             total=len(self.transcript),
             chars_freed=total_chars(self.transcript) - total_chars(result.messages),
+            added=_added_phrases(notices, synthetic),
         )
         self.emit(event)
         self.attempts.append(event.action())
@@ -669,6 +671,34 @@ class _Run:
         tried = f"after {len(attempts)} recovery step(s)" if attempts else "recovery is disabled"
         message = f"the conversation does not fit the context window ({tried}): {info.message}"
         raise ContextRecoveryError(message, info=info, attempts=attempts) from cause
+
+
+def _added_messages(transcript: tuple[Message, ...], view: tuple[Message, ...]) -> tuple[int, int]:
+    """(compaction notices, synthetic results for interrupted calls) in `view` that chatcli
+    made: the transcript does not hold them. Only an error result equal to the one pairing
+    repair makes for its call is looked up in the transcript (a linear `in`); those are few."""
+    notices = max(0, _notices(view) - _notices(transcript))
+    errors = [m for m in view if m.tool_result is not None and m.tool_result.is_error]
+    calls = {call.id: call for m in view for call in m.tool_calls} if errors else {}
+    synthetic = 0
+    for message in errors:
+        call = calls.get(message.tool_result.call_id) if message.tool_result else None
+        if call is not None and interrupted_result(call) == message and message not in transcript:
+            synthetic += 1
+    return notices, synthetic
+
+
+def _notices(messages: Sequence[Message]) -> int:
+    return sum(1 for m in messages if m.role is Role.SYSTEM and m.text == COMPACTION_NOTICE)
+
+
+def _added_phrases(notices: int, synthetic: int) -> tuple[str, ...]:
+    phrases = ["the compaction notice"] if notices else []
+    if synthetic == 1:
+        phrases.append("a result for an interrupted tool call")
+    elif synthetic:
+        phrases.append(f"{synthetic} results for interrupted tool calls")
+    return tuple(phrases)
 
 
 def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int | None:
