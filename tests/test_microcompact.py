@@ -84,6 +84,14 @@ def test_results_four_turns_old_become_a_one_line_stub_with_defaults(age: int) -
     assert "200 lines" in stub and f"{len(BIG):,} chars" in stub and ": text," in stub
 
 
+@pytest.mark.parametrize(("content", "lines"), [(BIG, 200), (BIG + "\n", 200), ("\n" * 3000, 3000)])
+def test_the_stub_counts_lines_as_lines_a_trailing_newline_ends_the_last_one(
+    content: str, lines: int
+) -> None:
+    stub = _tool_text(microcompact(_conversation(content, 4)).messages)
+    assert f", {lines:,} lines, " in stub
+
+
 def test_over_a_session_the_full_transcript_goes_through_both_stages() -> None:
     # Every request microcompacts the full transcript (never its own earlier output).
     transcript = _conversation(BIG, 0)

@@ -133,7 +133,8 @@ def _cut_head_tail(content: str, seen: _Seen, head: int, tail: int) -> str:
 
 
 def _stub(content: str, seen: _Seen) -> str:
-    lines = content.count("\n") + 1
+    # A newline ends a line: "a\nb\n" is two lines, like `wc -l` plus an unterminated last one.
+    lines = content.count("\n") + (not content.endswith("\n"))
     was_cut = seen.original_chars > len(content)
     line_text = f"{lines:,}+ lines" if was_cut else f"{lines:,} lines"
     kind = describe_content(content)
