@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -39,3 +40,21 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
     yield
+
+
+# CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test
+# skipped because a server, llama-cpp-python or gguf is missing is a broken build, not a pass.
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped and os.environ.get("CHATCLI_REQUIRE_SERVERS") == "1":
+        print(f"\nCHATCLI_REQUIRE_SERVERS=1 but {len(_skipped)} test(s) were skipped:")
+        for nodeid in _skipped:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
