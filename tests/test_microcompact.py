@@ -213,6 +213,52 @@ def test_bad_env_values_name_the_variable(name: str, value: str) -> None:
     assert repr(value) in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        (
+            {"CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS": "1"},
+            ("CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS=1", "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS=2"),
+        ),
+        (
+            {"CHATCLI_MICROCOMPACT_TRUNCATE_TURNS": "6"},
+            ("CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS=4", "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS=6"),
+        ),
+        (
+            {"CHATCLI_MICROCOMPACT_HEAD_CHARS": "2500"},
+            (
+                "CHATCLI_MICROCOMPACT_HEAD_CHARS=2500",
+                "CHATCLI_MICROCOMPACT_TAIL_CHARS=500",
+                "CHATCLI_MICROCOMPACT_MIN_CONTENT=3000",
+            ),
+        ),
+        (
+            {"CHATCLI_MICROCOMPACT_MIN_CONTENT": "1000"},
+            (
+                "CHATCLI_MICROCOMPACT_HEAD_CHARS=2000",
+                "CHATCLI_MICROCOMPACT_TAIL_CHARS=500",
+                "CHATCLI_MICROCOMPACT_MIN_CONTENT=1000",
+            ),
+        ),
+    ],
+)
+def test_settings_that_contradict_each_other_name_the_variables_and_values(
+    env: dict[str, str], named: tuple[str, ...]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        MicrocompactConfig.from_env(env)
+    assert all(text in str(caught.value) for text in named)
+
+
+def test_the_edges_of_the_cross_checks_are_allowed() -> None:
+    # The same age for both stages: results go straight to the stub (no cut stage).
+    assert MicrocompactConfig(truncate_turns=3, summarize_turns=3).summarize_turns == 3
+    # Head + tail one char below the threshold: the smallest eligible result is still cut.
+    assert MicrocompactConfig(min_content=2501).min_content == 2501
+    with pytest.raises(ConfigError, match="head_chars"):
+        MicrocompactConfig(min_content=2500)
+
+
 def test_bad_constructor_values_are_rejected() -> None:
     with pytest.raises(ConfigError, match="head_chars"):
         MicrocompactConfig(head_chars=0)

@@ -115,7 +115,9 @@ class MicrocompactConfig:
 
     A tool result of at least `min_content` chars (its original size) is cut to `head_chars` +
     `tail_chars` once `truncate_turns` assistant turns followed it, and replaced by a one-line
-    stub once `summarize_turns` did.
+    stub once `summarize_turns` did. So `summarize_turns >= truncate_turns` (equal skips the cut
+    stage) and `head_chars + tail_chars < min_content` (else the cut stage keeps results of the
+    smallest sizes whole); anything else is a ConfigError.
     """
 
     min_content: int = 3000
@@ -126,6 +128,22 @@ class MicrocompactConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self, _MICROCOMPACT_BOUNDS)
+        # Each check names the variables and the fields, so the message fits both ways in.
+        if self.summarize_turns < self.truncate_turns:
+            raise ConfigError(
+                f"{self._setting('summarize_turns')} must be at least "
+                f"{self._setting('truncate_turns')}: the stub stage cannot come before the cut "
+                "stage"
+            )
+        if self.head_chars + self.tail_chars >= self.min_content:
+            raise ConfigError(
+                f"{self._setting('head_chars')} + {self._setting('tail_chars')} must be less "
+                f"than {self._setting('min_content')}: a result of that size would be kept "
+                "whole at the cut stage"
+            )
+
+    def _setting(self, name: str) -> str:
+        return f"{_MICROCOMPACT_ENV[name]}={getattr(self, name)} ({name})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> MicrocompactConfig:
