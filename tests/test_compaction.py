@@ -326,6 +326,18 @@ def test_a_window_too_small_to_summarise_is_an_error_without_a_call() -> None:
     assert summarizer.requests == []
 
 
+def test_a_window_the_overflow_states_too_small_chains_the_providers_error() -> None:
+    # Declared large, really 600 tokens: the first call overflows and its error says so.
+    messages = agent_session()
+    snapshot = list(messages)
+    server = ScriptedSummarizer([faithful_summary], context_window=600)
+    with pytest.raises(CompactionError, match="too small") as caught:
+        compact(server, messages, summarizer_window=100_000)
+    assert messages == snapshot and len(server.requests) == 1
+    cause = caught.value.__cause__
+    assert isinstance(cause, HTTPStatusError) and '"n_ctx":600' in cause.body
+
+
 def test_a_separate_summarizer_writes_the_summary() -> None:
     main = ScriptedSummarizer(["unused"], context_window=200_000)
     cheap = ScriptedSummarizer([faithful_summary], context_window=8000, model="cheap")

@@ -164,6 +164,8 @@ class _Plan:
     summary_tokens: int
     fallback: bool
     recovery: RecoveryConfig
+    # The provider error that stated `summarizer_window`, chained to errors about that window.
+    window_error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,6 +371,7 @@ def _replanned(plan: _Plan, overflow: _SummaryOverflow) -> _Plan:
         summary_estimator=estimator,
         summarizer_window=window,
         summary_tokens=_summary_tokens(plan.config, window),
+        window_error=overflow.__cause__,
     )
 
 
@@ -429,7 +432,7 @@ def _chunk_capacity(plan: _Plan) -> int | None:
         raise CompactionError(
             f"the summariser's window ({plan.summarizer_window:,} tokens) is too small to "
             "summarise anything"
-        )
+        ) from plan.window_error
     return capacity
 
 
