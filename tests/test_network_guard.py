@@ -16,3 +16,6 @@ def test_loopback_is_allowed() -> None:
         server.listen(1)
         with socket.socket() as client:
             client.connect(server.getsockname())
+            accepted, _ = server.accept()
+            with accepted:
+                assert accepted.getpeername() == client.getsockname()

@@ -1,6 +1,7 @@
 """Lossless JSON form of messages and usage, for the session store, exports and the proxy.
 
-`message_from_dict(message_to_dict(m)) == m` for every message, provider_details included.
+`message_from_dict(message_to_dict(m)) == m` for every message whose `provider_details` are
+JSON values (tuples inside them come back as lists, which the adapters accept alike).
 """
 
 from __future__ import annotations
