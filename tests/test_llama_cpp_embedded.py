@@ -119,6 +119,43 @@ def test_a_conversation_with_tool_traffic_runs(provider: LlamaCpp) -> None:
     )
 
 
+def _streamed(provider: LlamaCpp, request: Request) -> Response:
+    final = list(provider.stream(request))[-1]
+    assert isinstance(final, Response)
+    return final
+
+
+@pytest.mark.llama_cpp_python
+def test_a_stream_counts_its_tokens_as_the_engine_does(provider: LlamaCpp) -> None:
+    # llama-cpp-python reports no usage in a stream; the non-streamed call's usage is the
+    # engine's own count (the tokens it evaluated and sampled), and the stream's must match.
+    call = ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"})
+    messages = (
+        Message.system("You are terse."),
+        Message.user("Read a.txt, then say what is in it."),
+        Message.assistant("Reading.", tool_calls=(call,)),
+        Message.tool("c1", "hello, world: ünïcödé ✓"),
+    )
+    engine = provider.complete(Request(messages=messages, max_tokens=8)).usage
+    streamed = _streamed(provider, Request(messages=messages, max_tokens=8))
+    assert streamed.stop_reason is StopReason.MAX_TOKENS
+    assert streamed.usage.input_tokens == engine.input_tokens > 0
+    assert streamed.usage.output_tokens == engine.output_tokens == 8
+    assert _streamed(provider, Request(messages=HELLO, max_tokens=3)).usage.output_tokens == 3
+
+
+@pytest.mark.llama_cpp_python
+def test_every_system_message_reaches_the_model(provider: LlamaCpp) -> None:
+    # The level-3 notice is a second system message; llama-cpp-python's own ChatML formatter
+    # would keep only the first (the prompt would not grow).
+    one = (Message.system("Be brief."), Message.user("Say something."))
+    two = (one[0], Message.system("Context was compacted."), one[1])
+    counts = [provider.complete(Request(messages=m, max_tokens=1)).usage.input_tokens
+              for m in (one, two)]  # fmt: skip
+    assert counts[1] > counts[0]
+    assert _streamed(provider, Request(messages=two, max_tokens=1)).usage.input_tokens == counts[1]
+
+
 def test_tool_calls_and_results_travel_as_text() -> None:
     call = ToolCall(id="c1", name="read_file", arguments={"path": "a.txt"})
     wire = chat_messages(

@@ -6,16 +6,27 @@ file chats with, and the engine of the offline demo. Its answers come from
 
 Mapping notes:
 
-- The prompt is formatted by the model's own chat template (from the GGUF). Templates differ in
-  tool support, and plain ChatML (the tiny test model's) has none, so tool traffic travels as
-  text in the Hermes/Qwen convention: an assistant's tool calls are appended to its text as
-  `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, and a tool result becomes a user
-  message `<tool_response>...</tool_response>`. Tool definitions (`Request.tools`) are not sent
-  and answers are not parsed for tool calls: this provider is for chat, not for agents.
+- The prompt is formatted by the model's own chat template (from the GGUF), rendered by
+  llama-cpp-python's `Jinja2ChatFormatter` with the arguments the library itself gives it for
+  a GGUF template. `LlamaCpp` installs that handler itself rather than let the library pick:
+  for a few templates it knows (ChatML among them) the library would use a hand-written
+  formatter instead, and that one keeps only the first system message (a level-3 notice or a
+  second instruction would vanish). Holding the formatter also lets a stream count its prompt
+  (see Usage). A `chat_format` or `chat_handler` given in `llama_options` wins.
+- Templates differ in tool support, and plain ChatML (the tiny test model's) has none, so tool
+  traffic travels as text in the Hermes/Qwen convention: an assistant's tool calls are
+  appended to its text as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, and a
+  tool result becomes a user message `<tool_response>...</tool_response>`. Tool definitions
+  (`Request.tools`) are not sent and answers are not parsed for tool calls: this provider is
+  for chat, not for agents.
 - Overflow: llama-cpp-python refuses a prompt that does not fit before generating, with
   `ValueError("Requested tokens (630) exceed context window of 256")`; like every failure of
   the library it is raised as a classified `ProviderError`, chained to the original.
-- Usage: llama-cpp-python reports none in a stream, so a streamed `Response` has zero usage.
+- Usage: llama-cpp-python reports none in a stream, so a streamed `Response` counts its own
+  with the engine's tokenizer: the prompt exactly as the chat handler tokenizes it (the same
+  formatter, the same `Llama.tokenize` call), the answer by tokenizing its text (the tokens
+  sampled can, rarely, tokenize differently: a token or so). With a `chat_format` or
+  `chat_handler` of the caller's, the prompt cannot be rebuilt, and its count is 0 as before.
 - One `Llama` context serves one call at a time: calls are serialised by a lock, and the async
   methods run the blocking library calls in a worker thread.
 - `Request.options` are passed to `create_chat_completion` as they are, last (they win).
@@ -60,6 +71,10 @@ class LlamaCpp:
         options = {"verbose": False, **llama_options}
         self.model = os.fspath(model_path)  # what llama-cpp-python reports as the model, too
         self._llama = llama_cpp.Llama(model_path=self.model, n_ctx=n_ctx, **options)
+        chosen = "chat_format" in options or "chat_handler" in options
+        self._formatter = None if chosen else _gguf_formatter(self._llama)
+        if self._formatter is not None:
+            self._llama.chat_handler = self._formatter.to_chat_handler()
         self._lock = threading.Lock()
         self.context_window: int | None = n_ctx
         self.max_output_tokens: int | None = None  # only the context window bounds the output
@@ -78,18 +93,24 @@ class LlamaCpp:
     def stream(self, request: Request) -> Generator[StreamChunk, None, None]:
         parts: list[str] = []
         finish: str | None = None
+        params = self._params(request)
         with self._lock, _classified_errors():
+            prompt_tokens = self._count_prompt(params["messages"])
             # The library checks the prompt size lazily: overflow raises on the first chunk.
-            for chunk in self._llama.create_chat_completion(**self._params(request), stream=True):
+            for chunk in self._llama.create_chat_completion(**params, stream=True):
                 choice = chunk["choices"][0]
                 finish = choice.get("finish_reason") or finish
                 if text := choice["delta"].get("content"):
                     parts.append(text)
                     yield TextDelta(text=text)
+            text = "".join(parts)
+            usage = Usage(input_tokens=prompt_tokens, output_tokens=self._count_text(text))
         if finish is None:
             raise ProviderError(classify_error("llama.cpp stream ended without a finish reason"))
-        message = Message.assistant("".join(parts))
-        yield Response(message=message, stop_reason=_stop_reason(finish), model=self.model)
+        message = Message.assistant(text)
+        yield Response(
+            message=message, stop_reason=_stop_reason(finish), usage=usage, model=self.model
+        )
 
     async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
         chunks = self.stream(request)
@@ -99,6 +120,20 @@ class LlamaCpp:
         finally:
             chunks.close()  # releases the lock if the caller stops early
 
+    def _count_prompt(self, messages: list[Json]) -> int:
+        """The prompt's tokens as the chat handler makes them (llama_chat_format's
+        `chat_formatter_to_chat_completion_handler`): 0 when the formatter is the caller's."""
+        if self._formatter is None:
+            return 0
+        formatted = self._formatter(messages=messages)
+        encoded = formatted.prompt.encode("utf-8")
+        return len(self._llama.tokenize(encoded, add_bos=not formatted.added_special, special=True))
+
+    def _count_text(self, text: str) -> int:
+        """Tokens of generated text (no BOS; special-token text counts as plain text, as the
+        answer's text was produced without special tokens)."""
+        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+
     def _params(self, request: Request) -> Json:
         params: Json = {"messages": chat_messages(request.messages)}
         if request.max_tokens is not None:
@@ -106,6 +141,30 @@ class LlamaCpp:
         if request.temperature is not None:
             params["temperature"] = request.temperature
         return {**params, **request.options}
+
+
+def _gguf_formatter(llama: Any) -> Any:
+    """The formatter of the GGUF's own chat template, built with the arguments
+    `llama_cpp.Llama.__init__` gives it (eos/bos token text, eos as the stop token); None
+    when the file has no template (the library then falls back to a format of its own)."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if template is None:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos, bos = llama.token_eos(), llama.token_bos()
+    return Jinja2ChatFormatter(
+        template=template,
+        eos_token=_token_text(llama, eos),
+        bos_token=_token_text(llama, bos),
+        stop_token_ids=[eos],
+    )
+
+
+def _token_text(llama: Any, token: int) -> str:
+    if token == -1:  # the model has no such token
+        return ""
+    return bytes(llama.detokenize([token], special=True)).decode("utf-8", errors="replace")
 
 
 @contextmanager
