@@ -39,6 +39,13 @@ ANTHROPIC_RATE_LIMIT_BODY = (
     'refer to: faviconhttps://docs.claude.com/en/api/rate-limits."}}'
 )
 
+# pe-083, OpenAI (https://github.com/ChatGPTNextWeb/NextChat/issues/3123), HTTP 429: billing
+# quota, not a rate limit: retrying cannot help.
+OPENAI_QUOTA_BODY = (
+    '{"error":{"message":"You exceeded your current quota, please check your plan and billing '
+    'details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}'
+)
+
 SECTIONS_TEMPLATE = """## User's goal
 {goal}
 ## Explicit instructions and constraints

@@ -31,6 +31,7 @@ from chatcli.tokens import TokenEstimator
 from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
     LLAMA_OVERFLOW_BODY,
+    OPENAI_QUOTA_BODY,
     SECTIONS_TEMPLATE,
     HTTPStatusError,
     ScriptedSummarizer,
@@ -231,7 +232,8 @@ def test_an_overflowing_summary_call_is_planned_again_from_the_error() -> None:
     result = compact(server, messages)
     fitting = server.requests[1:]
     assert server.needed_tokens(server.requests[0]) > 8000
-    assert len(fitting) == result.report.calls > 1
+    assert len(server.requests) == result.report.calls > 2  # the overflowing call counts too
+    assert result.report.usage == sum([server.usage] * len(fitting), Usage())  # it reported none
     assert all(server.needed_tokens(r) <= 8000 for r in fitting)
 
 
@@ -268,6 +270,45 @@ def test_failure_with_fallback_uses_the_deterministic_levels() -> None:
             apply_recovery_level(messages, level - 1, RecoveryConfig()).messages
         )
     )
+
+
+# ---------------------------------------------------------------------------- what it cost
+
+
+def _chunked() -> list[Message]:
+    """A middle of 5 chunks in an 8,000-token summariser window (see the chunking tests)."""
+    return [*_long_chat(3)[:-1], Message.assistant("ok"), *_long_chat(2)[1:]]
+
+
+def test_a_failed_call_counts_in_the_report_of_the_fallback() -> None:
+    quota = HTTPStatusError(429, OPENAI_QUOTA_BODY)  # not retried: a quota
+    summarizer = ScriptedSummarizer([faithful_summary, quota], context_window=8000)
+    result = compact(summarizer, _chunked(), window=200_000, summarizer_window=8000, fallback=True)
+    assert result.report.fallback is not None and "quota" in result.report.reason
+    assert result.report.calls == len(summarizer.requests) == 2
+    assert result.report.usage == summarizer.usage  # only the first call reported usage
+
+
+def test_a_failed_compaction_carries_what_it_spent() -> None:
+    quota = HTTPStatusError(429, OPENAI_QUOTA_BODY)
+    summarizer = ScriptedSummarizer(
+        [faithful_summary, faithful_summary, quota], context_window=8000
+    )
+    with pytest.raises(CompactionError, match="quota") as caught:
+        compact(summarizer, _chunked(), window=200_000, summarizer_window=8000)
+    assert (caught.value.calls, caught.value.usage) == (3, summarizer.usage + summarizer.usage)
+
+
+def test_a_refused_summary_was_still_paid_for() -> None:
+    summarizer = ScriptedSummarizer(["zxqv blorf quuxle wibbit frobnik snarg plimb"])
+    with pytest.raises(CompactionError, match="does not read like a summary") as caught:
+        compact(summarizer, agent_session())
+    assert (caught.value.calls, caught.value.usage) == (1, summarizer.usage)
+
+
+def test_compaction_error_stays_backward_compatible() -> None:
+    error = CompactionError("plain")
+    assert (str(error), error.calls, error.usage) == ("plain", 0, Usage())
 
 
 # ---------------------------------------------------------------------------- chunking

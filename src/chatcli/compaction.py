@@ -117,8 +117,9 @@ class CompactionReport:
     """What one compaction did. Token figures are estimates of the working view.
 
     `usage` is the summariser's own usage (track its cost as its own line); `calls` the number
-    of summary calls. `fallback` is set when the deterministic recovery levels were used
-    instead of a summary, `reason` then says why.
+    of summary calls, including those that failed or whose summary was refused. `fallback` is
+    set when the deterministic recovery levels were used instead of a summary, `reason` then
+    says why.
     """
 
     messages_before: int
@@ -327,7 +328,7 @@ async def _adrive(steps: Steps[T], provider: Provider) -> T:
 
 def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionResult]:
     """Summarise, verify, validate; fall back to the recovery levels when allowed."""
-    calls: list[Response] = []
+    calls: list[Response | None] = []  # None: a call that raised (counted, maybe billed)
     try:
         repaired = repair_tool_pairing(messages).messages
         split = _split(repaired, plan.config.keep_turns, _max_tail_chars(plan))
@@ -340,6 +341,8 @@ def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionR
             summary = yield from _summarise(blocks, plan, calls, level=0)
         return _accept(messages, split, summary, tuple(calls), plan)
     except CompactionError as exc:
+        # Raised by this compaction, so no one else holds it: what it spent goes with it.
+        exc.calls, exc.usage = len(calls), _usage_of(calls)
         if not plan.fallback:
             raise
         return _fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
@@ -375,11 +378,12 @@ def _replanned(plan: _Plan, overflow: _SummaryOverflow) -> _Plan:
     )
 
 
-def _ask(request: Request, calls: list[Response]) -> Steps[str]:
+def _ask(request: Request, calls: list[Response | None]) -> Steps[str]:
     """One summary call; a provider failure becomes CompactionError, chained."""
     try:
         response = yield request
     except Exception as exc:
+        calls.append(None)
         info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
         message = f"the summary call failed: {_describe(info, exc)}"
         if info.is_overflow:
@@ -392,13 +396,18 @@ def _ask(request: Request, calls: list[Response]) -> Steps[str]:
     return text
 
 
+def _usage_of(calls: Sequence[Response | None]) -> Usage:
+    """What the summary calls reported using (a call that raised reported nothing)."""
+    return sum((c.usage for c in calls if c is not None), Usage())
+
+
 def _describe(info: ErrorInfo, exc: Exception) -> str:
     message = info.message or type(exc).__name__
     return message if info.kind is ErrorKind.OTHER else f"{info.kind.value}: {message}"
 
 
 def _summarise(
-    blocks: tuple[str, ...], plan: _Plan, calls: list[Response], *, level: int
+    blocks: tuple[str, ...], plan: _Plan, calls: list[Response | None], *, level: int
 ) -> Steps[str]:
     """One summary of `blocks`; chunks and merges when they do not fit the window."""
     capacity = _chunk_capacity(plan)
@@ -637,7 +646,7 @@ def _accept(
     messages: tuple[Message, ...],
     split: _Split,
     summary: str,
-    calls: tuple[Response, ...],
+    calls: tuple[Response | None, ...],
     plan: _Plan,
 ) -> CompactionResult:
     """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
@@ -658,8 +667,8 @@ def _accept(
         tokens_after=plan.estimator.count(view),
         summarized=len(split.middle),
         calls=len(calls),
-        usage=sum((c.usage for c in calls), Usage()),
-        model=next((c.model for c in reversed(calls) if c.model), None),
+        usage=_usage_of(calls),
+        model=next((c.model for c in reversed(calls) if c is not None and c.model), None),
         summary=summary,
         pinned=pinned + ((request,) if request else ()),
     )
@@ -696,11 +705,16 @@ def _validate(view: tuple[Message, ...], report: CompactionReport, plan: _Plan) 
 
 
 def _fall_back(
-    messages: tuple[Message, ...], plan: _Plan, *, reason: str, calls: tuple[Response, ...] = ()
+    messages: tuple[Message, ...],
+    plan: _Plan,
+    *,
+    reason: str,
+    calls: tuple[Response | None, ...] = (),
 ) -> CompactionResult:
     """The lowest deterministic recovery level whose result fits (level 3 if none does).
 
-    `calls` are the summary calls made before the failure: their usage was paid for.
+    `calls` are the summary calls made before the failure (None: one that raised): they were
+    paid for.
     """
     for level in (1, 2, 3):
         result = apply_recovery_level(messages, level, plan.recovery)
@@ -713,7 +727,7 @@ def _fall_back(
         tokens_before=plan.estimator.count(messages),
         tokens_after=tokens,
         calls=len(calls),
-        usage=sum((c.usage for c in calls), Usage()),
+        usage=_usage_of(calls),
         fallback=result.report,
         reason=reason,
     )

@@ -42,6 +42,8 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import Final, Literal
 
+from chatcli.messages import Usage
+
 __all__ = [
     "ChatcliError",
     "CompactionError",
@@ -129,7 +131,16 @@ class ContextRecoveryError(ChatcliError):
 
 
 class CompactionError(ChatcliError):
-    """A compaction failed; the working view is exactly as it was before."""
+    """A compaction failed; the working view is exactly as it was before.
+
+    `calls` and `usage`: the summary calls made before it failed and the usage they reported.
+    They were paid for, so cost tracking counts them like a compaction that worked.
+    """
+
+    def __init__(self, *args: object, calls: int = 0, usage: Usage | None = None) -> None:
+        super().__init__(*args)
+        self.calls = calls
+        self.usage = usage if usage is not None else Usage()
 
 
 # --------------------------------------------------------------------------------------------
