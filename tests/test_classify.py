@@ -235,6 +235,110 @@ DOCUMENTED = [
         K.AUTH,
         {},
     ),
+    # Rate-limit and quota look-alikes WITHOUT an HTTP status (a proxy or a log line that
+    # kept only the text): the words alone must keep them away from truncation.
+    (
+        "https://github.com/xtekky/gpt4free/issues/3456 (a daily token allowance, sent as a 500)",
+        "500 - Token limit (500,000 per day) exceeded. Used: 508,311 tokens. Sign up at"
+        " g4f.dev/members.html for higher limits.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/meta-llama/llama-models/issues/354 (Llama API 429 detail alone)",
+        "You have exceeded the maximum number of tokens allowed within a given time frame."
+        " Wait a bit and try again.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/continuedev/continue/issues/9233 (Ollama cloud 429 text)",
+        "you've reached your hourly usage limit, please wait or upgrade to continue",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/anthropics/claude-code/issues/1440 (Vertex per-minute token quota)",
+        "Quota exceeded for aiplatform.googleapis.com/online_prediction_input_tokens_per_minute"
+        "_per_base_model with base model: anthropic-claude-opus-4. Please submit a quota increase"
+        " request. https://cloud.google.com/vertex-ai/docs/generative-ai/quotas-genai.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/continuedev/continue/issues/10062 (Gemini quota line, no period)",
+        "Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier"
+        "_input_token_count, limit: 0, model: gemini-2.5-pro",
+        None,
+        K.QUOTA,
+        {},
+    ),
+    (
+        "https://github.com/anomalyco/opencode/issues/7463 (Cerebras: 'too many tokens' + TPM)",
+        "Tokens per minute limit exceeded - too many tokens processed.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/continuedev/continue/issues/10920 (Groq tokens per day)",
+        "429 Rate limit reached for model `llama-3.3-70b-versatile` in organization"
+        " `org_01kjh7p9n8f1qs6nz2bz77vy6b` service tier `on_demand` on tokens per day (TPD):"
+        " Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/MoonshotAI/kimi-cli/issues/2318 (Moonshot TPD)",
+        "request reached organization TPD rate limit, current: 1505241",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/dyad-sh/dyad/issues/1849 (Azure OpenAI, newer wording)",
+        "Your requests to gpt-5.1 for gpt-5.1 in East US 2 have exceeded the token rate limit for"
+        " your current AIServices S0 pricing tier. Please retry after 60 seconds.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/stanford-crfm/helm/issues/97 (old OpenAI, 'N / min')",
+        "OpenAI error: Rate limit reached for tokens. Limit: 150000.000000 / min. Current:"
+        " 176000.000000 / min. Contact support@openai.com if you continue to have issues.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/togethercomputer/MoA/issues/27 (Together, queries per minute)",
+        "You have been rate limited. Your rate limit is 60 queries per minute. Please navigate to"
+        " https://api.together.xyz/settings/billing to upgrade to a paid plan.",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/pydantic/pydantic-ai/issues/1885 (Mistral 429 body)",
+        '{"message":"Requests rate limit exceeded"}',
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
+    (
+        "https://github.com/Aider-AI/aider/issues/3936 (OpenRouter free models per day)",
+        "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model"
+        " requests per day",
+        None,
+        K.RATE_LIMIT,
+        {},
+    ),
 ]
 TOKEN_FIELDS = ("prompt_tokens", "limit", "max_tokens", "output_limit", "requested_tokens")
 
@@ -252,6 +356,98 @@ def test_documented_messages(
     info = classify_error(text, status=status)
     assert info.kind is kind
     assert numbers_of(info) == numbers
+
+
+# --- rate limits and quotas that read like overflow ----------------------------------------
+#
+# A limit per period of time is a rate limit, however long the period: providers code their
+# per-day limits as rate limits too (OpenAI and Groq `rate_limit_exceeded` for RPD/TPD, Bedrock
+# ThrottlingException "Too many tokens per day" in corpus pe-093, Moonshot "TPD rate limit"),
+# and the text without its code must classify as the coded body does. Such a window resets by
+# itself; the retry policy does not wait out a Retry-After longer than its cap. QUOTA is for
+# what only money or a plan change resets (credits, billing, monthly key limits).
+
+# The reviewer's reproductions (not provider text): each was read as overflow with no status.
+REVIEW_REPROS = [
+    "token limit exceeded per minute",
+    "TPM token limit exceeded",
+    "daily token limit exceeded",
+    "input token limit exceeded for model, 40000 tokens/min",
+]
+
+# Overflow-like stems (the generic phrases and prompt wording of the rule table) crossed with
+# the ways providers name a rate window or a quota. Our own combinations, not provider text.
+OVERFLOW_STEMS = [
+    "token limit exceeded",
+    "input token limit exceeded",
+    "request too large",
+    "too many tokens",
+    "prompt tokens exceed the limit",
+]
+RATE_MARKERS = [
+    "per second",
+    "per minute",
+    "per min",
+    "per hour",
+    "per day",
+    "(100,000 per day)",
+    "40000 tokens/min",
+    "10 requests/s",
+    "100 / min",
+    "TPM",
+    "TPD",
+    "RPM",
+    "RPD",
+    "ITPM",
+    "on tokens per minute (TPM)",
+    "rate limit",
+    "within a given time frame",
+    "hourly",
+    "daily",
+]
+
+
+@pytest.mark.parametrize("text", REVIEW_REPROS)
+def test_reviewed_rate_limit_repros_are_rate_limits(text: str) -> None:
+    info = classify_error(text)
+    assert (info.kind, info.status) == (K.RATE_LIMIT, None)
+    assert numbers_of(info) == {}
+
+
+@pytest.mark.parametrize("marker", RATE_MARKERS)
+@pytest.mark.parametrize("stem", OVERFLOW_STEMS)
+def test_a_rate_window_is_never_overflow(stem: str, marker: str) -> None:
+    for text in (f"{stem} {marker}", f"{marker} {stem}", f"{stem} ({marker})"):
+        assert classify_error(text).kind is K.RATE_LIMIT, text
+
+
+@pytest.mark.parametrize("stem", OVERFLOW_STEMS)
+def test_a_quota_is_never_overflow(stem: str) -> None:
+    for text in (f"quota exceeded: {stem}", f"{stem}: quota exceeded", f"{stem} (quota)"):
+        assert classify_error(text).kind is K.QUOTA, text
+
+
+@pytest.mark.parametrize("stem", OVERFLOW_STEMS)
+def test_the_stems_alone_are_overflow(stem: str) -> None:
+    # The other half of the contrast: without a window or quota, the same words are overflow.
+    assert classify_error(stem).kind is K.CONTEXT_OVERFLOW
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Slashes and unit letters that are not rates: URL paths and versions.
+        "maximum context length is 4096 tokens, see https://example.com/v1/d/limits",
+        "maximum context length is 4096 tokens (api/v2/s)",
+        # "per" followed by something that is not a period of time.
+        "maximum context length is 4096 tokens per request",
+        # Words that merely contain a period or an abbreviation.
+        "maximum context length is 4096 tokens; see the hyper-minute notes in RPMs.txt",
+    ],
+)
+def test_rate_markers_need_a_real_window(text: str) -> None:
+    # Our inputs: the window guard must not swallow real overflow wording around it.
+    assert classify_error(text).kind is K.CONTEXT_OVERFLOW
 
 
 # --- each kind, through the forms adapters hand over ------------------------------------------

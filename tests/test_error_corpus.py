@@ -96,12 +96,13 @@ class Sdks:
 
 @pytest.fixture(scope="module")
 def sdks() -> Iterator[Sdks]:
-    with replay_server() as server:
-        yield Sdks(
-            server=server,
-            openai=openai.OpenAI(api_key="test", base_url=f"{server.url}/v1", max_retries=0),
-            anthropic=anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0),
-        )
+    with (
+        replay_server() as server,
+        openai.OpenAI(api_key="test", base_url=f"{server.url}/v1", max_retries=0) as openai_client,
+        anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0) as anthropic_client,
+    ):
+        # Closed on exit: a pooled keep-alive socket left open is a ResourceWarning (an error).
+        yield Sdks(server=server, openai=openai_client, anthropic=anthropic_client)
 
 
 def sdk_errors(sdks: Sdks, record: dict[str, Any]) -> Iterator[tuple[str, Exception]]:
@@ -125,9 +126,13 @@ def sdk_errors(sdks: Sdks, record: dict[str, Any]) -> Iterator[tuple[str, Except
 
 
 def all_forms(sdks: Sdks, record: dict[str, Any]) -> Iterator[tuple[str, ErrorInfo]]:
-    """The record classified as text + status, as a parsed body, and as SDK exceptions."""
+    """The record classified as text (with and without its status), as a parsed body, and as
+    the exceptions real SDKs raise."""
     status = record["http_status"]
     yield "text", classify_error(record["body"], status=status)
+    # Without the status (a log line, a proxy that kept only the text): the words alone
+    # must decide, and a look-alike must not fall through to an overflow pattern.
+    yield "text, no status", classify_error(record["body"])
     body = parsed_body(record)
     if body is not None:
         yield "parsed", classify_error(body, status=status)

@@ -62,8 +62,8 @@ class ErrorKind(StrEnum):
 
     CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit: truncate history
     OUTPUT_CAP = "output_cap"  # max_tokens above the model's cap: lower max_tokens
-    RATE_LIMIT = "rate_limit"  # per-minute limits, throttling: wait and retry
-    QUOTA = "quota"  # billing / credit exhausted: do not retry
+    RATE_LIMIT = "rate_limit"  # a limit per second..day, throttling: wait and retry
+    QUOTA = "quota"  # quota, billing, credit or monthly limit exhausted: do not retry
     PAYLOAD_TOO_LARGE = "payload_too_large"  # byte-size limit of a proxy or API
     AUTH = "auth"
     TRANSIENT = "transient"  # 5xx, overloaded, connection reset: retry
@@ -200,6 +200,18 @@ _N: Final = r"\d{1,3}(?:[,_]\d{3})+|\d+"
 # "context length", "context window", "context_size", "context limit".
 _CTX: Final = r"\bcontext[\s_-]*(?:length|window|size|limit)\b"
 
+# A rate window, as providers write it: "per minute", "_per_minute_" (Vertex quota names),
+# "free-models-per-day" (OpenRouter), "40000 tokens/min", "Limit: 150000 / min" (old OpenAI),
+# TPM / TPD / RPM / RPD / ITPM (OpenAI, Groq, Moonshot, Anthropic), "hourly usage limit"
+# (Ollama cloud), "daily token limit", "within a given time frame" (Meta Llama API).
+# A slash form needs a number or a counted noun before it, so URL paths ("/v1/d/") do not count.
+_PERIOD: Final = r"(?:sec(?:ond)?s?|min(?:ute)?s?|hours?|hrs?|days?)"
+_RATE_WINDOW: Final = (
+    rf"(?<![a-z0-9])per[\s_-]+{_PERIOD}(?![a-z0-9])"
+    rf"|(?:(?<![\w.])\d[\d,._]*|\b(?:tokens?|requests?|calls?|queries))\s*/\s*(?:[smhd]|{_PERIOD})\b"
+    r"|\b(?:[io]?tp|rp)[smhd]\b|\b(?:hourly|daily)\b|\bwithin\s+a\s+given\s+time\s+frame\b"
+)
+
 _RULES: Final[tuple[_Rule, ...]] = (
     # 1. Structured codes whose meaning is specific (error.code / error.type / status fields,
     #    snake_case words and exception names in the text). Look-alikes first: a rate limit or
@@ -232,30 +244,30 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "unsupported_parameter unsupported_value string_above_max_length",
     ),
     _code(_K.TRANSIENT, "code:overloaded", "overloaded_error"),
-    # 2. Message patterns. Look-alikes of overflow first: per-period rate limits (OpenAI and
-    #    Groq TPM, Anthropic ITPM, Bedrock tokens per day), quotas and credit limits.
-    _text(
-        _K.RATE_LIMIT,
-        "text:per_period",
-        r"\b(?:tokens?|requests?)\s+per\s+(?:min(?:ute)?|hour|day|second)\b",
-    ),
+    # 2. Message patterns. Look-alikes of overflow first: a limit per period of time is a rate
+    #    limit whatever else the message says ("Token limit (500,000 per day) exceeded"), so
+    #    the window guard comes before every overflow pattern; then quotas and credit limits.
+    #    A day is a rate window too: providers code per-day limits as rate limits (OpenAI/Groq
+    #    TPD `rate_limit_exceeded`, Bedrock "Too many tokens per day" ThrottlingException).
+    _text(_K.RATE_LIMIT, "text:per_period", _RATE_WINDOW),
     _text(_K.RATE_LIMIT, "text:rate_limit", r"\brate[\s_-]*limit|\btoo many requests\b"),
     # Bedrock ThrottlingException: "Too many tokens, please wait before trying again."
     _text(_K.RATE_LIMIT, "text:throttle", r"please wait before trying again|\bthrottl"),
     # Mistral "Service tier capacity exceeded for this model" (a 429 per LiteLLM's
     # litellm_core_utils/exception_mapping_utils.py).
     _text(_K.RATE_LIMIT, "text:capacity", r"\bservice tier capacity exceeded\b"),
+    # Any quota ("Quota exceeded for metric: ...", "insufficient_quota") and credit limits.
     _text(
         _K.QUOTA,
         "text:quota",
-        r"\bexceeded your current quota\b|\binsufficient[\s_]quota\b"
+        r"(?<![a-z0-9])quota(?![a-z0-9])"
         r"|\bcredit balance is too low\b|\brequires more credits\b|\bcan only afford\b",
     ),
     # OpenRouter per-key spending limit "Prompt tokens limit exceeded: 230799 > 91442".
     _text(
         _K.QUOTA,
         "text:key_limit",
-        r"\bprompt tokens limit exceeded\b|\b(?:monthly|weekly|daily|spend(?:ing)?) limit\b",
+        r"\bprompt tokens limit exceeded\b|\b(?:monthly|weekly|spend(?:ing)?) limit\b",
     ),
     # llama.cpp: "input (N tokens) is too large to process. increase the physical batch size"
     _text(_K.INVALID_REQUEST, "text:batch_size", r"\bphysical batch size\b"),
