@@ -46,6 +46,16 @@ OPENAI_QUOTA_BODY = (
     'details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}'
 )
 
+# pe-033, Azure OpenAI (https://github.com/vanderschaarlab/climb/issues/1; the paste ends
+# there): a rate limit whose stated wait, a day, is far over any retry bound.
+AZURE_RETRY_AFTER_A_DAY_BODY = (
+    "Error code: 429 - {'error': {'code': '429', 'message': 'Requests to the "
+    "ChatCompletions_Create Operation under Azure OpenAI API version 2024-08-01-preview have "
+    "exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after "
+    "86400 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to "
+    "further increase the default rate limit."
+)
+
 SECTIONS_TEMPLATE = """## User's goal
 {goal}
 ## Explicit instructions and constraints

@@ -9,6 +9,7 @@ import pytest
 
 from chatcli.compaction import (
     MAX_MERGE_LEVELS,
+    MAX_SUMMARY_RETRIES,
     SUMMARY_HEADER,
     SUMMARY_SECTIONS,
     CompactionBreaker,
@@ -26,10 +27,12 @@ from chatcli.errors import CompactionError, ConfigError
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall, Usage
+from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import Request
 from chatcli.tokens import TokenEstimator
 from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
+    AZURE_RETRY_AFTER_A_DAY_BODY,
     LLAMA_OVERFLOW_BODY,
     OPENAI_QUOTA_BODY,
     SECTIONS_TEMPLATE,
@@ -39,6 +42,7 @@ from tests.compaction_fakes import (
     conversation_text,
     faithful_summary,
 )
+from tests.replay import Scripted, replay_server
 
 RULES = "We are building a parser. Never use tabs for indentation. Always run the tests with -q."
 
@@ -179,16 +183,6 @@ def _assert_unchanged_after_failure(reply: object, match: str) -> CompactionErro
     return caught.value
 
 
-def test_a_rate_limited_summary_call_raises_and_changes_nothing() -> None:
-    error = HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)
-    raised = _assert_unchanged_after_failure(error, "summary call failed.*rate limit")
-    assert raised.__cause__ is error
-
-
-def test_a_timed_out_summary_call_raises_and_changes_nothing() -> None:
-    _assert_unchanged_after_failure(TimeoutError("read timed out"), "read timed out")
-
-
 @pytest.mark.parametrize("reply", ["", "   \n"])
 def test_an_empty_summary_is_rejected(reply: str) -> None:
     _assert_unchanged_after_failure(reply, "empty summary")
@@ -258,7 +252,7 @@ def test_failure_with_fallback_uses_the_deterministic_levels() -> None:
     messages = agent_session(10, result_chars=3000)
     summarizer = ScriptedSummarizer([HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)])
     budget = TokenEstimator().count(messages) // 3
-    result = compact(summarizer, messages, window=budget, fallback=True)
+    result = compact(summarizer, messages, window=budget, fallback=True, sleep=_no_wait)
     report = result.report
     assert report.fallback is not None and "rate limit" in report.reason
     level = int(report.fallback.name.split(":")[0].removeprefix("level "))
@@ -270,6 +264,113 @@ def test_failure_with_fallback_uses_the_deterministic_levels() -> None:
             apply_recovery_level(messages, level - 1, RecoveryConfig()).messages
         )
     )
+
+
+# ---------------------------------------------------------------------------- retries
+
+
+def _no_wait(seconds: float) -> None:
+    pass
+
+
+_TRANSIENT = [
+    pytest.param(HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY), id="rate-limit-429"),
+    pytest.param(TimeoutError("read timed out"), id="timeout"),
+    pytest.param(ConnectionResetError(104, "Connection reset by peer"), id="connection-reset"),
+]
+
+
+@pytest.mark.parametrize("error", _TRANSIENT)
+def test_a_transient_failure_is_retried_with_backoff(error: Exception) -> None:
+    sleeps: list[float] = []
+    summarizer = ScriptedSummarizer([error, error, faithful_summary])
+    result = compact(summarizer, agent_session(), sleep=sleeps.append)
+    assert sleeps == [1.0, 2.0]
+    assert len(summarizer.requests) == result.report.calls == 3
+    assert len(set(map(repr, summarizer.requests))) == 1  # the same request each time
+    assert result.report.usage == summarizer.usage  # only the call that worked reported usage
+
+
+@pytest.mark.parametrize("error", _TRANSIENT)
+def test_retries_are_bounded_then_nothing_changes(error: Exception) -> None:
+    messages = agent_session()
+    snapshot = list(messages)
+    sleeps: list[float] = []
+    summarizer = ScriptedSummarizer([error])
+    with pytest.raises(CompactionError, match="summary call failed after 2 retries") as caught:
+        compact(summarizer, messages, sleep=sleeps.append)
+    assert messages == snapshot
+    assert caught.value.__cause__ is error
+    assert len(summarizer.requests) == caught.value.calls == 1 + MAX_SUMMARY_RETRIES
+    assert sleeps == [1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (OPENAI_QUOTA_BODY, "quota"),  # a 429 that waiting cannot fix
+        (AZURE_RETRY_AFTER_A_DAY_BODY, "retry after 86400 seconds"),  # over RETRY_MAX_DELAY
+    ],
+)
+def test_failures_waiting_cannot_fix_are_not_retried(body: str, reason: str) -> None:
+    sleeps: list[float] = []
+    summarizer = ScriptedSummarizer([HTTPStatusError(429, body), faithful_summary])
+    with pytest.raises(CompactionError, match=reason):
+        compact(summarizer, agent_session(), sleep=sleeps.append)
+    assert (len(summarizer.requests), sleeps) == (1, [])
+
+
+# Anthropic API reference, "Create a Message", example response (text and usage replaced).
+def _anthropic_message(text: str) -> dict[str, object]:
+    return {
+        "id": "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-20250514",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 2095, "output_tokens": 503},
+    }
+
+
+# The docs' overloaded error (tests/data/sse/anthropic-error.txt), as a 529 with Retry-After.
+_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+async def test_the_providers_retry_after_is_honoured_through_the_real_sdk() -> None:
+    with replay_server() as server:
+        server.add(
+            Scripted(status=529, body=_OVERLOADED, headers={"retry-after": "7"}),
+            Scripted(body=_anthropic_message(_summary())),
+        )
+        provider = Anthropic("claude-sonnet-4-20250514", api_key="sk-ant-test", base_url=server.url)
+        sleeps: list[float] = []
+
+        async def asleep(seconds: float) -> None:
+            sleeps.append(seconds)
+
+        result = await acompact(provider, agent_session(), asleep=asleep)
+    assert sleeps == [7.0] and len(server.requests) == 2
+    assert result.report.calls == 2
+    assert result.report.usage == Usage(input_tokens=2095, output_tokens=503)
+
+
+def test_auto_compaction_that_worked_after_a_retry_is_no_strike() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50  # over 80%, still fits
+    summarizer = ScriptedSummarizer([TimeoutError("read timed out"), faithful_summary])
+    breaker = CompactionBreaker().after_failure("earlier")
+    outcome = auto_compact(
+        summarizer,
+        messages,
+        breaker=breaker,
+        window=window,
+        summarizer_window=100_000,
+        sleep=_no_wait,
+    )
+    assert outcome.result is not None and outcome.error is None
+    assert outcome.breaker.strikes == 0 and outcome.result.report.calls == 2
 
 
 # ---------------------------------------------------------------------------- what it cost
@@ -482,12 +583,18 @@ def test_auto_compaction_stops_after_three_failures_and_says_so_once() -> None:
     notices = []
     for _ in range(5):
         outcome = auto_compact(
-            summarizer, messages, breaker=breaker, window=window, summarizer_window=100_000
+            summarizer,
+            messages,
+            breaker=breaker,
+            window=window,
+            summarizer_window=100_000,
+            sleep=_no_wait,
         )
         assert outcome.messages == tuple(messages)
         breaker = outcome.breaker
         notices.append(outcome.notice)
-    assert len(summarizer.requests) == 3  # no model call once the breaker is open
+    # Each compaction retried its call, then failed; no model call once the breaker is open.
+    assert len(summarizer.requests) == 3 * (1 + MAX_SUMMARY_RETRIES)
     assert [n is not None for n in notices] == [False, False, True, False, False]
     assert "rate limit" in (notices[2] or "")
 

@@ -30,14 +30,23 @@ What guards it (each is tested):
   breaker is open (after `max_failures` failed or ineffective compactions in a row) and the
   conversation exceeds the effective window: then no model call is made at all.
 
-The model calls are written once, as a generator that yields `Request`s and receives
-`Response`s (or the provider's exception, thrown in); `_drive` and `_adrive` run it.
+**Transient failures are asked again.** A summary call that fails with a rate limit or a
+transient error (5xx, timeout, connection reset) is sent again after the wait
+`chatcli.retry.retry_delay` gives (the provider's Retry-After when it is at most
+`RETRY_MAX_DELAY`, else exponential backoff), at most `MAX_SUMMARY_RETRIES` times; only then
+does it fail the compaction. The wait is injected (`sleep` / `asleep`).
+
+The model calls are written once, as a generator that yields `_Call`s (a request, and how long
+to wait before sending it) and receives `Response`s (or the provider's exception, thrown in);
+`_drive` and `_adrive` run it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Generator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import TypeVar
@@ -50,10 +59,12 @@ from chatcli.history.text import cut_middle
 from chatcli.history.truncate import apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, Usage, total_chars
 from chatcli.providers.base import Provider, Request, Response
+from chatcli.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
     "MAX_MERGE_LEVELS",
+    "MAX_SUMMARY_RETRIES",
     "SUMMARY_HEADER",
     "SUMMARY_SECTIONS",
     "AutoCompaction",
@@ -85,6 +96,9 @@ _LATEST_HEADER = "[The user's latest request, verbatim:]"
 # chunk capacity over the summary size (at least 3 with the window split below), so three
 # levels cover a middle dozens of windows long.
 MAX_MERGE_LEVELS = 3
+# Times one summary call is sent again after a rate limit or a transient error: the same
+# number the recovery loop allows a chat call.
+MAX_SUMMARY_RETRIES = DEFAULT_MAX_RETRIES
 # The summariser needs to know what happened, not whole outputs: each tool result is shown
 # to it cut to this size (the transcript keeps them in full).
 _RENDERED_RESULT_CHARS = 4000
@@ -109,7 +123,19 @@ _SYSTEM_PROMPT = (
 )
 
 T = TypeVar("T")
-Steps = Generator[Request, Response, T]
+Sleep = Callable[[float], object]
+AsyncSleep = Callable[[float], Awaitable[object]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Call:
+    """What the steps ask the driver: wait `wait` seconds (a retry's backoff), then send."""
+
+    request: Request
+    wait: float = 0.0
+
+
+Steps = Generator[_Call, Response, T]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,12 +220,14 @@ def compact(
     summarizer_window: int | None = None,
     fallback: bool = False,
     recovery_config: RecoveryConfig | None = None,
+    sleep: Sleep = time.sleep,
 ) -> CompactionResult:
     """Replace the middle of `messages` with a verified summary (see the module docstring).
 
     `window` defaults to the provider's declared `context_window`; `summarizer` (default:
     `provider`) writes the summary within `summarizer_window` (default: its declared window,
-    else `window`). Raises `CompactionError` when no valid view was produced.
+    else `window`). `sleep` waits before a retried summary call. Raises `CompactionError`
+    when no valid view was produced.
     """
     plan = _plan(
         provider,
@@ -213,7 +241,7 @@ def compact(
         fallback,
         recovery_config,
     )
-    return _drive(_compaction(tuple(messages), plan), summarizer or provider)
+    return _drive(_compaction(tuple(messages), plan), summarizer or provider, sleep)
 
 
 async def acompact(
@@ -229,8 +257,9 @@ async def acompact(
     summarizer_window: int | None = None,
     fallback: bool = False,
     recovery_config: RecoveryConfig | None = None,
+    asleep: AsyncSleep = asyncio.sleep,
 ) -> CompactionResult:
-    """The async twin of `compact`."""
+    """The async twin of `compact` (`asleep` waits before a retried summary call)."""
     plan = _plan(
         provider,
         summarizer,
@@ -243,7 +272,7 @@ async def acompact(
         fallback,
         recovery_config,
     )
-    return await _adrive(_compaction(tuple(messages), plan), summarizer or provider)
+    return await _adrive(_compaction(tuple(messages), plan), summarizer or provider, asleep)
 
 
 def _plan(
@@ -291,33 +320,37 @@ def _declared_window(provider: Provider) -> int | None:
 # ---------------------------------------------------------------------------- drivers
 
 
-def _drive(steps: Steps[T], provider: Provider) -> T:
+def _drive(steps: Steps[T], provider: Provider, sleep: Sleep) -> T:
     """Run `steps` against `provider`: its exceptions are thrown into the steps, which decide."""
     try:
-        request = next(steps)
+        call = next(steps)
         while True:
+            if call.wait:
+                sleep(call.wait)
             try:
-                response = provider.complete(request)
+                response = provider.complete(call.request)
             except Exception as exc:
-                request = steps.throw(exc)
+                call = steps.throw(exc)
             else:
-                request = steps.send(response)
+                call = steps.send(response)
     except StopIteration as stop:
         value: T = stop.value
         return value
 
 
-async def _adrive(steps: Steps[T], provider: Provider) -> T:
+async def _adrive(steps: Steps[T], provider: Provider, asleep: AsyncSleep) -> T:
     """The async twin of `_drive`."""
     try:
-        request = next(steps)
+        call = next(steps)
         while True:
+            if call.wait:
+                await asleep(call.wait)
             try:
-                response = await provider.acomplete(request)
+                response = await provider.acomplete(call.request)
             except Exception as exc:
-                request = steps.throw(exc)
+                call = steps.throw(exc)
             else:
-                request = steps.send(response)
+                call = steps.send(response)
     except StopIteration as stop:
         value: T = stop.value
         return value
@@ -379,21 +412,49 @@ def _replanned(plan: _Plan, overflow: _SummaryOverflow) -> _Plan:
 
 
 def _ask(request: Request, calls: list[Response | None]) -> Steps[str]:
-    """One summary call; a provider failure becomes CompactionError, chained."""
-    try:
-        response = yield request
-    except Exception as exc:
-        calls.append(None)
-        info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
-        message = f"the summary call failed: {_describe(info, exc)}"
-        if info.is_overflow:
-            raise _SummaryOverflow(message, info=info, request=request) from exc
-        raise CompactionError(message) from exc
-    calls.append(response)
+    """One summary's text; an empty one is a CompactionError."""
+    response = yield from _call(request, calls)
     text = response.message.text.strip()
     if not text:
         raise CompactionError("the summariser returned an empty summary")
     return text
+
+
+def _call(request: Request, calls: list[Response | None]) -> Steps[Response]:
+    """One summary call, sent again after a rate limit or a transient error (at most
+    `MAX_SUMMARY_RETRIES` times); then a provider failure becomes CompactionError, chained."""
+    retries = 0
+    wait = 0.0
+    while True:  # each pass returns, raises, or counts a retry (bounded above)
+        try:
+            response = yield _Call(request=request, wait=wait)
+        except Exception as exc:
+            calls.append(None)
+            info = exc.info if isinstance(exc, ProviderError) else classify_error(exc)
+            delay = _retry_wait(info, retries + 1)
+            if delay is None:
+                raise _call_failed(info, exc, request, retries) from exc
+            retries, wait = retries + 1, delay
+        else:
+            calls.append(response)
+            return response
+
+
+def _retry_wait(info: ErrorInfo, retry: int) -> float | None:
+    """Seconds to wait before retry number `retry`, or None: the failure stands."""
+    if info.kind not in RETRYABLE or retry > MAX_SUMMARY_RETRIES:
+        return None
+    return retry_delay(retry, info.retry_after)
+
+
+def _call_failed(
+    info: ErrorInfo, exc: Exception, request: Request, retries: int
+) -> CompactionError:
+    after = f" after {retries} retries" if retries else ""
+    message = f"the summary call failed{after}: {_describe(info, exc)}"
+    if info.is_overflow:
+        return _SummaryOverflow(message, info=info, request=request)
+    return CompactionError(message)
 
 
 def _usage_of(calls: Sequence[Response | None]) -> Usage:
@@ -821,11 +882,13 @@ def auto_compact(
     summarizer: Provider | None = None,
     summarizer_window: int | None = None,
     recovery_config: RecoveryConfig | None = None,
+    sleep: Sleep = time.sleep,
 ) -> AutoCompaction:
     """Compact before a request when the estimate passes `auto_compact_pct` of the window.
 
     Never raises CompactionError: a failure is a strike on the breaker and the input is sent
     as it is (or, when it exceeds the effective window, the deterministic levels shrink it).
+    A summary call that is retried (and then works) is no failure. `sleep` waits before it.
     """
     plan = _plan(
         provider,
@@ -840,7 +903,7 @@ def auto_compact(
         recovery_config,
     )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
-    return _drive(steps, summarizer or provider)
+    return _drive(steps, summarizer or provider, sleep)
 
 
 async def aauto_compact(
@@ -855,6 +918,7 @@ async def aauto_compact(
     summarizer: Provider | None = None,
     summarizer_window: int | None = None,
     recovery_config: RecoveryConfig | None = None,
+    asleep: AsyncSleep = asyncio.sleep,
 ) -> AutoCompaction:
     """The async twin of `auto_compact`."""
     plan = _plan(
@@ -870,7 +934,7 @@ async def aauto_compact(
         recovery_config,
     )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
-    return await _adrive(steps, summarizer or provider)
+    return await _adrive(steps, summarizer or provider, asleep)
 
 
 def _auto(
