@@ -201,7 +201,60 @@ def test_a_nonsense_summary_is_rejected(reply: str) -> None:
 
 
 def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
-    _assert_unchanged_after_failure(lambda r: conversation_text(r) * 2, "not smaller")
+    _assert_unchanged_after_failure(
+        lambda r: _summary(goal=conversation_text(r) * 2), "not smaller"
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Sorry, I cannot summarise this conversation.",
+        "I'm sorry, but I can't help with summarizing the parser conversation above.",
+        # A fair summary, but free text: the next assistant needs the handoff's structure.
+        "The user is building a parser in parser.py and asked never to use tabs. The failing "
+        "test was fixed by handling empty input; the docs are pending.",
+    ],
+)
+def test_a_refusal_or_free_text_is_rejected(reply: str) -> None:
+    error = _assert_unchanged_after_failure(reply, "has 0 of the 7 sections")
+    assert reply[:40] in str(error)  # the user sees what the model said instead
+
+
+def _only_sections(count: int) -> str:
+    return "\n".join(f"## {section}\nthe parser, done." for section in SUMMARY_SECTIONS[:count])
+
+
+def test_a_summary_may_leave_out_two_sections_but_not_three() -> None:
+    assert compact(ScriptedSummarizer([_only_sections(5)]), agent_session()).report.calls == 1
+    _assert_unchanged_after_failure(_only_sections(4), "has 4 of the 7 sections")
+
+
+def test_section_headings_are_recognised_in_the_usual_markdown_styles() -> None:
+    headings = (
+        "# User's goal",
+        "**Explicit instructions and constraints:** none.",
+        "Decisions made:",
+        "1. Files and resources touched",
+        "### ERRORS AND HOW THEY WERE SOLVED",
+        "__Done and pending__",
+        "- Current step",
+    )
+    summary = "\n".join(f"{line}\nparser.py, done." for line in headings)
+    assert compact(ScriptedSummarizer([summary]), agent_session()).report.summary == summary
+
+
+def test_a_heading_word_inside_a_sentence_is_not_a_section() -> None:
+    prose = "\n".join(
+        f"We discussed the {section.lower()} at length." for section in SUMMARY_SECTIONS
+    )
+    _assert_unchanged_after_failure(prose, "has 0 of the 7 sections")
+
+
+def test_the_prompt_asks_to_keep_the_headings_in_english() -> None:
+    summarizer = ScriptedSummarizer([faithful_summary])
+    compact(summarizer, agent_session())
+    assert "headings exactly as written (in English)" in summarizer.requests[0].messages[0].text
 
 
 def test_a_view_that_still_does_not_fit_is_rejected() -> None:

@@ -12,11 +12,12 @@ What guards it (each is tested):
   don't / must rules) and the latest user request, when it is summarised, are looked up in
   it (case, punctuation and spacing ignored). Whatever is missing is pinned verbatim after the
   summary. No model call is needed for that.
-- **Transactional.** The new view is returned only when it is valid: the summary is not empty
-  and not nonsense (most of its words must occur in the conversation or the prompt), the view
+- **Transactional.** The new view is returned only when it is valid: the summary is not empty,
+  not nonsense (most of its words must occur in the conversation or the prompt) and has most
+  of the fixed sections as headings (a refusal or free text is no handoff summary), the view
   is smaller than before and fits the budget (window minus output reserve, when known), and
   tool pairing is intact. Otherwise, and on any provider error (timeout, rate limit,
-  overflow...), `CompactionError` is raised, chained to the cause. Cancellation
+  overflow...) that retrying did not fix, `CompactionError` is raised, chained to the cause. Cancellation
   (`asyncio.CancelledError`, `KeyboardInterrupt`) is not converted: it propagates as itself,
   so `asyncio.timeout` and task cancellation keep working; nothing has changed either way.
 - **The summary call never overflows.** A middle larger than the summariser's window is
@@ -109,17 +110,22 @@ _SUMMARY_WINDOW_SHARE = 4
 _CHUNK_SAFETY = 0.9
 # A summary whose words mostly do not occur in the conversation or the prompt is nonsense.
 _MIN_KNOWN_WORDS = 0.3
+# Sections of SUMMARY_SECTIONS a summary must have as headings. A model may fairly merge or
+# drop a section or two that do not apply (no errors, no files in a plain chat); a refusal
+# ("Sorry, I cannot summarise this conversation.") or free text has none, and the words of
+# either occur in the conversation, so only the structure tells them from a handoff summary.
+_MIN_SECTIONS = 5
 
 _SYSTEM_PROMPT = (
     "You write handoff summaries of conversations between a user and an AI assistant. "
-    "Another assistant will continue the work from your summary alone, without the original "
-    "messages. Write only the summary, in the language of the conversation, as Markdown with "
-    "exactly these sections, in this order:\n\n"
+    "Another assistant will continue the work from your summary alone. Write only the "
+    "summary, as Markdown with these sections in this order, keeping the headings exactly as "
+    "written (in English):\n\n"
     + "\n".join(f"## {section}" for section in SUMMARY_SECTIONS)
-    + "\n\nUnder 'Explicit instructions and constraints', quote every rule or instruction the "
-    "user gave, word for word. Be specific everywhere: file paths, names, commands, numbers, "
-    "exact error messages. Leave out pleasantries. Do not answer the user and do not continue "
-    "the conversation."
+    + "\n\nWrite the rest in the language of the conversation. Under 'Explicit instructions "
+    "and constraints', quote every rule or instruction the user gave, word for word. Be "
+    "specific: file paths, names, commands, numbers, exact error messages. No pleasantries. "
+    "Do not answer the user or continue the conversation."
 )
 
 T = TypeVar("T")
@@ -693,6 +699,19 @@ def _is_nonsense(summary: str, source: str) -> bool:
     return sum(word in known for word in words) < _MIN_KNOWN_WORDS * len(words)
 
 
+_HEADING_MARKS = re.compile(r"^[\s#*_>-]*(?:\d+[.)]\s*)?")
+
+
+def _sections_in(summary: str) -> int:
+    """How many of SUMMARY_SECTIONS the summary has as headings, in any usual Markdown style
+    ("## Decisions made", "**Decisions made:** ...", "1. Decisions made", "Decisions made:")."""
+    wanted = {_normalised(section) for section in SUMMARY_SECTIONS}
+    titles = {
+        _normalised(_HEADING_MARKS.sub("", line).partition(":")[0]) for line in summary.splitlines()
+    }
+    return len(wanted & titles)
+
+
 def _latest_request(messages: Sequence[Message]) -> Message | None:
     return next(
         (m for m in reversed(messages) if is_real_user_request(m) and not is_summary_message(m)),
@@ -711,11 +730,7 @@ def _accept(
     plan: _Plan,
 ) -> CompactionResult:
     """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
-    source = "\n".join(_render(split.middle)) + (plan.focus or "")
-    if _is_nonsense(summary, source):
-        raise CompactionError(
-            "the summary was rejected: it does not read like a summary of this conversation"
-        )
+    _check_summary(summary, "\n".join(_render(split.middle)) + (plan.focus or ""))
     instructions, request = _required(split.middle, _latest_request(split.middle + split.tail))
     pinned = _missing(summary, instructions)
     request = request if request and _missing(summary, (request,)) else ""
@@ -735,6 +750,21 @@ def _accept(
     )
     _validate(view, report, plan)
     return CompactionResult(messages=view, report=report)
+
+
+def _check_summary(summary: str, source: str) -> None:
+    """Raise CompactionError unless `summary` reads like a handoff summary of `source`."""
+    if _is_nonsense(summary, source):
+        raise CompactionError(
+            "the summary was rejected: it does not read like a summary of this conversation"
+        )
+    sections = _sections_in(summary)
+    if sections < _MIN_SECTIONS:
+        raise CompactionError(
+            f"the summary was rejected: it has {sections} of the {len(SUMMARY_SECTIONS)} sections "
+            f"(at least {_MIN_SECTIONS} are needed), so it is no handoff summary; it begins "
+            f"{summary[:80]!r}"
+        )
 
 
 def _summary_text(summary: str, pinned: Sequence[str], request: str, summarized: int) -> str:
