@@ -132,22 +132,24 @@ def tool_messages() -> st.SearchStrategy[Message]:
 
 
 @st.composite
-def conversations(draw: st.DrawFn, *, max_blocks: int = 12) -> list[Message]:
+def conversations(draw: st.DrawFn, *, max_blocks: int = 12, users: bool = True) -> list[Message]:
     """A conversation of up to `max_blocks` blocks (a message, or a tool-call exchange).
 
     An exchange is an assistant message with calls followed by results, each answered once,
     twice or never, in a shuffled order. Then up to three tool messages are moved anywhere
-    (after other messages, or before their call).
+    (after other messages, or before their call). With `users=False` there is no user
+    message at all (an agent transcript cut before its request, a history of tool calls).
     """
-    block = st.one_of(
+    user_block = user_messages().map(lambda m: [m])
+    blocks = [
         system_messages().map(lambda m: [m]),
-        user_messages().map(lambda m: [m]),
-        user_messages().map(lambda m: [m]),
+        *((user_block, user_block) if users else ()),
         assistant_messages(max_calls=0).map(lambda m: [m]),
         _tool_exchanges(),
         _tool_exchanges(),
         tool_messages().map(lambda m: [m]),  # orphan, or an answer to some earlier call
-    )
+    ]
+    block = st.one_of(blocks)
     messages = [m for group in draw(st.lists(block, max_size=max_blocks)) for m in group]
     for _ in range(draw(st.integers(0, 3))):
         tools = [i for i, m in enumerate(messages) if m.role is Role.TOOL]

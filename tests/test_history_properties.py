@@ -53,10 +53,13 @@ TRUNCATING = ("level 2", "level 3")
 NOTICE = Message.system(COMPACTION_NOTICE)
 
 PROPERTY = settings(max_examples=200, deadline=None)
+# Histories without any user message are drawn on purpose: the "start with a user message"
+# rule has nothing to start from there, and that is where a tail used to come out empty.
+HISTORIES = conversations() | conversations(users=False)
 
 
 @PROPERTY
-@given(conversations(), recovery_configs())
+@given(HISTORIES, recovery_configs())
 def test_transforms_are_pure_deterministic_and_report_truly(
     messages: list[Message], config: RecoveryConfig
 ) -> None:
@@ -78,7 +81,7 @@ def test_transforms_are_pure_deterministic_and_report_truly(
 
 
 @PROPERTY
-@given(conversations(), recovery_configs())
+@given(HISTORIES, recovery_configs())
 def test_pairs_systems_and_the_latest_request_survive(
     messages: list[Message], config: RecoveryConfig
 ) -> None:
@@ -101,7 +104,7 @@ def test_pairs_systems_and_the_latest_request_survive(
 
 
 @PROPERTY
-@given(conversations(), recovery_configs())
+@given(HISTORIES, recovery_configs())
 def test_truncation_keeps_a_user_led_bounded_tail(
     messages: list[Message], config: RecoveryConfig
 ) -> None:
@@ -114,16 +117,21 @@ def test_truncation_keeps_a_user_led_bounded_tail(
         out = TRANSFORMS[name](messages, config).messages
         kept = _after_systems(out)
         assert all(m.role is not Role.SYSTEM for m in kept), "systems come first"
+        # Never empty while anything but orphan/duplicate results (which repair drops: no
+        # provider accepts them) is there to keep.
+        assert bool(kept) == bool(repaired), name
         if any(m.role is Role.USER for m in others):
-            assert kept and kept[0].role is Role.USER, name
-        assert len(kept) <= keep + 1, name
-        # Apart from a pinned request in front, the kept part is taken from the last `keep`.
-        rest = kept[1:] if kept and kept[0] not in repaired[-keep:] else kept
-        assert is_subsequence(rest, repaired[-keep:]), name
+            assert kept[0].role is Role.USER, name
+            assert len(kept) <= keep + 1, name
+            # Apart from a pinned request in front, the kept part comes from the last `keep`.
+            rest = kept[1:] if kept[0] not in repaired[-keep:] else kept
+            assert is_subsequence(rest, repaired[-keep:]), name
+        elif kept:
+            assert_whole_unit_tail(kept, repaired, keep)
 
 
 @PROPERTY
-@given(conversations(), recovery_configs())
+@given(HISTORIES, recovery_configs())
 def test_sizes_only_shrink_apart_from_synthetic_results_and_the_notice(
     messages: list[Message], config: RecoveryConfig
 ) -> None:
@@ -179,6 +187,16 @@ def assert_paired(messages: Sequence[Message]) -> None:
         assert len(set(ids)) == len(ids), "repeated call id in one message"
         expected = ids
     assert not expected, f"unanswered calls {expected}"
+
+
+def assert_whole_unit_tail(kept: Sequence[Message], others: Sequence[Message], keep: int) -> None:
+    """With no user message, the kept part is a suffix of the (repaired) non-system messages
+    that starts at a whole exchange: the last `keep` minus results cut from their call, or,
+    when that leaves nothing, the last assistant message with all of its results."""
+    assert list(kept) == list(others[len(others) - len(kept) :]), "not a suffix"
+    assert kept[0].role is not Role.TOOL, "starts inside a tool exchange"
+    if len(kept) > keep:
+        assert all(m.role is Role.TOOL for m in kept[1:]), "more than one unit beyond `keep`"
 
 
 def shape(messages: Sequence[Message]) -> list[tuple[object, ...]]:

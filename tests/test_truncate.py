@@ -153,6 +153,94 @@ def test_without_any_user_message_the_tail_is_kept_as_is() -> None:
     assert apply_recovery_level([A1, A2, A3], 2, keep(2)).messages == (A2, A3)
 
 
+# --- edge cases: no user message, only tools, only assistants, N = 1 -----------------------
+
+
+def exchange(*ids: str) -> list[Message]:
+    """An assistant message calling `ids`, followed by their results."""
+    calls = tuple(ToolCall(id=i, name="run") for i in ids)
+    return [Message.assistant("", calls), *(Message.tool(i, f"out {i}") for i in ids)]
+
+
+def test_a_call_and_its_result_are_kept_together_when_there_is_no_user() -> None:
+    # The last message is a result; keeping it alone would drop it as an orphan and leave
+    # nothing. The whole exchange is kept instead: more than N, never empty.
+    history = exchange("c0")
+    assert apply_recovery_level(history, 2, keep(1)).messages == tuple(history)
+    assert apply_recovery_level(history, 3, DEFAULT).messages == (
+        Message.system(COMPACTION_NOTICE),
+        *history,
+    )
+
+
+def test_a_wide_exchange_is_kept_whole_at_level3_when_there_is_no_user() -> None:
+    history = [A1, *exchange("c0", "c1", "c2", "c3", "c4")]  # last 4 are all results
+    result = apply_recovery_level(history, 3, DEFAULT)
+    assert result.messages == (Message.system(COMPACTION_NOTICE), *history[1:])
+    assert result.report.dropped == ("1 older non-system messages (3 chars)",)
+
+
+def test_results_cut_from_their_call_are_dropped_when_something_else_is_left() -> None:
+    # No user: the tail starts at its first message that is not a cut-off result.
+    history = [*exchange("c0", "c1"), A2]
+    assert apply_recovery_level(history, 2, keep(2)).messages == (A2,)
+
+
+def test_only_tool_results_leave_nothing_to_keep() -> None:
+    # Orphans: no call anywhere, so no provider accepts them and repair drops them at every
+    # level. The non-system part is empty because the repaired input has nothing in it.
+    orphans = [SYS1, Message.tool("c0", "x"), Message.tool("c1", "y")]
+    assert apply_recovery_level(orphans, 1, DEFAULT).messages == (SYS1,)
+    assert apply_recovery_level(orphans, 2, keep(1)).messages == (SYS1,)
+    assert apply_recovery_level(orphans, 3, DEFAULT).messages == (
+        SYS1,
+        Message.system(COMPACTION_NOTICE),
+    )
+
+
+def test_only_assistant_messages() -> None:
+    assert apply_recovery_level([A1, A2, A3], 2, keep(1)).messages == (A3,)
+    assert apply_recovery_level([A1, A2, A3], 3, DEFAULT).messages == (
+        Message.system(COMPACTION_NOTICE),
+        A1,
+        A2,
+        A3,
+    )
+
+
+def test_a_single_huge_request_survives_level3_verbatim() -> None:
+    # "The task survives" (SPEC 1): truncation selects messages, it never cuts the request.
+    # If even this does not fit, the recovery loop reports it; the request is not rewritten.
+    huge = Message.user("describe this log:\n" + "line\n" * 200_000)
+    result = apply_recovery_level([SYS1, huge], 3, DEFAULT)
+    assert result.messages == (SYS1, Message.system(COMPACTION_NOTICE), huge)
+    assert result.messages[2] is huge
+    assert result.report.dropped == ()
+
+
+def test_a_huge_request_before_the_last_four_is_pinned_verbatim() -> None:
+    huge = Message.user("x" * 1_000_000)
+    history = [huge, *exchange("c0"), A1, A2, A3]
+    result = apply_recovery_level(history, 3, DEFAULT)
+    assert result.messages == (Message.system(COMPACTION_NOTICE), huge, A1, A2, A3)
+    assert result.messages[1] is huge
+
+
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([U1, A1], (U1, A1)),  # the request is pinned in front of the one kept message
+        ([A1, U1], (U1,)),
+        ([U1, A1, CONTINUE], (U1, CONTINUE)),  # a continuation prompt is not the task
+        ([U1, *exchange("c0")], (U1,)),  # the result lost its call; the request stays
+        ([A1, *exchange("c0")], tuple(exchange("c0"))),  # no user: the whole exchange
+        ([U1, A1, *exchange("c0"), U2], (U2,)),
+    ],
+)
+def test_level2_keeping_one_message(history: list[Message], expected: tuple[Message, ...]) -> None:
+    assert apply_recovery_level(history, 2, keep(1)).messages == expected
+
+
 def test_level2_of_short_histories() -> None:
     assert apply_recovery_level([], 2, DEFAULT).messages == ()
     assert apply_recovery_level([SYS1, SYS2], 2, DEFAULT).messages == (SYS1, SYS2)

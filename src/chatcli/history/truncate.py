@@ -12,17 +12,24 @@ The reduced budgets of level 1 are arguments of this one call, never a change to
 Levels 2 and 3 put every system message first, in its original order (level 3 follows them
 with the notice), then the kept tail of the other messages. The tail obeys these rules:
 
-- It starts with a user message (an API requirement): leading assistant/tool messages of the
-  last N are dropped.
+- It starts with a user message (an API requirement) whenever the input has one: leading
+  assistant/tool messages of the last N are dropped.
 - The task survives: when the last N hold no *real* user request (one with text that is not a
   max_tokens continuation prompt), the latest real request before them is pinned in front of
-  them, and then nothing of the last N is dropped.
+  them, and then nothing of the last N is dropped but results cut from their call.
 - Tool pairing is repaired before the tail is chosen and again after, so results stay next to
   their calls and a result whose call fell outside the tail is dropped. Repairing first means
-  the tail holds at most N messages, plus the pinned request: at most N + 1 in all.
-- It is never empty when the input has a non-system message, and it starts with a user
-  message whenever the input has one. (With no user message at all there is nothing to
-  start with; the last N are then kept as they are, minus orphan results.)
+  the tail holds at most N messages, plus the pinned request: at most N + 1 in all (the one
+  exception is the whole exchange kept when there is no user message, below).
+- It is never empty when the input has a non-system message that pairing repair keeps.
+  Repair drops only results without a call of their own (orphans, duplicates), which no
+  provider accepts: an input made only of those leaves nothing to keep.
+- With no user message at all there is nothing to start with: the last N are kept, minus
+  leading results whose call fell outside them; if that leaves nothing (the last N are all
+  results of one earlier call), the tail is that whole exchange, the assistant message and
+  all its results, even though it is longer than N. A call is never split from its result.
+- Texts are never cut: a single huge request is kept verbatim even at level 3. (If even that
+  does not fit, the recovery loop reports the failure; it never rewrites the task.)
 
 Everything is linear in the number of messages and characters.
 """
@@ -137,7 +144,25 @@ def _tail_bounds(others: Sequence[Message], keep: int) -> tuple[int | None, int]
     first_user = next((i for i in range(start, len(others)) if _is_user(others[i])), None)
     if first_user is not None:
         return None, first_user
-    return _last_index(others, _is_user, start), start
+    pin = _last_index(others, _is_user, start)
+    if pin is not None:
+        return pin, start
+    return None, _whole_unit_start(others, start)
+
+
+def _whole_unit_start(others: Sequence[Message], start: int) -> int:
+    """Where a tail with no user message to lead it starts, given the last-N bound `start`.
+
+    Results at `start` whose call fell before it are skipped (they would be orphans); when
+    nothing else is left, the tail moves back to the assistant message that made those
+    calls, so that the last exchange is kept whole rather than nothing at all. In a repaired
+    history results directly follow their call, so that message is the last non-result one.
+    """
+    first = next((i for i in range(start, len(others)) if others[i].role is not Role.TOOL), None)
+    if first is not None:
+        return first
+    call = _last_index(others, lambda m: m.role is not Role.TOOL, start)
+    return start if call is None else call
 
 
 def _aggressive_budget(messages: tuple[Message, ...], config: RecoveryConfig) -> TransformResult:
