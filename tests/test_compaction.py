@@ -169,6 +169,81 @@ def test_extract_instructions(text: str, expected: tuple[str, ...]) -> None:
     assert extract_instructions(text) == expected
 
 
+# Each row: a user message and the instructions in it (rules, imperatives, polite requests,
+# negations), next to sentences that are not instructions (statements, questions, answers).
+MULTILINGUAL = [
+    pytest.param(
+        "Nunca use tabs para indentação. O parser já está pronto. Sempre rode os testes com -q "
+        "antes de fazer commit. Você pode me explicar o erro? Não altere o arquivo main.py.",
+        (
+            "Nunca use tabs para indentação.",
+            "Sempre rode os testes com -q antes de fazer commit.",
+            "Não altere o arquivo main.py.",
+        ),
+        id="pt-rules",
+    ),
+    pytest.param(
+        "Por favor, escreva os comentários em português. Obrigado, ficou ótimo! Evite "
+        "dependências novas. Quero que você responda sempre de forma curta. O código não deve "
+        "usar variáveis globais.",
+        (
+            "Por favor, escreva os comentários em português.",
+            "Evite dependências novas.",
+            "Quero que você responda sempre de forma curta.",
+            "O código não deve usar variáveis globais.",
+        ),
+        id="pt-requests",
+    ),
+    pytest.param(
+        "Nunca uses tabuladores. El parser ya funciona. Siempre ejecuta las pruebas antes de "
+        "hacer commit. ¿Puedes revisar el log? No toques el archivo main.py.",
+        (
+            "Nunca uses tabuladores.",
+            "Siempre ejecuta las pruebas antes de hacer commit.",
+            "No toques el archivo main.py.",
+        ),
+        id="es-rules",
+    ),
+    pytest.param(
+        "Por favor, responde en español. No, está bien así. Asegúrate de que el parser acepte "
+        "entradas vacías. Quiero que documentes cada función. ¡No borres los tests!",
+        (
+            "Por favor, responde en español.",
+            "Asegúrate de que el parser acepte entradas vacías.",
+            "Quiero que documentes cada función.",
+            "¡No borres los tests!",
+        ),
+        id="es-requests",
+    ),
+    pytest.param(
+        "I want you to write the tests first. I want to understand the parser. I'd like you to "
+        "keep the answers short. I need you to check the logs before changing anything. The "
+        "build is green.",
+        (
+            "I want you to write the tests first.",
+            "I'd like you to keep the answers short.",
+            "I need you to check the logs before changing anything.",
+        ),
+        id="en-requests",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MULTILINGUAL)
+def test_instructions_are_found_in_portuguese_spanish_and_english_requests(
+    text: str, expected: tuple[str, ...]
+) -> None:
+    assert extract_instructions(text) == expected
+
+
+def test_a_portuguese_rule_the_summary_dropped_is_pinned() -> None:
+    rule = "Nunca use tabs para indentação."
+    messages = [*agent_session(1), Message.user(f"Estamos fazendo um parser. {rule}")]
+    messages += [Message.assistant("Entendido."), *agent_session(5)[1:]]
+    result = compact(ScriptedSummarizer([_summary()]), messages)
+    assert result.report.pinned == (rule,)
+
+
 # ---------------------------------------------------------------------------- transactional
 
 

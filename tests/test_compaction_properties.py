@@ -80,6 +80,21 @@ def test_no_summary_call_exceeds_the_summariser_window(
     assert all(summarizer.needed_tokens(r) <= window for r in summarizer.requests)
 
 
+_PHRASES = st.sampled_from(
+    ["Nunca", "não", "No,", "Por favor,", "¡No", "I want you to", "siempre", "use", "?", ". ", "\n"]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=20), _PHRASES), max_size=12).map(" ".join))
+def test_instructions_are_sentences_of_the_text_and_never_questions(text: str) -> None:
+    found = extract_instructions(text)
+    assert found == extract_instructions(text)
+    assert len(set(found)) == len(found)
+    for instruction in found:
+        assert instruction in text and instruction.strip() and not instruction.endswith("?")
+
+
 _EVENTS = st.lists(st.sampled_from(["fail", "weak", "good"]), max_size=12)
 
 

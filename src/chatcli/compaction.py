@@ -9,17 +9,18 @@ What guards it (each is tested):
 
 - **The task and the user's rules survive.** Before a summary is accepted, the user's
   explicit instructions in the summarised span (imperative sentences and always / never /
-  don't / must rules) and the latest user request, when it is summarised, are looked up in
-  it (case, punctuation and spacing ignored). Whatever is missing is pinned verbatim after the
-  summary. No model call is needed for that.
+  don't / must rules, in English, Portuguese or Spanish) and the latest user request, when it
+  is summarised, are looked up in it (case, punctuation and spacing ignored). Whatever is
+  missing is pinned verbatim after the summary. No model call is needed for that.
 - **Transactional.** The new view is returned only when it is valid: the summary is not empty,
   not nonsense (most of its words must occur in the conversation or the prompt) and has most
   of the fixed sections as headings (a refusal or free text is no handoff summary), the view
   is smaller than before and fits the budget (window minus output reserve, when known), and
   tool pairing is intact. Otherwise, and on any provider error (timeout, rate limit,
-  overflow...) that retrying did not fix, `CompactionError` is raised, chained to the cause. Cancellation
-  (`asyncio.CancelledError`, `KeyboardInterrupt`) is not converted: it propagates as itself,
-  so `asyncio.timeout` and task cancellation keep working; nothing has changed either way.
+  overflow...) that retrying did not fix, `CompactionError` is raised, chained to the cause.
+  Cancellation (`asyncio.CancelledError`, `KeyboardInterrupt`) is not converted: it
+  propagates as itself, so `asyncio.timeout` and task cancellation keep working; nothing has
+  changed either way.
 - **The summary call never overflows.** A middle larger than the summariser's window is
   summarised in chunks, then the summaries are merged, at most `MAX_MERGE_LEVELS` levels.
   When the window is unknown or the estimate was wrong and a summary call overflows anyway,
@@ -612,43 +613,109 @@ def _render_one(message: Message, names: dict[str, str]) -> str:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_RULE_WORDS = re.compile(
-    r"\b(always|never|don'?t|do not|must|must not|mustn'?t|should not|shouldn'?t|"
-    r"make sure|ensure|avoid|only)\b",
-    re.IGNORECASE,
-)
-# Verbs that start an imperative sentence ("Use tabs.", "Please keep it short.").
-# fmt: off
-_IMPERATIVE_VERBS = frozenset((
-    "add", "answer", "avoid", "build", "call", "change", "check", "commit", "create", "delete",
-    "do", "document", "don't", "dont", "ensure", "explain", "fix", "follow", "format", "give",
-    "ignore", "implement", "include", "install", "keep", "leave", "limit", "list", "make", "move",
-    "name", "never", "note", "prefer", "print", "put", "read", "refactor", "remember", "remove",
-    "rename", "replace", "reply", "respond", "return", "run", "send", "show", "skip", "sort",
-    "start", "stop", "tell", "translate", "try", "update", "use", "wait", "write", "always",
-))
-# fmt: on
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Lexicon:
+    """How one language states an instruction (phrases are comma-separated, lower case).
+
+    `polite`: words that may come before an imperative ("please"). `starts`: first words of an
+    imperative sentence, verbs and negations ("Use tabs.", "Não altere o main.py."); a first
+    word followed by a comma does not count ("No, está bien."). `rules`: phrases that make any
+    sentence a rule ("Tests must pass.", "Quero que você responda em português.").
+    """
+
+    polite: str
+    starts: str
+    rules: str
+
+
+# The product's spec is Portuguese; its users write English, Portuguese and Spanish.
+# Imperatives in Portuguese and Spanish are listed in the forms used to address the assistant
+# (você / tú / usted). Pro-drop makes some of them look like third-person statements ("Usa
+# Python 3.11."): such a sentence may be pinned needlessly, which costs a line, while a lost
+# rule costs the user's trust.
+_LEXICONS = {
+    "en": _Lexicon(
+        polite="please, pls, kindly",
+        starts="add, always, answer, avoid, build, call, change, check, commit, create, delete, "
+        "do, document, don't, dont, ensure, explain, fix, follow, format, give, ignore, "
+        "implement, include, install, keep, leave, limit, list, make, move, name, never, note, "
+        "prefer, print, put, read, refactor, remember, remove, rename, replace, reply, respond, "
+        "return, run, send, show, skip, sort, start, stop, tell, translate, try, update, use, "
+        "wait, write",
+        rules="always, never, don't, dont, do not, must, must not, mustn't, should not, "
+        "shouldn't, make sure, ensure, avoid, only, i want you to, i'd like you to, "
+        "i would like you to, i need you to, i expect you to, you need to, you have to",
+    ),
+    "pt": _Lexicon(
+        polite="por favor, por gentileza",
+        starts="adicione, altere, apague, atualize, certifique-se, coloque, comece, confira, "
+        "considere, corrija, crie, deixe, documente, escreva, evite, execute, explique, faça, "
+        "formate, garanta, gere, ignore, implemente, inclua, jamais, leia, lembre, lembre-se, "
+        "liste, mantenha, mostre, mude, não, nunca, pare, prefira, remova, renomeie, responda, "
+        "rode, sempre, siga, traduza, troque, use, usa, utilize, verifique",
+        rules="sempre, nunca, jamais, não deve, não devem, não pode, não podem, deve, devem, "
+        "tem que, têm que, você precisa, certifique-se, garanta que, evite, somente, apenas, "
+        "quero que, preciso que, gostaria que, é proibido",
+    ),
+    "es": _Lexicon(
+        polite="por favor",
+        starts="actualiza, agrega, añade, asegúrate, asegurate, borra, cambia, comprueba, "
+        "considera, corrige, corrija, crea, deja, documenta, elimina, empieza, envía, escribe, "
+        "escriba, evita, explica, explique, genera, haga, haz, ignora, implementa, incluye, "
+        "jamás, lee, mantén, mantenga, muestra, no, nunca, pon, prefiere, quita, recuerda, "
+        "renombra, responde, responda, revisa, siempre, traduce, usa, use, utiliza, verifica",
+        rules="siempre, nunca, jamás, jamas, no debes, no debe, no deben, debes, debe, deben, "
+        "tienes que, hay que, asegúrate, asegurate, evita, solo, sólo, solamente, únicamente, "
+        "quiero que, necesito que, me gustaría que, está prohibido",
+    ),
+}
+
+
+def _phrases(field: str) -> tuple[str, ...]:
+    return tuple(
+        phrase.strip()
+        for lexicon in _LEXICONS.values()
+        for phrase in getattr(lexicon, field).split(",")
+    )
+
+
+def _alternation(phrases: tuple[str, ...]) -> str:
+    """A regex matching any of `phrases` as whole words, any spacing between their words."""
+    longest_first = sorted(set(phrases), key=len, reverse=True)
+    return "|".join(r"\s+".join(map(re.escape, p.split())) for p in longest_first)
+
+
+_POLITE = re.compile(rf"^(?:{_alternation(_phrases('polite'))})(?!\w)[\s,:]*", re.IGNORECASE)
+_STARTS = frozenset(_phrases("starts"))
+_RULE_WORDS = re.compile(rf"(?<!\w)(?:{_alternation(_phrases('rules'))})(?!\w)", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]{3,}")
 
 
 def extract_instructions(text: str) -> tuple[str, ...]:
     """The user's explicit instructions in `text`: imperative sentences and rule sentences.
 
-    A sentence is an instruction when it starts with an imperative verb (after an optional
-    "please") or states a rule (always, never, don't, must, make sure, ensure, avoid, only).
-    Questions are not instructions. Deterministic; order kept, duplicates dropped.
+    A sentence is an instruction when it starts with an imperative (after an optional
+    "please" / "por favor") or states a rule (always, never, don't, must, make sure, "I want
+    you to", sempre, nunca, não deve, siempre, no debes, ...: see `_LEXICONS`), in English,
+    Portuguese or Spanish. Questions are not instructions. Deterministic; order kept,
+    duplicates dropped.
     """
     found: dict[str, None] = {}
     for raw in _SENTENCE_END.split(text):
         sentence = raw.strip().lstrip("-*•>").strip()
-        if not sentence or sentence.endswith("?"):
-            continue
-        plain = sentence.replace("’", "'")
-        words = plain.lower().split()
-        first = words[1] if words[0].strip(",") == "please" and len(words) > 1 else words[0]
-        if first.strip(",:") in _IMPERATIVE_VERBS or _RULE_WORDS.search(plain):
+        if sentence and not sentence.endswith("?") and _is_instruction(sentence):
             found.setdefault(sentence, None)
     return tuple(found)
+
+
+def _is_instruction(sentence: str) -> bool:
+    plain = sentence.replace("’", "'")
+    if _RULE_WORDS.search(plain):
+        return True
+    words = _POLITE.sub("", plain.lstrip("¡¿ ")).lower().split()
+    return bool(words) and words[0].rstrip(":") in _STARTS
 
 
 def is_summary_message(message: Message) -> bool:
