@@ -433,6 +433,15 @@ def test_retries_are_bounded_then_nothing_changes(error: Exception) -> None:
     assert sleeps == [1.0, 2.0]
 
 
+def test_a_wait_over_the_bound_ends_the_retries() -> None:
+    azure = HTTPStatusError(429, AZURE_RETRY_AFTER_A_DAY_BODY)
+    sleeps: list[float] = []
+    summarizer = ScriptedSummarizer([TimeoutError("read timed out"), azure, faithful_summary])
+    with pytest.raises(CompactionError, match="failed after 1 retry: rate_limit") as caught:
+        compact(summarizer, agent_session(), sleep=sleeps.append)
+    assert (caught.value.calls, sleeps) == (2, [1.0])
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [

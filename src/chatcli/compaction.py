@@ -457,7 +457,7 @@ def _retry_wait(info: ErrorInfo, retry: int) -> float | None:
 def _call_failed(
     info: ErrorInfo, exc: Exception, request: Request, retries: int
 ) -> CompactionError:
-    after = f" after {retries} retries" if retries else ""
+    after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     message = f"the summary call failed{after}: {_describe(info, exc)}"
     if info.is_overflow:
         return _SummaryOverflow(message, info=info, request=request)
