@@ -32,6 +32,7 @@ from chatcli.events import (
     ToolCallsDropped,
 )
 from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.history.truncate import COMPACTION_NOTICE
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.recovery import Client, Reply
 from chatcli.tokens import TokenEstimator
@@ -248,7 +249,7 @@ async def test_overflow_without_numbers_climbs_the_ladder_then_raises(mode: Mode
     events: list[Event] = []
     client = client_for(provider, hooks=[events.append])
     with pytest.raises(ContextRecoveryError) as raised:
-        await send(client, mode, agent_turns(5, 3000))
+        await send(client, mode, agent_turns(5, 16_000))  # level 1 halves the results
     assert len(provider.requests) == 4
     assert isinstance(raised.value.__cause__, anthropic.APIStatusError)
     assert raised.value.__cause__.status_code == 413
@@ -258,6 +259,45 @@ async def test_overflow_without_numbers_climbs_the_ladder_then_raises(mode: Mode
         OverflowDetected,
         RecoveryFailed,
     ]
+
+
+def short_chat() -> list[Message]:
+    """Plain chat, three messages: level 1 has nothing to cut (no tool results, no long
+    answers) and level 2 keeps all of it (10 messages); only level 3 adds its notice."""
+    return [
+        Message.user("q" * 50),
+        Message.assistant("a" * 50),
+        Message.user("write a long essay"),
+    ]
+
+
+async def test_a_level_that_changes_nothing_is_skipped_without_a_call(mode: Mode) -> None:
+    # pe-062 states no numbers and no window is declared: nothing is predicted, but a view
+    # identical to the one just rejected is known to be rejected again.
+    too_long = corpus_error("pe-062", sdk="anthropic")
+    provider = ScriptedProvider(script=[too_long, response("ok")])
+    reply = await send(client_for(provider), mode, short_chat())
+    first, second = (r.messages for r in provider.requests)
+    assert reply.calls == 2 and first != second == reply.view
+    assert Message.system(COMPACTION_NOTICE) in second
+    assert kinds(reply.events) == [OverflowDetected, LevelSkipped, LevelSkipped, LevelApplied]
+    assert [e.describe() for e in reply.events[1:3]] == [
+        "level 1 (aggressive budget) skipped: it changes nothing in the view",
+        "level 2 (emergency truncation) skipped: it changes nothing in the view",
+    ]
+
+
+async def test_when_no_level_changes_anything_it_raises_without_another_call(mode: Mode) -> None:
+    too_long = corpus_error("pe-062", sdk="anthropic")
+    provider = ScriptedProvider(script=[too_long])
+    client = client_for(provider, config=RecoveryConfig(max_recovery_attempts=2))
+    with pytest.raises(ContextRecoveryError) as raised:
+        await send(client, mode, short_chat())
+    assert len(provider.requests) == 1
+    assert raised.value.__cause__ is too_long
+    assert [a.split(" skipped: ")[1] for a in raised.value.attempts] == [
+        "it changes nothing in the view"
+    ] * 2
 
 
 async def test_the_context_window_stop_reason_triggers_recovery(mode: Mode) -> None:

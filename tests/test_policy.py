@@ -202,6 +202,25 @@ def test_plain_ladder_sends_each_level_in_turn_then_raises_chained() -> None:
     ]
 
 
+def test_plain_ladder_sends_a_level_that_changes_nothing_too() -> None:
+    # The SPEC's ladder as written, the benchmark's baseline: every level in turn.
+    chat = (Message.user("q" * 50), Message.assistant("a" * 50), Message.user("go on"))
+    walk = Walk(RecoveryPolicy(predictive=False), chat)
+    walk.send(overflow())
+    assert walk.sent().request.messages == chat
+    assert kinds(walk.events) == [OverflowDetected, LevelApplied]
+
+
+def test_preflight_skips_a_level_that_changes_nothing() -> None:
+    # A short chat whose request alone is over the declared window: levels 1 and 2 keep it
+    # as it is, level 3 is the last one (a guess never fails a request: it is sent).
+    chat = (Message.user("q" * 50), Message.assistant("a" * 50), Message.user("x" * 8_000))
+    walk = Walk(RecoveryPolicy(context_window=1_000), chat)
+    assert [getattr(e, "unchanged", None) for e in walk.events] == [None, True, True, None]
+    assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelSkipped, LevelApplied]
+    assert walk.sent().request.messages == level_views(chat)[3]
+
+
 def test_levels_are_cumulative_and_shrink() -> None:
     views = level_views(session())
     sizes = [sum(m.char_count for m in view) for view in views]

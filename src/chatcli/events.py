@@ -123,20 +123,25 @@ class LevelApplied(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LevelSkipped(Event):
-    """A recovery level was not sent because its view is predicted not to fit."""
+    """A recovery level was not sent: its view is predicted not to fit (`predicted_tokens`
+    prompt tokens + `reserve` output > `limit`), or, `unchanged`, the level changes nothing
+    in the view (it is the one just rejected or predicted not to fit): sending it again
+    would waste a call."""
 
     level: int
     name: str
-    predicted_tokens: int
-    reserve: int
-    limit: int
+    predicted_tokens: int | None = None
+    reserve: int = 0
+    limit: int | None = None
+    unchanged: bool = False
 
     def describe(self) -> str:
+        skipped = f"level {self.level} ({self.name}) skipped"
+        if self.unchanged:
+            return f"{skipped}: it changes nothing in the view"
         output = f" + {self.reserve:,} output" if self.reserve else ""
-        return (
-            f"level {self.level} ({self.name}) skipped: predicted "
-            f"{self.predicted_tokens:,}{output} > {self.limit:,} tokens"
-        )
+        predicted, limit = _tokens(self.predicted_tokens), _tokens(self.limit)
+        return f"{skipped}: predicted {predicted}{output} > {limit} tokens"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

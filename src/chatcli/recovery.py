@@ -53,6 +53,13 @@ Decisions where the SPEC leaves room:
   instead of bringing back full ones), and the chain is still a pure function of the
   transcript, so any level's view can be computed for a prediction without sending the ones
   before it.
+- **A level that changes nothing is never sent** (predictive mode): its view is the one just
+  rejected (or, before sending, predicted not to fit), so the answer is known. Level 1 has
+  nothing to cut in plain chat, level 2 nothing in a history of at most
+  `emergency_keep_messages` non-system messages; such a level is skipped without a call
+  (`LevelSkipped` "changes nothing"), window known or not, and when no level changes
+  anything `ContextRecoveryError` is raised without another call. The plain ladder
+  (`predictive=False`, the benchmark's baseline) sends every level as the SPEC lists them.
 - **Skips are trusted only when calibrated.** A skip decided from the provider's own numbers
   is final: when every remaining level is predicted not to fit, `ContextRecoveryError` is
   raised without another call. A prediction from the uncalibrated chars/token estimate is
@@ -607,26 +614,37 @@ class _Run:
 
     def next_level(self) -> int | None:
         """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
-        levels = range(self.level + 1, self.max_level + 1)  # bounded: the allowed levels
-        if not self.policy.predictive or self.window is None:
-            return levels[0] if levels else None
-        for level in levels:
-            predicted = self.estimator.count(self.request_messages(level))
-            if self.fits(predicted) or self.leaves_room(predicted):
+        for level in range(self.level + 1, self.max_level + 1):  # bounded: the allowed levels
+            if self.policy.predictive and self.unchanged(level):
+                self.skip(LevelSkipped(level=level, name=LEVEL_NAMES[level], unchanged=True))
+            elif self.worth_sending(level):
                 return level
-            if level == self.max_level and not self.calibrated:
-                return level  # a guess never fails a request without asking the provider
-            self.skip(level, predicted, self.window)
         return None
 
-    def skip(self, level: int, predicted: int, window: int) -> None:
-        event = LevelSkipped(
-            level=level,
-            name=LEVEL_NAMES[level],
-            predicted_tokens=predicted,
-            reserve=self.max_tokens or 0,
-            limit=window,
+    def unchanged(self, level: int) -> bool:
+        """`level` leaves the view as it is now (the one just rejected, or predicted not to
+        fit before sending): e.g. level 1 on plain chat, level 2 on a short history."""
+        return self.views.at(level).messages == self.views.at(self.level).messages
+
+    def worth_sending(self, level: int) -> bool:
+        """`level`'s view is not predicted not to fit (else a `LevelSkipped` is emitted)."""
+        if not self.policy.predictive or self.window is None:
+            return True
+        predicted = self.estimator.count(self.request_messages(level))
+        if self.fits(predicted) or self.leaves_room(predicted):
+            return True
+        if level == self.max_level and not self.calibrated:
+            return True  # a guess never fails a request without asking the provider
+        reserve, window = self.max_tokens or 0, self.window
+        name = LEVEL_NAMES[level]
+        self.skip(
+            LevelSkipped(
+                level=level, name=name, predicted_tokens=predicted, reserve=reserve, limit=window
+            )
         )
+        return False
+
+    def skip(self, event: LevelSkipped) -> None:
         self.emit(event)
         self.attempts.append(event.describe())
 
