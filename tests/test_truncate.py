@@ -273,6 +273,17 @@ def test_level3_keeps_four_messages_and_injects_the_notice() -> None:
     assert result.report.injected == ("compaction notice (system message)",)
 
 
+def test_level3_injects_the_notice_once() -> None:
+    # A view compacted before (auto-compaction's deterministic fallback, an earlier level 3)
+    # already carries the notice: a second one would only repeat it.
+    notice = Message.system(COMPACTION_NOTICE)
+    once = apply_recovery_level([SYS1, U1, A1, U2, A2, U3, A3], 3, DEFAULT)
+    assert once.messages == (SYS1, notice, U2, A2, U3, A3)
+    again = apply_recovery_level([*once.messages, U1, A1], 3, DEFAULT)
+    assert again.messages == (SYS1, notice, U3, A3, U1, A1)
+    assert again.report.injected == ()
+
+
 def test_level3_pins_the_request_too() -> None:
     answer = Message.tool("c1", "x")
     history = [U1, Message.assistant("", (CALL,)), answer, A1, A2, A3]

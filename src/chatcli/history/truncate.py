@@ -6,6 +6,7 @@
 |       |                      | limits; cut every assistant message over 5,000 chars to 5,000   |
 | 2     | emergency truncation | system messages + the last `emergency_keep_messages` others     |
 | 3     | nuclear truncation   | system messages + the last 4 others + `COMPACTION_NOTICE`       |
+|       |                      | (not repeated when the messages carry it already)               |
 
 The reduced budgets of level 1 are arguments of this one call, never a change to the config.
 
@@ -74,6 +75,7 @@ LEVEL_NAMES = {1: "aggressive budget", 2: "emergency truncation", 3: "nuclear tr
 CONTINUATION_PREFIX = "Your response was cut off at the token limit."
 
 _Predicate = Callable[[Message], bool]
+_NOTICE = Message.system(COMPACTION_NOTICE)
 
 
 def apply_recovery_level(
@@ -186,7 +188,10 @@ def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> Tran
     others = [m for m in repaired.messages if m.role is not Role.SYSTEM]
     pin, start = _tail_bounds(others, keep)
     kept = (*(() if pin is None else (others[pin],)), *others[start:])
-    notices = (Message.system(COMPACTION_NOTICE),) if notice else ()
+    # Once is enough: a view truncated before (an earlier turn, auto-compaction's fallback)
+    # may carry the notice already.
+    present = any(m.text == COMPACTION_NOTICE for m in systems)
+    notices = (_NOTICE,) if notice and not present else ()
     # Counted from the small kept part: a long history is counted once, by the repair.
     dropped_chars = repaired.report.chars_after - total_chars(systems) - total_chars(kept)
     chosen = build_result(
@@ -194,7 +199,7 @@ def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> Tran
         repaired.messages,
         (*systems, *notices, *kept),
         dropped=_dropped_lines(start - (pin is not None), dropped_chars, pin),
-        injected=("compaction notice (system message)",) if notice else (),
+        injected=("compaction notice (system message)",) if notices else (),
         chars_freed=dropped_chars - total_chars(notices),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
