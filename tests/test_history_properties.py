@@ -1,8 +1,9 @@
 """Hypothesis properties of every history transform, over random conversations.
 
 Each test draws a conversation (tests/strategies.py: system messages anywhere, broken tool
-pairing, long and non-ASCII texts) and a config with small limits, applies every transform
-(pairing repair, budget, levels 1-3) and checks the invariants their docstrings state.
+pairing, long and non-ASCII texts; with user messages or without any) and a config with small
+limits (N from 1), applies every transform (pairing repair, budget, levels 1-3) and checks the
+invariants their docstrings state.
 
 Timing is not tested here (a shared CI machine makes timed tests flaky). To check that the
 levels stay linear, run:
@@ -118,8 +119,10 @@ def test_truncation_keeps_a_user_led_bounded_tail(
         kept = _after_systems(out)
         assert all(m.role is not Role.SYSTEM for m in kept), "systems come first"
         # Never empty while anything but orphan/duplicate results (which repair drops: no
-        # provider accepts them) is there to keep.
+        # provider accepts them) is there to keep; any user or assistant message is.
         assert bool(kept) == bool(repaired), name
+        if any(m.role in (Role.USER, Role.ASSISTANT) for m in messages):
+            assert kept, name
         if any(m.role is Role.USER for m in others):
             assert kept[0].role is Role.USER, name
             assert len(kept) <= keep + 1, name
