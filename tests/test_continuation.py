@@ -40,20 +40,25 @@ def test_continuation_message_is_the_spec_text() -> None:
 
 
 @pytest.mark.parametrize(
-    ("current", "cap", "expected"),
+    ("current", "cap", "produced", "expected"),
     [
-        (1000, 8192, 2000),
-        (2000, 8192, 4000),
-        (5000, 8192, 8192),  # doubling clipped to the cap
-        (8192, 8192, None),  # already at the cap: cannot be raised
-        (10_000, 8192, None),  # above the cap: never lowered
-        (1000, None, 2000),  # unknown cap: plain doubling
-        (None, 64_000, 64_000),  # nothing set: start from the model's cap
-        (None, None, DEFAULT_MAX_TOKENS),  # nothing known: the documented default
+        (1000, 8192, 1000, 2000),
+        (2000, 8192, 2000, 4000),
+        (5000, 8192, 5000, 8192),  # doubling clipped to the cap
+        (8192, 8192, 8192, None),  # already at the cap: cannot be raised
+        (10_000, 8192, 8192, None),  # above the cap: never lowered
+        (1000, None, 1000, 2000),  # unknown cap: plain doubling
+        (None, 64_000, 8192, 64_000),  # nothing set: start from the model's cap
+        (None, 8192, 8192, None),  # the provider's own limit was the cap already
+        (None, None, 0, DEFAULT_MAX_TOKENS),  # nothing known: the documented default
+        (None, None, 1000, DEFAULT_MAX_TOKENS),  # a lower provider limit: the default is more
+        (None, None, 8192, 16_384),  # a higher provider limit: doubled from what it allowed
     ],
 )
-def test_next_max_tokens(current: int | None, cap: int | None, expected: int | None) -> None:
-    assert next_max_tokens(current, cap=cap) == expected
+def test_next_max_tokens(
+    current: int | None, cap: int | None, produced: int, expected: int | None
+) -> None:
+    assert next_max_tokens(current, cap=cap, produced=produced) == expected
 
 
 def test_next_max_tokens_custom_default() -> None:
@@ -70,26 +75,38 @@ def test_spec_ladder_two_escalations_then_stop() -> None:
     assert limits == [1000, 2000, 3000]
 
 
-@pytest.mark.parametrize(("current", "cap"), [(0, 100), (-5, None), (10, 0)])
-def test_next_max_tokens_rejects_nonsense(current: int, cap: int | None) -> None:
+@pytest.mark.parametrize(
+    ("current", "cap", "produced"), [(0, 100, 0), (-5, None, 0), (10, 0, 0), (None, None, -1)]
+)
+def test_next_max_tokens_rejects_nonsense(
+    current: int | None, cap: int | None, produced: int
+) -> None:
     with pytest.raises(ValueError):
-        next_max_tokens(current, cap=cap)
+        next_max_tokens(current, cap=cap, produced=produced)
 
 
 @given(
     current=st.none() | st.integers(1, 10**6),
     cap=st.none() | st.integers(1, 10**6),
+    produced=st.integers(0, 10**6),
 )
 @settings(max_examples=200)
-def test_next_max_tokens_never_lowers_nor_exceeds_cap(current: int | None, cap: int | None) -> None:
-    raised = next_max_tokens(current, cap=cap)
+def test_next_max_tokens_never_lowers_nor_exceeds_cap(
+    current: int | None, cap: int | None, produced: int
+) -> None:
+    """The limit in force is `current`, or, when none was set, at least the `produced`
+    tokens the provider let through: the result is above it and within the cap, else None,
+    and None only when the cap leaves nothing above it."""
+    limit = current if current is not None else produced
+    raised = next_max_tokens(current, cap=cap, produced=produced)
     if raised is None:
-        assert current is not None and cap is not None and current >= cap
+        assert cap is not None and cap <= limit
         return
-    if current is not None:
-        assert raised > current
+    assert raised > limit
     if cap is not None:
         assert raised <= cap
+    else:
+        assert raised >= 2 * limit  # the SPEC's doubling, at least
 
 
 # --- cut tool calls -----------------------------------------------------------------------

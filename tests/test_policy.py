@@ -703,6 +703,22 @@ def test_without_max_tokens_escalation_starts_from_the_cap() -> None:
     assert walk.events[0] == Escalated(attempt=1, old=None, new=64_000)
 
 
+def test_without_max_tokens_escalation_doubles_what_the_provider_allowed() -> None:
+    # No limit sent, no cap known: the provider's own limit let 8,192 tokens through, so
+    # the documented default (4,096) would lower it; escalation doubles from what it allowed.
+    walk = Walk(RecoveryPolicy(), session(2))
+    walk.send(response("half ", stop=StopReason.MAX_TOKENS, usage=Usage(50, 8192)))
+    assert walk.sent().request.max_tokens == 16_384
+    assert walk.events[0] == Escalated(attempt=1, old=None, new=16_384)
+
+
+def test_without_max_tokens_a_provider_limit_at_the_cap_is_not_escalated() -> None:
+    walk = Walk(RecoveryPolicy(max_output_tokens=8192), session(2))
+    walk.send(response("half ", stop=StopReason.MAX_TOKENS, usage=Usage(50, 8192)))
+    assert walk.sent().request.max_tokens is None  # the provider's limit: the cap already
+    assert walk.events == [Continued(attempt=1, max_tokens=None)]
+
+
 def calibrated_at_level_1(window: int) -> Walk:
     """A flow sending level 1's view with max_tokens 1,000, after an overflow whose numbers
     calibrated the estimate (to what `continuation_tokens` predicts with)."""

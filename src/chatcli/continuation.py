@@ -47,21 +47,30 @@ MIN_SEAM_OVERLAP = 8
 
 
 def next_max_tokens(
-    current: int | None, *, cap: int | None, default: int = DEFAULT_MAX_TOKENS
+    current: int | None,
+    *,
+    cap: int | None,
+    produced: int = 0,
+    default: int = DEFAULT_MAX_TOKENS,
 ) -> int | None:
     """The raised output limit after a stop at max_tokens, or None when it cannot be raised.
 
-    With a limit set, it doubles, clipped to `cap`. With none set, the provider used its own
-    implicit limit, which is unknown; the largest limit that can be asked for is the model's
-    `cap`, so that is the answer when known, else `default`. The result is never at or below
-    `current`: a limit already at (or above) the cap gives None.
+    With a limit set, it doubles, clipped to `cap`. With none set, the provider stopped at its
+    own implicit limit, which the cut answer's length shows: `produced` output tokens (its
+    usage; 0 when unreported). The largest limit that can be asked for is the model's `cap`,
+    so that is the answer when known; else `default`, or double `produced` when that is more
+    (the provider's limit was higher than the default, and escalation never lowers it). The
+    result is always above `current` and `produced`: None when the cap is not.
     """
     if current is not None and current < 1:
         raise ValueError(f"max_tokens must be positive, got {current}")
     if cap is not None and cap < 1:
         raise ValueError(f"the output cap must be positive, got {cap}")
+    if produced < 0:
+        raise ValueError(f"the output produced cannot be negative, got {produced}")
     if current is None:
-        return cap if cap is not None else default
+        start = cap if cap is not None else max(default, 2 * produced)
+        return start if start > produced else None
     raised = current * 2 if cap is None else min(current * 2, cap)
     return raised if raised > current else None
 

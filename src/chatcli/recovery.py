@@ -28,7 +28,9 @@ One `send()`, in order (SPEC sections 1-3):
 6. Rate limit / transient -> wait (Retry-After, else exponential backoff) and resend the same
    request; at most `max_retries` times in a row (a successful call resets the count).
 7. Stop at max_tokens -> keep the partial, raise the limit (no higher than the room the
-   window leaves, once calibrated), ask the model to continue, stitch;
+   window leaves, once calibrated; with none set, the provider's own limit is what the cut
+   answer produced, and it is never lowered: `next_max_tokens`), ask the model to
+   continue, stitch;
    `config.max_token_escalations` times, then the partial is returned with `truncated=True`.
 8. Anything else -> `ProviderError`, chained to the provider's exception.
 
@@ -424,7 +426,7 @@ class _Run:
             return self.on_overflow(_window_stop_info(response), request, cause=None)
         message = self.runnable(response)
         if response.stop_reason is StopReason.MAX_TOKENS:
-            return self.on_cut(message)
+            return self.on_cut(message, response.usage.output_tokens)
         if self.partial is not None:
             message = stitch(self.partial, message)
         return self.finish(message, response.stop_reason, truncated=False)
@@ -469,16 +471,17 @@ class _Run:
         self.cap = self.max_tokens = new
         self.emit(OutputCapLowered(old=old, new=new))
 
-    def on_cut(self, message: Message) -> Reply | None:
-        """The answer stopped at max_tokens (its cut call already dropped): keep it, and
-        continue it, or return it when it holds complete calls for the caller to run."""
+    def on_cut(self, message: Message, produced: int) -> Reply | None:
+        """The answer stopped at max_tokens after `produced` output tokens (its cut call
+        already dropped): keep it, and continue it, or return it when it holds complete calls
+        for the caller to run."""
         self.partial = message if self.partial is None else stitch(self.partial, message)
         if self.partial.tool_calls or self.escalations >= self.config.max_token_escalations:
             return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
         self.escalations += 1
         if not self.continuation_fits():
             return self.give_up(_continuation_overflow(self.window), cause=None)
-        self.escalate()
+        self.escalate(produced)
         self.emit(Continued(attempt=self.escalations, max_tokens=self.max_tokens))
         return None
 
@@ -491,15 +494,17 @@ class _Run:
         estimate = self.estimator.count(self.request_messages(self.level))
         return self.fits(estimate) or self.shorten_before_sending(estimate)
 
-    def escalate(self) -> None:
+    def escalate(self, produced: int) -> None:
         """Raise max_tokens for a continuation: doubled up to the cap, and no higher than the
         room the window is predicted to leave (a limit above it is certain to be rejected).
-        Never lowered: a room not above the current limit means no escalation."""
-        raised = next_max_tokens(self.max_tokens, cap=self.cap)
+        Never lowered: a room not above the current limit means no escalation. With no limit
+        set, the one the provider applied is the `produced` tokens the cut answer holds."""
+        raised = next_max_tokens(self.max_tokens, cap=self.cap, produced=produced)
         room = self.predicted_room()
         if raised is not None and room is not None:
             raised = min(raised, room)
-        if raised is not None and raised > (self.max_tokens or 0):
+        current = self.max_tokens if self.max_tokens is not None else produced
+        if raised is not None and raised > current:
             self.emit(Escalated(attempt=self.escalations, old=self.max_tokens, new=raised))
             self.max_tokens = raised
 
