@@ -312,6 +312,19 @@ async def test_the_context_window_stop_reason_triggers_recovery(mode: Mode) -> N
     assert second < first  # level 1 cut the assistant messages and tool results
 
 
+async def test_an_answer_cut_by_the_full_window_is_kept_and_continued(mode: Mode) -> None:
+    stopped = response("Part one, ", stop=StopReason.CONTEXT_WINDOW, usage=Usage(9000, 100))
+    provider = ScriptedProvider(script=[stopped, response("part two.", usage=Usage(3000, 5))])
+    messages = agent_turns(12, 16_000)
+    reply = await send(client_for(provider, predictive=False), mode, messages)
+    assert (reply.message.text, reply.truncated, reply.calls) == ("Part one, part two.", False, 2)
+    assert provider.requests[1].messages[-2:] == (
+        Message.assistant("Part one, "),
+        Message.user(CONTINUATION_MESSAGE),
+    )
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied, Continued]
+
+
 # --- output cap, retries, other errors ----------------------------------------------------
 
 

@@ -126,9 +126,10 @@ def test_drop_incomplete_tool_calls_without_any_returns_same_message() -> None:
     assert drop_incomplete_tool_calls(message) == (message, ())
 
 
-def test_mark_cut_tool_call_marks_only_the_last_on_max_tokens() -> None:
+@pytest.mark.parametrize("reason", [StopReason.MAX_TOKENS, StopReason.CONTEXT_WINDOW])
+def test_mark_cut_tool_call_marks_only_the_last_when_cut_off(reason: StopReason) -> None:
     message = Message.assistant("", (_call("a"), _call("b")))
-    marked = mark_cut_tool_call(message, StopReason.MAX_TOKENS)
+    marked = mark_cut_tool_call(message, reason)
     assert [c.incomplete for c in marked.tool_calls] == [False, True]
     kept, dropped = drop_incomplete_tool_calls(marked)
     assert [c.id for c in kept.tool_calls] == ["a"]

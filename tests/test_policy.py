@@ -931,6 +931,69 @@ def test_a_continuation_that_cannot_be_recovered_returns_the_partial() -> None:
     assert isinstance(reply.events[-1], RecoveryFailed)
 
 
+def window_filled(text: str) -> Response:
+    """Anthropic's model_context_window_exceeded: the answer stopped when the window filled."""
+    return response(text, stop=StopReason.CONTEXT_WINDOW, usage=Usage(190_000, 10_000))
+
+
+def test_a_window_stop_keeps_the_partial_and_continues_it() -> None:
+    messages = session()
+    views = level_views(messages)
+    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=20_000)
+    walk.send(window_filled("The answer so far"))
+    partial = Message.assistant("The answer so far")
+    request = walk.sent().request
+    assert request.messages == continuation_request_messages(views[1], partial)
+    assert request.max_tokens == 20_000  # a higher limit cannot help: the room was short
+    reply = walk.finish(response(" and the rest."))
+    assert reply.message.text == "The answer so far and the rest."
+    assert (reply.truncated, reply.view, reply.calls) == (False, views[1], 2)
+    assert kinds(reply.events) == [OverflowDetected, LevelApplied, Continued]
+
+
+def test_a_window_stop_recovery_cannot_fix_returns_the_partial() -> None:
+    config = RecoveryConfig(max_recovery_attempts=1)
+    walk = Walk(RecoveryPolicy(config=config, predictive=False), session())
+    walk.send(window_filled("The answer"))
+    reply = walk.finish(overflow())
+    assert (reply.message.text, reply.truncated, reply.calls) == ("The answer", True, 2)
+    assert reply.stop_reason is StopReason.CONTEXT_WINDOW
+    assert kinds(reply.events)[-2:] == [OverflowDetected, RecoveryFailed]
+
+
+def test_a_window_stop_with_recovery_disabled_returns_the_partial_at_once() -> None:
+    config = RecoveryConfig(max_recovery_attempts=0)
+    walk = Walk(RecoveryPolicy(config=config), session())
+    reply = walk.finish(window_filled("Paid-for output"))
+    assert (reply.message.text, reply.truncated, reply.calls) == ("Paid-for output", True, 1)
+    assert kinds(reply.events) == [OverflowDetected, RecoveryFailed]
+
+
+def test_a_window_stop_with_nothing_to_keep_raises_chained_to_what_was_known() -> None:
+    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=0)), session())
+    with pytest.raises(ContextRecoveryError) as raised:
+        walk.send(window_filled(""))
+    cause = raised.value.__cause__
+    assert isinstance(cause, ProviderError) and cause.info is raised.value.info
+    assert cause.info.kind is ErrorKind.CONTEXT_OVERFLOW and cause.info.prompt_tokens == 190_000
+
+
+def test_a_window_stop_drops_the_call_it_cut_and_returns_complete_ones() -> None:
+    done = ToolCall(id="t1", name="read_file", arguments={"path": "a"})
+    cut = ToolCall(id="t2", name="write_file", arguments={"path": "a"})  # parses: a prefix?
+    walk = Walk(RecoveryPolicy(), session(2))
+    message = Message.assistant("Reading, then writing.", tool_calls=(done, cut))
+    stopped = response(message=message, stop=StopReason.CONTEXT_WINDOW)
+    reply = walk.finish(stopped)
+    assert reply.message.tool_calls == (done,)
+    assert (reply.truncated, reply.calls, reply.stop_reason) == (
+        True,
+        1,
+        StopReason.CONTEXT_WINDOW,
+    )
+    assert reply.events == (ToolCallsDropped(names=("write_file",)),)
+
+
 def test_a_send_must_be_answered() -> None:
     walk = Walk(RecoveryPolicy(), session(1))
     with pytest.raises(TypeError):
@@ -949,6 +1012,7 @@ OUTCOMES = st.sampled_from(
         failure(ErrorKind.OUTPUT_CAP, output_limit=64),
         response("cut ", stop=StopReason.MAX_TOKENS),
         response("", stop=StopReason.CONTEXT_WINDOW),
+        response("filled ", stop=StopReason.CONTEXT_WINDOW),
     ]
 )
 

@@ -39,6 +39,9 @@ CONTINUATION_MESSAGE = (
 # reaches the common next tier.
 DEFAULT_MAX_TOKENS = 4096
 
+# Stop reasons that end generation wherever it is, possibly inside a tool call.
+_CUT_OFF = frozenset({StopReason.MAX_TOKENS, StopReason.CONTEXT_WINDOW})
+
 # Shortest repeated text at the seam that `stitch` removes anywhere in a line. Shorter
 # suffix/prefix matches ("the ", ". ", a space, a newline) happen by chance all the time in a
 # genuine continuation; an exact 8-character repeat right at the seam is, in practice, the
@@ -88,17 +91,18 @@ def drop_incomplete_tool_calls(message: Message) -> tuple[Message, tuple[ToolCal
 
 
 def mark_cut_tool_call(message: Message, stop_reason: StopReason) -> Message:
-    """Presume the last tool call cut off when an answer stopped at max_tokens.
+    """Presume the last tool call cut off when an answer was cut off: stopped at max_tokens,
+    or when the context window filled up (`context_window`).
 
     The rule: a model emits its tool calls one after another and the output ends inside the
-    last one, so when generation stopped at the limit only the last call can be cut; the calls
+    last one, so when generation was cut off only the last call can be cut; the calls
     before it were closed before the next began. Adapters mark a call incomplete when they can
     tell (its JSON did not parse, a stream ended mid-arguments); when they could not tell (the
     arguments happened to parse), it is still unsafe to run, so it is marked. An answer that
     already has a call marked is left as the adapter described it.
     """
     calls = message.tool_calls
-    if stop_reason is not StopReason.MAX_TOKENS or not calls:
+    if stop_reason not in _CUT_OFF or not calls:
         return message
     if any(call.incomplete for call in calls):
         return message

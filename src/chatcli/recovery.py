@@ -15,11 +15,12 @@ One `send()`, in order (SPEC sections 1-3):
    `PREFLIGHT_MARGIN`) gets max_tokens fitted to the room left (as in 4) or, when that room
    is too small, the first recovery level predicted to fit, without a round trip.
 3. Send. An error is classified once (`ProviderError.info`, else `classify_error`).
-4. Context overflow (an error, or the `context_window` stop reason) -> when the provider
-   states that the prompt fits and only the output asked for does not (Anthropic's
-   "199759 + 8192 > 200000", vLLM's "max_tokens ... is too large: 64000 ... 24235 input
-   tokens"), and the room left is still useful (`useful_output_room`), max_tokens is lowered
-   to that room and the history resent untouched (`MaxTokensFitted`). Otherwise the next
+4. Context overflow (an error, or the `context_window` stop reason, whose partial answer is
+   kept and continued) -> when the provider states that the prompt fits and only the
+   output asked for does not (Anthropic's "199759 + 8192 > 200000", vLLM's "max_tokens ...
+   is too large: 64000 ... 24235 input tokens"), and the room left is still useful
+   (`useful_output_room`), max_tokens is lowered to that room and the history resent
+   untouched (`MaxTokensFitted`). Otherwise the next
    recovery level, at most `config.max_recovery_attempts` levels (of the three there are).
    When the provider states the prompt size, the estimator is calibrated on the view it
    counted, and levels predicted not to fit are skipped without a call (`LevelSkipped`).
@@ -111,6 +112,13 @@ Decisions where the SPEC leaves room:
 - **An overflow of a continuation request that cannot be recovered returns the partial
   answer** (truncated, with a `RecoveryFailed` event) rather than raising and losing it,
   whether the provider stated it or a calibrated prediction did (then without a call).
+- **An answer cut because the window filled up is kept** (the `context_window` stop,
+  Anthropic's `model_context_window_exceeded`): it was paid for. It is an overflow (the view
+  is recovered as for an error) and a cut answer (its last call dropped, the rest continued
+  and stitched as after max_tokens, without raising the limit: the room was short, not the
+  limit), and when recovery runs out it is returned truncated. Only when there is nothing
+  to keep is `ContextRecoveryError` raised; it is then chained to a `ProviderError` holding
+  what the stop stated, as every give-up without a provider exception is.
 - `Reply.view` is the working view the answer is based on; the continuation scaffolding
   (partial answer + continuation message) is not part of it, the stitched answer replaces it.
 """
@@ -355,9 +363,11 @@ class _Run:
         self.max_tokens = max_tokens
         self.cap, self.window = policy.max_output_tokens, policy.context_window
         self.estimator, self.calibrated = policy.estimator, False
-        self.partial: Message | None = None
+        self.partial: Message | None = None  # the cut answer being continued
+        self.partial_stop = StopReason.MAX_TOKENS  # what cut it
         self.fitted = False  # the current request was fitted from the provider's numbers
-        self.escalations = self.retries = self.cap_lowerings = self.calls = 0
+        self.escalations = self.continuations = 0
+        self.retries = self.cap_lowerings = self.calls = 0
         self.usage = Usage()
         self.events: list[Event] = []
         self.attempts: list[str] = []
@@ -422,9 +432,9 @@ class _Run:
         self.usage += response.usage
         self.retries = 0
         self.fitted = False
-        if response.stop_reason is StopReason.CONTEXT_WINDOW:
-            return self.on_overflow(_window_stop_info(response), request, cause=None)
         message = self.runnable(response)
+        if response.stop_reason is StopReason.CONTEXT_WINDOW:
+            return self.on_window_filled(message, _window_stop_info(response), request)
         if response.stop_reason is StopReason.MAX_TOKENS:
             return self.on_cut(message, response.usage.output_tokens)
         if self.partial is not None:
@@ -433,8 +443,8 @@ class _Run:
 
     def runnable(self, response: Response) -> Message:
         """The answer without the tool calls that must never run: the ones the adapter saw
-        were cut or unparseable, and, in an answer stopped at max_tokens, its last call even
-        when its arguments happen to parse (`mark_cut_tool_call`)."""
+        were cut or unparseable, and, in an answer cut off (max_tokens, or the window filled
+        up), its last call even when its arguments happen to parse (`mark_cut_tool_call`)."""
         marked = mark_cut_tool_call(response.message, response.stop_reason)
         message, dropped = drop_incomplete_tool_calls(marked)
         if dropped:
@@ -475,15 +485,39 @@ class _Run:
         """The answer stopped at max_tokens after `produced` output tokens (its cut call
         already dropped): keep it, and continue it, or return it when it holds complete calls
         for the caller to run."""
-        self.partial = message if self.partial is None else stitch(self.partial, message)
+        self.keep(message, StopReason.MAX_TOKENS)
+        assert self.partial is not None  # for the type checker: just kept
         if self.partial.tool_calls or self.escalations >= self.config.max_token_escalations:
             return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
         self.escalations += 1
         if not self.continuation_fits():
             return self.give_up(_continuation_overflow(self.window), cause=None)
         self.escalate(produced)
-        self.emit(Continued(attempt=self.escalations, max_tokens=self.max_tokens))
+        self.continue_partial()
         return None
+
+    def on_window_filled(self, message: Message, info: ErrorInfo, request: Request) -> Reply | None:
+        """The window filled up while the model was answering (`context_window` stop): the
+        answer is cut, as at max_tokens, and paid for, so it is kept. A higher limit cannot
+        help; the view is recovered and the answer continued, or, when recovery runs out,
+        returned truncated (`give_up`). Complete calls are returned to run, as in `on_cut`."""
+        if message.text or message.tool_calls:
+            self.keep(message, StopReason.CONTEXT_WINDOW)
+        if self.partial is not None and self.partial.tool_calls:
+            return self.finish(self.partial, StopReason.CONTEXT_WINDOW, truncated=True)
+        outcome = self.on_overflow(info, request, cause=None)
+        if outcome is None and self.partial is not None:
+            self.continue_partial()
+        return outcome
+
+    def keep(self, message: Message, stop_reason: StopReason) -> None:
+        """Keep a cut answer as the partial (stitched to the one before it)."""
+        self.partial = message if self.partial is None else stitch(self.partial, message)
+        self.partial_stop = stop_reason
+
+    def continue_partial(self) -> None:
+        self.continuations += 1
+        self.emit(Continued(attempt=self.continuations, max_tokens=self.max_tokens))
 
     def continuation_fits(self) -> bool:
         """Before a continuation (it carries the partial answer, so it is larger than the
@@ -690,10 +724,14 @@ class _Run:
         attempts = tuple(self.attempts)
         self.emit(RecoveryFailed(attempts=attempts, info=info))
         if self.partial is not None and self.partial.text:
-            return self.finish(self.partial, StopReason.MAX_TOKENS, truncated=True)
+            return self.finish(self.partial, self.partial_stop, truncated=True)
         tried = f"after {len(attempts)} recovery step(s)" if attempts else "recovery is disabled"
         message = f"the conversation does not fit the context window ({tried}): {info.message}"
-        raise ContextRecoveryError(message, info=info, attempts=attempts) from cause
+        # An overflow known from a stop reason or a prediction has no provider exception:
+        # the chain still ends in the ProviderError that states what was known.
+        raise ContextRecoveryError(message, info=info, attempts=attempts) from (
+            cause if cause is not None else ProviderError(info)
+        )
 
 
 def _added_messages(transcript: tuple[Message, ...], view: tuple[Message, ...]) -> tuple[int, int]:
