@@ -27,6 +27,7 @@ from chatcli.errors import (
     ProviderError,
     classify_error,
     is_context_window_stop,
+    redact_secrets,
 )
 
 K = ErrorKind
@@ -830,3 +831,35 @@ def test_never_raises_and_is_deterministic(value: object, status: int | None) ->
 )
 def test_pathological_text_is_handled(text: str) -> None:
     assert classify_error(text).kind is K.OTHER
+
+
+# --- secrets never reach a message --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Invalid key: Bearer sk-SECRET123abc", "sk-SECRET123abc"),
+        (
+            '{"error": {"message": "Incorrect API key provided: sk-proj-AbCdEf123456"}}',
+            "AbCdEf123456",
+        ),
+        (
+            "401 for url https://x.googleapis.com/v1/models?key=AIzaSyA1234567890abcdefghij",
+            "AIzaSyA1234567890abcdefghij",
+        ),
+        ("bad header x-api-key: sk-ant-api03-zzzzzzzzzz", "zzzzzzzzzz"),
+        ("Authorization=Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("access_token=ya29.a0AfH6SMBx", "ya29.a0AfH6SMBx"),
+    ],
+)
+def test_credentials_echoed_in_an_error_are_redacted(text: str, secret: str) -> None:
+    info = classify_error(text, status=401)
+    assert secret not in info.message and "***" in info.message
+    assert info.kind is ErrorKind.AUTH
+    assert secret not in redact_secrets(text)
+
+
+def test_ordinary_messages_are_untouched() -> None:
+    text = "prompt is too long: 215000 tokens > 200000 maximum (request id req_011CS)"
+    assert redact_secrets(text) == text

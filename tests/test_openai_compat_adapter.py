@@ -238,3 +238,16 @@ async def test_an_empty_stream_then_an_answer_streams_that_answer(
     text, response = await ask_stream(make(), user(), mode)
     assert text == response.message.text != ""
     assert len(server.requests) == 2
+
+
+async def test_a_key_echoed_back_by_the_server_never_reaches_the_error(
+    make: Make, server: ReplayServer, mode: str
+) -> None:
+    # Some servers and proxies echo the credential they refused (seen with local gateways).
+    key = "sk-local-0123456789abcdef"
+    body = {"error": {"message": f"Invalid key: Bearer {key}", "type": "invalid_request_error"}}
+    server.add(Scripted(status=401, body=body))
+    with pytest.raises(ProviderError) as caught:
+        await ask(make(api_key=key), user(), mode)
+    assert key not in str(caught.value) and key not in repr(caught.value.info)
+    assert caught.value.info.kind is ErrorKind.AUTH

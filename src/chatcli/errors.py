@@ -54,6 +54,7 @@ __all__ = [
     "ProviderError",
     "classify_error",
     "is_context_window_stop",
+    "redact_secrets",
 ]
 
 
@@ -843,6 +844,30 @@ def _decide(evidence: _Evidence, status: int | None) -> tuple[ErrorKind, str | N
     return rule.kind, rule.name, (hit if rule.source == "code" else None)
 
 
+# Credentials a provider or a proxy may echo in an error (an "Invalid key: Bearer sk-..." body,
+# a URL with ?key=): they never reach a message chatcli shows, logs or stores.
+_SECRETS = (
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 ***"),
+    (
+        re.compile(
+            r"(?i)\b(api[-_ ]?key|x-api-key|x-goog-api-key|access[-_ ]?token|authorization)"
+            r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&}]{6,}"
+        ),
+        r"\1\2***",
+    ),
+    (re.compile(r"([?&](?:key|api_key|access_token)=)[^&\s\"']+"), r"\1***"),
+    (re.compile(r"\b(sk-(?:ant-|proj-)?)[A-Za-z0-9_-]{6,}"), r"\1***"),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), "AIza***"),
+)
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with API keys, bearer tokens and key query parameters replaced by ***."""
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def classify_error(error: object, *, status: int | None = None) -> ErrorInfo:
     """Classify an exception, a message string or a parsed JSON body into an `ErrorInfo`.
 
@@ -860,7 +885,9 @@ def classify_error(error: object, *, status: int | None = None) -> ErrorInfo:
         numbers = {**_numbers_in(evidence.text), **evidence.numbers}
     return ErrorInfo(
         kind=kind,
-        message=evidence.messages[0] if evidence.messages else evidence.text.strip(),
+        message=redact_secrets(
+            evidence.messages[0] if evidence.messages else evidence.text.strip()
+        ),
         status=status,
         code=code or next(iter(evidence.fields), None),
         retry_after=evidence.retry_after,
