@@ -199,6 +199,18 @@ def test_continue_without_a_provider_uses_the_sessions_own(tmp_path: Path) -> No
     assert TEST_PROVIDER in screen
 
 
+def test_a_reopened_session_keeps_its_settings_unless_a_flag_overrides(tmp_path: Path) -> None:
+    run(tmp_path, ["first"], ("--provider", TEST_PROVIDER, "--max-tokens", "40"))
+    env = {"CHATCLI_MAX_TOKENS": "999"}  # a default for new sessions only
+    _, screen = run(tmp_path, ["/context"], ("--continue",), env=env)
+    assert "+ 40 reserved for the answer" in screen
+    _, screen = run(tmp_path, ["/max-tokens 60"], ("--continue",))
+    _, screen = run(tmp_path, ["/context"], ("--continue",), env=env)
+    assert "+ 60 reserved for the answer" in screen  # /max-tokens is kept too
+    _, screen = run(tmp_path, ["/context"], ("--continue", "--max-tokens", "70"))
+    assert "+ 70 reserved for the answer" in screen
+
+
 def test_resume_and_sessions(tmp_path: Path) -> None:
     run(tmp_path, ["one"])
     with stored(tmp_path) as store:

@@ -152,6 +152,14 @@ def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -
     again.expect_exact("The nightly build fails. Find out why.")
     again.expect_exact("UnicodeDecodeError")  # the full traceback, whatever the view kept
     again.expect_exact(PROMPT)
+    # The reopened session runs on the demo's engine settings (n_ctx 1,024, max_tokens 16),
+    # not llama-cpp's defaults: the next message is answered.
+    again.sendline("and now?")
+    again.expect(r"(\d+) in · (\d+) out")
+    assert "limit raised from 16 to 32" in again.before  # the demo's max_tokens
+    assert "error:" not in again.before and "recovery failed" not in again.before
+    assert int(again.match.group(2)) > 0
+    again.expect_exact(PROMPT)
     again.sendline("/quit")
     assert finish(again) == 0
     assert messages > 20

@@ -9,13 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.store import SessionNotFound, SessionStore, default_db_path
-from chatcli.store.migrations import MIGRATIONS
+from chatcli.store.migrations import MIGRATIONS, m001_initial, transaction
 
 WRITER = """
 import sys
@@ -45,11 +46,57 @@ def test_migrates_an_empty_file_and_records_versions(tmp_path: Path) -> None:
         assert store.schema_version == len(MIGRATIONS)
     conn = sqlite3.connect(tmp_path / "db.sqlite")
     rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
-    assert rows == [(1, "m001_initial")]
+    assert rows == [(n, m.__name__) for n, m in enumerate(MIGRATIONS, 1)]
+    assert rows[:2] == [(1, "m001_initial"), (2, "m002_session_settings")]
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     # Re-opening applies nothing twice.
     SessionStore(tmp_path / "db.sqlite").close()
-    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (1,)
+    assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_sessions(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    with transaction(conn):
+        m001_initial(conn)
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT"
+        " NOT NULL, applied_at TEXT NOT NULL DEFAULT 'then')"
+    )
+    conn.execute("INSERT INTO schema_migrations(version, name) VALUES (1, 'm001_initial')")
+    conn.execute(
+        "INSERT INTO sessions(id, created_at, provider, model) VALUES"
+        " ('old1', 'then', 'openai', 'gpt-4o')"
+    )
+    conn.close()
+    with SessionStore(tmp_path / "db") as store:
+        info = store.get_session("old1")
+        assert (info.provider, info.model, info.context_window, info.max_tokens) == (
+            "openai",
+            "gpt-4o",
+            None,
+            None,
+        )
+        new = store.create_session(
+            provider="llama-cpp", model="/m/x.gguf", context_window=1024, max_tokens=16
+        )
+        assert store.get_session(new.id) == new
+
+
+def test_session_settings_are_stored_and_updated(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        info = store.create_session(
+            provider="openai-compatible",
+            model="qwen",
+            base_url="http://127.0.0.1:8080/v1",
+            max_tokens=512,
+        )
+        store.update_settings(replace(info, model="llama", max_tokens=1024))
+        again = store.get_session(info.id)
+    assert (again.model, again.base_url, again.max_tokens) == (
+        "llama",
+        "http://127.0.0.1:8080/v1",
+        1024,
+    )
 
 
 def test_transcript_round_trips_every_message_in_full(tmp_path: Path) -> None:

@@ -109,15 +109,16 @@ def demo_model_path(cache_dir: Path) -> Path:
 
 def open_demo_session(store: SessionStore, model_path: Path, n_ctx: int) -> ChatSession:
     """A new session on the embedded engine, with the demo's limits. Loads the model."""
-    provider = create_provider("llama-cpp", model=str(model_path), n_ctx=n_ctx, seed=1)
+    provider = create_provider("llama-cpp", model=str(model_path), context_window=n_ctx, seed=1)
     summarizer = create_provider(
-        "llama-cpp", model=str(model_path), n_ctx=max(n_ctx, SUMMARIZER_N_CTX), seed=1
+        "llama-cpp", model=str(model_path), context_window=max(n_ctx, SUMMARIZER_N_CTX), seed=1
     )
     session = ChatSession.open(
         store,
         provider,
         provider_name="llama-cpp",
         model=str(model_path),
+        context_window=n_ctx,
         model_info=model_info("llama-cpp", str(model_path), provider),
         max_tokens=DEMO_MAX_TOKENS,
         recovery=DEMO_RECOVERY,

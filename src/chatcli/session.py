@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from chatcli.catalog import ModelInfo
@@ -294,17 +294,29 @@ class ChatSession:
         *,
         provider_name: str,
         model: str,
+        base_url: str | None = None,
+        context_window: int | None = None,
         resume: str | None = None,
         latest: bool = False,
         **options: Any,
     ) -> ChatSession:
         """A new session, or the one `resume` names (an id or unique prefix), or with
-        `latest` the most recently active one (a new one when there is none)."""
+        `latest` the most recently active one (a new one when there is none).
+
+        A new session stores the settings it was opened with (`provider_name`, `model`,
+        `base_url`, `context_window`: the one the user set, and `max_tokens`), so that it can
+        be reopened on the same ones."""
         info = store.get_session(resume) if resume else None
         if info is None and latest:
             info = store.latest_session()
         if info is None:
-            info = store.create_session(provider=provider_name, model=model)
+            info = store.create_session(
+                provider=provider_name,
+                model=model,
+                base_url=base_url,
+                context_window=context_window,
+                max_tokens=options.get("max_tokens"),
+            )
         return cls(store, info, provider, model=model, **options)
 
     @property
@@ -319,8 +331,19 @@ class ChatSession:
         return window
 
     def switch_model(self, provider: Provider, model: str, model_info: ModelInfo | None) -> None:
-        """Use another model from the next request on (the transcript is unchanged)."""
+        """Use another model from the next request on (the transcript is unchanged); a
+        reopened session continues on it."""
         self.tap.inner, self.model, self.model_info = provider, model, model_info
+        self._save_settings(model=model)
+
+    def set_max_tokens(self, max_tokens: int | None) -> None:
+        """The output limit from the next request on; a reopened session keeps it."""
+        self.max_tokens = max_tokens
+        self._save_settings(max_tokens=max_tokens)
+
+    def _save_settings(self, **settings: Any) -> None:
+        self.info = replace(self.info, **settings)
+        self.store.update_settings(self.info)
 
     # -- the working view ----------------------------------------------------------------
 

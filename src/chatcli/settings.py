@@ -59,6 +59,7 @@ class Settings:
     provider: str | None = None
     model: str | None = None
     base_url: str | None = None
+    context_window: int | None = None
     max_tokens: int | None = None
     session_budget_usd: float | None = None
     db_path: Path

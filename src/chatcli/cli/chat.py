@@ -29,9 +29,17 @@ from chatcli.providers.registry import (
 )
 from chatcli.session import ChatSession
 from chatcli.settings import Settings, default_config_path, load_settings
-from chatcli.store import SessionNotFound, SessionStore
+from chatcli.store import SessionInfo, SessionNotFound, SessionStore
 
-__all__ = ["ChatContext", "StreamView", "answer", "open_chat", "run_chat", "session_options"]
+__all__ = [
+    "ChatContext",
+    "StreamView",
+    "answer",
+    "open_chat",
+    "reopened_settings",
+    "run_chat",
+    "session_options",
+]
 
 
 @dataclass(kw_only=True)
@@ -51,6 +59,7 @@ class ChatContext:
             self.provider_name,
             model=model,
             base_url=self.settings.base_url,
+            context_window=self.settings.context_window,
             environ=self.environ,
         )
 
@@ -69,30 +78,45 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         return 2
     with SessionStore(settings.db_path) as store:
         try:
-            settings = _resumed(store, settings, args.resume, args.continue_)
+            reopened = store.get_session(args.resume) if args.resume else None
         except SessionNotFound as exc:
             ui.error(str(exc))
             return 2
+        if args.continue_:
+            reopened = store.latest_session()
+        settings = reopened_settings(settings, reopened, flags)
         name = settings.provider or detect_provider(environ)
         if name is None:
             ui.console.print(
                 setup_help(default_config_path(environ)), markup=False, highlight=False
             )
             return 2
-        ctx = open_chat(ui, store, settings, name, environ, args.resume, args.continue_)
+        resume = reopened.id if reopened is not None else None
+        ctx = open_chat(ui, store, settings, name, environ, resume)
         if prompt is not None:
             return 0 if answer(ctx, prompt) else 1
         return repl(ctx)
 
 
-def _resumed(store: SessionStore, settings: Settings, resume: str | None, latest: bool) -> Settings:
-    """Reopening a session with no provider configured continues on its provider and model."""
-    if settings.provider is not None or not (resume or latest):
-        return settings
-    info = store.get_session(resume) if resume else store.latest_session()
+def reopened_settings(
+    settings: Settings, info: SessionInfo | None, flags: Mapping[str, Any]
+) -> Settings:
+    """A reopened session runs on the provider settings it was stored with (its model, URL,
+    window and output limit): the environment and the config file are defaults for new
+    sessions; only a flag overrides them (another provider: none of them)."""
     if info is None or info.provider is None:
         return settings
-    return replace(settings, provider=info.provider, model=settings.model or info.model)
+    if flags.get("provider") not in (None, info.provider):
+        return settings
+    stored: dict[str, Any] = {
+        "provider": info.provider,
+        "model": info.model,
+        "base_url": info.base_url,
+        "context_window": info.context_window,
+        "max_tokens": info.max_tokens,
+    }
+    kept = {k: v for k, v in stored.items() if v is not None and flags.get(k) is None}
+    return replace(settings, **kept)
 
 
 def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:
@@ -111,15 +135,27 @@ def open_chat(
     name: str,
     environ: Mapping[str, str],
     resume: str | None = None,
-    latest: bool = False,
 ) -> ChatContext:
     spec = PROVIDERS.get(name)
     model = settings.model or (spec.default_model if spec is not None else None)
-    provider = create_provider(name, model=model, base_url=settings.base_url, environ=environ)
+    provider = create_provider(
+        name,
+        model=model,
+        base_url=settings.base_url,
+        context_window=settings.context_window,
+        environ=environ,
+    )
     model = model or str(getattr(provider, "model", None) or name)
     options = session_options(name, model, provider, settings, environ)
     session = ChatSession.open(
-        store, provider, provider_name=name, model=model, resume=resume, latest=latest, **options
+        store,
+        provider,
+        provider_name=name,
+        model=model,
+        base_url=settings.base_url,
+        context_window=settings.context_window,
+        resume=resume,
+        **options,
     )
     return ChatContext(
         ui=ui, store=store, session=session, settings=settings, provider_name=name, environ=environ

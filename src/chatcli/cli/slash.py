@@ -147,7 +147,7 @@ def _max_tokens(ctx: ChatContext, arg: str) -> None:
         raise UsageError(f"{arg!r} is not a number" if arg else "give a number") from None
     if value < 1:
         raise UsageError("must be at least 1")
-    ctx.session.max_tokens = value
+    ctx.session.set_max_tokens(value)
     ctx.ui.note(f"max_tokens: {value:,}")
 
 

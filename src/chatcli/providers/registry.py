@@ -140,17 +140,20 @@ def create_provider(
     *,
     model: str | None = None,
     base_url: str | None = None,
+    context_window: int | None = None,
     environ: Mapping[str, str] | None = None,
     **opts: Any,
 ) -> Provider:
-    """The provider `name` for `model` (see the module docstring).
+    """The provider `name` for `model` (see the module docstring). `context_window`, when
+    given, is the window the model runs with (llama-cpp: its n_ctx); else the adapter's own.
 
     Raises ProviderNotConfigured when the name is unknown or a model, key or URL is missing.
     """
     env = os.environ if environ is None else environ
+    window = {} if context_window is None else {"context_window": context_window}
     if name.startswith(PYTHON_PREFIX):
         factory = _load(name[len(PYTHON_PREFIX) :], name)
-        return factory(model=model, base_url=base_url, environ=env, **opts)
+        return factory(model=model, base_url=base_url, environ=env, **window, **opts)
     spec = _spec(name)
     model = model or spec.default_model
     if not model:
@@ -161,8 +164,11 @@ def create_provider(
             f"{name}: give the server's URL with --base-url or CHATCLI_BASE_URL "
             "(e.g. http://localhost:8080/v1)"
         )
+    if spec.local and context_window is not None:
+        window = {"n_ctx": context_window}
     adapter = _load(spec.adapter, name)
-    return adapter(*_arguments(spec, model, base_url, env), **_options(spec, model, env, opts))
+    options = _options(spec, model, env, {**window, **opts})
+    return adapter(*_arguments(spec, model, base_url, env), **options)
 
 
 def model_info(name: str, model: str, provider: Provider | None = None) -> ModelInfo | None:

@@ -62,8 +62,21 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+def m002_session_settings(conn: sqlite3.Connection) -> None:
+    """The provider settings a session runs with (never a key), so a reopened session runs
+    on the same window and output limit: a local model's n_ctx is not in any catalog."""
+    _run_script(
+        conn,
+        """
+        ALTER TABLE sessions ADD COLUMN base_url TEXT;
+        ALTER TABLE sessions ADD COLUMN context_window INTEGER;
+        ALTER TABLE sessions ADD COLUMN max_tokens INTEGER;
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (m001_initial,)
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_session_settings)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -40,12 +40,23 @@ class SessionNotFound(LookupError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
+    """A session and the provider settings it runs with (`base_url`, `context_window`,
+    `max_tokens`: None when not set; never an API key)."""
+
     id: str
     created_at: str
-    title: str | None
-    provider: str | None
-    model: str | None
+    title: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    context_window: int | None = None
+    max_tokens: int | None = None
     message_count: int = 0
+
+    @classmethod
+    def new(cls, **settings: Any) -> SessionInfo:
+        """A new session's info, with a fresh id (nothing is stored yet)."""
+        return cls(id=uuid.uuid4().hex[:12], created_at=_now(), **settings)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,20 +115,30 @@ class SessionStore:
 
     # sessions ---------------------------------------------------------------------------
 
-    def create_session(
-        self, *, provider: str | None = None, model: str | None = None, title: str | None = None
-    ) -> SessionInfo:
-        info = SessionInfo(
-            id=uuid.uuid4().hex[:12], created_at=_now(), title=title, provider=provider, model=model
-        )
+    def create_session(self, **settings: Any) -> SessionInfo:
+        """A new session, stored now (`settings`: SessionInfo's fields but the id)."""
+        info = SessionInfo.new(**settings)
+        self.save_session(info)
+        return info
+
+    def save_session(self, info: SessionInfo) -> None:
+        """Store a session made with `SessionInfo.new` (the chat stores it at its first
+        message, so that opening the chat and leaving leaves nothing behind)."""
         with transaction(self._conn):
             self._conn.execute(
-                "INSERT INTO sessions(id, created_at, title, provider, model)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (info.id, info.created_at, title, provider, model),
+                "INSERT INTO sessions(id, created_at, title, provider, model, base_url,"
+                " context_window, max_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (info.id, info.created_at, info.title, *_settings(info)),
             )
             self._touch(info.id)
-        return info
+
+    def update_settings(self, info: SessionInfo) -> None:
+        """Store `info`'s provider settings (after /model or /max-tokens)."""
+        self._conn.execute(
+            "UPDATE sessions SET provider = ?, model = ?, base_url = ?, context_window = ?,"
+            " max_tokens = ? WHERE id = ?",
+            (*_settings(info), info.id),
+        )
 
     def get_session(self, session_id: str) -> SessionInfo:
         """By full id or a unique prefix of it."""
@@ -132,7 +153,11 @@ class SessionStore:
         return self._session_rows("", ())
 
     def latest_session(self) -> SessionInfo | None:
-        rows = self.list_sessions()
+        """The most recently active session that holds a message (an empty one has nothing
+        to continue)."""
+        rows = self._session_rows(
+            "WHERE EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)", ()
+        )
         return rows[0] if rows else None
 
     def delete_session(self, session_id: str) -> None:
@@ -259,17 +284,30 @@ class SessionStore:
 
     def _session_rows(self, where: str, args: tuple[Any, ...]) -> tuple[SessionInfo, ...]:
         rows = self._conn.execute(
-            "SELECT s.id, s.created_at, s.title, s.provider, s.model,"
+            "SELECT s.id, s.created_at, s.title, s.provider, s.model, s.base_url,"
+            " s.context_window, s.max_tokens,"
             " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
             f" FROM sessions s {where} ORDER BY s.last_active DESC",
             args,
         )
         return tuple(
             SessionInfo(
-                id=r[0], created_at=r[1], title=r[2], provider=r[3], model=r[4], message_count=r[5]
+                id=r[0],
+                created_at=r[1],
+                title=r[2],
+                provider=r[3],
+                model=r[4],
+                base_url=r[5],
+                context_window=r[6],
+                max_tokens=r[7],
+                message_count=r[8],
             )
             for r in rows
         )
+
+
+def _settings(info: SessionInfo) -> tuple[Any, ...]:
+    return (info.provider, info.model, info.base_url, info.context_window, info.max_tokens)
 
 
 def _now() -> str:
