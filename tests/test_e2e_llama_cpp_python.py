@@ -237,17 +237,6 @@ def near_miss() -> list[Message]:
 
 
 @pytest.mark.llama_cpp_python
-@pytest.mark.xfail(
-    strict=True,
-    raises=ContextRecoveryError,
-    reason=(
-        "bug, reported: a calibrated prediction is final even for the last level and a near "
-        "miss: level 3 is predicted at 505 + 8 > 512 tokens and skipped, so the request fails "
-        "after one call, but the server counts that view as 430 tokens (its guessed chat "
-        "format drops the notice, a second system message) and would have answered it "
-        "(RecoveryPolicy.next_level / _Run.fits)"
-    ),
-)
 def test_a_last_level_predicted_just_over_the_window_is_still_tried(
     adapter: OpenAICompatible, fits: Fits
 ) -> None:

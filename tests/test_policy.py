@@ -37,6 +37,7 @@ from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Response
 from chatcli.recovery import (
+    LAST_LEVEL_MARGIN,
     RETRY_MAX_DELAY,
     Flow,
     RecoveryPolicy,
@@ -344,6 +345,30 @@ def test_when_no_level_is_predicted_to_fit_it_raises_without_a_call() -> None:
         "level 3 (nuclear truncation)",
     ]
     assert " + 100 output > 50 tokens" in raised.value.attempts[2]
+
+
+@pytest.mark.parametrize(("over", "sent"), [(1.14, True), (1.16, False)])
+def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent: bool) -> None:
+    # Levels 1 and 2 are predicted well over the window and skipped; level 3, the last
+    # chance, is predicted over it by 14% (a near miss: sent) or by 16% (raised, no call).
+    messages = session()
+    views = level_views(messages)
+    stated = TokenEstimator().count(views[0])
+    predicted = TokenEstimator().calibrated(views[0], stated).count(views[3])
+    limit = math.floor((predicted + 100) / over)
+    assert (over <= 1 + LAST_LEVEL_MARGIN) is sent
+    walk = Walk(RecoveryPolicy(), messages, max_tokens=100)
+    error = overflow(prompt_tokens=stated, limit=limit)
+    if not sent:
+        with pytest.raises(ContextRecoveryError) as raised:
+            walk.send(error)
+        assert raised.value.__cause__ is error
+        assert kinds(walk.events)[1:] == [LevelSkipped] * 3 + [RecoveryFailed]
+        return
+    walk.send(error)
+    assert walk.sent().request.messages == views[3]
+    assert kinds(walk.events)[1:] == [LevelSkipped, LevelSkipped, LevelApplied]
+    assert predicted + 100 > limit  # a miss all the same
 
 
 def test_requested_minus_output_is_the_prompt_size() -> None:

@@ -63,11 +63,19 @@ Decisions where the SPEC leaves room:
   (`LevelSkipped` "changes nothing"), window known or not, and when no level changes
   anything `ContextRecoveryError` is raised without another call. The plain ladder
   (`predictive=False`, the benchmark's baseline) sends every level as the SPEC lists them.
-- **Skips are trusted only when calibrated.** A skip decided from the provider's own numbers
-  is final: when every remaining level is predicted not to fit, `ContextRecoveryError` is
-  raised without another call. A prediction from the uncalibrated chars/token estimate is
-  only a guess, and a guess never fails a request without asking the provider: the last
-  allowed level is then sent anyway.
+- **Skips are trusted only when calibrated, and the last level only when clear.** Levels
+  before the last are skipped when predicted not to fit: a wrong skip costs nothing but a
+  harsher view, since a later level is still tried. The last allowed level is the task's
+  last chance: skipping it fails the request, so it is sent unless a calibrated prediction
+  puts it over the window by more than `LAST_LEVEL_MARGIN`: trying costs one call,
+  refusing costs the task. Calibration is a single ratio taken from the view the provider
+  counted, usually far larger than the last level's; on a small view the per-message
+  template overhead and a dropped message (a server's chat format may omit the notice)
+  move the real count by 10-20% either way (llama-cpp-python counted 430 tokens for a view
+  predicted at 505). Beyond the margin the miss is not an estimation error, and
+  `ContextRecoveryError` is raised without another call. A prediction from the
+  uncalibrated chars/token estimate is only a guess, and a guess never fails a request
+  without asking the provider: the last allowed level is then sent anyway.
 - **Lowering max_tokens beats truncating, down to a point.** Lowering max_tokens keeps the
   whole history but shortens the answer the model may give; too short a room and the answer
   is cut and continued (each continuation resends the whole, nearly full, window) or a tool
@@ -176,6 +184,7 @@ from chatcli.tokens import TokenEstimator
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
+    "LAST_LEVEL_MARGIN",
     "MAX_OUTPUT_CAP_LOWERINGS",
     "MIN_OUTPUT_ROOM",
     "PREFLIGHT_MARGIN",
@@ -208,6 +217,9 @@ MIN_OUTPUT_ROOM = 1024
 # The uncalibrated estimate (~4 chars/token) can be 10-20% off a real tokenizer; recovering
 # pre-emptively from a near miss would drop history that fits. Only a clear excess counts.
 PREFLIGHT_MARGIN = 0.10
+# A calibrated prediction for the last allowed level within this fraction over the window is
+# a near miss, still sent (see "the last level only when clear" above).
+LAST_LEVEL_MARGIN = 0.15
 _RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
 # Microcompaction is on by default, with `MicrocompactConfig`'s defaults (a frozen value, so
 # one shared instance is safe as a default argument).
@@ -672,8 +684,8 @@ class _Run:
         predicted = self.estimator.count(self.request_messages(level))
         if self.fits(predicted) or self.leaves_room(predicted):
             return True
-        if level == self.max_level and not self.calibrated:
-            return True  # a guess never fails a request without asking the provider
+        if level == self.max_level and self.near_miss(predicted):
+            return True  # the last chance: refusing it fails the request
         reserve, window = self.max_tokens or 0, self.window
         name = LEVEL_NAMES[level]
         self.skip(
@@ -682,6 +694,13 @@ class _Run:
             )
         )
         return False
+
+    def near_miss(self, predicted: int) -> bool:
+        """The last level is worth a call: uncalibrated (a guess), or calibrated and over the
+        window by no more than `LAST_LEVEL_MARGIN`."""
+        if not self.calibrated or self.window is None:
+            return True
+        return predicted + (self.max_tokens or 0) <= self.window * (1.0 + LAST_LEVEL_MARGIN)
 
     def skip(self, event: LevelSkipped) -> None:
         self.emit(event)
