@@ -192,6 +192,24 @@ def test_continue_reopens_and_history_shows_everything(tmp_path: Path) -> None:
         assert len(store.transcript(info.id)) == 4
 
 
+def test_a_chat_left_without_a_message_stores_nothing_and_continue_skips_it(
+    tmp_path: Path,
+) -> None:
+    code, screen = run(tmp_path, ["/clear", "/context"])
+    assert code == 0 and "new session" in screen
+    assert "saved; reopen it with" not in screen  # there is nothing to reopen
+    with stored(tmp_path) as store:
+        assert store.list_sessions() == ()
+    run(tmp_path, ["remember the word pelican"])
+    run(tmp_path, [])
+    run(tmp_path, ["/sessions"])
+    _, screen = run(tmp_path, [], ("--continue",))
+    assert "2 messages so far" in screen
+    with stored(tmp_path) as store:
+        (only,) = store.list_sessions()
+    assert only.message_count == 2
+
+
 def test_continue_without_a_provider_uses_the_sessions_own(tmp_path: Path) -> None:
     run(tmp_path, ["first"])
     code, screen = run(tmp_path, ["again"], ("--continue",))

@@ -138,6 +138,9 @@ def test_sessions_list_latest_and_delete(tmp_path: Path) -> None:
         assert store.latest_session() is not None
         assert store.latest_session().id == first.id  # type: ignore[union-attr]
         assert {s.id for s in store.list_sessions()} == {first.id, second.id}
+        empty = store.create_session(title="c")  # the latest, but nothing to continue
+        assert store.latest_session().id == first.id  # type: ignore[union-attr]
+        assert empty.id == store.list_sessions()[0].id
         store.delete_session(second.id)
         with pytest.raises(SessionNotFound):
             store.get_session(second.id)

@@ -249,7 +249,9 @@ class ChatSession:
     choose. `budget_usd` enables the session budget (see `budget_check`). `auto_compaction`
     compacts before a request that passes the configured share of the window; `predictive`
     is `Client`'s (False: the SPEC's plain ladder, every level sent in turn). `summarizer`
-    writes compaction summaries (default: the chat provider).
+    writes compaction summaries (default: the chat provider). `saved` False: `info` is not
+    in the store yet; it is stored with the first thing written (an empty session is never
+    stored, so it is never listed nor continued).
     """
 
     def __init__(
@@ -269,8 +271,9 @@ class ChatSession:
         auto_compaction: bool = True,
         predictive: bool = True,
         summarizer: Provider | None = None,
+        saved: bool = True,
     ) -> None:
-        self.store, self.info = store, info
+        self.store, self.info, self.saved = store, info, saved
         self.model, self.model_info, self.max_tokens = model, model_info, max_tokens
         self.tap = StreamingTap(provider)
         self.recovery = recovery or RecoveryConfig()
@@ -301,7 +304,8 @@ class ChatSession:
         **options: Any,
     ) -> ChatSession:
         """A new session, or the one `resume` names (an id or unique prefix), or with
-        `latest` the most recently active one (a new one when there is none).
+        `latest` the most recently active one (a new one when there is none). A new session
+        is stored with its first message.
 
         A new session stores the settings it was opened with (`provider_name`, `model`,
         `base_url`, `context_window`: the one the user set, and `max_tokens`), so that it can
@@ -309,15 +313,16 @@ class ChatSession:
         info = store.get_session(resume) if resume else None
         if info is None and latest:
             info = store.latest_session()
-        if info is None:
-            info = store.create_session(
-                provider=provider_name,
-                model=model,
-                base_url=base_url,
-                context_window=context_window,
-                max_tokens=options.get("max_tokens"),
-            )
-        return cls(store, info, provider, model=model, **options)
+        if info is not None:
+            return cls(store, info, provider, model=model, **options)
+        new = SessionInfo.new(
+            provider=provider_name,
+            model=model,
+            base_url=base_url,
+            context_window=context_window,
+            max_tokens=options.get("max_tokens"),
+        )
+        return cls(store, new, provider, model=model, saved=False, **options)
 
     @property
     def provider(self) -> Provider:
@@ -343,7 +348,13 @@ class ChatSession:
 
     def _save_settings(self, **settings: Any) -> None:
         self.info = replace(self.info, **settings)
-        self.store.update_settings(self.info)
+        if self.saved:
+            self.store.update_settings(self.info)
+
+    def _ensure_saved(self) -> None:
+        if not self.saved:
+            self.store.save_session(self.info)
+            self.saved = True
 
     # -- the working view ----------------------------------------------------------------
 
@@ -381,6 +392,7 @@ class ChatSession:
 
     def append(self, messages: Sequence[Message]) -> None:
         """Add messages to the transcript (stored before this returns)."""
+        self._ensure_saved()
         self.store.append_messages(self.info.id, messages)
         self.transcript += tuple(messages)
 
@@ -448,6 +460,7 @@ class ChatSession:
                 call.usage, request=0, model=self.model, info=self.model_info, kind=call.kind
             )
         cost, recovery = ledger.total.cost.total, ledger.recovery.cost.total
+        self._ensure_saved()
         request_id = self.store.record_request(
             self.info.id, tag=tag, model=self.model, usage=ledger.total.usage, cost_usd=cost,
             recovery_cost_usd=recovery, view=view, events=[_stored(e) for e in events],
@@ -489,6 +502,7 @@ class ChatSession:
         cost = usage_cost(report.usage, info).total
         self.base, self.upto = result.messages, len(self.transcript)
         data = {"view": [message_to_dict(m) for m in result.messages], "upto": self.upto}
+        self._ensure_saved()
         self.store.record_request(
             self.info.id, tag=kind, model=report.model or self.model, usage=report.usage,
             cost_usd=cost, recovery_cost_usd=0.0, view=result.messages,
@@ -498,6 +512,8 @@ class ChatSession:
     def clear(self) -> None:
         """/clear: the next request starts from an empty view (the transcript keeps all)."""
         self.base, self.upto = (), len(self.transcript)
+        if not self.transcript:
+            return  # nothing to clear: an empty session stays unstored
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_request(

@@ -182,9 +182,10 @@ def repl(ctx: ChatContext) -> int:
 
     ui, session = ctx.ui, ctx.session
     ui.start_prompt(ctx.settings.history_path)
+    which = f"session {session.info.id}" if session.saved else "new session"
     resumed = f", {len(session.transcript)} messages so far" if session.transcript else ""
     ui.note(
-        f"chatcli · {ctx.provider_name} · {session.model} · session {session.info.id}"
+        f"chatcli · {ctx.provider_name} · {session.model} · {which}"
         f"{resumed}. /help for commands, Ctrl-C cancels an answer, Ctrl-D quits."
     )
     while True:
@@ -199,10 +200,11 @@ def repl(ctx: ChatContext) -> int:
                 break
         elif line:
             answer(ctx, line)
-    ui.note(
-        f"session {ctx.session.info.id} saved; reopen it with: chatcli --resume "
-        f"{ctx.session.info.id}"
-    )
+    if ctx.session.transcript:
+        ui.note(
+            f"session {ctx.session.info.id} saved; reopen it with: chatcli --resume "
+            f"{ctx.session.info.id}"
+        )
     return 0
 
 
