@@ -83,6 +83,8 @@ def test_every_slash_command_is_in_help(tmp_path: Path) -> None:
         ("/max-tokens lots", "'lots' is not a number (usage: /max-tokens N)"),
         ("/max-tokens 0", "must be at least 1"),
         ("/export", "give a path"),
+        ("/export md", "give a path"),
+        ('/export "unclosed', "cannot read the path: no closing quotation"),
         ("/resume", "give one session id"),
         ("/resume nosuchid", "no session matching 'nosuchid'"),
         ("/cost now", "unexpected argument 'now'"),
@@ -97,6 +99,19 @@ def test_bad_commands_get_one_line_and_the_chat_goes_on(
     errors = [row for row in screen.splitlines() if row.startswith("error:")]
     assert len(errors) == 1 and error in errors[0]
     assert "Answer to: still here" in screen
+
+
+@pytest.mark.parametrize("arg", ['"unclosed', "'", "\\", "a b c", "-1", "%_*"])
+def test_no_argument_breaks_a_slash_command(
+    tmp_path: Path, arg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # "/export -1" writes ./-1
+    lines = [f"/{name} {arg}" for name in SLASH_COMMANDS]
+    code, screen = run(tmp_path, [*lines, "still here"])
+    assert code == 0 and "Answer to: still here" in screen
+    assert "Traceback" not in screen
+    errors = [row for row in screen.splitlines() if row.startswith("error:")]
+    assert len(errors) <= len(lines)
 
 
 def test_cost_shows_unknown_prices_as_unknown_never_zero(tmp_path: Path) -> None:

@@ -152,10 +152,13 @@ def _max_tokens(ctx: ChatContext, arg: str) -> None:
 
 
 def _export(ctx: ChatContext, arg: str) -> None:
-    words = shlex.split(arg)
+    try:
+        words = shlex.split(arg)
+    except ValueError as exc:  # an unclosed quote, a final backslash
+        raise UsageError(f"cannot read the path: {str(exc).lower()}") from None
     if len(words) == 2 and words[0] in FORMATS:
         fmt, path = words[0], Path(words[1]).expanduser()
-    elif len(words) == 1:
+    elif len(words) == 1 and words[0] not in FORMATS:  # "/export md" is a missing path
         path = Path(words[0]).expanduser()
         fmt = "json" if path.suffix.lower() == ".json" else "md"
     else:
