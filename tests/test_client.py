@@ -8,7 +8,7 @@ acts on the numbers they state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import anthropic
@@ -29,11 +29,13 @@ from chatcli.events import (
     OverflowDetected,
     RecoveryFailed,
     Retried,
+    SilentTruncationDetected,
     ToolCallsDropped,
 )
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.history.truncate import COMPACTION_NOTICE
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
+from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
 from chatcli.tokens import TokenEstimator
 from tests.fakes import (
@@ -44,6 +46,8 @@ from tests.fakes import (
     corpus_error,
     response,
 )
+from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_openai_compat_adapter import PE078, answer_with_prompt_tokens
 
 Mode = Literal["sync", "async"]
 
@@ -323,6 +327,46 @@ async def test_an_answer_cut_by_the_full_window_is_kept_and_continued(mode: Mode
         Message.user(CONTINUATION_MESSAGE),
     )
     assert kinds(reply.events) == [OverflowDetected, LevelApplied, Continued]
+
+
+@pytest.fixture
+def replay() -> Iterator[ReplayServer]:
+    with replay_server() as server:
+        yield server
+
+
+def chat(exchanges: int, chars: int) -> list[Message]:
+    messages = []
+    for i in range(exchanges):
+        messages += [Message.user(f"Paste {i}: " + "lorem ipsum " * (chars // 12))]
+        messages += [Message.assistant(f"Noted paste {i}.")]
+    return [*messages, Message.user("Now compare the last two pastes.")]
+
+
+async def test_a_silently_truncated_prompt_is_reported_then_recovered(
+    mode: Mode, replay: ReplayServer
+) -> None:
+    # pe-078: Ollama cut the prompt to its 2,048-token num_ctx and answered 200; the usage
+    # of its answer (here the recorded chat answer) gives it away, and OpenAICompatible
+    # raises an overflow. The second answer reports the whole recovered prompt.
+    replay.add(
+        Scripted(body=answer_with_prompt_tokens(PE078["limit"])),
+        Scripted(body=answer_with_prompt_tokens(1_000)),
+    )
+    adapter = OpenAICompatible(replay.url + "/v1", "local-model", environ={})
+    try:
+        reply = await send(client_for(adapter), mode, chat(12, 2_400), max_tokens=100)
+    finally:
+        adapter.close()
+        await adapter.aclose()
+    assert reply.calls == len(replay.requests) == 2
+    assert kinds(reply.events)[:2] == [SilentTruncationDetected, OverflowDetected]
+    assert kinds(reply.events)[-1] is LevelApplied
+    silent = reply.events[0]
+    assert isinstance(silent, SilentTruncationDetected)
+    assert silent.describe().startswith("the provider silently truncated the prompt (")
+    assert "the server reported 2048 prompt tokens" in silent.describe()
+    assert reply.view[-1] == Message.user("Now compare the last two pastes.")
 
 
 # --- output cap, retries, other errors ----------------------------------------------------

@@ -28,6 +28,7 @@ from chatcli.events import (
     PreflightRecovery,
     RecoveryFailed,
     Retried,
+    SilentTruncationDetected,
     ToolCallsDropped,
 )
 from chatcli.history.budget import enforce_tool_result_budget
@@ -369,6 +370,31 @@ def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent
     assert walk.sent().request.messages == views[3]
     assert kinds(walk.events)[1:] == [LevelSkipped, LevelSkipped, LevelApplied]
     assert predicted + 100 > limit  # a miss all the same
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "silent"),
+    [
+        ("silent_truncation", "the server read 2,048 of ~9,000 tokens", True),  # structured
+        (None, "prompt silently truncated by the server (detected from usage): ...", True),
+        (None, "prompt is too long: 9000 tokens > 2048 maximum", False),
+        ("pattern", "the prompt was not silently truncated by the server", False),
+    ],
+)
+def test_a_silent_truncation_is_reported_before_the_recovery(
+    reason: str | None, message: str, silent: bool
+) -> None:
+    info = ErrorInfo(
+        kind=ErrorKind.CONTEXT_OVERFLOW, message=message, reason=reason, prompt_tokens=9_000
+    )
+    walk = Walk(RecoveryPolicy(), session())
+    walk.send(ProviderError(info))
+    recovery = [OverflowDetected, LevelApplied]
+    assert kinds(walk.events) == ([SilentTruncationDetected] if silent else []) + recovery
+    if silent:
+        event = walk.events[0]
+        assert event == SilentTruncationDetected(expected_tokens=9_000, detail=message)
+        assert event.describe() == f"the provider silently truncated the prompt ({message})"
 
 
 def test_requested_minus_output_is_the_prompt_size() -> None:

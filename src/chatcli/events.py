@@ -231,19 +231,25 @@ class Retried(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SilentTruncationDetected(Event):
-    """The provider reported fewer prompt tokens than were sent: it cut the prompt silently
-    (Ollama does when the prompt exceeds num_ctx). Emitted by adapters that can tell."""
+    """The provider cut the prompt without saying so (Ollama does when the prompt exceeds
+    num_ctx; llama-cpp-python's chat format drops messages): an adapter saw it from the
+    usage, which reports fewer prompt tokens than were sent. Emitted before the recovery
+    events of that overflow. `expected_tokens`: about what was sent; `reported_tokens`: what
+    the provider says it read, when the adapter states it; `detail`: the adapter's words."""
 
     log_level: ClassVar[int] = logging.WARNING
 
-    expected_tokens: int
-    reported_tokens: int
+    expected_tokens: int | None = None
+    reported_tokens: int | None = None
+    detail: str = ""
 
     def describe(self) -> str:
-        return (
-            f"the provider silently truncated the prompt: it read {self.reported_tokens:,} "
-            f"of about {self.expected_tokens:,} tokens"
-        )
+        said = "the provider silently truncated the prompt"
+        if self.expected_tokens is not None and self.reported_tokens is not None:
+            return (
+                f"{said}: it read {self.reported_tokens:,} of about {self.expected_tokens:,} tokens"
+            )
+        return f"{said} ({self.detail})" if self.detail else said
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -127,6 +127,9 @@ Decisions where the SPEC leaves room:
   limit), and when recovery runs out it is returned truncated. Only when there is nothing
   to keep is `ContextRecoveryError` raised; it is then chained to a `ProviderError` holding
   what the stop stated, as every give-up without a provider exception is.
+- **A silent truncation is said so**: an overflow an adapter detected from the usage (the
+  server cut the prompt and answered anyway) gets a `SilentTruncationDetected` event
+  before its recovery events; `_silent_truncation` is the one place that recognises it.
 - `Reply.view` is the working view the answer is based on; the continuation scaffolding
   (partial answer + continuation message) is not part of it, the stitched answer replaces it.
 """
@@ -170,6 +173,7 @@ from chatcli.events import (
     PreflightRecovery,
     RecoveryFailed,
     Retried,
+    SilentTruncationDetected,
     ToolCallsDropped,
     logger,
 )
@@ -190,6 +194,8 @@ __all__ = [
     "PREFLIGHT_MARGIN",
     "RETRY_BASE_DELAY",
     "RETRY_MAX_DELAY",
+    "SILENT_TRUNCATION_PREFIX",
+    "SILENT_TRUNCATION_REASON",
     "Action",
     "Client",
     "Flow",
@@ -220,6 +226,10 @@ PREFLIGHT_MARGIN = 0.10
 # A calibrated prediction for the last allowed level within this fraction over the window is
 # a near miss, still sent (see "the last level only when clear" above).
 LAST_LEVEL_MARGIN = 0.15
+# How an adapter marks an overflow it detected from usage (the server cut the prompt
+# silently): `ErrorInfo.reason`, or, as OpenAICompatible does today, the message's start.
+SILENT_TRUNCATION_REASON = "silent_truncation"
+SILENT_TRUNCATION_PREFIX = "prompt silently truncated by the server"
 _RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
 # Microcompaction is on by default, with `MicrocompactConfig`'s defaults (a frozen value, so
 # one shared instance is safe as a default argument).
@@ -468,6 +478,8 @@ class _Run:
         if info.kind in _RETRYABLE:
             return self.retry(info, error)
         if info.kind is ErrorKind.CONTEXT_OVERFLOW:
+            if (silent := _silent_truncation(info)) is not None:
+                self.emit(silent)  # the issue asks for an event saying so, before recovery
             return self.on_overflow(info, request, cause=error)
         if info.kind is ErrorKind.OUTPUT_CAP:
             self.lower_output_cap(info, error)
@@ -789,6 +801,20 @@ def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int |
     if info.requested_tokens is None or output is None:
         return None
     return info.requested_tokens - output if info.requested_tokens > output else None
+
+
+def _silent_truncation(info: ErrorInfo) -> SilentTruncationDetected | None:
+    """The event for an overflow an adapter detected itself because the server cut the prompt
+    silently (its usage gave it away), else None. The one place that recognises it: by
+    `ErrorInfo.reason` `SILENT_TRUNCATION_REASON`, or by the message OpenAICompatible gives
+    it today (`SILENT_TRUNCATION_PREFIX`)."""
+    if info.kind is not ErrorKind.CONTEXT_OVERFLOW:
+        return None
+    if info.reason != SILENT_TRUNCATION_REASON and not info.message.startswith(
+        SILENT_TRUNCATION_PREFIX
+    ):
+        return None
+    return SilentTruncationDetected(expected_tokens=info.prompt_tokens, detail=info.message)
 
 
 def _continuation_overflow(window: int | None) -> ErrorInfo:
