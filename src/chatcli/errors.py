@@ -841,6 +841,9 @@ def _decide(evidence: _Evidence, status: int | None) -> tuple[ErrorKind, str | N
     if status == 429 and rule.source == "text" and rule.kind in _TOKEN_KINDS:
         # A 429 is a throttle whatever its wording ("... reduce the prompt length").
         return ErrorKind.RATE_LIMIT, "http:429", None
+    if status in (401, 403) and rule.kind is ErrorKind.INVALID_REQUEST:
+        # A generic "invalid request" type says less than the status that refused the caller.
+        return ErrorKind.AUTH, f"http:{status}", (hit if rule.source == "code" else None)
     return rule.kind, rule.name, (hit if rule.source == "code" else None)
 
 
