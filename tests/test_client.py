@@ -8,6 +8,8 @@ acts on the numbers they state.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -485,6 +487,27 @@ async def test_hooks_and_logging_see_every_event_in_order(
     records = [r for r in caplog.records if r.name == "chatcli"]
     assert [r.getMessage() for r in records] == [e.describe() for e in reply.events]
     assert [r.chatcli_event for r in records] == list(reply.events)  # type: ignore[attr-defined]
+
+
+def test_an_application_that_never_configured_logging_prints_nothing() -> None:
+    # A fresh interpreter: no pytest handlers on the root logger, so without chatcli's
+    # NullHandler a RecoveryFailed warning would reach logging's last-resort handler.
+    script = """
+from chatcli.errors import ContextRecoveryError
+from chatcli.messages import Message
+from chatcli.recovery import Client
+class TooLong:
+    def complete(self, request):
+        raise RuntimeError("prompt is too long: 9000 tokens > 2048 maximum")
+try:
+    Client(TooLong()).send([Message.user("hi")])
+except ContextRecoveryError:
+    print("raised")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert (done.stdout, done.stderr) == ("raised\n", "")
 
 
 async def test_the_callers_messages_are_never_changed(mode: Mode) -> None:

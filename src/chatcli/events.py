@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chatcli")
+# A library leaves output to the application: without a handler of its own, an application
+# that never configured logging would print chatcli's warnings through logging's last-resort
+# handler (stderr). The standard library's advice for libraries.
+logger.addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
