@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -264,6 +265,38 @@ def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:
     code, screen = run(tmp_path, [], argv=("--provider", "anthropic"))
     assert code == 2
     assert screen.strip().startswith("error: anthropic: no API key; set ANTHROPIC_API_KEY")
+
+
+@pytest.mark.parametrize(
+    ("blocked", "argv", "error"),
+    [
+        (
+            "anthropic",
+            ("--provider", "anthropic", "-p", "hi"),
+            "anthropic is not installed; install it with: pip install 'chatcli[anthropic]'",
+        ),
+        (
+            "llama_cpp",
+            ("demo",),
+            "llama_cpp is not installed; install it with: pip install 'chatcli[local]'",
+        ),
+        (None, ("--provider", "python:nosuch.mod:f", "-p", "hi"), "no module named 'nosuch.mod'"),
+    ],
+)
+def test_a_missing_package_is_one_line_and_a_failure(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    blocked: str | None,
+    argv: tuple[str, ...],
+    error: str,
+) -> None:
+    if blocked is not None:
+        monkeypatch.setitem(sys.modules, blocked, None)  # importing it raises ImportError
+    env = {"ANTHROPIC_API_KEY": "k", "CHATCLI_CACHE": str(tmp_path / "cache")}
+    code, screen = run(tmp_path, [], argv, env=env, stdin="")
+    assert code == 2
+    assert screen.startswith("error: ") and error in screen
+    assert len(screen.strip().splitlines()) == 1, screen
 
 
 def test_one_shot_with_piped_stdin(tmp_path: Path) -> None:

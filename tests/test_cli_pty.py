@@ -8,11 +8,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
+
+from chatcli.cli import CLI_EXTRA_MISSING
 
 ROOT = Path(__file__).resolve().parents[1]
 CHATCLI = [sys.executable, "-c", "import sys; from chatcli.cli import main; sys.exit(main())"]
@@ -119,6 +122,23 @@ def test_recovery_events_show_while_answering(tmp_path: Path) -> None:
     child.expect_exact(PROMPT)
     child.sendline("/quit")
     assert finish(child) == 0
+
+
+def test_the_console_script_without_the_cli_extra_says_what_to_install(tmp_path: Path) -> None:
+    # A plain `pip install chatcli` has neither rich nor prompt_toolkit: stand-ins that fail
+    # to import as a missing package does.
+    for package in ("rich", "prompt_toolkit"):
+        (tmp_path / f"{package}.py").write_text(
+            f'raise ModuleNotFoundError("No module named {package!r}", name={package!r})\n',
+            encoding="utf-8",
+        )
+    script = Path(sys.executable).parent / "chatcli"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "CHATCLI_HOME": str(tmp_path)}
+    done = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == CLI_EXTRA_MISSING + "\n"
+    assert "pip install 'chatcli[cli]'" in done.stderr
 
 
 def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:

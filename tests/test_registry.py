@@ -72,7 +72,13 @@ def test_python_factory_hook() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["python:no_such_module_xyz:make", "python:tests.cli_provider:nothing", "python:x"]
+    "name",
+    [
+        "python:no_such_module_xyz:make",
+        "python:nosuch.mod:f",  # a missing package above the module
+        "python:tests.cli_provider:nothing",
+        "python:x",
+    ],
 )
 def test_python_hook_errors_are_configuration_errors(name: str) -> None:
     with pytest.raises(ProviderNotConfigured):

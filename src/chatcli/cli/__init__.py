@@ -1,9 +1,42 @@
 """The `chatcli` command: interactive chat, one-shot answers, sessions, and the offline demo.
 
-`main(argv=None) -> int` is the entry point. rich and prompt_toolkit are imported only here
-(extra `chatcli[cli]`); the logic is in the library (`chatcli.session`, `chatcli.demo`).
+`main(argv=None) -> int` is the entry point. rich and prompt_toolkit (extra `chatcli[cli]`)
+are imported only when it runs, so a plain `pip install chatcli` gets one line saying what
+to install, not a traceback; the logic is in the library (`chatcli.session`, `chatcli.demo`).
 """
 
-from chatcli.cli.app import main
+from __future__ import annotations
 
-__all__ = ["main"]
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chatcli.cli.ui import Ui
+
+__all__ = ["CLI_EXTRA_MISSING", "main"]
+
+CLI_EXTRA_MISSING = (
+    "chatcli: the command needs rich and prompt_toolkit; install them with: "
+    "pip install 'chatcli[cli]'"
+)
+_CLI_PACKAGES = ("rich", "prompt_toolkit")
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    ui: Ui | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run the command; returns the exit status (0 ok, 1 failed, 2 usage/configuration).
+
+    `ui` and `environ` default to the real terminal and `os.environ` (tests inject both)."""
+    try:
+        from chatcli.cli.app import run
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in _CLI_PACKAGES:
+            raise
+        print(CLI_EXTRA_MISSING, file=sys.stderr)
+        return 2
+    return run(argv, ui=ui, environ=environ)

@@ -13,7 +13,7 @@ from chatcli.cli.ui import Ui
 from chatcli.demo import DEMO_N_CTX
 from chatcli.errors import ConfigError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "run"]
 
 Command = Callable[[argparse.Namespace, Ui, Mapping[str, str]], int]
 
@@ -104,15 +104,13 @@ def _quiet_library_log() -> None:
         log.addHandler(logging.NullHandler())
 
 
-def main(
+def run(
     argv: Sequence[str] | None = None,
     *,
     ui: Ui | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
-    """Run the command; returns the exit status (0 ok, 1 failed, 2 usage/configuration).
-
-    `ui` and `environ` default to the real terminal and `os.environ` (tests inject both)."""
+    """`chatcli.cli.main`, once rich and prompt_toolkit are imported."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     ui = ui if ui is not None else Ui.terminal()
     _quiet_library_log()
@@ -120,6 +118,9 @@ def main(
     try:
         return command(args, ui, os.environ if environ is None else environ)
     except ConfigError as exc:
+        ui.error(str(exc))
+        return 2
+    except ImportError as exc:  # an optional SDK: its message says which extra to install
         ui.error(str(exc))
         return 2
     except KeyboardInterrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,6 +33,13 @@ _ANSWER_PREVIEW = 160
 
 
 def run_demo(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
+    missing = _missing_packages(("llama_cpp",) if args.model else ("llama_cpp", "gguf"))
+    if missing:
+        ui.error(
+            f"chatcli demo runs llama.cpp in process: {' and '.join(missing)} "
+            "is not installed; install it with: pip install 'chatcli[local]'"
+        )
+        return 2
     settings = load_settings(None, environ)
     model = _model_path(args, ui, settings.cache_dir)
     if model is None:
@@ -44,6 +52,16 @@ def run_demo(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
             _play(ui, session, step)
         _finish(ui, session, model, args.n_ctx)
     return 0
+
+
+def _missing_packages(names: tuple[str, ...]) -> list[str]:
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)  # the demo loads it anyway
+        except ImportError:
+            missing.append(name)
+    return missing
 
 
 def _model_path(args: argparse.Namespace, ui: Ui, cache_dir: Path) -> Path | None:

@@ -61,7 +61,9 @@ class Ui:
         return answer.strip().lower() in ("y", "yes")
 
     def error(self, message: str) -> None:
-        self.console.print(Text.assemble(("error: ", "bold red"), message), highlight=False)
+        """One line (the terminal wraps it; rich would break it into several)."""
+        text = Text.assemble(("error: ", "bold red"), message)
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def note(self, message: str, style: str = "dim") -> None:
         # soft_wrap: the terminal wraps it, so a path or an id is never split by a newline

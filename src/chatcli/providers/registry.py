@@ -239,7 +239,8 @@ def _load(target: str, name: str) -> Builder:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name == module_name:
+        # The module or a package above it (python:nosuch.mod:f) is missing: a typo.
+        if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
             raise ProviderNotConfigured(f"{name!r}: no module named {module_name!r}") from exc
         raise  # an optional SDK is missing: its ImportError says what to install
     builder = getattr(module, attribute, None)
