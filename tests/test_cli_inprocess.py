@@ -338,6 +338,10 @@ def test_sessions_command_for_scripts(tmp_path: Path) -> None:
     code, exported = run(tmp_path, [], ("sessions", "export", info.id, "--format", "json"))
     assert code == 0
     assert [m["role"] for m in json.loads(exported)["messages"]] == ["user", "assistant"]
+    missing = tmp_path / "no" / "such" / "dir" / "x.md"
+    code, failed = run(tmp_path, [], ("sessions", "export", info.id, "-o", str(missing)))
+    assert code == 1 and failed.startswith("error: ") and "No such file or directory" in failed
+    assert len(failed.strip().splitlines()) == 1
     code, _ = run(tmp_path, [], ("sessions", "delete", info.id))
     assert code == 0
     code, missing = run(tmp_path, [], ("sessions", "show", info.id))

@@ -64,6 +64,6 @@ def run_sessions(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -
     with SessionStore(load_settings(None, environ).db_path) as store:
         try:
             return _ACTIONS[args.action](store, args, ui)
-        except SessionNotFound as exc:
+        except (SessionNotFound, OSError) as exc:  # OSError: -o names an unwritable file
             ui.error(str(exc))
             return 1
