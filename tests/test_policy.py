@@ -14,7 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
-from chatcli.continuation import CONTINUATION_MESSAGE, continuation_request_messages
+from chatcli.continuation import (
+    CONTINUATION_MESSAGE,
+    DEFAULT_MAX_TOKENS,
+    continuation_request_messages,
+)
 from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
 from chatcli.events import (
     Continued,
@@ -39,6 +43,7 @@ from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Response
 from chatcli.recovery import (
     LAST_LEVEL_MARGIN,
+    PREFLIGHT_MARGIN,
     RETRY_MAX_DELAY,
     Flow,
     RecoveryPolicy,
@@ -609,6 +614,40 @@ def test_preflight_lowers_max_tokens_to_the_known_cap() -> None:
     walk = Walk(RecoveryPolicy(max_output_tokens=4096), session(2), max_tokens=10_000)
     assert walk.sent().request.max_tokens == 4096
     assert walk.events == [OutputCapLowered(old=10_000, new=4096)]
+
+
+def preflight_without_max_tokens(room: int, cap: int | None) -> Walk:
+    """A one-turn session sent without max_tokens, in a window that leaves `room` tokens next
+    to its estimate grown by the pre-flight margin."""
+    messages = session(1)
+    estimate = TokenEstimator().count(level_views(messages)[0])
+    window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + room
+    return Walk(RecoveryPolicy(context_window=window, max_output_tokens=cap), messages)
+
+
+def test_without_max_tokens_preflight_reserves_the_output_and_fits_it() -> None:
+    # 2,000 tokens left: the reserve (4,096 of the 64,000 cap) does not fit, the room is
+    # useful, so max_tokens is set to it: no answer runs into a full window.
+    walk = preflight_without_max_tokens(2_000, cap=64_000)
+    assert walk.sent().request.max_tokens == 2_000
+    assert kinds(walk.events) == [MaxTokensFitted]
+    assert walk.events[0].old is None  # type: ignore[attr-defined]
+
+
+def test_without_max_tokens_too_little_room_for_the_reserve_recovers_before_sending() -> None:
+    walk = preflight_without_max_tokens(500, cap=64_000)
+    preflight = walk.events[0]
+    assert isinstance(preflight, PreflightRecovery) and preflight.reserve == DEFAULT_MAX_TOKENS
+    assert walk.sent().request.messages != level_views(session(1))[0]
+
+
+@pytest.mark.parametrize(("room", "cap"), [(DEFAULT_MAX_TOKENS, 64_000), (10, None)])
+def test_without_max_tokens_the_reserve_is_the_default_at_most(room: int, cap: int | None) -> None:
+    # Reserving the whole 64,000-token cap would truncate this history for nothing; with the
+    # cap unknown nothing is reserved.
+    walk = preflight_without_max_tokens(room, cap=cap)
+    assert walk.events == []
+    assert walk.sent().request.max_tokens is None
 
 
 # --- output cap, retries, other errors ----------------------------------------------------

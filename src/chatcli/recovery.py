@@ -92,6 +92,15 @@ Decisions where the SPEC leaves room:
   max_tokens fitted to it, rather than skipped for a harsher one (or the request failed) —
   which matters when the output alone nearly fills the window (a continuation after an
   escalation, a max_tokens near the window size).
+- **The output reserve.** A prediction counts the output next to the prompt: the max_tokens
+  asked for, or, when none is, the model's output cap, but no more than
+  `DEFAULT_MAX_TOKENS` (4,096). Nothing reserved would let a prompt that fills the window
+  go out, to be rejected or answered with nothing; the whole cap (64,000 for recent
+  models) would truncate history pre-emptively for output most answers never use. 4,096 is
+  a long answer. An output that does not fit is fitted like one asked for (max_tokens set
+  to the room left), so the reserve never truncates history that a shorter answer would
+  fit next to. With the cap unknown nothing is reserved: many servers then answer into
+  whatever room the prompt leaves.
 - **Escalation stops at the room the window leaves.** A continuation carries the partial
   answer, so it is larger than the request that was cut; in a nearly full window (after
   max_tokens was fitted to the room, say) the doubled limit is certain to be rejected. With
@@ -146,6 +155,7 @@ from typing import Any, NoReturn
 from chatcli.compaction import CompactionResult, acompact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.continuation import (
+    DEFAULT_MAX_TOKENS,
     continuation_request_messages,
     drop_incomplete_tool_calls,
     mark_cut_tool_call,
@@ -591,7 +601,7 @@ class _Run:
         first level predicted to fit, without a call. False when none is: only a calibrated
         prediction says so (an uncalibrated one is a guess, and the provider is asked)."""
         assert self.window is not None  # for the type checker: callers checked it
-        reserve = self.max_tokens or 0
+        reserve = self.reserve()
         self.emit(PreflightRecovery(estimate=estimate, reserve=reserve, window=self.window))
         level = self.next_level()
         if level is not None:
@@ -602,12 +612,12 @@ class _Run:
         """Pre-flight: the prompt fits but the output asked for does not. The estimate is a
         guess, so the room it leaves is measured with `PREFLIGHT_MARGIN` added to it; if the
         guess is still short, the provider's numbers fit it exactly after one call."""
-        if self.window is None or self.max_tokens is None:
+        if self.window is None:
             return False
         return self.fit_output(
             prompt=estimate,
             limit=self.window,
-            requested=self.max_tokens,
+            requested=self.reserve(),
             margin=PREFLIGHT_MARGIN,
             estimated=True,
         )
@@ -667,13 +677,21 @@ class _Run:
             self.estimator = self.estimator.calibrated(request.messages, prompt)
             self.calibrated = True
 
+    def reserve(self) -> int:
+        """The output tokens a prediction counts next to the prompt: max_tokens, or, with
+        none set, the model's cap no higher than `DEFAULT_MAX_TOKENS` (see "The output
+        reserve" above); 0 when the cap is unknown too."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return 0 if self.cap is None else min(self.cap, DEFAULT_MAX_TOKENS)
+
     def fits(self, predicted: int) -> bool:
         """`predicted` prompt tokens plus the output asked for fit the window (uncalibrated:
         unless clearly over it, by more than `PREFLIGHT_MARGIN`)."""
         if self.window is None:
             return True
         margin = 1.0 if self.calibrated else 1.0 + PREFLIGHT_MARGIN
-        return predicted + (self.max_tokens or 0) <= self.window * margin
+        return predicted + self.reserve() <= self.window * margin
 
     def next_level(self) -> int | None:
         """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
@@ -698,7 +716,7 @@ class _Run:
             return True
         if level == self.max_level and self.near_miss(predicted):
             return True  # the last chance: refusing it fails the request
-        reserve, window = self.max_tokens or 0, self.window
+        reserve, window = self.reserve(), self.window
         name = LEVEL_NAMES[level]
         self.skip(
             LevelSkipped(
@@ -712,7 +730,7 @@ class _Run:
         window by no more than `LAST_LEVEL_MARGIN`."""
         if not self.calibrated or self.window is None:
             return True
-        return predicted + (self.max_tokens or 0) <= self.window * (1.0 + LAST_LEVEL_MARGIN)
+        return predicted + self.reserve() <= self.window * (1.0 + LAST_LEVEL_MARGIN)
 
     def skip(self, event: LevelSkipped) -> None:
         self.emit(event)
@@ -721,17 +739,17 @@ class _Run:
     def leaves_room(self, predicted: int) -> bool:
         """A calibrated prediction that the view fits with a useful room for the answer, if
         not all that was asked: the level is sent with max_tokens fitted (`fit_level`)."""
-        if not self.calibrated or self.window is None or self.max_tokens is None:
+        if not self.calibrated or self.window is None:
             return False
-        return self.window - predicted >= useful_output_room(self.max_tokens, self.window)
+        return self.window - predicted >= useful_output_room(self.reserve(), self.window)
 
     def fit_level(self, level: int) -> None:
         """After a level: a calibrated prediction that the output asked for does not fit next
         to its view lowers max_tokens to the room left, instead of a rejected call."""
-        if not self.calibrated or self.window is None or self.max_tokens is None:
+        if not self.calibrated or self.window is None:
             return
         predicted = self.estimator.count(self.request_messages(level))
-        limit, requested = self.window, self.max_tokens
+        limit, requested = self.window, self.reserve()
         self.fit_output(prompt=predicted, limit=limit, requested=requested, estimated=True)
 
     def apply_level(self, level: int) -> None:
