@@ -6,7 +6,8 @@ a real stop at max_tokens) plus streaming, so the CLI is driven exactly as with 
 adapter. Settings come from the environment, because the CLI runs in a child process:
 
 - CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000);
-- CHATCLI_TEST_DELAY: seconds between streamed chunks (default 0), to cancel mid-answer.
+- CHATCLI_TEST_DELAY: seconds per chunk of 8 chars of answer (default 0), streamed or not,
+  to cancel mid-answer or mid-compaction.
 
 A request containing "long" gets an answer of about 1,200 chars (300 output tokens: " part0
 part1 ... part149"), so a small --max-tokens makes it stop at the limit and continue.
@@ -14,13 +15,14 @@ part1 ... part149"), so a small --max-tokens makes it stop at the limit and cont
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chatcli.messages import Message
-from chatcli.providers.base import Request, StreamChunk, TextDelta
+from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
 from tests.fakes import WindowedProvider, latest_request_text
 
 CHUNK_CHARS = 8
@@ -39,12 +41,16 @@ class StreamingWindowed(WindowedProvider):
     model: str = "test-model"
     delay: float = 0.0
 
+    def complete(self, request: Request) -> Response:
+        response = super().complete(request)
+        time.sleep(self.delay * math.ceil(len(response.message.text) / CHUNK_CHARS))
+        return response
+
     def stream(self, request: Request) -> Iterator[StreamChunk]:
-        response = self.complete(request)
+        response = super().complete(request)
         text = response.message.text
         for start in range(0, len(text), CHUNK_CHARS):
-            if self.delay:
-                time.sleep(self.delay)
+            time.sleep(self.delay)
             yield TextDelta(text=text[start : start + CHUNK_CHARS])
         yield response
 

@@ -16,6 +16,7 @@ import pexpect
 import pytest
 
 from chatcli.cli import CLI_EXTRA_MISSING
+from chatcli.store import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CHATCLI = [sys.executable, "-c", "import sys; from chatcli.cli import main; sys.exit(main())"]
@@ -102,6 +103,32 @@ def test_ctrl_c_cancels_the_answer_and_the_session_goes_on(tmp_path: Path) -> No
     exported = (tmp_path / "out.json").read_text(encoding="utf-8")
     assert "[answer cancelled by the user]" in exported
     assert "part149" not in exported  # the rest never arrived
+
+
+def test_ctrl_c_cancels_a_compaction_and_the_session_goes_on(tmp_path: Path) -> None:
+    env = {"CHATCLI_TEST_DELAY": "0.02", "CHATCLI_COMPACT_KEEP_TURNS": "1"}
+    child = spawn(tmp_path, "--provider", TEST_PROVIDER, **env)
+    for i in range(3):
+        child.expect_exact(PROMPT)
+        child.sendline(f"question {i}")
+        child.expect_exact(f"Answer to: question {i}")
+    child.expect_exact(PROMPT)
+    child.sendline("/compact")
+    child.expect_exact("compacting")  # the summary takes seconds at this pace
+    child.sendintr()
+    child.expect_exact("/compact cancelled (Ctrl-C); the session is unchanged")
+    child.expect_exact(PROMPT)
+    child.sendline("still here")
+    child.expect_exact("Answer to: still here")
+    child.expect_exact(PROMPT)
+    child.sendline("/quit")
+    child.expect("saved; reopen it with")
+    assert finish(child) == 0
+    with SessionStore(tmp_path / "sessions.db") as store:
+        info = store.latest_session()
+        assert info is not None
+        assert info.message_count == 8
+        assert [e.kind for e in store.events(info.id) if e.kind == "compaction"] == []
 
 
 def test_recovery_events_show_while_answering(tmp_path: Path) -> None:

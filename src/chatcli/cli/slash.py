@@ -51,6 +51,8 @@ def dispatch(ctx: ChatContext, line: str) -> bool:
         ctx.ui.error(f"{exc} (usage: {usage})")
     except (ChatcliError, SessionNotFound, OSError) as exc:
         ctx.ui.error(f"/{command.name}: {exc}")
+    except KeyboardInterrupt:  # the command is abandoned, the chat goes on
+        ctx.ui.note(f"/{command.name} cancelled (Ctrl-C); the session is unchanged", "yellow")
     return True
 
 
@@ -100,7 +102,7 @@ def _clear(ctx: ChatContext, arg: str) -> None:
 
 
 def _compact(ctx: ChatContext, arg: str) -> None:
-    with ctx.ui.console.status("compacting: the model is writing a summary…"):
+    with ctx.ui.console.status("compacting: the model is writing a summary… (Ctrl-C cancels)"):
         try:
             result = ctx.session.compact(arg or None)
         except CompactionError as exc:
