@@ -572,6 +572,9 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
         "recovering before sending"
     )
     assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelApplied]
+    applied = walk.events[2]
+    assert isinstance(applied, LevelApplied) and applied.preflight
+    assert applied.describe() == f"{applied.action()}, sending"  # nothing was rejected yet
     assert walk.finish(response()).calls == 1
 
 
@@ -982,6 +985,17 @@ def test_a_call_the_adapter_marked_incomplete_is_dropped_at_any_stop(stop: StopR
     assert reply.message.tool_calls == (good,)
     assert (reply.truncated, reply.stop_reason) == (False, stop)
     assert reply.events == (ToolCallsDropped(names=("run",)),)
+
+
+def test_a_tool_use_answer_whose_every_call_was_dropped_is_flagged_cut() -> None:
+    # "tool_use" with no call left would leave a caller waiting for calls to run.
+    bad = ToolCall(id="t1", name="write_file", incomplete=True)
+    walk = Walk(RecoveryPolicy(), session(2))
+    message = Message.assistant("Writing it now.", tool_calls=(bad,))
+    reply = walk.finish(response(message=message, stop=StopReason.TOOL_USE))
+    assert reply.message == Message.assistant("Writing it now.")
+    assert (reply.stop_reason, reply.truncated) == (StopReason.MAX_TOKENS, True)
+    assert reply.events == (ToolCallsDropped(names=("write_file",)),)
 
 
 # --- overflow reported as a stop reason; continuation overflow ------------------------------

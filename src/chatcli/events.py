@@ -111,6 +111,7 @@ class LevelApplied(Event):
     total: int
     chars_freed: int
     added: tuple[str, ...] = ()
+    preflight: bool = False  # applied before sending (nothing was rejected yet)
 
     def action(self) -> str:
         """What the level did (the line `ContextRecoveryError.attempts` records)."""
@@ -122,7 +123,7 @@ class LevelApplied(Event):
         return f"{done}, freed {self.chars_freed:,} chars"
 
     def describe(self) -> str:
-        return f"{self.action()}, retrying"
+        return f"{self.action()}, {'sending' if self.preflight else 'retrying'}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -122,7 +122,9 @@ Decisions where the SPEC leaves room:
   calls its adapter marked incomplete (cut, or unparseable), and an answer stopped at
   max_tokens also loses its last call even when its arguments parse: generation ended inside
   it, so what parsed may be a prefix (`{"path": "a"}` of `{"path": "a", "text": ...}`).
-  The calls before it were closed before the next began; they are complete.
+  The calls before it were closed before the next began; they are complete. An answer that
+  stopped to call tools (`tool_use`) and has no call left is returned as cut: stop reason
+  `max_tokens`, `truncated=True`.
 - **A cut answer that holds complete tool calls is returned, not continued** (truncated): a
   continuation can only send the partial as text (calls cannot be sent without results), so
   the model would not know it had made those calls; returning them lets the caller run them.
@@ -471,6 +473,10 @@ class _Run:
             return self.on_cut(message, response.usage.output_tokens)
         if self.partial is not None:
             message = stitch(self.partial, message)
+        if response.stop_reason is StopReason.TOOL_USE and not message.tool_calls:
+            # It stopped to call tools and holds none (each was dropped as cut off): the
+            # answer is incomplete, and "tool_use" with no call leaves a caller waiting.
+            return self.finish(message, StopReason.MAX_TOKENS, truncated=True)
         return self.finish(message, response.stop_reason, truncated=False)
 
     def runnable(self, response: Response) -> Message:
@@ -605,7 +611,7 @@ class _Run:
         self.emit(PreflightRecovery(estimate=estimate, reserve=reserve, window=self.window))
         level = self.next_level()
         if level is not None:
-            self.apply_level(level)
+            self.apply_level(level, preflight=True)
         return level is not None or not self.calibrated
 
     def fit_estimated(self, estimate: int) -> bool:
@@ -752,7 +758,7 @@ class _Run:
         limit, requested = self.window, self.reserve()
         self.fit_output(prompt=predicted, limit=limit, requested=requested, estimated=True)
 
-    def apply_level(self, level: int) -> None:
+    def apply_level(self, level: int, *, preflight: bool = False) -> None:
         self.level, self.fitted = level, False
         result = self.views.at(level)
         notices, synthetic = _added_messages(self.transcript, result.messages)
@@ -764,6 +770,7 @@ class _Run:
             total=len(self.transcript),
             chars_freed=total_chars(self.transcript) - total_chars(result.messages),
             added=_added_phrases(notices, synthetic),
+            preflight=preflight,
         )
         self.emit(event)
         self.attempts.append(event.action())
