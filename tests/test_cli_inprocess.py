@@ -20,6 +20,8 @@ from chatcli.cli.ui import Ui
 from chatcli.serialize import message_from_dict
 from chatcli.store import SessionStore
 from tests.cli_provider import LONG_TAIL
+from tests.recorded import sse_events
+from tests.replay import Scripted, replay_server
 
 TEST_PROVIDER = "python:tests.cli_provider:windowed"
 
@@ -297,6 +299,17 @@ def test_a_missing_package_is_one_line_and_a_failure(
     assert code == 2
     assert screen.startswith("error: ") and error in screen
     assert len(screen.strip().splitlines()) == 1, screen
+
+
+def test_base_url_points_a_cloud_provider_at_another_server(tmp_path: Path) -> None:
+    with replay_server() as server:
+        server.add(Scripted(events=sse_events("openai-chat-text.txt")))
+        argv = ("--provider", "openai", "--model", "gpt-4o", "--base-url", f"{server.url}/v1")
+        code, screen = run(tmp_path, [], (*argv, "-p", "hi"), env={"OPENAI_API_KEY": "k"})
+    assert code == 0, screen
+    assert "I'm unable to provide real-time" in screen
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions" and request.json()["model"] == "gpt-4o"
 
 
 def test_one_shot_with_piped_stdin(tmp_path: Path) -> None:

@@ -54,6 +54,20 @@ def test_openai_compatible_needs_a_url_and_a_model_but_no_key() -> None:
     assert provider.base_url == "http://127.0.0.1:9/v1"
 
 
+@pytest.mark.parametrize(
+    ("name", "key_variable"),
+    [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+    ],
+)
+def test_base_url_reaches_the_cloud_adapters(name: str, key_variable: str) -> None:
+    url = "http://127.0.0.1:9/gateway"
+    provider = create_provider(name, base_url=url, environ={key_variable: "k"})
+    assert provider.base_url == url  # type: ignore[attr-defined]
+
+
 def test_llama_cpp_needs_an_existing_file(tmp_path: Path) -> None:
     with pytest.raises(ProviderNotConfigured, match="no model file"):
         create_provider("llama-cpp", model=str(tmp_path / "missing.gguf"), environ={})

@@ -150,9 +150,9 @@ def create_provider(
     Raises ProviderNotConfigured when the name is unknown or a model, key or URL is missing.
     """
     env = os.environ if environ is None else environ
-    window = {} if context_window is None else {"context_window": context_window}
     if name.startswith(PYTHON_PREFIX):
         factory = _load(name[len(PYTHON_PREFIX) :], name)
+        window = {} if context_window is None else {"context_window": context_window}
         return factory(model=model, base_url=base_url, environ=env, **window, **opts)
     spec = _spec(name)
     model = model or spec.default_model
@@ -164,11 +164,9 @@ def create_provider(
             f"{name}: give the server's URL with --base-url or CHATCLI_BASE_URL "
             "(e.g. http://localhost:8080/v1)"
         )
-    if spec.local and context_window is not None:
-        window = {"n_ctx": context_window}
     adapter = _load(spec.adapter, name)
-    options = _options(spec, model, env, {**window, **opts})
-    return adapter(*_arguments(spec, model, base_url, env), **options)
+    options = _options(spec, model, base_url, context_window, env)
+    return adapter(*_arguments(spec, model, base_url, env), **{**options, **opts})
 
 
 def model_info(name: str, model: str, provider: Provider | None = None) -> ModelInfo | None:
@@ -210,12 +208,28 @@ def _arguments(
 
 
 def _options(
-    spec: ProviderSpec, model: str, env: Mapping[str, str], opts: Mapping[str, Any]
+    spec: ProviderSpec,
+    model: str,
+    base_url: str | None,
+    context_window: int | None,
+    env: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Keyword arguments for the adapter: key, limits from the catalog, then `opts`."""
+    """Keyword arguments for the adapter: key, URL, window (limits from the catalog)."""
     if spec.local:
-        return dict(opts)
-    out: dict[str, Any] = {"environ": env}
+        return {} if context_window is None else {"n_ctx": context_window}
+    out: dict[str, Any] = {"environ": env, "api_key": _api_key(spec, env)}
+    if base_url and not spec.needs_base_url:
+        out["base_url"] = base_url  # a proxy or gateway in front of the cloud API
+    info = lookup(model, _catalog_provider(spec.name))
+    if info is not None and spec.name != "openai-compatible":
+        out["context_window"] = info.context_window
+        out["max_output_tokens"] = info.max_output_tokens
+    if context_window is not None:
+        out["context_window"] = context_window
+    return out
+
+
+def _api_key(spec: ProviderSpec, env: Mapping[str, str]) -> str | None:
     key = lookup_api_key(spec.name, spec.key_env, env)
     if key is None and not spec.needs_base_url:
         names = " or ".join(spec.key_env)
@@ -223,12 +237,7 @@ def _options(
             f"{spec.name}: no API key; set {names} (or store it in the OS keyring: "
             f"service 'chatcli', user '{spec.name}')"
         )
-    out["api_key"] = key
-    info = lookup(model, _catalog_provider(spec.name))
-    if info is not None and spec.name != "openai-compatible":
-        out["context_window"] = info.context_window
-        out["max_output_tokens"] = info.max_output_tokens
-    return {**out, **opts}
+    return key
 
 
 def _load(target: str, name: str) -> Builder:
