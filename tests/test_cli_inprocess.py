@@ -312,6 +312,12 @@ def test_base_url_points_a_cloud_provider_at_another_server(tmp_path: Path) -> N
     assert request.path == "/v1/chat/completions" and request.json()["model"] == "gpt-4o"
 
 
+def test_the_chat_uses_the_adapters_window(tmp_path: Path) -> None:
+    argv = ("--provider", "openai", "--model", "gpt-5")
+    _, screen = run(tmp_path, ["/context"], argv, env={"OPENAI_API_KEY": "k"})
+    assert "272,000-token window" in screen  # gpt-5's input cap, as the adapter declares
+
+
 def test_one_shot_with_piped_stdin(tmp_path: Path) -> None:
     argv = ("--provider", TEST_PROVIDER, "-p", "summarise this")
     code, screen = run(tmp_path, [], argv, stdin="line one\nline two\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from chatcli.providers._common import model_limits
 from chatcli.providers.registry import (
     PROVIDERS,
     ProviderNotConfigured,
@@ -22,15 +23,23 @@ def test_the_five_names() -> None:
     assert set(PROVIDERS) == {"openai", "anthropic", "gemini", "openai-compatible", "llama-cpp"}
 
 
-def test_openai_gets_its_key_from_the_environment_and_limits_from_the_catalog() -> None:
+def test_openai_gets_its_key_from_the_environment_and_its_limits_from_the_adapter() -> None:
     from chatcli.providers.openai import OpenAI
 
     provider = create_provider("openai", model="gpt-5-mini", environ={"OPENAI_API_KEY": "sk-t"})
     assert isinstance(provider, OpenAI)
     assert provider.model == "gpt-5-mini"
-    assert provider.context_window == 400_000
-    assert provider.max_output_tokens == 128_000
+    # The adapter's limits, not a second computation: gpt-5-mini's 400k context has a 272k
+    # input cap, and a prompt predicted to fit must fit the cap.
+    limits = model_limits("gpt-5-mini", "openai", None, None)
+    assert (provider.context_window, provider.max_output_tokens) == limits == (272_000, 128_000)
     assert "sk-t" not in repr(provider)
+
+
+def test_a_window_the_user_sets_wins() -> None:
+    env = {"ANTHROPIC_API_KEY": "k"}
+    provider = create_provider("anthropic", context_window=50_000, environ=env)
+    assert provider.context_window == 50_000  # type: ignore[attr-defined]
 
 
 def test_default_model_when_none_is_given() -> None:

@@ -3,11 +3,12 @@
 The names are `openai`, `anthropic`, `gemini`, `openai-compatible` and `llama-cpp`; each
 adapter is imported only when it is chosen, so a missing optional SDK matters only then (its
 ImportError names the extra to install). API keys come from the environment or the OS keyring
-(`chatcli.settings.lookup_api_key`); the model's limits come from the catalog when the adapter
-was not told them.
+(`chatcli.settings.lookup_api_key`). The model's limits are the adapter's own
+(`chatcli.providers._common.model_limits`), unless the user set the window.
 
 Any other provider, a test double or a plugin, is named `python:MODULE:FACTORY`: the factory
-is called as `FACTORY(model=..., base_url=..., environ=..., **opts)` and returns a Provider.
+is called as `FACTORY(model=..., base_url=..., environ=..., **opts)` (with `context_window=`
+too when the user set one) and returns a Provider.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def create_provider(
             "(e.g. http://localhost:8080/v1)"
         )
     adapter = _load(spec.adapter, name)
-    options = _options(spec, model, base_url, context_window, env)
+    options = _options(spec, base_url, context_window, env)
     return adapter(*_arguments(spec, model, base_url, env), **{**options, **opts})
 
 
@@ -209,21 +210,17 @@ def _arguments(
 
 def _options(
     spec: ProviderSpec,
-    model: str,
     base_url: str | None,
     context_window: int | None,
     env: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Keyword arguments for the adapter: key, URL, window (limits from the catalog)."""
+    """Keyword arguments for the adapter: key, URL, and the window when the user set one
+    (else the adapter declares its model's limits itself, the one place they are known)."""
     if spec.local:
         return {} if context_window is None else {"n_ctx": context_window}
     out: dict[str, Any] = {"environ": env, "api_key": _api_key(spec, env)}
     if base_url and not spec.needs_base_url:
         out["base_url"] = base_url  # a proxy or gateway in front of the cloud API
-    info = lookup(model, _catalog_provider(spec.name))
-    if info is not None and spec.name != "openai-compatible":
-        out["context_window"] = info.context_window
-        out["max_output_tokens"] = info.max_output_tokens
     if context_window is not None:
         out["context_window"] = context_window
     return out
