@@ -5,7 +5,8 @@ It is `tests.fakes.WindowedProvider` (a real window that raises a real corpus ov
 a real stop at max_tokens) plus streaming, so the CLI is driven exactly as with a real
 adapter. Settings come from the environment, because the CLI runs in a child process:
 
-- CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000);
+- CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000), unless the CLI
+  passes one (--context-window);
 - CHATCLI_TEST_DELAY: seconds per chunk of 8 chars of answer (default 0), streamed or not,
   to cancel mid-answer or mid-compaction.
 
@@ -58,8 +59,9 @@ class StreamingWindowed(WindowedProvider):
 def windowed(
     *, model: str | None, base_url: str | None, environ: Mapping[str, str], **opts: Any
 ) -> StreamingWindowed:
+    window = opts.get("context_window") or int(environ.get("CHATCLI_TEST_WINDOW", "100000"))
     return StreamingWindowed(
-        window=int(environ.get("CHATCLI_TEST_WINDOW", "100000")),
+        window=window,
         delay=float(environ.get("CHATCLI_TEST_DELAY", "0")),
         model=model or "test-model",
         answer=answer_for,

@@ -312,6 +312,43 @@ def test_base_url_points_a_cloud_provider_at_another_server(tmp_path: Path) -> N
     assert request.path == "/v1/chat/completions" and request.json()["model"] == "gpt-4o"
 
 
+def _stream_reporting(prompt_tokens: int) -> list[tuple[str | None, str]]:
+    """The recorded OpenAI stream, with the prompt size a server reported instead of 14."""
+    recorded, reported = '"prompt_tokens":14,', f'"prompt_tokens":{prompt_tokens},'
+    events = sse_events("openai-chat-text.txt")
+    assert sum(recorded in data for _, data in events) == 1
+    return [(name, data.replace(recorded, reported)) for name, data in events]
+
+
+def test_context_window_lets_the_chat_detect_a_silently_truncated_prompt(tmp_path: Path) -> None:
+    # Ollama cuts a prompt that does not fit its num_ctx and answers 200; only its usage
+    # tells: the prompt filled the whole window. Without --context-window that is invisible.
+    with replay_server() as server:
+        server.add(Scripted(events=_stream_reporting(2048)), Scripted(events=_stream_reporting(9)))
+        url = f"{server.url}/v1"
+        provider = ("--provider", "openai-compatible", "--base-url", url, "--model", "llama3.1")
+        code, screen = run(tmp_path, [], (*provider, "--context-window", "2048", "-p", "hi"))
+    assert code == 0, screen
+    flat = " ".join(screen.split())  # rich wraps the event lines
+    assert "↻ the provider silently truncated the prompt" in flat
+    assert "the reported prompt (2048 tokens) fills the 2048-token context" in flat
+    assert len(server.requests) == 2  # recovered, then asked again
+    assert screen.count("I'm unable to provide") == 1  # the answer to the cut prompt is dropped
+
+
+def test_context_window_from_the_environment_and_the_config_file(tmp_path: Path) -> None:
+    env = {"CHATCLI_CONTEXT_WINDOW": "3000"}
+    _, screen = run(tmp_path, ["/context"], env=env)
+    assert "3,000-token window" in screen
+    (tmp_path / "config.toml").write_text("context_window = 5000\n", encoding="utf-8")
+    _, screen = run(tmp_path, ["/context"])
+    assert "5,000-token window" in screen
+    _, screen = run(
+        tmp_path, ["/context"], ("--provider", TEST_PROVIDER, "--context-window", "7000")
+    )
+    assert "7,000-token window" in screen
+
+
 def test_the_chat_uses_the_adapters_window(tmp_path: Path) -> None:
     argv = ("--provider", "openai", "--model", "gpt-5")
     _, screen = run(tmp_path, ["/context"], argv, env={"OPENAI_API_KEY": "k"})

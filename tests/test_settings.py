@@ -70,6 +70,8 @@ def test_bad_config_file_names_the_file(tmp_path: Path, config: str, message: st
     [
         ("CHATCLI_MAX_TOKENS", "lots"),
         ("CHATCLI_MAX_TOKENS", "-5"),
+        ("CHATCLI_CONTEXT_WINDOW", "8k"),
+        ("CHATCLI_CONTEXT_WINDOW", "0"),
         ("CHATCLI_SESSION_BUDGET_USD", "free"),
     ],
 )

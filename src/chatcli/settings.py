@@ -46,6 +46,7 @@ ENV_NAMES = {
     "provider": "CHATCLI_PROVIDER",
     "model": "CHATCLI_MODEL",
     "base_url": "CHATCLI_BASE_URL",
+    "context_window": "CHATCLI_CONTEXT_WINDOW",
     "max_tokens": "CHATCLI_MAX_TOKENS",
     "session_budget_usd": "CHATCLI_SESSION_BUDGET_USD",
 }
@@ -161,6 +162,7 @@ _KINDS: dict[str, type] = {
     "provider": str,
     "model": str,
     "base_url": str,
+    "context_window": int,
     "max_tokens": int,
     "session_budget_usd": float,
 }

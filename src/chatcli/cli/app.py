@@ -70,7 +70,14 @@ def _add_chat_arguments(parser: argparse.ArgumentParser) -> None:
         help="openai, anthropic, gemini, openai-compatible, llama-cpp, or python:MODULE:FACTORY",
     )
     parser.add_argument("--model", help="model name (a .gguf path for llama-cpp)")
-    parser.add_argument("--base-url", help="server URL (openai-compatible)")
+    parser.add_argument("--base-url", help="server URL (openai-compatible, or a proxy)")
+    parser.add_argument(
+        "--context-window",
+        type=_positive,
+        metavar="N",
+        help="the model's window in tokens, when it is not the catalog's: the context the "
+        "server runs with (Ollama num_ctx, llama.cpp -c), or llama-cpp's n_ctx",
+    )
     parser.add_argument("--max-tokens", type=_positive, help="output limit per answer")
 
 

@@ -69,6 +69,7 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "provider": args.provider,
         "model": args.model,
         "base_url": args.base_url,
+        "context_window": args.context_window,
         "max_tokens": args.max_tokens,
     }
     settings = load_settings(flags, environ)
