@@ -714,7 +714,8 @@ class _Run:
         return self.views.at(level).messages == self.views.at(self.level).messages
 
     def worth_sending(self, level: int) -> bool:
-        """`level`'s view is not predicted not to fit (else a `LevelSkipped` is emitted)."""
+        """`level` is worth a call: nothing predicts that its view misses the window (when
+        something does, a `LevelSkipped` says so)."""
         if not self.policy.predictive or self.window is None:
             return True
         predicted = self.estimator.count(self.request_messages(level))
