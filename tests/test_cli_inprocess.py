@@ -32,6 +32,7 @@ def run(
     argv: Sequence[str] = ("--provider", TEST_PROVIDER),
     env: dict[str, str] | None = None,
     stdin: str | None = None,
+    width: int = 120,
 ) -> tuple[int, str]:
     """Run chatcli with `lines` typed at the prompt (or `stdin` piped); (exit code, screen)."""
     environ = {"CHATCLI_HOME": str(home), "HOME": str(home), **(env or {})}
@@ -40,7 +41,7 @@ def run(
         typed.send_text("".join(f"{line}\n" for line in lines))
         typed.close()  # then Ctrl-D: the end of input
         ui = Ui(
-            console=Console(file=screen, width=120),
+            console=Console(file=screen, width=width),
             input=typed,
             output=DummyOutput(),
             interactive=stdin is None,
@@ -257,10 +258,18 @@ def test_resume_and_sessions(tmp_path: Path) -> None:
     assert screen.count(first.id) >= 2
 
 
-def test_no_provider_prints_what_to_set(tmp_path: Path) -> None:
-    code, screen = run(tmp_path, [], argv=())
+@pytest.mark.parametrize("stdin", [None, "", "piped text"], ids=["tty", "empty-pipe", "pipe"])
+def test_no_provider_prints_what_to_set_on_one_80x24_screen(
+    tmp_path: Path, stdin: str | None
+) -> None:
+    config = "/home/ada.lovelace/.config/chatcli/config.toml"  # a usual length
+    env = {"CHATCLI_CONFIG": config}
+    code, screen = run(tmp_path, [], argv=(), env=env, stdin=stdin, width=80)
     assert code == 2
     assert "OPENAI_API_KEY" in screen and "chatcli demo" in screen
+    assert f"\n{config}:\n" in screen
+    assert "nothing to answer" not in screen
+    assert len(screen.rstrip().splitlines()) <= 24
 
 
 def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def test_detect_provider_from_keys() -> None:
 def test_setup_help_fits_one_screen_and_names_every_way_in() -> None:
     text = setup_help("/cfg/config.toml")
     assert len(text.splitlines()) <= 24
-    assert max(len(line) for line in text.splitlines()) <= 100
+    assert max(len(line) for line in text.splitlines()) <= 80
     for needed in (
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",

@@ -73,10 +73,6 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "max_tokens": args.max_tokens,
     }
     settings = load_settings(flags, environ)
-    prompt = _one_shot_text(args, ui)
-    if prompt == "":
-        ui.error("nothing to answer: give -p TEXT or pipe text on stdin")
-        return 2
     with SessionStore(settings.db_path) as store:
         try:
             reopened = store.get_session(args.resume) if args.resume else None
@@ -88,9 +84,13 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         settings = reopened_settings(settings, reopened, flags)
         name = settings.provider or detect_provider(environ)
         if name is None:
-            ui.console.print(
-                setup_help(default_config_path(environ)), markup=False, highlight=False
-            )
+            # written for 80 columns: rich must not re-wrap it (a long path stays whole)
+            help_text = setup_help(default_config_path(environ))
+            ui.console.print(help_text, markup=False, highlight=False, soft_wrap=True)
+            return 2
+        prompt = _one_shot_text(args, ui)
+        if prompt == "":
+            ui.error("nothing to answer: give -p TEXT or pipe text on stdin")
             return 2
         resume = reopened.id if reopened is not None else None
         ctx = open_chat(ui, store, settings, name, environ, resume)

@@ -103,23 +103,24 @@ def setup_help(config_path: Path | str = "~/.config/chatcli/config.toml") -> str
     return _SETUP_HELP.format(config=config_path)
 
 
+# Written for an 80x24 terminal: no line over 80 columns (rich would re-wrap it), at most 24
+# lines with a usual config path.
 _SETUP_HELP = """\
 chatcli needs a model provider. Set ONE of these, then run chatcli again:
 
-  OpenAI            export OPENAI_API_KEY=sk-...          (model: gpt-5-mini)
-  Anthropic         export ANTHROPIC_API_KEY=sk-ant-...   (model: claude-sonnet-4-5)
-  Gemini            export GEMINI_API_KEY=...             (model: gemini-2.5-flash)
-  Local server      chatcli --provider openai-compatible --base-url http://localhost:8080/v1 \\
-  (vLLM, llama.cpp,         --model NAME      (key, if it needs one: CHATCLI_API_KEY)
-   Ollama, LM Studio)
-  Local GGUF file   chatcli --provider llama-cpp --model path/to/model.gguf
-                    (pip install 'chatcli[local]')
+  OpenAI        export OPENAI_API_KEY=sk-...         (model: gpt-5-mini)
+  Anthropic     export ANTHROPIC_API_KEY=sk-ant-...  (model: claude-sonnet-4-5)
+  Gemini        export GEMINI_API_KEY=...            (model: gemini-2.5-flash)
+  Local server  chatcli --provider openai-compatible --model NAME \\
+  (vLLM, Ollama,        --base-url http://localhost:8080/v1
+   llama.cpp)   (a key, if it needs one: CHATCLI_API_KEY)
+  GGUF file     chatcli --provider llama-cpp --model path/to/model.gguf
+                (needs pip install 'chatcli[local]')
 
-Choose the model with --model or CHATCLI_MODEL. Keys are read from the environment or the OS
-keyring (service "chatcli", user = provider name), never from files. Provider, model,
-base_url and max_tokens can also go in the config file:
-
-  {config}
+--model or CHATCLI_MODEL chooses the model. Keys come from the environment or
+the OS keyring (service "chatcli", user = provider name), never from files.
+provider, model, base_url, context_window and max_tokens can also be set in
+{config}:
 
   provider = "anthropic"
   model = "claude-sonnet-4-5"
