@@ -48,7 +48,10 @@ def test_a_separate_summarizer_is_used_instead_of_the_chat_provider() -> None:
 def test_a_failed_compaction_raises_and_changes_nothing() -> None:
     messages = agent_session(6)
     before = copy.deepcopy(messages)
-    client = Client(ScriptedSummarizer([HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)]))
+    failures: list[BaseException | str] = [HTTPStatusError(429, ANTHROPIC_RATE_LIMIT_BODY)] * 3
+    sleeps: list[float] = []
+    client = Client(ScriptedSummarizer(failures), sleep=sleeps.append)
     with pytest.raises(CompactionError, match="rate limit"):
         client.compact(messages)
     assert messages == before
+    assert sleeps == [1.0, 2.0]  # the client's injected sleep: the summary call was retried

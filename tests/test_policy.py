@@ -381,7 +381,7 @@ def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent
     ("reason", "message", "silent"),
     [
         ("silent_truncation", "the server read 2,048 of ~9,000 tokens", True),  # structured
-        (None, "prompt silently truncated by the server (detected from usage): ...", True),
+        (None, "prompt silently truncated by the server (detected from usage): ...", False),
         (None, "prompt is too long: 9000 tokens > 2048 maximum", False),
         ("pattern", "the prompt was not silently truncated by the server", False),
     ],

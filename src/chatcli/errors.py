@@ -45,6 +45,7 @@ from typing import Final, Literal
 from chatcli.messages import Usage
 
 __all__ = [
+    "SILENT_TRUNCATION",
     "ChatcliError",
     "CompactionError",
     "ConfigError",
@@ -56,6 +57,11 @@ __all__ = [
     "is_context_window_stop",
     "redact_secrets",
 ]
+
+
+# `ErrorInfo.reason` of an overflow an adapter detected itself from usage: the server cut the
+# prompt silently and answered 200 (Ollama). The recovery loop reports it as such.
+SILENT_TRUNCATION = "silent_truncation"
 
 
 class ErrorKind(StrEnum):

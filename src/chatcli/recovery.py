@@ -165,6 +165,7 @@ from chatcli.continuation import (
     stitch,
 )
 from chatcli.errors import (
+    SILENT_TRUNCATION,
     ConfigError,
     ContextRecoveryError,
     ErrorInfo,
@@ -196,6 +197,13 @@ from chatcli.history.result import TransformResult
 from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES, apply_recovery_level
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers.base import Provider, Request, Response, ToolSpec
+from chatcli.retry import (
+    DEFAULT_MAX_RETRIES,
+    RETRY_BASE_DELAY,
+    RETRY_MAX_DELAY,
+    RETRYABLE,
+    retry_delay,
+)
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
@@ -206,8 +214,6 @@ __all__ = [
     "PREFLIGHT_MARGIN",
     "RETRY_BASE_DELAY",
     "RETRY_MAX_DELAY",
-    "SILENT_TRUNCATION_PREFIX",
-    "SILENT_TRUNCATION_REASON",
     "Action",
     "Client",
     "Flow",
@@ -220,12 +226,6 @@ __all__ = [
     "useful_output_room",
 ]
 
-# Rate-limit / transient retries in a row before the error is raised (a success resets it).
-DEFAULT_MAX_RETRIES = 2
-# Backoff: 1 s, 2 s, 4 s, ... capped at RETRY_MAX_DELAY. A Retry-After longer than that cap
-# (a quota window, an outage) is not waited for: blocking a call for minutes helps nobody.
-RETRY_BASE_DELAY = 1.0
-RETRY_MAX_DELAY = 30.0
 # Output-cap errors answered by lowering max_tokens; two cover "stated cap, then a stricter
 # one" (e.g. a proxy in front of the model); more means the provider is not converging.
 MAX_OUTPUT_CAP_LOWERINGS = 2
@@ -238,11 +238,6 @@ PREFLIGHT_MARGIN = 0.10
 # A calibrated prediction for the last allowed level within this fraction over the window is
 # a near miss, still sent (see "the last level only when clear" above).
 LAST_LEVEL_MARGIN = 0.15
-# How an adapter marks an overflow it detected from usage (the server cut the prompt
-# silently): `ErrorInfo.reason`, or, as OpenAICompatible does today, the message's start.
-SILENT_TRUNCATION_REASON = "silent_truncation"
-SILENT_TRUNCATION_PREFIX = "prompt silently truncated by the server"
-_RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
 # Microcompaction is on by default, with `MicrocompactConfig`'s defaults (a frozen value, so
 # one shared instance is safe as a default argument).
 _MICROCOMPACT_DEFAULTS = MicrocompactConfig()
@@ -284,18 +279,6 @@ class Sleep:
 Action = Send | Sleep
 Outcome = Response | Exception | None
 Flow = Generator[Action, Outcome, Reply]
-
-
-def retry_delay(attempt: int, retry_after: float | None) -> float | None:
-    """Seconds to wait before retry number `attempt` (1-based), or None: do not retry.
-
-    The provider's Retry-After wins when it is within `RETRY_MAX_DELAY`; without one, the
-    delay doubles from `RETRY_BASE_DELAY` up to that cap. No jitter: the policy is
-    deterministic, and one client's retries are not a thundering herd.
-    """
-    if retry_after is not None:
-        return max(0.0, float(retry_after)) if retry_after <= RETRY_MAX_DELAY else None
-    return min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
 
 
 def useful_output_room(requested: int, limit: int) -> int:
@@ -491,7 +474,7 @@ class _Run:
 
     def on_error(self, error: Exception, request: Request) -> Sleep | Reply | None:
         info = error.info if isinstance(error, ProviderError) else classify_error(error)
-        if info.kind in _RETRYABLE:
+        if info.kind in RETRYABLE:
             return self.retry(info, error)
         if info.kind is ErrorKind.CONTEXT_OVERFLOW:
             if (silent := _silent_truncation(info)) is not None:
@@ -831,14 +814,8 @@ def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int |
 
 def _silent_truncation(info: ErrorInfo) -> SilentTruncationDetected | None:
     """The event for an overflow an adapter detected itself because the server cut the prompt
-    silently (its usage gave it away), else None. The one place that recognises it: by
-    `ErrorInfo.reason` `SILENT_TRUNCATION_REASON`, or by the message OpenAICompatible gives
-    it today (`SILENT_TRUNCATION_PREFIX`)."""
-    if info.kind is not ErrorKind.CONTEXT_OVERFLOW:
-        return None
-    if info.reason != SILENT_TRUNCATION_REASON and not info.message.startswith(
-        SILENT_TRUNCATION_PREFIX
-    ):
+    silently (its usage gave it away: `ErrorInfo.reason` is `SILENT_TRUNCATION`), else None."""
+    if info.kind is not ErrorKind.CONTEXT_OVERFLOW or info.reason != SILENT_TRUNCATION:
         return None
     return SilentTruncationDetected(expected_tokens=info.prompt_tokens, detail=info.message)
 
@@ -947,7 +924,7 @@ class Client:
         summary (`chatcli.compaction`). Raises `CompactionError`, with nothing changed, when no
         valid summary could be made; `messages` are never changed either way."""
         args = self._compaction_args(focus, max_tokens, config, summarizer)
-        return compact(self.provider, messages, **args)
+        return compact(self.provider, messages, sleep=self._sleep, **args)
 
     async def acompact(
         self,
@@ -960,7 +937,7 @@ class Client:
     ) -> CompactionResult:
         """The async `compact`."""
         args = self._compaction_args(focus, max_tokens, config, summarizer)
-        return await acompact(self.provider, messages, **args)
+        return await acompact(self.provider, messages, asleep=self._asleep, **args)
 
     def _compaction_args(
         self,

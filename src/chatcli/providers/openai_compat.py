@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
+from chatcli.errors import SILENT_TRUNCATION, ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import StopReason
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
@@ -134,7 +134,7 @@ class OpenAICompatible(OpenAIBase):
         if why is not None:
             message = f"prompt silently truncated by the server (detected from usage): {why}"
             limit = self.context_window if self.context_window is not None else reported
-            raise _overflow(message, prompt_tokens=estimate, limit=limit)
+            raise _overflow(message, prompt_tokens=estimate, limit=limit, reason=SILENT_TRUNCATION)
 
     def _window_stop(self, response: Response, request: Request) -> Response:
         if response.stop_reason is not StopReason.MAX_TOKENS or self.context_window is None:
@@ -213,9 +213,13 @@ def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _overflow(message: str, *, prompt_tokens: int, limit: int) -> ProviderError:
+def _overflow(message: str, *, prompt_tokens: int, limit: int, reason: str) -> ProviderError:
     """An overflow chatcli detected itself: there is no provider error to classify."""
     info = ErrorInfo(
-        kind=ErrorKind.CONTEXT_OVERFLOW, message=message, prompt_tokens=prompt_tokens, limit=limit
+        kind=ErrorKind.CONTEXT_OVERFLOW,
+        message=message,
+        prompt_tokens=prompt_tokens,
+        limit=limit,
+        reason=reason,
     )
     return ProviderError(info)
