@@ -15,10 +15,13 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from chatcli.cli import main
+from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS
 from chatcli.cli.ui import Ui
+from chatcli.messages import Usage
 from chatcli.serialize import message_from_dict
-from chatcli.store import SessionStore
+from chatcli.session import CostSummary
+from chatcli.store import SessionStore, StoredRequest
 from tests.cli_provider import LONG_TAIL
 from tests.recorded import sse_events
 from tests.replay import Scripted, replay_server
@@ -181,10 +184,37 @@ def test_context_shows_the_bar_and_each_message(tmp_path: Path) -> None:
 
 
 def test_clear_keeps_the_transcript_and_empties_the_view(tmp_path: Path) -> None:
-    _, screen = run(tmp_path, ["before", "/clear", "after", "/context", "/history"])
+    _, screen = run(tmp_path, ["before", "/clear", "after", "/context", "/history", "/cost"])
     assert "working view cleared" in screen
     assert screen.count("only in transcript") == 2  # "before" and its answer
     assert "[1] user" in screen and "[4] assistant" in screen  # /history: all four
+    assert "Session: 2 requests" in screen  # a /clear is no request
+    assert not any(" clear " in row for row in screen.splitlines() if row.startswith("│"))
+
+
+def test_cost_table_names_a_model_file_by_its_file_name() -> None:
+    def request(number: int, tag: str, model: str) -> StoredRequest:
+        usage = Usage(100, 10)
+        return StoredRequest(
+            id=number,
+            created_at="t",
+            tag=tag,
+            model=model,
+            usage=usage,
+            cost_usd=0.0,
+            recovery_cost_usd=0.0,
+        )
+
+    summary = CostSummary(
+        requests=(
+            request(1, "chat", "/root/.cache/chatcli/chatcli-tiny.gguf"),
+            request(2, "compaction", "/root/.cache/chatcli/chatcli-tiny.gguf"),
+        )
+    )
+    screen = io.StringIO()
+    Console(file=screen, width=120).print(cost_table(summary))
+    assert "chatcli-tiny.gguf" in screen.getvalue() and "/root" not in screen.getvalue()
+    assert "of which recovery $0.0000 and compaction $0.0000" in screen.getvalue()
 
 
 def test_export_writes_the_full_transcript(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ budget rule, the /context statuses, and the exports."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,11 @@ from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.config import RecoveryConfig
 from chatcli.context_report import Status
 from chatcli.cost import CallKind
-from chatcli.errors import ProviderError
+from chatcli.errors import CompactionError, ProviderError
 from chatcli.export import export_transcript
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
+from chatcli.providers.base import Request, StreamChunk, TextDelta
 from chatcli.serialize import message_from_dict
 from chatcli.session import ChatSession, check_budget
 from chatcli.store import SessionStore
@@ -73,6 +75,57 @@ def test_unknown_prices_cost_none(store: SessionStore) -> None:
     session = open_session(store, ScriptedProvider(script=[response("hi")]))
     assert session.send("hello").cost is None
     assert session.cost_summary().total.cost is None
+
+
+def test_a_cancelled_call_keeps_the_usage_its_stream_reported(store: SessionStore) -> None:
+    class CancelledAtTheEnd(ScriptedProvider):
+        """Streams its answer and its usage, then the user presses Ctrl-C."""
+
+        def stream(self, request: Request) -> Iterator[StreamChunk]:
+            yield TextDelta(text="half an ans")
+            yield response("half an ans", usage=Usage(100, 5))
+            raise KeyboardInterrupt
+
+    session = open_session(store, CancelledAtTheEnd(script=[]), model_info=PRICED)
+    streamed: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        session.send("go", on_delta=streamed.append)
+    session.record_cancelled("".join(streamed))
+    (cancelled,) = store.requests(session.info.id)
+    assert (cancelled.tag, cancelled.usage) == ("cancelled", Usage(100, 5))
+    assert cancelled.cost_usd == pytest.approx((100 * 1.0 + 5 * 2.0) / 1e6)
+    assert store.transcript(session.info.id)[-1].text.startswith("half an ans")
+
+
+def test_clear_is_an_event_not_a_request(store: SessionStore) -> None:
+    session = open_session(store, ScriptedProvider(script=[response("a1")]))
+    session.send("q1")
+    session.clear()
+    assert [r.tag for r in store.requests(session.info.id)] == ["chat"]
+    (clear,) = [e for e in store.events(session.info.id) if e.kind == "clear"]
+    assert clear.request_id is None and clear.data == {"view": [], "upto": 2}
+    assert session.cost_summary().total.requests == 1
+
+
+def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore) -> None:
+    words = "the parser fails on tabs so fix the tokenizer and keep tests green"
+    summary = "\n".join(f"## {section}\nthe parser fails on tabs" for section in SUMMARY_SECTIONS)
+    answers = [response(f"answer {i}: {words * 8}", usage=Usage(1000, 100)) for i in range(6)]
+    refused = response("I cannot summarise this.", usage=Usage(3000, 10))
+    made = response(summary, usage=Usage(2000, 50))
+    provider = ScriptedProvider(script=[*answers, refused, made])
+    session = open_session(store, provider, model_info=PRICED)
+    for i in range(6):
+        session.send(f"question {i}: {words}")
+    with pytest.raises(CompactionError):
+        session.compact()
+    session.compact()
+    tags = [r.tag for r in store.requests(session.info.id)]
+    assert tags == ["chat"] * 6 + ["compaction-failed", "compaction"]
+    total = session.cost_summary().total
+    assert total.compaction_cost == pytest.approx((3000 + 2000 + 2 * 10 + 2 * 50) / 1e6)
+    assert total.recovery_cost == 0.0  # a compaction is not a recovery
+    assert total.cost == pytest.approx(6 * 1200 / 1e6 + (total.compaction_cost or 0))
 
 
 def test_clear_survives_a_reopen(store: SessionStore) -> None:

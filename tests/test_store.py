@@ -16,7 +16,7 @@ import pytest
 
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.store import SessionNotFound, SessionStore, default_db_path
-from chatcli.store.migrations import MIGRATIONS, m001_initial, transaction
+from chatcli.store.migrations import MIGRATIONS, transaction
 
 WRITER = """
 import sys
@@ -54,15 +54,24 @@ def test_migrates_an_empty_file_and_records_versions(tmp_path: Path) -> None:
     assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
 
 
-def test_a_version_1_database_is_migrated_and_keeps_its_sessions(tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
-    with transaction(conn):
-        m001_initial(conn)
+def migrate_to(conn: sqlite3.Connection, version: int) -> None:
+    """The database as a chatcli with only the first `version` migrations left it."""
     conn.execute(
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT"
         " NOT NULL, applied_at TEXT NOT NULL DEFAULT 'then')"
     )
-    conn.execute("INSERT INTO schema_migrations(version, name) VALUES (1, 'm001_initial')")
+    for number, migration in enumerate(MIGRATIONS[:version], 1):
+        with transaction(conn):
+            migration(conn)
+        conn.execute(
+            "INSERT INTO schema_migrations(version, name) VALUES (?, ?)",
+            (number, migration.__name__),
+        )
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_sessions(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    migrate_to(conn, 1)
     conn.execute(
         "INSERT INTO sessions(id, created_at, provider, model) VALUES"
         " ('old1', 'then', 'openai', 'gpt-4o')"
@@ -80,6 +89,30 @@ def test_a_version_1_database_is_migrated_and_keeps_its_sessions(tmp_path: Path)
             provider="llama-cpp", model="/m/x.gguf", context_window=1024, max_tokens=16
         )
         assert store.get_session(new.id) == new
+
+
+def test_migration_3_turns_stored_clear_requests_into_events(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    migrate_to(conn, 2)
+    conn.execute("INSERT INTO sessions(id, created_at) VALUES ('s1', 'then')")
+    for rid, tag in ((1, "chat"), (2, "clear")):
+        conn.execute(
+            "INSERT INTO requests(id, session_id, created_at, tag, usage) VALUES (?, 's1', 't',"
+            " ?, '{}')",
+            (rid, tag),
+        )
+        conn.execute(
+            "INSERT INTO events(session_id, request_id, created_at, kind, text, data) VALUES"
+            " ('s1', ?, 't', ?, 'x', '{}')",
+            (rid, tag),
+        )
+    conn.close()
+    with SessionStore(tmp_path / "db") as store:
+        assert [r.tag for r in store.requests("s1")] == ["chat"]
+        assert [(e.kind, e.request_id) for e in store.events("s1")] == [
+            ("chat", 1),
+            ("clear", None),
+        ]
 
 
 def test_session_settings_are_stored_and_updated(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import ContextReport, build_context_report
 from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.cost import CallKind, CostLedger, usage_cost
+from chatcli.errors import CompactionError
 from chatcli.events import Event
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, Response, TextDelta, ToolSpec
@@ -34,6 +35,7 @@ from chatcli.tokens import TokenEstimator
 __all__ = [
     "BUDGET_WARN_FRACTION",
     "CANCELLED_NOTE",
+    "COMPACTION_TAGS",
     "BudgetCheck",
     "CallRecord",
     "ChatSession",
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 CANCELLED_NOTE = "[answer cancelled by the user]"
+# Tags of the stored requests that are compactions (a failed one was paid for too).
+COMPACTION_TAGS = ("compaction", "compaction-failed")
 BUDGET_WARN_FRACTION = 0.8
 # Event kinds that reset the working view; their data holds it ("view") and the transcript
 # length it covers ("upto").
@@ -70,7 +74,8 @@ class StreamingTap:
     stream) and records every call, so a turn's cost can be split into answer and recovery.
 
     `on_discard` is called when a call fails after streaming some text (that text is not
-    part of the answer).
+    part of the answer). A call the user cancelled (KeyboardInterrupt) is recorded too, with
+    whatever usage its stream had reported, and its text is kept.
     """
 
     def __init__(self, inner: Provider) -> None:
@@ -78,6 +83,7 @@ class StreamingTap:
         self.on_delta: DeltaHook | None = None
         self.on_discard: Callable[[], None] | None = None
         self.calls: list[CallRecord] = []
+        self._reported: Usage | None = None  # the usage the current call's stream reported
         # The last prompt the provider counted: (messages sent, prompt tokens it reported).
         self.last_prompt: tuple[tuple[Message, ...], int] | None = None
 
@@ -91,11 +97,12 @@ class StreamingTap:
 
     def complete(self, request: Request) -> Response:
         kind = _call_kind(request)
+        self._reported = None
         try:
             response = self._call(request)
-        except Exception:
-            self.calls.append(CallRecord(kind=CallKind.FAILED, usage=Usage()))
-            if self.on_discard is not None:
+        except BaseException as exc:  # a cancelled call may have been billed too
+            self.calls.append(CallRecord(kind=CallKind.FAILED, usage=self._reported or Usage()))
+            if isinstance(exc, Exception) and self.on_discard is not None:
                 self.on_discard()
             raise
         if response.stop_reason is StopReason.CONTEXT_WINDOW:
@@ -120,7 +127,7 @@ class StreamingTap:
             if isinstance(chunk, TextDelta):
                 self.on_delta(chunk.text)
             else:
-                final = chunk
+                final, self._reported = chunk, chunk.usage
         if final is None:
             raise RuntimeError("the stream ended without a response")
         return final
@@ -142,12 +149,15 @@ def _call_kind(request: Request) -> CallKind:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelTally:
-    """Requests, tokens and cost of one model in a session. `cost` None: partly unknown."""
+    """Requests, tokens and cost of one model in a session (`cost` None: partly unknown), and
+    the parts of it that were overhead: recovery (failed and continuation calls) and
+    compaction (summary calls, including those of failed compactions)."""
 
     requests: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
     recovery_cost: float | None = 0.0
+    compaction_cost: float | None = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +187,7 @@ def _tally(requests: Sequence[StoredRequest]) -> ModelTally:
         usage=sum((r.usage for r in requests), Usage()),
         cost=_sum_known(r.cost_usd for r in requests),
         recovery_cost=_sum_known(r.recovery_cost_usd for r in requests),
+        compaction_cost=_sum_known(r.cost_usd for r in requests if r.tag in COMPACTION_TAGS),
     )
 
 
@@ -471,14 +482,22 @@ class ChatSession:
 
     def compact(self, focus: str | None = None) -> CompactionResult:
         """/compact: summarise the middle of the working view (raises CompactionError, with
-        nothing changed, when no valid summary was made)."""
-        result = compact(
-            self.provider, self._microcompacted(), focus=focus,
-            config=self.compaction, window=self.context_window,
-            output_reserve=self.max_tokens or 0, recovery_config=self.recovery,
-            summarizer=self.summarizer,
-        )  # fmt: skip
-        self._store_compaction(result, "compaction")
+        nothing changed, when no valid summary was made; its calls' cost is stored)."""
+        try:
+            result = compact(
+                self.provider,
+                self._microcompacted(),
+                focus=focus,
+                config=self.compaction,
+                window=self.context_window,
+                output_reserve=self.max_tokens or 0,
+                recovery_config=self.recovery,
+                summarizer=self.summarizer,
+            )
+        except CompactionError as exc:
+            self._store_failed_compaction(exc)
+            raise
+        self._store_compaction(result)
         return result
 
     def _auto_compact(self, on_event: EventHook | None) -> None:
@@ -486,40 +505,65 @@ class ChatSession:
         if window is None or not self.auto_compaction:
             return
         decision = auto_compact(
-            self.provider, self._microcompacted(), breaker=self.breaker, window=window,
-            output_reserve=self.max_tokens or 0, config=self.compaction,
-            recovery_config=self.recovery, summarizer=self.summarizer,
-        )  # fmt: skip
+            self.provider,
+            self._microcompacted(),
+            breaker=self.breaker,
+            window=window,
+            output_reserve=self.max_tokens or 0,
+            config=self.compaction,
+            recovery_config=self.recovery,
+            summarizer=self.summarizer,
+        )
         self.breaker = decision.breaker
         if decision.result is not None:
-            self._store_compaction(decision.result, "compaction")
+            self._store_compaction(decision.result)
+        if decision.error is not None:
+            self._store_failed_compaction(decision.error)
         if on_event is not None and (decision.result is not None or decision.notice):
             on_event(_CompactionNote(result=decision.result, notice=decision.notice))
 
-    def _store_compaction(self, result: CompactionResult, kind: str) -> None:
+    def _store_compaction(self, result: CompactionResult) -> None:
+        """A compaction is a request of its own (its cost is its own line in /cost), with
+        the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
-        info = self.model_info
-        cost = usage_cost(report.usage, info).total
         self.base, self.upto = result.messages, len(self.transcript)
         data = {"view": [message_to_dict(m) for m in result.messages], "upto": self.upto}
         self._ensure_saved()
         self.store.record_request(
-            self.info.id, tag=kind, model=report.model or self.model, usage=report.usage,
-            cost_usd=cost, recovery_cost_usd=0.0, view=result.messages,
-            events=((kind, describe_compaction(result), data),),
-        )  # fmt: skip
+            self.info.id,
+            tag="compaction",
+            model=report.model or self.model,
+            usage=report.usage,
+            cost_usd=usage_cost(report.usage, self.model_info).total,
+            recovery_cost_usd=0.0,
+            view=result.messages,
+            events=(("compaction", describe_compaction(result), data),),
+        )
+
+    def _store_failed_compaction(self, error: CompactionError) -> None:
+        """The summary calls of a compaction that failed were made, and maybe billed."""
+        if error.calls == 0:
+            return
+        self._ensure_saved()
+        self.store.record_request(
+            self.info.id,
+            tag="compaction-failed",
+            model=self.model,
+            usage=error.usage,
+            cost_usd=usage_cost(error.usage, self.model_info).total,
+            recovery_cost_usd=0.0,
+            events=(("compaction-failed", str(error), {"calls": error.calls}),),
+        )
 
     def clear(self) -> None:
-        """/clear: the next request starts from an empty view (the transcript keeps all)."""
+        """/clear: the next request starts from an empty view (the transcript keeps all).
+        Stored as an event of the session: it is no request and costs nothing."""
         self.base, self.upto = (), len(self.transcript)
         if not self.transcript:
             return  # nothing to clear: an empty session stays unstored
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
-        self.store.record_request(
-            self.info.id, tag="clear", model=self.model, usage=Usage(), cost_usd=0.0,
-            recovery_cost_usd=0.0, events=(("clear", text, data),),
-        )  # fmt: skip
+        self.store.record_event(self.info.id, "clear", text, data)
 
     def context_report(self) -> ContextReport:
         """What the next request would send, message by message (nothing is sent).

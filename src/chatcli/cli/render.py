@@ -6,6 +6,7 @@ Pure functions from library values to renderables, so tests render them to a str
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
@@ -24,6 +25,7 @@ __all__ = [
     "cost_table",
     "event_line",
     "fill_bar",
+    "model_label",
     "money",
     "sessions_table",
     "transcript_view",
@@ -52,6 +54,14 @@ def money(value: float | None) -> str:
     if value is None:
         return "unknown"
     return f"${value:.6f}" if 0 < value < 0.01 else f"${value:.4f}"
+
+
+def model_label(model: str | None) -> str:
+    """A model's name in a table: a local model file by its file name (its path would fill
+    the column with its directories)."""
+    if model is None:
+        return "?"
+    return PurePath(model).name if model.lower().endswith(".gguf") else model
 
 
 def event_line(event: Event) -> Text:
@@ -110,7 +120,7 @@ def _requests_table(summary: CostSummary) -> Table:
     table = _table("Requests", ("#", "kind", "model"), _USAGE_COLUMNS)
     for number, r in enumerate(summary.requests, 1):
         cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
-        table.add_row(str(number), r.tag, r.model or "?", *cells)
+        table.add_row(str(number), r.tag, model_label(r.model), *cells)
     return table
 
 
@@ -118,7 +128,7 @@ def _models_table(summary: CostSummary) -> Table:
     table = _table("Per model", ("model",), ("requests", *_USAGE_COLUMNS))
     for model, tally in summary.by_model().items():
         cells = (*_usage_cells(tally.usage), money(tally.cost), money(tally.recovery_cost))
-        table.add_row(model, str(tally.requests), *cells)
+        table.add_row(model_label(model), str(tally.requests), *cells)
     return table
 
 
@@ -127,7 +137,8 @@ def _session_line(summary: CostSummary) -> Text:
     line = Text(
         f"Session: {total.requests} requests, {total.usage.prompt_tokens:,} in, "
         f"{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
-        f"of which recovery {money(total.recovery_cost)}",
+        f"of which recovery {money(total.recovery_cost)} and compaction "
+        f"{money(total.compaction_cost)}",
         style="bold",
     )
     if total.cost is None:
@@ -195,7 +206,7 @@ def sessions_table(sessions: Sequence[SessionInfo], current: str | None = None) 
             info.id + mark,
             info.created_at[:19].replace("T", " "),
             info.provider or "",
-            info.model or "",
+            model_label(info.model) if info.model else "",
             str(info.message_count),
             info.title or "",
         )

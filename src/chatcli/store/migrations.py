@@ -75,8 +75,21 @@ def m002_session_settings(conn: sqlite3.Connection) -> None:
     )
 
 
+def m003_clear_is_an_event(conn: sqlite3.Connection) -> None:
+    """A /clear is an event of the session, not a request: it made no call, and as a request
+    it showed in the cost table and counted as one."""
+    _run_script(
+        conn,
+        """
+        UPDATE events SET request_id = NULL
+            WHERE request_id IN (SELECT id FROM requests WHERE tag = 'clear');
+        DELETE FROM requests WHERE tag = 'clear';
+        """,
+    )
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_session_settings)
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_session_settings, m003_clear_is_an_event)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -236,6 +236,14 @@ class SessionStore:
             )
         return request_id
 
+    def record_event(self, session_id: str, kind: str, text: str, data: Mapping[str, Any]) -> None:
+        """An event that belongs to no request (a /clear)."""
+        self._conn.execute(
+            "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
+            " VALUES (?, NULL, ?, ?, ?, ?)",
+            (session_id, _now(), kind, text, _dumps(data)),
+        )
+
     def requests(self, session_id: str) -> tuple[StoredRequest, ...]:
         rows = self._conn.execute(
             "SELECT id, created_at, tag, model, usage, cost_usd, recovery_cost_usd FROM requests"
