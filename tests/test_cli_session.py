@@ -12,7 +12,7 @@ import pytest
 
 from chatcli.catalog import ModelInfo, Prices
 from chatcli.compaction import SUMMARY_SECTIONS
-from chatcli.config import RecoveryConfig
+from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import Status
 from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
@@ -197,6 +197,29 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
     assert "chars cut by microcompaction" in sent[3] and sent[4] == output
     results = [m.text for m in store.transcript(session.info.id) if m.role is Role.TOOL]
     assert results == [output] * 5
+
+
+def test_context_report_judges_cuts_with_the_sessions_microcompaction(
+    store: SessionStore,
+) -> None:
+    # Microcompaction set to leave results alone for 50 turns: an old 6,000-char result is
+    # sent whole until the pre-flight level 1 cuts it. The default settings would have cut
+    # it already, and a report judging by them called level 1's cut the budget's.
+    session = open_session(
+        store,
+        WindowedProvider(window=1200),
+        recovery=RecoveryConfig(tool_result_max_chars=8000, tool_result_budget_chars=8000),
+        microcompaction=MicrocompactConfig(truncate_turns=50, summarize_turns=60),
+    )
+    call = ToolCall(id="c0", name="read_file", arguments={"path": "a.py"})
+    result = Message.tool("c0", "x = 1\n" * 1000)
+    session.append((Message.user("read a.py"), Message.assistant(tool_calls=(call,)), result))
+    for i in range(5):
+        session.append((Message.assistant(f"read {i}"), Message.user(f"question {i}")))
+    report = session.context_report()
+    assert report.level == 1
+    (tool_row,) = [row for row in report.rows if row.role is Role.TOOL]
+    assert (tool_row.status, tool_row.detail) == (Status.CUT, "level 1")
 
 
 def test_context_report_shows_what_a_level_drops(store: SessionStore) -> None:

@@ -19,7 +19,7 @@ head of their text, which every cut keeps.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
@@ -84,7 +84,9 @@ def build_context_report(
 ) -> ContextReport:
     """The report for sending `working` (derived from `transcript`) under `policy`."""
     events: list[Event] = []
-    plain = _first_view(RecoveryPolicy(config=policy.config, predictive=False), working, max_tokens)
+    # The same policy without pre-flight recovery: what the budget alone makes of the view
+    # (so a cut can be told apart from a level's). Every other setting is the session's.
+    plain = _first_view(replace(policy, predictive=False), working, max_tokens)
     view = _first_view(policy, working, max_tokens, events.append)
     level = max((e.level for e in events if isinstance(e, LevelApplied)), default=0)
     to_transcript = _align(transcript, working)
