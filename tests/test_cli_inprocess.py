@@ -15,9 +15,11 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from chatcli.cli import main
+from chatcli.cli.chat import StreamView
 from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS
 from chatcli.cli.ui import Ui
+from chatcli.events import Escalated
 from chatcli.messages import Usage
 from chatcli.serialize import message_from_dict
 from chatcli.session import CostSummary
@@ -143,6 +145,15 @@ def test_cost_with_catalog_prices(tmp_path: Path) -> None:
     expected = (usage.input_tokens * 0.15 + usage.output_tokens * 0.60) / 1e6
     assert request.cost_usd == pytest.approx(expected)
     assert f"cost ${expected:.6f}" in session_line
+
+
+def test_an_event_is_shown_once_not_again_by_the_spinner() -> None:
+    screen = io.StringIO()
+    view = StreamView(Ui(console=Console(file=screen, force_terminal=True, width=120)))
+    with view:  # the spinner: a transient Live, drawn once more when it stops
+        view.event(Escalated(attempt=1, old=50, new=100))
+    assert screen.getvalue().count("limit raised from 50 to 100") == 1
+    assert "waiting for the model" in screen.getvalue()
 
 
 def test_max_tokens_escalation_is_visible_and_the_answer_is_stitched(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
 from chatcli.serialize import message_from_dict
-from chatcli.session import ChatSession, check_budget
+from chatcli.session import ChatSession, check_budget, usd
 from chatcli.store import SessionStore
 from tests.fakes import ScriptedProvider, WindowedProvider, response
 
@@ -45,6 +45,29 @@ def open_session(store: SessionStore, provider: object, **options: object) -> Ch
 )  # fmt: skip
 def test_check_budget(spent: float, next_cost: float | None, status: str) -> None:
     assert check_budget(spent, next_cost, 1.0).status == status
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0.0, "$0.00"),
+        (2.5, "$2.50"),
+        (0.5, "$0.50"),
+        (0.05, "$0.05"),
+        (0.005, "$0.005"),
+        (0.0000123, "$0.000012"),
+        (0.000005, "$0.000005"),
+        (12.345, "$12.35"),
+    ],
+)
+def test_usd_keeps_small_amounts_visible(value: float, shown: str) -> None:
+    assert usd(value) == shown
+
+
+def test_a_small_budget_is_not_shown_as_zero() -> None:
+    message = check_budget(0.0041, 0.002, 0.005).message
+    assert message.startswith("$0.0041 of the $0.005 session budget spent")
+    assert "(about $0.002)" in message
 
 
 def test_the_user_message_is_stored_even_when_the_call_fails(store: SessionStore) -> None:

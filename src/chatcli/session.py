@@ -13,6 +13,7 @@ the same working view from the transcript and the events.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "StreamingTap",
     "Turn",
     "check_budget",
+    "usd",
 ]
 
 CANCELLED_NOTE = "[answer cancelled by the user]"
@@ -216,13 +218,22 @@ class BudgetCheck:
 
     @property
     def message(self) -> str:
-        spent = f"${self.spent:.4f} of the ${self.budget:.2f} session budget spent"
+        spent = f"{usd(self.spent)} of the {usd(self.budget)} session budget spent"
         if self.status == "over":
-            cost = "?" if self.next_cost is None else f"${self.next_cost:.4f}"
+            cost = "?" if self.next_cost is None else usd(self.next_cost)
             return f"{spent}; the next request (about {cost}) would go past it"
         if self.status == "unknown":
             return f"{spent}; the model's price is unknown, so the budget cannot be enforced"
         return f"{spent} ({self.spent / self.budget:.0%})"
+
+
+def usd(value: float) -> str:
+    """Dollars, with two significant digits below $1: a $0.005 budget is not "$0.00"."""
+    if value <= 0 or value >= 1:
+        return f"${value:.2f}"
+    decimals = max(2, 1 - math.floor(math.log10(value)))
+    whole, _, cents = f"{value:.{decimals}f}".partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 def check_budget(spent: float, next_cost: float | None, budget: float) -> BudgetCheck:

@@ -278,8 +278,9 @@ class StreamView:
     def event(self, event: Event) -> None:
         if isinstance(event, Continued):
             self._kept = self.text
+        # The line says what happened; the spinner, below it, only that the model is working
+        # (repeating the line there showed every event twice).
         self.ui.console.print(event_line(event))
-        self._spinner.update(text=f"{event.describe()} …")
 
     def delta(self, text: str) -> None:
         self.text += text
