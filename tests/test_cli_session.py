@@ -40,9 +40,16 @@ def open_session(store: SessionStore, provider: object, **options: object) -> Ch
 
 @pytest.mark.parametrize(
     ("spent", "next_cost", "status"),
-    [(0.0, 0.1, "ok"), (0.75, 0.1, "warn"), (0.79, 0.0, "ok"), (0.9, 0.2, "over"),
-     (1.0, 0.0, "over"), (0.1, None, "unknown"), (1.5, None, "over")],
-)  # fmt: skip
+    [
+        (0.0, 0.1, "ok"),
+        (0.75, 0.1, "warn"),
+        (0.79, 0.0, "ok"),
+        (0.9, 0.2, "over"),
+        (1.0, 0.0, "over"),
+        (0.1, None, "unknown"),
+        (1.5, None, "over"),
+    ],
+)
 def test_check_budget(spent: float, next_cost: float | None, status: str) -> None:
     assert check_budget(spent, next_cost, 1.0).status == status
 
@@ -82,8 +89,9 @@ def test_the_user_message_is_stored_even_when_the_call_fails(store: SessionStore
 def test_answer_cost_and_recovery_cost_are_apart(store: SessionStore) -> None:
     cut = response("first half ", stop=StopReason.MAX_TOKENS, usage=Usage(100, 10))
     rest = response("second half", usage=Usage(120, 20))
-    session = open_session(store, ScriptedProvider(script=[cut, rest]), model_info=PRICED,
-                           max_tokens=10)  # fmt: skip
+    session = open_session(
+        store, ScriptedProvider(script=[cut, rest]), model_info=PRICED, max_tokens=10
+    )
     turn = session.send("go")
     assert [c.kind for c in turn.calls] == [CallKind.ANSWER, CallKind.CONTINUATION]
     assert turn.cost == pytest.approx((220 * 1.0 + 30 * 2.0) / 1e6)

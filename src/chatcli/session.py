@@ -434,9 +434,15 @@ class ChatSession:
         events: list[Event] = []
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
-        client = Client(self.tap, self.recovery, hooks=hooks, estimator=self.estimator,
-                        context_window=self.context_window, predictive=self.predictive,
-                        microcompact=self.microcompaction)  # fmt: skip
+        client = Client(
+            self.tap,
+            self.recovery,
+            hooks=hooks,
+            estimator=self.estimator,
+            context_window=self.context_window,
+            predictive=self.predictive,
+            microcompact=self.microcompaction,
+        )
         try:
             reply = client.send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
@@ -484,9 +490,15 @@ class ChatSession:
         cost, recovery = ledger.total.cost.total, ledger.recovery.cost.total
         self._ensure_saved()
         request_id = self.store.record_request(
-            self.info.id, tag=tag, model=self.model, usage=ledger.total.usage, cost_usd=cost,
-            recovery_cost_usd=recovery, view=view, events=[_stored(e) for e in events],
-        )  # fmt: skip
+            self.info.id,
+            tag=tag,
+            model=self.model,
+            usage=ledger.total.usage,
+            cost_usd=cost,
+            recovery_cost_usd=recovery,
+            view=view,
+            events=[_stored(e) for e in events],
+        )
         return request_id, cost, recovery
 
     # -- compaction and clearing ---------------------------------------------------------
@@ -604,8 +616,9 @@ class ChatSession:
         next_cost = usage_cost(Usage(estimate, output), self.model_info).total
         check = check_budget(self.cost_summary().known_cost, next_cost, self.budget_usd)
         if check.status == "over" and self.budget_approved:
-            return BudgetCheck(status="ok", spent=check.spent, next_cost=next_cost,
-                               budget=check.budget)  # fmt: skip
+            return BudgetCheck(
+                status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
+            )
         return check
 
 
