@@ -439,6 +439,10 @@ def test_sessions_command_for_scripts(tmp_path: Path) -> None:
     assert info is not None
     code, listing = run(tmp_path, [], ("sessions", "list"))
     assert code == 0 and info.id in listing
+    code, listing = run(tmp_path, [], ("sessions", "list", "--json"))
+    (listed,) = json.loads(listing)
+    assert code == 0 and listed["id"] == info.id and listed["message_count"] == 2
+    assert listed["provider"] == TEST_PROVIDER and listed["model"] == "test-model"
     code, shown = run(tmp_path, [], ("sessions", "show", info.id[:5]))
     assert code == 0 and "keep this" in shown and "Answer to: keep this" in shown
     code, exported = run(tmp_path, [], ("sessions", "export", info.id, "--format", "json"))
@@ -452,3 +456,4 @@ def test_sessions_command_for_scripts(tmp_path: Path) -> None:
     assert code == 0
     code, missing = run(tmp_path, [], ("sessions", "show", info.id))
     assert code == 1 and "no session matching" in missing
+    assert run(tmp_path, [], ("sessions", "list", "--json")) == (0, "[]\n")

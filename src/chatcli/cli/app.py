@@ -84,7 +84,8 @@ def _add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_sessions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sessions = sub.add_parser("sessions", help="list, show, export or delete saved sessions")
     actions = sessions.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="all sessions, most recent first")
+    listing = actions.add_parser("list", help="all sessions, most recent first")
+    listing.add_argument("--json", action="store_true", help="as JSON, for scripts")
     for name, text in (("show", "print the full transcript"), ("delete", "delete a session")):
         actions.add_parser(name, help=text).add_argument("id")
     export = actions.add_parser("export", help="the full transcript as Markdown or JSON")

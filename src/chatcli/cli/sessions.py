@@ -1,12 +1,15 @@
 """`chatcli sessions list|show ID|export ID|delete ID`: saved sessions, for people and scripts.
 
-`export` writes plain Markdown or JSON (no terminal styling) to stdout or `-o PATH`.
+`export` writes plain Markdown or JSON (no terminal styling) to stdout or `-o PATH`; `list
+--json` writes the sessions as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 from chatcli.cli.render import sessions_table, transcript_view
@@ -20,7 +23,9 @@ __all__ = ["run_sessions"]
 
 def _list(store: SessionStore, args: argparse.Namespace, ui: Ui) -> int:
     sessions = store.list_sessions()
-    if not sessions:
+    if args.json:  # for scripts: every field of every session, an empty list when none
+        ui.console.file.write(json.dumps([asdict(info) for info in sessions], indent=2) + "\n")
+    elif not sessions:
         ui.note("no sessions yet")
     else:
         ui.console.print(sessions_table(sessions))
