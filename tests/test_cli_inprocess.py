@@ -328,6 +328,11 @@ def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:
             "anthropic is not installed; install it with: pip install 'chatcli[anthropic]'",
         ),
         (
+            "openai",  # imported at the first request
+            ("--provider", "openai", "-p", "hi"),
+            "openai is not installed; install it with: pip install 'chatcli[openai]'",
+        ),
+        (
             "llama_cpp",
             ("demo",),
             "llama_cpp is not installed; install it with: pip install 'chatcli[local]'",
@@ -344,7 +349,7 @@ def test_a_missing_package_is_one_line_and_a_failure(
 ) -> None:
     if blocked is not None:
         monkeypatch.setitem(sys.modules, blocked, None)  # importing it raises ImportError
-    env = {"ANTHROPIC_API_KEY": "k", "CHATCLI_CACHE": str(tmp_path / "cache")}
+    env = {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k", "CHATCLI_CACHE": str(tmp_path)}
     code, screen = run(tmp_path, [], argv, env=env, stdin="")
     assert code == 2
     assert screen.startswith("error: ") and error in screen

@@ -22,6 +22,7 @@ from typing import Any
 
 from chatcli.catalog import ModelInfo, Prices, lookup
 from chatcli.errors import ConfigError
+from chatcli.providers._common import require_module
 from chatcli.providers.base import Provider
 from chatcli.settings import lookup_api_key
 
@@ -52,6 +53,10 @@ class ProviderSpec:
 
     name: str
     adapter: str  # "module:Class"
+    # The SDK the adapter needs and the extra that installs it: checked when the provider is
+    # created, so a missing one stops the command before the chat starts, not at its first
+    # request (the OpenAI adapters import their SDK only then).
+    sdk: tuple[str, str]
     key_env: tuple[str, ...] = ()
     default_model: str | None = None
     needs_base_url: bool = False
@@ -67,30 +72,35 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
         ProviderSpec(
             name="openai",
             adapter="chatcli.providers.openai:OpenAI",
+            sdk=("openai", "openai"),
             key_env=("OPENAI_API_KEY",),
             default_model="gpt-5-mini",
         ),
         ProviderSpec(
             name="anthropic",
             adapter="chatcli.providers.anthropic:Anthropic",
+            sdk=("anthropic", "anthropic"),
             key_env=("ANTHROPIC_API_KEY",),
             default_model="claude-sonnet-4-5",
         ),
         ProviderSpec(
             name="gemini",
             adapter="chatcli.providers.gemini:Gemini",
+            sdk=("google.genai", "gemini"),
             key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
             default_model="gemini-2.5-flash",
         ),
         ProviderSpec(
             name="openai-compatible",
             adapter="chatcli.providers.openai_compat:OpenAICompatible",
+            sdk=("openai", "openai"),
             key_env=("CHATCLI_API_KEY",),
             needs_base_url=True,
         ),
         ProviderSpec(
             name="llama-cpp",
             adapter="chatcli.providers.llama_cpp:LlamaCpp",
+            sdk=("llama_cpp", "local"),
             local=True,
             default_max_tokens=256,
         ),
@@ -166,9 +176,11 @@ def create_provider(
             f"{name}: give the server's URL with --base-url or CHATCLI_BASE_URL "
             "(e.g. http://localhost:8080/v1)"
         )
-    adapter = _load(spec.adapter, name)
+    arguments = _arguments(spec, model, base_url, env)
     options = _options(spec, base_url, context_window, env)
-    return adapter(*_arguments(spec, model, base_url, env), **{**options, **opts})
+    require_module(*spec.sdk)
+    adapter = _load(spec.adapter, name)
+    return adapter(*arguments, **{**options, **opts})
 
 
 def model_info(name: str, model: str, provider: Provider | None = None) -> ModelInfo | None:
