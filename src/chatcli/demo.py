@@ -254,10 +254,11 @@ SCRIPT: tuple[Step, ...] = (
         title="6. /compact: a summary replaces the older history",
         explain="/compact asks the model for a handoff summary of the older history, which "
         "then replaces it in the working view (the transcript keeps everything). The "
-        "summary is checked first: the user's explicit instructions and latest request must "
-        "survive it, and whatever it lost is pinned verbatim after it (this model's summary "
-        "is nonsense, so expect pins). An unusable summary would leave the session exactly "
-        "as it was.",
+        "summary is checked first: it must be a handoff (its sections present), the user's "
+        "explicit instructions and latest request must survive it, and whatever it lost is "
+        "pinned verbatim after it. An unusable summary leaves the session exactly as it was, "
+        "its cost on its own line: the tiny model's nonsense is refused, so expect that here "
+        "(with --model any.gguf a real model's summary replaces the older history).",
         user="keep the encoding findings",
         compact=True,
     ),
