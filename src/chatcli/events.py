@@ -50,7 +50,8 @@ class Event:
     log_level: ClassVar[int] = logging.INFO
 
     def describe(self) -> str:
-        raise NotImplementedError
+        """One line for a person; every event overrides it (this is the bare fallback)."""
+        return type(self).__name__
 
 
 # A hook receives every event as it happens; its return value is ignored.
