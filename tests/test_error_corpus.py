@@ -62,6 +62,14 @@ NOT_OVERFLOW_KINDS = {
     "pe-100": ErrorKind.PAYLOAD_TOO_LARGE,
     "pe-101": ErrorKind.PAYLOAD_TOO_LARGE,  # "Max 50KB allowed"
     "pe-104": ErrorKind.QUOTA,  # OpenRouter per-key limit "Prompt tokens limit exceeded"
+    "pe-156": ErrorKind.RATE_LIMIT,  # Cerebras 429 "Tokens per minute ... too many tokens"
+    "pe-157": ErrorKind.RATE_LIMIT,  # Cerebras per-minute limit coded request_quota_exceeded
+    "pe-158": ErrorKind.QUOTA,  # DeepSeek "Insufficient Balance" (HTTP 402)
+    "pe-159": ErrorKind.QUOTA,  # Zhipu 1113: account in arrears, sent as 429
+    "pe-160": ErrorKind.QUOTA,  # Zhipu: insufficient balance, sent as 429
+    "pe-161": ErrorKind.QUOTA,  # Moonshot exceeded_current_quota_error (403)
+    "pe-167": ErrorKind.RATE_LIMIT,  # Gemini Code Assist daily quota (a per-day limit)
+    "pe-168": ErrorKind.INVALID_REQUEST,  # Mistral 422: max_completion_tokens not permitted
 }
 
 # Stop-reason fragments that mean "the window filled up" (Anthropic, Bedrock, Mistral).
@@ -146,13 +154,13 @@ def all_forms(sdks: Sdks, record: dict[str, Any]) -> Iterator[tuple[str, ErrorIn
 
 
 def test_corpus_is_the_expected_sample() -> None:
-    assert len(RECORDS) == 78
-    assert len({r["id"] for r in RECORDS}) == 78
+    assert len(RECORDS) == 119
+    assert len({r["id"] for r in RECORDS}) == 119
     assert Counter(r["kind"] for r in RECORDS) == {
-        "context_overflow": 42,
-        "not_overflow": 19,
+        "context_overflow": 72,
+        "not_overflow": 27,
         "max_tokens_truncation": 10,
-        "output_cap_error": 7,
+        "output_cap_error": 10,
     }
     assert set(NOT_OVERFLOW_KINDS) == {r["id"] for r in RECORDS if r["kind"] == "not_overflow"}
 

@@ -206,6 +206,9 @@ _K = ErrorKind
 _N: Final = r"\d{1,3}(?:[,_]\d{3})+|\d+"
 # "context length", "context window", "context_size", "context limit".
 _CTX: Final = r"\bcontext[\s_-]*(?:length|window|size|limit)\b"
+# Within one sentence: anything but a line break or a full stop; the point of a decimal number
+# ("prompt length (9351.0)", TensorRT-LLM) does not end the sentence.
+_SAME_SENTENCE: Final = r"(?:[^.\n]|(?<=\d)\.(?=\d))"
 
 # A rate window, as providers write it: "per minute", "_per_minute_" (Vertex quota names),
 # "free-models-per-day" (OpenRouter), "40000 tokens/min", "Limit: 150000 / min" (old OpenAI),
@@ -243,7 +246,8 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _K.CONTEXT_OVERFLOW,
         "code:overflow",
         "context_length_exceeded exceed_context_size_error model_max_prompt_tokens_exceeded"
-        " tokens_limit_reached ContextWindowExceededError " + " ".join(_CONTEXT_WINDOW_STOPS),
+        " tokens_limit_reached input_too_large ContextWindowExceededError "
+        + " ".join(_CONTEXT_WINDOW_STOPS),
     ),
     _code(
         _K.INVALID_REQUEST,
@@ -256,6 +260,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
     #    the window guard comes before every overflow pattern; then quotas and credit limits.
     #    A day is a rate window too: providers code per-day limits as rate limits (OpenAI/Groq
     #    TPD `rate_limit_exceeded`, Bedrock "Too many tokens per day" ThrottlingException).
+    # An empty balance is billing, whatever status or words surround it (Zhipu sends it as a
+    # 429, and an SDK adds "Too Many Requests"): DeepSeek "Insufficient Balance" (402), Zhipu
+    # "余额不足" (insufficient balance), "欠费" (account in arrears).
+    _text(_K.QUOTA, "text:balance", r"\binsufficient\s+(?:balance|credits?|funds)\b|余额不足|欠费"),
     _text(_K.RATE_LIMIT, "text:per_period", _RATE_WINDOW),
     _text(_K.RATE_LIMIT, "text:rate_limit", r"\brate[\s_-]*limit|\btoo many requests\b"),
     # Bedrock ThrottlingException: "Too many tokens, please wait before trying again."
@@ -303,18 +311,27 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"\bmax(?:imum)?[\s_-]*model[\s_-]*len(?:gth)?\b|\bmodel[\s_-]*max(?:imum)?\s+length\b",
     ),
     # Overflow worded around the prompt: "prompt is too long", "Input is too long for
-    # requested model", "the prompt is longer than", "input token count (N) exceeds", ...
+    # requested model", "the prompt is longer than", "input token count (N) exceeds", "Prompt
+    # exceeds max length" (Zhipu), "prompt length (N.0), ... should not exceed" (TensorRT-LLM),
+    # "total number of tokens (prompt and prediction) cannot exceed N" (Cohere), ...
     _text(
         _K.CONTEXT_OVERFLOW,
         "text:prompt_too_long",
-        r"\b(?:prompt|input|messages?)\b[^.\n]{0,40}?\b(?:is|are)\s+"
+        rf"\b(?:prompt|input|messages?)\b{_SAME_SENTENCE}{{0,40}}?\b(?:is|are)\s+"
         r"(?:too\s+long|longer\s+than)\b",
     ),
     _text(
         _K.CONTEXT_OVERFLOW,
         "text:input_tokens_exceed",
-        r"\b(?:prompt|input)[\s_-]*(?:token[\s_-]*)?(?:count|length|tokens?)\b[^.\n]{0,40}?"
-        r"\bexceed",
+        r"\b(?:prompt|input)(?:[\s_-]*(?:token[\s_-]*)?(?:count|length|size|tokens?))?\b"
+        rf"{_SAME_SENTENCE}{{0,40}}?\bexceed",
+    ),
+    # The input's size stated as an allowed range: "Range of input length should be [1, N]"
+    # (DashScope).
+    _text(
+        _K.CONTEXT_OVERFLOW,
+        "text:input_range",
+        r"\b(?:input|prompt)[\s_-]*(?:length|tokens?)\s+(?:should|must)\s+be\s+(?:in\s+)?\[",
     ),
     _text(_K.CONTEXT_OVERFLOW, "text:max_prompt", r"\bmax(?:imum)?\s+prompt\s+length\b"),
     _text(
@@ -327,11 +344,6 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _K.CONTEXT_OVERFLOW,
         "text:reduce_length",
         r"\breduce\s+the\s+length\s+of\s+the\s+(?:messages|prompt|input)\b",
-    ),
-    _text(
-        _K.CONTEXT_OVERFLOW,
-        "text:total_tokens",
-        r"\btotal\s+number\s+of\s+tokens\b[^.\n]{0,60}?\bcannot\s+exceed\b",
     ),
     _text(_K.CONTEXT_OVERFLOW, "text:n_keep", r"\bn_keep\b[^.\n]{0,20}?>=?\s*n_ctx\b"),
     _text(_K.CONTEXT_OVERFLOW, "text:ollama_truncating", r"\btruncating input prompt\b"),
@@ -365,7 +377,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _K.OUTPUT_CAP,
         "text:max_tokens_range",
         r"\bmax[\s_]*(?:\w+[\s_]*)?tokens\W[^.\n]{0,80}?"
-        r"(?:above\s+maximum|must\s+be\s+<=|must\s+be\s+less\s+than|supported\s+range)",
+        r"(?:above\s+maximum|must\s+be\s+<=|must\s+be\s+less\s+than|(?:supported|valid)\s+range)",
+    ),
+    # Bedrock: "The maximum tokens you requested exceeds the model limit of N".
+    _text(
+        _K.OUTPUT_CAP,
+        "text:max_tokens_exceed_model",
+        rf"\bmax(?:imum)?[\s_]*tokens\b{_SAME_SENTENCE}{{0,40}}?\bexceeds?\s+the\s+model(?:'s)?"
+        r"\s+limit\b",
     ),
     # Bedrock InvokeModel "Malformed input request: 8192 is not less or equal to 8191". The
     # 4-digit floor keeps temperature / top_k (<= 500) validation out.
@@ -447,10 +466,16 @@ def _status_hint(status: int | None) -> ErrorKind:
 _NUMBER_TEMPLATES: Final = (
     r"{prompt_tokens} \+ {max_tokens} > {limit}",  # Anthropic "199759 + 8192 > 200000"
     r"maximum context length is {limit}",  # OpenAI, Azure, vLLM, DeepSeek, FastChat
-    r"(?:messages|prompt) resulted in {prompt_tokens} tokens",
+    r"(?:messages|prompt) resulted in {~}{prompt_tokens} tokens",
     r"you requested {requested_tokens} tokens \({prompt_tokens} (?:in|for) (?:the messages"
     r"|your prompt)[;,] {max_tokens} (?:in|for) the completion\)",
     r"too large: {max_tokens}",  # "max_tokens is too large: 8192"
+    # Parts of the above when the breakdown differs ("... 730 in the functions, and 800 in
+    # the completion)", OpenAI) or is missing (vLLM, OpenRouter "about N tokens (N of text
+    # input)"): the sum, and the completion, each on its own.
+    r"you requested {~}{requested_tokens} tokens",
+    r"(?:,|\band) {max_tokens} (?:in|for) the completion\)",
+    r"\({prompt_tokens} of text input\)",
     r"your request has {prompt_tokens} input tokens",  # vLLM max_tokens validation
     r"you requested {max_tokens} output tokens",  # newest vLLM wording
     r"prompt contains at least {prompt_tokens} input tokens",
@@ -466,9 +491,15 @@ _NUMBER_TEMPLATES: Final = (
     r"\(length {prompt_tokens}\) is longer than the maximum model length of {limit}",  # vLLM
     r"\(total length {prompt_tokens}\) is too long to fit into the model \(context length"
     r" {limit}\)",  # vLLM
-    r"\({prompt_tokens} tokens\) is longer than the model's context length \({limit} tokens\)",
-    r"request \({prompt_tokens} tokens\) exceeds the available context size \({limit}"
-    r" tokens\)",  # llama.cpp server
+    # "(N tokens) exceeds/is longer than <the limit's name> (M tokens)": llama.cpp server,
+    # LocalAI, SGLang, oMLX, xAI ("Current message (N tokens) exceeds budget (M tokens)").
+    r"\({prompt_tokens} tokens\) (?:exceeds|is longer than|is larger than) [^()\n]{0,60}?"
+    r"\({limit} tokens\)",
+    # TensorRT-LLM: "Prompt length (N) exceeds maximum sequence length (M)", "The sum of
+    # prompt length (N.0), query length (0) should not exceed max_num_tokens (M)".
+    r"prompt length \({prompt_tokens}(?:\.0+)?\)[^\n]{0,40}?\bexceeds? [a-z_\s]{0,40}?\({limit}\)",
+    # DashScope: "Range of input length should be [1, N]".
+    r"(?:input|prompt) (?:length|tokens?) (?:should|must) be (?:in )?\[\d+, {limit}\]",
     # llama-cpp-python: the number is len(prompt_tokens) (llama_cpp/llama.py).
     r"requested tokens \({prompt_tokens}\) exceed context window of {limit}",
     r"max length: {limit}",
@@ -484,6 +515,8 @@ _NUMBER_TEMPLATES: Final = (
     r"at most {output_limit} (?:completion|output) tokens",
     r"expected a value <= {output_limit}, but got {max_tokens}",
     r"max_tokens: {max_tokens} > {output_limit}",
+    r"exceeds the model(?:'s)? limit of {output_limit}",  # Bedrock
+    r"range of max_\w*tokens (?:is|should be) \[\d+, {output_limit}\]",  # DeepSeek
     r"{max_tokens} is not less or equal to {output_limit}",
     r"value of {max_tokens} but the supported range is from \d+ \(inclusive\) to"
     r" {output_limit_excl} \(exclusive\)",
@@ -491,8 +524,12 @@ _NUMBER_TEMPLATES: Final = (
 )
 
 
+# `{~}` in a template: a size stated approximately ("about N tokens", "over N tokens").
+_APPROXIMATELY: Final = r"(?:(?:about|approximately|around|roughly|over|more\s+than|~)\s*)?"
+
+
 def _compile_template(template: str) -> re.Pattern[str]:
-    regex = template.replace(" ", r"\s+")
+    regex = template.replace(" ", r"\s+").replace("{~}", _APPROXIMATELY)
     regex = re.sub(r"\{([a-z_]+)\}", lambda m: rf"(?P<{m[1]}>{_N})", regex)
     return re.compile(regex, re.IGNORECASE)
 
