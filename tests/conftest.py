@@ -1,4 +1,5 @@
-"""Suite-wide guards: no test may reach the network beyond this machine's loopback."""
+"""Suite-wide guards: no test may reach the network beyond this machine's loopback; retry waits
+are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from chatcli import retry
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -40,6 +43,13 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _full_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries wait the whole backoff (the top of the jitter's range), so tests that count the
+    waits see 1 s, 2 s, ...; tests/test_retry.py checks the jitter itself."""
+    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
 
 
 # CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test

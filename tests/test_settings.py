@@ -83,6 +83,19 @@ def test_bad_environment_value_names_the_variable(
         load_settings({}, env)
 
 
+def test_chatcli_config_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "config.toml"
+    env = {**_home(tmp_path), "CHATCLI_CONFIG": str(missing)}
+    with pytest.raises(ConfigError) as raised:
+        load_settings({}, env)
+    assert "CHATCLI_CONFIG" in str(raised.value) and str(missing) in str(raised.value)
+    # The same file, once it exists, is read.
+    missing.parent.mkdir()
+    missing.write_text('model = "named"\n', encoding="utf-8")
+    settings = load_settings({}, env)
+    assert (settings.model, settings.config_path) == ("named", missing)
+
+
 def test_config_path_order() -> None:
     assert default_config_path({"CHATCLI_CONFIG": "/x/c.toml", "CHATCLI_HOME": "/h"}) == Path(
         "/x/c.toml"

@@ -1,12 +1,15 @@
 """When to ask a provider again after a rate limit or a transient error, and how long to wait.
 
-Pure functions of the attempt number and the provider's Retry-After: no clock and no sleep
-(callers inject those). Shared by the recovery loop and the compaction's summary calls, so one
-policy decides every retry; it lives apart from both because the recovery module imports the
-compaction module.
+Pure functions of the attempt number, the provider's Retry-After and a random draw: no clock
+and no sleep (callers inject those). Shared by the recovery loop and the compaction's summary
+calls, so one policy decides every retry; it lives apart from both because the recovery
+module imports the compaction module.
 """
 
 from __future__ import annotations
+
+import random as _random
+from collections.abc import Callable
 
 from chatcli.errors import ErrorKind
 
@@ -15,26 +18,42 @@ __all__ = [
     "RETRYABLE",
     "RETRY_BASE_DELAY",
     "RETRY_MAX_DELAY",
+    "RandomSource",
+    "jitter_source",
     "retry_delay",
 ]
 
 # Rate-limit / transient retries in a row before the error is raised (a success resets it).
 DEFAULT_MAX_RETRIES = 2
-# Backoff: 1 s, 2 s, 4 s, ... capped at RETRY_MAX_DELAY. A Retry-After longer than that cap
-# (a quota window, an outage) is not waited for: blocking a call for minutes helps nobody.
+# Backoff: up to 1 s, 2 s, 4 s, ... capped at RETRY_MAX_DELAY. A Retry-After longer than that
+# cap (a quota window, an outage) is not waited for: blocking a call for minutes helps nobody.
 RETRY_BASE_DELAY = 1.0
 RETRY_MAX_DELAY = 30.0
 # The kinds worth asking again: waiting can fix them (a quota or a bad request it cannot).
 RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
 
+# A draw in [0, 1): `random.random`, or a fixed function in tests.
+RandomSource = Callable[[], float]
 
-def retry_delay(attempt: int, retry_after: float | None) -> float | None:
+# Where `retry_delay` draws its jitter when the caller passes no source. Module state on
+# purpose: the recovery loop and the compaction call `retry_delay` deep inside, and a test
+# suite pins this one name (tests/conftest.py) instead of threading a source through both.
+jitter_source: RandomSource = _random.random
+
+
+def retry_delay(
+    attempt: int, retry_after: float | None, *, random: RandomSource | None = None
+) -> float | None:
     """Seconds to wait before retry number `attempt` (1-based), or None: do not retry.
 
-    The provider's Retry-After wins when it is within `RETRY_MAX_DELAY`; without one, the
-    delay doubles from `RETRY_BASE_DELAY` up to that cap. No jitter: the policy is
-    deterministic, and one client's retries are not a thundering herd.
+    The provider's Retry-After wins when it is within `RETRY_MAX_DELAY`: it is waited exactly.
+    Without one, "full jitter": a uniform draw in [0, backoff], where the backoff doubles from
+    `RETRY_BASE_DELAY` up to that cap. Clients that failed together (one rate-limit window, one
+    outage) then spread their retries instead of all coming back at the same instant.
+    `random` returns a float in [0, 1) (default: `jitter_source`).
     """
     if retry_after is not None:
         return max(0.0, float(retry_after)) if retry_after <= RETRY_MAX_DELAY else None
-    return min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
+    backoff = min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
+    draw = (random or jitter_source)()
+    return backoff * min(max(draw, 0.0), 1.0)

@@ -3,8 +3,9 @@
 Precedence, lowest to highest: built-in defaults, the config file, `CHATCLI_*` variables,
 command-line flags. The config file is `$CHATCLI_CONFIG`, else `$CHATCLI_HOME/config.toml`,
 else `config.toml` in the user's config directory (`$XDG_CONFIG_HOME/chatcli`, default
-`~/.config/chatcli`; `%APPDATA%\\chatcli` on Windows). A missing file is fine; a malformed one,
-an unknown key or a bad value is a `ConfigError` that names the file or the variable.
+`~/.config/chatcli`; `%APPDATA%\\chatcli` on Windows). A missing default file is fine; a
+`$CHATCLI_CONFIG` that names no file, a malformed file, an unknown key or a bad value is a
+`ConfigError` that names the file or the variable.
 
 API keys are read only from the environment or the OS keyring (`keyring`, when importable):
 never from the config file (a key there is refused, so it cannot end up in a dotfiles repo),
@@ -96,6 +97,9 @@ def load_settings(
     """Defaults < config file < environment < `flags` (a flag set to None is not given)."""
     env = os.environ if environ is None else environ
     path = default_config_path(env)
+    if env.get("CHATCLI_CONFIG") and not path.is_file():
+        # Named explicitly: a typo must not silently fall back to the defaults.
+        raise ConfigError(f"CHATCLI_CONFIG={env['CHATCLI_CONFIG']!r}: no such file: {path}")
     values: dict[str, Any] = {}
     values.update(_read_config(path))
     values.update(_from_env(env))
