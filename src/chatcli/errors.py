@@ -56,6 +56,7 @@ __all__ = [
     "classify_error",
     "is_context_window_stop",
     "redact_secrets",
+    "silent_truncation",
 ]
 
 
@@ -172,6 +173,48 @@ def is_context_window_stop(raw_stop_reason: str | None) -> bool:
     vLLM, llama.cpp and Ollama also report it when the window, not max_tokens, ran out.
     """
     return raw_stop_reason is not None and raw_stop_reason.strip().lower() in _CONTEXT_WINDOW_STOPS
+
+
+# --------------------------------------------------------------------------------------------
+# Silent truncation
+# --------------------------------------------------------------------------------------------
+
+
+def silent_truncation(
+    usage: Usage,
+    estimate: int,
+    context_window: int | None,
+    *,
+    min_ratio: float = 0.5,
+    min_estimate: int = 512,
+) -> str | None:
+    """Why a 200 answer looks like the server cut the prompt silently (Ollama does), or None.
+
+    `usage` is what the server reported, `estimate` chatcli's count of what was sent (message
+    text only, so it errs low), `context_window` the window the server runs with, if known.
+    The prompt the server saw is `usage.prompt_tokens`: uncached tokens plus cache reads and
+    writes, so a server that reports its cached prefix (`cached_tokens`) is judged on all of it.
+
+    - The reported prompt fills the whole window: cut (Ollama keeps exactly `num_ctx` tokens).
+    - Fewer than `min_ratio` of the tokens sent arrived AND what was sent could not fit the
+      window (the estimate exceeds it). A low count alone proves nothing: Ollama reports only
+      the uncached part of a prompt whose prefix it kept in its KV cache (0.30 until
+      ollama#16428; 0 for a fully cached prompt before ollama#5371), so every long cached
+      conversation would look cut. Without a known window the ratio is not judged.
+    - No usage reported (0 tokens): nothing to judge.
+    """
+    reported = usage.prompt_tokens
+    if reported <= 0:
+        return None
+    if context_window is not None and reported >= context_window:
+        return f"the reported prompt ({reported} tokens) fills the {context_window}-token context"
+    few_arrived = estimate >= min_estimate and reported < min_ratio * estimate
+    if few_arrived and context_window is not None and estimate > context_window:
+        return (
+            f"the server reported {reported} prompt tokens, but about {estimate} were sent"
+            f" to a {context_window}-token context"
+        )
+    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ actually do:
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
   which may be smaller than the model's.
 - Overflow that the server does not report as an error is detected: a prompt cut silently
-  (Ollama truncates and answers 200; see `TruncationCheck`). An empty event stream (no event
+  (Ollama truncates and answers 200; see `TruncationCheck`: it needs `context_window` set to
+  tell a cut prompt from a cached one). An empty event stream (no event
   at all: llama-cpp-python's answer to an over-long streamed prompt) is asked again without
   streaming, which gets the server's real answer or its real error, numbers included.
 - `finish_reason: "length"` when prompt + output filled the whole window (and the output did
@@ -30,8 +31,14 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chatcli.errors import SILENT_TRUNCATION, ErrorInfo, ErrorKind, ProviderError
-from chatcli.messages import StopReason
+from chatcli.errors import (
+    SILENT_TRUNCATION,
+    ErrorInfo,
+    ErrorKind,
+    ProviderError,
+    silent_truncation,
+)
+from chatcli.messages import StopReason, Usage
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
@@ -45,34 +52,29 @@ _NO_KEY = "no-key"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TruncationCheck:
-    """Heuristics that detect an overflow the server did not report (None turns them off).
+    """Detects an overflow the server did not report (None turns it off); the rule itself is
+    `chatcli.errors.silent_truncation`, which needs the window to judge a low count.
 
-    With P the prompt tokens the server reports and E the estimate of what was sent:
-
-    - truncated prompt: P >= `context_window` (the prompt filled the whole window), or
-      E >= `min_estimate` and P < `min_ratio` * E (far fewer tokens arrived than were sent).
-
-    The estimate counts message text only (tool schemas add to P, never to E), so it errs low:
-    with the default estimator (4 chars per token) and ratio 0.5, a false alarm needs text
-    that the server's tokenizer packs at over 8 chars per token. Prompts under
-    `min_estimate` tokens are never judged by ratio: chat-template overhead dominates them.
+    The estimate counts message text only (tool schemas add to the reported count, never to
+    the estimate), so it errs low: with the default estimator (4 chars per token) and ratio
+    0.5, a false alarm needs text that the server's tokenizer packs at over 8 chars per token.
+    Prompts under `min_estimate` tokens are never judged by ratio: chat-template overhead
+    dominates them.
     """
 
     min_ratio: float = 0.5
     min_estimate: int = 512
     estimator: TokenEstimator = field(default_factory=TokenEstimator)
 
-    def truncation(self, reported: int, estimate: int, context_window: int | None) -> str | None:
-        """Why a prompt of `estimate` tokens reported as `reported` looks truncated, or None."""
-        if reported <= 0:  # the server reported no usage: nothing to judge
-            return None
-        if context_window is not None and reported >= context_window:
-            return (
-                f"the reported prompt ({reported} tokens) fills the {context_window}-token context"
-            )
-        if estimate >= self.min_estimate and reported < self.min_ratio * estimate:
-            return f"the server reported {reported} prompt tokens, but about {estimate} were sent"
-        return None
+    def truncation(self, usage: Usage, estimate: int, context_window: int | None) -> str | None:
+        """Why a prompt of `estimate` tokens, answered with `usage`, looks truncated, or None."""
+        return silent_truncation(
+            usage,
+            estimate,
+            context_window,
+            min_ratio=self.min_ratio,
+            min_estimate=self.min_estimate,
+        )
 
 
 class OpenAICompatible(OpenAIBase):
@@ -129,11 +131,10 @@ class OpenAICompatible(OpenAIBase):
         if self.truncation_check is None:
             return
         estimate = self.truncation_check.estimator.count(request.messages)
-        reported = response.usage.prompt_tokens
-        why = self.truncation_check.truncation(reported, estimate, self.context_window)
+        why = self.truncation_check.truncation(response.usage, estimate, self.context_window)
         if why is not None:
             message = f"prompt silently truncated by the server (detected from usage): {why}"
-            limit = self.context_window if self.context_window is not None else reported
+            limit = self.context_window or response.usage.prompt_tokens
             raise _overflow(message, prompt_tokens=estimate, limit=limit, reason=SILENT_TRUNCATION)
 
     def _window_stop(self, response: Response, request: Request) -> Response:

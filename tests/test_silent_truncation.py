@@ -1,0 +1,126 @@
+"""Silent truncation on OpenAI-compatible servers, judged on the usage real servers report.
+
+tests/data/ollama-usage.json holds answers in the shape Ollama (and LM Studio) send, with the
+prompt counts each version reports: 0 for a cached prompt (before ollama#5371), only the
+uncached part (0.30), the whole prompt plus `cached_tokens` (after ollama#16428), and a prompt
+cut to the window. Each is served by a local server to the real adapter, which must raise an
+overflow for a cut prompt and nothing for a cached one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcli.errors import SILENT_TRUNCATION, ErrorKind, ProviderError, silent_truncation
+from chatcli.messages import Message, Usage
+from chatcli.providers.base import Request
+from chatcli.providers.openai_compat import OpenAICompatible
+from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_openai_adapter import MODES, ask
+
+DATA = Path(__file__).parent / "data" / "ollama-usage.json"
+BODIES = {r["id"]: r["body"] for r in json.loads(DATA.read_text(encoding="utf-8"))}
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with replay_server() as s:
+        yield s
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def conversation(tokens: int) -> Request:
+    """A long conversation that the default estimator puts at about `tokens` tokens."""
+    turn = "lorem ipsum " * 300  # ~900 tokens
+    messages = []
+    for i in range(tokens // 1_800):
+        messages += [Message.user(f"{i} {turn}"), Message.assistant(f"{i} {turn}")]
+    return Request(messages=(*messages, Message.user("and now?")))
+
+
+async def answer(
+    server: ReplayServer, body: dict[str, Any], sent: int, window: int | None, mode: str
+) -> Any:
+    server.add(Scripted(body=body))
+    provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=window)
+    try:
+        return await ask(provider, conversation(sent), mode)
+    finally:
+        provider.close()
+        await provider.aclose()
+
+
+# (record, tokens sent, window): a cached conversation that fits is never a truncation.
+CACHED = [
+    pytest.param("ou-1", 20_000, 32_768, id="ollama-2024-cached-prompt-reported-as-0"),
+    pytest.param("ou-2", 20_000, 32_768, id="ollama-0.30-uncached-part-only"),
+    pytest.param("ou-2", 20_000, None, id="ollama-0.30-uncached-part-only-window-unknown"),
+    pytest.param("ou-3", 20_000, 32_768, id="ollama-cached-tokens-reported"),
+    pytest.param("ou-3", 20_000, None, id="ollama-cached-tokens-reported-window-unknown"),
+    pytest.param("ou-4", 17_000, 32_768, id="lm-studio-full-count-on-a-cache-hit"),
+]
+
+
+@pytest.mark.parametrize(("record", "sent", "window"), CACHED)
+async def test_a_cached_prompt_is_not_a_truncation(
+    server: ReplayServer, mode: str, record: str, sent: int, window: int | None
+) -> None:
+    response = await answer(server, BODIES[record], sent, window, mode)
+    assert response.usage.prompt_tokens == BODIES[record]["usage"]["prompt_tokens"]
+
+
+async def test_a_reported_cached_prefix_counts_as_prompt(server: ReplayServer, mode: str) -> None:
+    response = await answer(server, BODIES["ou-3"], 20_000, 32_768, mode)
+    assert response.usage.cache_read_tokens == 20_438
+    assert response.usage.prompt_tokens == 20_480
+
+
+# (record, tokens sent, window): what was sent cannot fit, and the server says it read less.
+CUT = [
+    pytest.param("ou-5", 74_706, 2_048, id="ollama-cut-to-num_ctx"),
+    pytest.param("ou-2", 20_000, 8_192, id="ollama-0.30-low-count-for-a-prompt-over-the-window"),
+]
+
+
+@pytest.mark.parametrize(("record", "sent", "window"), CUT)
+async def test_a_cut_prompt_is_an_overflow(
+    server: ReplayServer, mode: str, record: str, sent: int, window: int
+) -> None:
+    with pytest.raises(ProviderError, match="detected from usage") as caught:
+        await answer(server, BODIES[record], sent, window, mode)
+    info = caught.value.info
+    assert (info.kind, info.reason, info.limit) == (
+        ErrorKind.CONTEXT_OVERFLOW,
+        SILENT_TRUNCATION,
+        window,
+    )
+    assert info.prompt_tokens is not None and info.prompt_tokens > window
+
+
+@pytest.mark.parametrize(
+    ("reported", "cached", "estimate", "window", "truncated"),
+    [
+        (14, 0, 20, None, False),  # a short prompt is never judged by ratio
+        (900, 0, 1_000, 2_048, False),  # a different tokenizer, not a cut
+        (400, 0, 1_000, 2_048, False),  # few arrived, but all of it fits: a cached prefix
+        (400, 0, 3_000, 2_048, True),  # few arrived, and it could not fit
+        (400, 0, 3_000, None, False),  # window unknown: a low count alone proves nothing
+        (2_048, 0, 2_000, 2_048, True),  # the prompt filled the whole configured window
+        (60, 2_000, 3_000, 2_048, True),  # cached prefix counted: fills the window
+        (0, 0, 100_000, 2_048, False),  # no usage reported: nothing to judge
+    ],
+)
+def test_the_rule(
+    reported: int, cached: int, estimate: int, window: int | None, truncated: bool
+) -> None:
+    usage = Usage(input_tokens=reported, cache_read_tokens=cached)
+    assert (silent_truncation(usage, estimate, window) is not None) is truncated
