@@ -62,9 +62,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _skipped.append(report.nodeid)
 
 
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    # A module-level `pytest.importorskip` (or `skip(allow_module_level=True)`) skips the whole
+    # module at collection: its tests never run, so `pytest_runtest_logreport` never sees them.
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _skipped and os.environ.get("CHATCLI_REQUIRE_SERVERS") == "1":
-        print(f"\nCHATCLI_REQUIRE_SERVERS=1 but {len(_skipped)} test(s) were skipped:")
+        print(f"\nCHATCLI_REQUIRE_SERVERS=1 but {len(_skipped)} test(s) or module(s) were skipped:")
         for nodeid in _skipped:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
