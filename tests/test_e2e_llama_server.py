@@ -9,7 +9,9 @@ never emits an end token) and the streams are its real event streams.
 The expected recovery of each turn comes from the server's own tokenizer, not from chatcli's
 estimate: the levels a turn must skip are the ones whose view the server counts as too long,
 and the level it must send is the first one the server counts as fitting (`level_views`
-builds the views the way the policy does: budget, pairing, then each level on the previous).
+builds the views the way the policy does: microcompaction, budget, pairing, then each level on
+the previous). Microcompaction is `Client`'s default, so the expected views go through the
+policy's own `apply_microcompaction` rather than assuming when it acts.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, StopReason, ToolCall
 from chatcli.providers.base import Provider, Request, Response, TextDelta
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.recovery import Client, Reply
+from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.session import StreamingTap
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.test_client_e2e import assert_paired
@@ -137,11 +139,11 @@ def paragraph(chars: int, start: int) -> str:
     return repeated[offset : offset + chars]
 
 
-def tool_round(turn: int) -> list[Message]:
+def tool_round(turn: int, big: int = 1_500) -> list[Message]:
     """The user's request, the tool call the agent made for it, and its scripted result:
-    two big results (1,500 chars, clipped by the budget) in every four turns."""
+    two big results (`big` chars, clipped by the budget) in every four turns."""
     call = ToolCall(id=f"call_{turn}", name="read_log", arguments={"turn": turn})
-    size = 1_500 if turn % 4 in (2, 3) else 120
+    size = big if turn % 4 in (2, 3) else 120
     return [
         Message.user(f"Request {turn}: read the log of step {turn} and say what it shows."),
         Message.assistant(tool_calls=(call,)),
@@ -149,10 +151,14 @@ def tool_round(turn: int) -> list[Message]:
     ]
 
 
-def level_views(transcript: Sequence[Message], config: RecoveryConfig) -> list[tuple[Message, ...]]:
-    """The working view at levels 0-3 as the policy builds them (levels are cumulative)."""
+def level_views(
+    transcript: Sequence[Message], config: RecoveryConfig, policy: RecoveryPolicy | None = None
+) -> list[tuple[Message, ...]]:
+    """The working view at levels 0-3 as the policy builds them (levels are cumulative),
+    starting from the policy's microcompaction (`Client`'s default policy unless given)."""
+    policy = policy if policy is not None else RecoveryPolicy(config=config)
     budgeted = enforce_tool_result_budget(
-        transcript,
+        policy.apply_microcompaction(transcript),
         per_result_chars=config.tool_result_max_chars,
         per_turn_chars=config.tool_result_budget_chars,
     )
@@ -276,6 +282,25 @@ async def test_the_async_client_recovers_the_same_way(
     finally:
         await adapter.aclose()
     assert assert_turn(reply, provider.requests, transcript, fits) > 0
+
+
+@pytest.mark.llama_server
+def test_the_default_pipeline_microcompacts_large_old_results_on_the_real_server(
+    adapter: OpenAICompatible, fits: Fits
+) -> None:
+    """Results of 4,000 chars (over microcompaction's size floor), some turns old: `Client`'s
+    default microcompaction shrinks them before the budget and the levels, and what reaches
+    the server is exactly the views the policy's own functions build."""
+    transcript = [SYSTEM, *(m for turn in range(1, 8) for m in tool_round(turn, big=4_000))]
+    microcompacted = RecoveryPolicy(config=CONFIG).apply_microcompaction(transcript)
+    # The point of this test: it fails loudly if microcompaction stops acting here.
+    assert microcompacted != tuple(transcript), "microcompaction did not act on this conversation"
+    provider = Recording(adapter)
+    reply = Client(provider, CONFIG).send(transcript, max_tokens=MAX_TOKENS)
+    assert_turn(reply, provider.requests, transcript, fits)
+    # Without microcompaction the first view would differ: the expectation is not vacuous.
+    unshrunk = level_views(transcript, CONFIG, RecoveryPolicy(config=CONFIG, microcompact=None))
+    assert provider.requests[0].messages != unshrunk[0]
 
 
 # --- pre-flight -----------------------------------------------------------------------------
