@@ -10,7 +10,6 @@ overflow for a cut prompt and nothing for a cached one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,11 @@ from chatcli.errors import SILENT_TRUNCATION, ErrorKind, ProviderError, silent_t
 from chatcli.messages import Message, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import Scripted, replay_server
 from tests.test_openai_adapter import MODES, ask
 
 DATA = Path(__file__).parent / "data" / "ollama-usage.json"
 BODIES = {r["id"]: r["body"] for r in json.loads(DATA.read_text(encoding="utf-8"))}
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
-
-
-@pytest.fixture(params=MODES)
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def conversation(tokens: int) -> Request:
@@ -47,16 +35,16 @@ def conversation(tokens: int) -> Request:
     return Request(messages=(*messages, Message.user("and now?")))
 
 
-async def answer(
-    server: ReplayServer, body: dict[str, Any], sent: int, window: int | None, mode: str
-) -> Any:
-    server.add(Scripted(body=body))
-    provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=window)
-    try:
-        return await ask(provider, conversation(sent), mode)
-    finally:
-        provider.close()
-        await provider.aclose()
+async def answer(body: dict[str, Any], sent: int, window: int | None, mode: str) -> Any:
+    """What the adapter makes of `body`, served for a conversation of ~`sent` tokens."""
+    with replay_server() as server:
+        server.add(Scripted(body=body))
+        provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=window)
+        try:
+            return await ask(provider, conversation(sent), mode)
+        finally:
+            provider.close()
+            await provider.aclose()
 
 
 # (record, tokens sent, window): a cached conversation that fits is never a truncation.
@@ -70,16 +58,18 @@ CACHED = [
 ]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("record", "sent", "window"), CACHED)
 async def test_a_cached_prompt_is_not_a_truncation(
-    server: ReplayServer, mode: str, record: str, sent: int, window: int | None
+    mode: str, record: str, sent: int, window: int | None
 ) -> None:
-    response = await answer(server, BODIES[record], sent, window, mode)
+    response = await answer(BODIES[record], sent, window, mode)
     assert response.usage.prompt_tokens == BODIES[record]["usage"]["prompt_tokens"]
 
 
-async def test_a_reported_cached_prefix_counts_as_prompt(server: ReplayServer, mode: str) -> None:
-    response = await answer(server, BODIES["ou-3"], 20_000, 32_768, mode)
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_reported_cached_prefix_counts_as_prompt(mode: str) -> None:
+    response = await answer(BODIES["ou-3"], 20_000, 32_768, mode)
     assert response.usage.cache_read_tokens == 20_438
     assert response.usage.prompt_tokens == 20_480
 
@@ -91,12 +81,11 @@ CUT = [
 ]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("record", "sent", "window"), CUT)
-async def test_a_cut_prompt_is_an_overflow(
-    server: ReplayServer, mode: str, record: str, sent: int, window: int
-) -> None:
+async def test_a_cut_prompt_is_an_overflow(mode: str, record: str, sent: int, window: int) -> None:
     with pytest.raises(ProviderError, match="detected from usage") as caught:
-        await answer(server, BODIES[record], sent, window, mode)
+        await answer(BODIES[record], sent, window, mode)
     info = caught.value.info
     assert (info.kind, info.reason, info.limit) == (
         ErrorKind.CONTEXT_OVERFLOW,
