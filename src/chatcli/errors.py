@@ -28,7 +28,9 @@ extracted only for `CONTEXT_OVERFLOW` and `OUTPUT_CAP`, where recovery uses them
 
 Stop reasons that mean "the context window filled up" on a *successful* response are not
 errors; adapters ask `is_context_window_stop(raw_stop_reason)`, which lives here so that the
-list of such stop reasons and the overflow codes stay in one place.
+list of such stop reasons and the overflow codes stay in one place. Likewise
+`silent_truncation` judges from a 200 answer's usage whether the server cut the prompt
+without saying so (Ollama); an adapter raises that as an overflow with `SILENT_TRUNCATION`.
 """
 
 from __future__ import annotations
