@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -299,11 +301,23 @@ def test_resume_and_sessions(tmp_path: Path) -> None:
     assert screen.count(first.id) >= 2
 
 
+@pytest.fixture
+def usual_config_path() -> Iterator[str]:
+    """An existing, empty config file at a path of a usual length (~50 chars; a CHATCLI_CONFIG
+    that names no file is an error)."""
+    home = Path(tempfile.mkdtemp(prefix="ada.lovelace-"))
+    config = home / ".config" / "chatcli" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.touch()
+    yield str(config)
+    shutil.rmtree(home)
+
+
 @pytest.mark.parametrize("stdin", [None, "", "piped text"], ids=["tty", "empty-pipe", "pipe"])
 def test_no_provider_prints_what_to_set_on_one_80x24_screen(
-    tmp_path: Path, stdin: str | None
+    tmp_path: Path, stdin: str | None, usual_config_path: str
 ) -> None:
-    config = "/home/ada.lovelace/.config/chatcli/config.toml"  # a usual length
+    config = usual_config_path
     env = {"CHATCLI_CONFIG": config}
     code, screen = run(tmp_path, [], argv=(), env=env, stdin=stdin, width=80)
     assert code == 2
