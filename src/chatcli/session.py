@@ -29,8 +29,8 @@ from chatcli.events import Event
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, Response, TextDelta, ToolSpec
 from chatcli.recovery import Client, RecoveryPolicy, Reply
-from chatcli.serialize import message_from_dict, message_to_dict
-from chatcli.store import SessionInfo, SessionStore, StoredRequest
+from chatcli.serialize import message_from_dict
+from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredRequest
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
@@ -52,8 +52,8 @@ CANCELLED_NOTE = "[answer cancelled by the user]"
 # Tags of the stored requests that are compactions (a failed one was paid for too).
 COMPACTION_TAGS = ("compaction", "compaction-failed")
 BUDGET_WARN_FRACTION = 0.8
-# Event kinds that reset the working view; their data holds it ("view") and the transcript
-# length it covers ("upto").
+# Event kinds that reset the working view; their data holds the transcript length it covers
+# ("upto"), and the view itself (a clear) or their request stores it (a compaction).
 _VIEW_EVENTS = ("compaction", "clear")
 
 DeltaHook = Callable[[str], None]
@@ -406,9 +406,17 @@ class ChatSession:
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
         for event in reversed(self.store.events(self.info.id)):
             if event.kind in _VIEW_EVENTS:
-                view = tuple(message_from_dict(m) for m in event.data["view"])
-                return view, int(event.data["upto"])
+                return self._event_view(event), int(event.data["upto"])
         return None, 0
+
+    def _event_view(self, event: StoredEvent) -> tuple[Message, ...]:
+        """The view a compaction or clear made: in its data (a clear, an old compaction) or
+        stored, by reference, with the compaction's request."""
+        if "view" in event.data:
+            return tuple(message_from_dict(m) for m in event.data["view"])
+        if event.request_id is None:
+            raise ValueError(f"stored {event.kind} event {event.id} holds no view")
+        return self.store.view(self.info.id, event.request_id)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -550,7 +558,7 @@ class ChatSession:
         the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
-        data = {"view": [message_to_dict(m) for m in result.messages], "upto": self.upto}
+        data = {"upto": self.upto}  # the view is the request's, stored by reference
         self._ensure_saved()
         self.store.record_request(
             self.info.id,
