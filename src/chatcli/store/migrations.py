@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from chatcli.redact import redact_url
 from chatcli.store.views import ViewIndex, dump_json
 
 __all__ = ["MIGRATIONS", "migrate", "transaction"]
@@ -138,12 +139,23 @@ def _drop_event_view_copies(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE events SET data = ? WHERE id = ?", (dump_json(fields), event_id))
 
 
+def m005_redact_base_urls(conn: sqlite3.Connection) -> None:
+    """Sessions stored a `base_url` as given, credentials and all (`https://user:token@host`,
+    `?api-key=...`): store it redacted, as new sessions are."""
+    rows = conn.execute("SELECT id, base_url FROM sessions WHERE base_url IS NOT NULL")
+    for session_id, base_url in rows.fetchall():
+        redacted = redact_url(base_url)
+        if redacted != base_url:
+            conn.execute("UPDATE sessions SET base_url = ? WHERE id = ?", (redacted, session_id))
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_session_settings,
     m003_clear_is_an_event,
     m004_views_by_reference,
+    m005_redact_base_urls,
 )
 
 

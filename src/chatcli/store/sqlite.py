@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from chatcli.messages import Message, Usage
+from chatcli.redact import redact_url
 from chatcli.serialize import message_from_dict, message_to_dict, usage_from_dict, usage_to_dict
 from chatcli.store.migrations import migrate, transaction
+from chatcli.store.private import private_directory, private_file
 from chatcli.store.views import ViewIndex, dump_json
 
 __all__ = [
@@ -42,7 +44,8 @@ class SessionNotFound(LookupError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """A session and the provider settings it runs with (`base_url`, `context_window`,
-    `max_tokens`: None when not set; never an API key)."""
+    `max_tokens`: None when not set; never an API key, and `base_url` is stored and shown
+    with its credentials redacted: `chatcli.redact`)."""
 
     id: str
     created_at: str
@@ -53,6 +56,10 @@ class SessionInfo:
     context_window: int | None = None
     max_tokens: int | None = None
     message_count: int = 0
+
+    def __post_init__(self) -> None:
+        # Here, so that no SessionInfo, stored or not, ever holds a credential.
+        object.__setattr__(self, "base_url", redact_url(self.base_url))
 
     @classmethod
     def new(cls, **settings: Any) -> SessionInfo:
@@ -93,9 +100,17 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
 class SessionStore:
     """One open database. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, data_directory: bool = False) -> None:
+        """Open (or create) the database at `path`. Directories it creates are 0700; the
+        database and its -wal/-shm files are 0600, tightened when they exist. An existing
+        directory is tightened to 0700 only when it is chatcli's own (`data_directory`):
+        another is the caller's to set."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if data_directory or not self.path.parent.exists():
+            private_directory(self.path.parent)
+        private_file(self.path)
+        for suffix in ("-wal", "-shm"):
+            private_file(Path(f"{self.path}{suffix}"), create=False)
         self._conn = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
         )
