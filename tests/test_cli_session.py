@@ -230,6 +230,24 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
     assert results == [output] * 5
 
 
+def test_microcompaction_none_turns_it_off_as_for_the_client(store: SessionStore) -> None:
+    # The same rounds as above, which the default microcompaction stubs and cuts: with
+    # microcompaction=None (as `Client(microcompact=None)`) every result is sent whole and
+    # /context calls each verbatim. It used to fall back to the default settings.
+    provider = ScriptedProvider(script=[response("done")])
+    session = open_session(store, provider, microcompaction=None)
+    output = "x = 1\n" * 1000
+    for i in range(5):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"f{i}.py"})
+        round_ = (Message.user(f"read f{i}.py"), Message.assistant(tool_calls=(call,)))
+        session.append((*round_, Message.tool(f"c{i}", output), Message.assistant("read")))
+    tool_rows = [r for r in session.context_report().rows if r.role is Role.TOOL]
+    assert [r.status for r in tool_rows] == [Status.VERBATIM] * 5
+    session.send("next")
+    sent = [m.text for m in provider.requests[0].messages if m.role is Role.TOOL]
+    assert sent == [output] * 5
+
+
 def test_context_report_judges_cuts_with_the_sessions_microcompaction(
     store: SessionStore,
 ) -> None:

@@ -23,7 +23,8 @@ from chatcli.demo import (
     open_demo_session,
     run_step,
 )
-from chatcli.session import ChatSession, describe_compaction
+from chatcli.session import ChatSession
+from chatcli.session_text import describe_compaction
 from chatcli.settings import load_settings
 from chatcli.store import SessionStore
 

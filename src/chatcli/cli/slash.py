@@ -19,7 +19,7 @@ from chatcli.cli.render import context_view, cost_table, sessions_table, transcr
 from chatcli.errors import ChatcliError, CompactionError
 from chatcli.export import FORMATS, export_transcript
 from chatcli.providers.registry import model_info
-from chatcli.session import describe_compaction
+from chatcli.session_text import describe_compaction
 from chatcli.store import SessionNotFound
 
 __all__ = ["SLASH_COMMANDS", "SlashCommand", "UsageError", "dispatch"]
