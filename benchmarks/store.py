@@ -16,7 +16,9 @@ Two sessions, each in a fresh database:
 - agent, through `ChatSession`: each turn runs a tool (a call, then its result: a real
   standard-library source file, 1,500-30,000 chars) and asks the model to go on; the session
   uses the chat's defaults (microcompaction, tool-result budget, recovery levels), so its
-  views hold cut and stubbed results as well as transcript messages.
+  views hold cut and stubbed results as well as transcript messages. The model's window is
+  1,000,000 tokens, so the views hold the whole conversation (no recovery level cuts it):
+  the case where a copy per request costs most.
 
 Printed per run: the transcript's own size (the session exported as JSON by `chatcli
 sessions export --format json`, and the stored message rows alone), the database file
@@ -54,7 +56,10 @@ from chatcli.store import SessionStore
 
 DEFAULT_TURNS = (60, 100, 1_000)
 QUESTION_CHARS = 2_600
-WINDOW = 100_000
+CHAT_WINDOW = 100_000
+# A 1M-token window (Gemini's, Claude's largest): the agent's views hold the whole
+# conversation, as they do until the window is reached, which is when copies cost most.
+AGENT_WINDOW = 1_000_000
 TEST_PROVIDER = "python:tests.cli_provider:windowed"
 
 
@@ -78,7 +83,7 @@ def sources() -> Iterator[str]:
 
 def chat_through_the_cli(home: Path, turns: int) -> None:
     questions = prose()
-    environ = {"CHATCLI_HOME": str(home), "HOME": str(home), "CHATCLI_TEST_WINDOW": str(WINDOW)}
+    environ = {"CHATCLI_HOME": str(home), "HOME": str(home), "CHATCLI_TEST_WINDOW": str(CHAT_WINDOW)}
     for turn in range(turns):
         ui = Ui(console=Console(file=io.StringIO(), width=100), interactive=False)
         ui.stdin = io.StringIO("")
@@ -90,7 +95,7 @@ def chat_through_the_cli(home: Path, turns: int) -> None:
 
 def agent_through_the_session(home: Path, turns: int) -> None:
     outputs = sources()
-    provider = StreamingWindowed(window=WINDOW, answer=answer_for)
+    provider = StreamingWindowed(window=AGENT_WINDOW, answer=answer_for)
     with SessionStore(home / "sessions.db") as store:
         session = ChatSession.open(store, provider, provider_name="test", model="test-model")
         session.send("Task: review the standard library, one module per step.")

@@ -349,3 +349,23 @@ def test_migration_4_converts_stored_view_copies_to_references(tmp_path: Path) -
         assert event.data == {"upto": 5}  # its view is the request's
         raw = [r[0] for r in store._conn.execute("SELECT view FROM requests ORDER BY id")]
     assert raw[0] == '{"add":[[1,2]]}' and raw[2] == '{"add":[[1,5]]}'
+
+
+def test_a_database_of_view_copies_shrinks_when_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate_to(conn, 3)
+    conn.execute("INSERT INTO sessions(id, created_at) VALUES ('s1', 'then')")
+    body = json.dumps(message_to_dict(Message.user("q" * 20_000)), separators=(",", ":"))
+    conn.execute("INSERT INTO messages VALUES ('s1', 1, 't', 'user', ?)", (body,))
+    for rid in range(1, 201):  # 200 copies of a 20k-char view: ~4 MB
+        conn.execute(
+            "INSERT INTO requests(id, session_id, created_at, tag, usage, view) VALUES"
+            " (?, 's1', 't', 'chat', '{}', ?)",
+            (rid, f"[{body}]"),
+        )
+    conn.close()
+    before = db.stat().st_size
+    with SessionStore(db) as store:
+        assert store.view("s1", 200) == (Message.user("q" * 20_000),)
+    assert before > 4_000_000 and db.stat().st_size < 200_000

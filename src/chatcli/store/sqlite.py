@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_SECONDS = 10.0
+FREE_PAGES_TO_VACUUM = 256  # 1 MiB of 4 KiB pages: below that, not worth a rewrite
 
 
 class SessionNotFound(LookupError):
@@ -119,7 +120,16 @@ class SessionStore:
         # FULL: a committed append survives power loss too, not only a killed process.
         self._conn.execute("PRAGMA synchronous=FULL")
         self.schema_version = migrate(self._conn)
+        self._give_back_free_space()
         self._views = ViewIndex(self._conn)
+
+    def _give_back_free_space(self) -> None:
+        """A file mostly free pages (m004 turned copies of views into references) is
+        rewritten smaller: once, after the migration, since nothing else frees pages."""
+        (free,) = self._conn.execute("PRAGMA freelist_count").fetchone()
+        (pages,) = self._conn.execute("PRAGMA page_count").fetchone()
+        if free > FREE_PAGES_TO_VACUUM and free * 2 > pages:
+            self._conn.execute("VACUUM")
 
     def close(self) -> None:
         self._conn.close()
