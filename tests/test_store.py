@@ -13,11 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.serialize import message_to_dict
 from chatcli.store import SessionNotFound, SessionStore, default_db_path
 from chatcli.store.migrations import MIGRATIONS, transaction
+from chatcli.store.views import ViewRecord, from_runs, plan_record, to_runs
 
 WRITER = """
 import sys
@@ -369,3 +372,18 @@ def test_a_database_of_view_copies_shrinks_when_migrated(tmp_path: Path) -> None
     with SessionStore(db) as store:
         assert store.view("s1", 200) == (Message.user("q" * 20_000),)
     assert before > 4_000_000 and db.stat().st_size < 200_000
+
+
+refs_strategy = st.lists(st.integers(-30, 60).filter(lambda r: r != 0), max_size=40)
+
+
+@given(refs=refs_strategy, base_refs=refs_strategy)
+def test_view_records_round_trip_and_resolve_to_the_view(
+    refs: list[int], base_refs: list[int]
+) -> None:
+    assert from_runs(to_runs(refs)) == tuple(refs)
+    record = plan_record(tuple(refs), (7, tuple(base_refs)))
+    again = ViewRecord.from_json(record.to_json())
+    assert again == record
+    resolved = (tuple(base_refs)[: again.keep] if again.base == 7 else ()) + again.add
+    assert resolved == tuple(refs)

@@ -179,10 +179,15 @@ class ViewIndex:
         index = self._index(session_id)
         self._catch_up(session_id, index)  # another process may have appended
         refs: list[Ref] = []
+        last_seq = 0
         for body in bodies:
             digest = body_digest(body)
-            seq = _pick_seq(index.seqs.get(digest), refs[-1] if refs else 0)
-            refs.append(seq if seq is not None else -self._part(session_id, index, digest, body))
+            seq = _pick_seq(index.seqs.get(digest), last_seq)
+            if seq is None:
+                refs.append(-self._part(session_id, index, digest, body))
+            else:
+                refs.append(seq)
+                last_seq = seq
         if not index.loaded_full:
             index.latest_full, index.loaded_full = self._load_latest_full(session_id), True
         return plan_record(tuple(refs), index.latest_full)
