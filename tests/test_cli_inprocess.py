@@ -313,6 +313,22 @@ def usual_config_path() -> Iterator[str]:
     shutil.rmtree(home)
 
 
+def test_slash_resume_reopens_on_the_stored_model_like_the_flag(tmp_path: Path) -> None:
+    run(tmp_path, ["one"], ("--provider", TEST_PROVIDER, "--model", "first-model"))
+    with stored(tmp_path) as store:
+        first = store.latest_session()
+    assert first is not None
+    env = {"CHATCLI_MODEL": "other-model"}  # a default for new sessions only
+    _, screen = run(tmp_path, ["two", f"/resume {first.id}", "three"], env=env)
+    assert f"resumed session {first.id} (2 messages) · {TEST_PROVIDER} · first-model" in screen
+    # What the user says on the command line still wins, as with --resume.
+    flag = ("--provider", TEST_PROVIDER, "--model", "flag-model")
+    run(tmp_path, [f"/resume {first.id}", "four"], flag, env=env)
+    with stored(tmp_path) as store:
+        models = [r.model for r in store.requests(first.id)]
+    assert models == ["first-model", "first-model", "flag-model"]
+
+
 @pytest.mark.parametrize("stdin", [None, "", "piped text"], ids=["tty", "empty-pipe", "pipe"])
 def test_no_provider_prints_what_to_set_on_one_80x24_screen(
     tmp_path: Path, stdin: str | None, usual_config_path: str

@@ -203,6 +203,16 @@ def test_context_report_statuses(store: SessionStore) -> None:
     assert report.window == 100_000 and 0 < (report.fraction or 0) < 0.01
 
 
+def append_tool_rounds(session: ChatSession, rounds: int = 5) -> str:
+    """Rounds of a 6,000-char tool result each; returns the result's text."""
+    output = "x = 1\n" * 1000
+    for i in range(rounds):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"f{i}.py"})
+        round_ = (Message.user(f"read f{i}.py"), Message.assistant(tool_calls=(call,)))
+        session.append((*round_, Message.tool(f"c{i}", output), Message.assistant("read")))
+    return output
+
+
 def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
     store: SessionStore,
 ) -> None:
@@ -211,11 +221,7 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
     # transcript keeps every result whole.
     provider = ScriptedProvider(script=[response("done")])
     session = open_session(store, provider)
-    output = "x = 1\n" * 1000
-    for i in range(5):
-        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"f{i}.py"})
-        round_ = (Message.user(f"read f{i}.py"), Message.assistant(tool_calls=(call,)))
-        session.append((*round_, Message.tool(f"c{i}", output), Message.assistant("read")))
+    output = append_tool_rounds(session)
     tool_rows = [r for r in session.context_report().rows if r.role is Role.TOOL]
     assert [(r.status, r.detail) for r in tool_rows] == [
         *[(Status.CLEARED, "old tool result, stubbed by microcompaction")] * 3,
@@ -228,6 +234,20 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
     assert "chars cut by microcompaction" in sent[3] and sent[4] == output
     results = [m.text for m in store.transcript(session.info.id) if m.role is Role.TOOL]
     assert results == [output] * 5
+
+
+def test_microcompaction_none_turns_it_off_as_for_the_client(store: SessionStore) -> None:
+    # The same rounds as above, which the default microcompaction stubs and cuts: with
+    # microcompaction=None (as `Client(microcompact=None)`) every result is sent whole and
+    # /context calls each verbatim. It used to fall back to the default settings.
+    provider = ScriptedProvider(script=[response("done")])
+    session = open_session(store, provider, microcompaction=None)
+    output = append_tool_rounds(session)
+    tool_rows = [r for r in session.context_report().rows if r.role is Role.TOOL]
+    assert [r.status for r in tool_rows] == [Status.VERBATIM] * 5
+    session.send("next")
+    sent = [m.text for m in provider.requests[0].messages if m.role is Role.TOOL]
+    assert sent == [output] * 5
 
 
 def test_context_report_judges_cuts_with_the_sessions_microcompaction(

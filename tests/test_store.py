@@ -13,10 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatcli.messages import Message, ToolCall, Usage
+from chatcli.serialize import message_to_dict
 from chatcli.store import SessionNotFound, SessionStore, default_db_path
 from chatcli.store.migrations import MIGRATIONS, transaction
+from chatcli.store.views import ViewRecord, from_runs, plan_record, to_runs
 
 WRITER = """
 import sys
@@ -245,3 +249,141 @@ def test_corrupt_row_is_a_clear_error(tmp_path: Path) -> None:
         )
         with pytest.raises(ValueError, match="not a chatcli message"):
             store.transcript(sid)
+
+
+def _view_bytes(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    views = conn.execute("SELECT SUM(LENGTH(view)) FROM requests").fetchone()[0] or 0
+    parts = conn.execute("SELECT SUM(LENGTH(body)) FROM view_parts").fetchone()[0] or 0
+    conn.close()
+    return int(views) + int(parts)
+
+
+def test_views_are_stored_by_reference_not_copied_per_request(tmp_path: Path) -> None:
+    """200 requests whose views hold the whole growing transcript (~1 MB) plus a cut copy of
+    its first message: stored as full JSON copies they took ~100 MB."""
+    db = tmp_path / "db"
+    with SessionStore(db) as store:
+        sid = store.create_session().id
+        first = Message.user("q0 " + "x" * 2_500)
+        cut = Message.user("q0 [cut]")
+        transcript = [first]
+        store.append_messages(sid, [first])
+        for i in range(200):
+            new = [Message.assistant(f"a{i} " + "y" * 2_500), Message.user(f"q{i + 1} ")]
+            store.append_messages(sid, new)
+            transcript += new
+            view = (Message.system("be brief"), cut, *transcript[1:])
+            store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+        assert store.latest_view(sid) == view
+        rid = store.requests(sid)[10].id
+        assert store.view(sid, rid) == (Message.system("be brief"), cut, *transcript[1:23])
+    assert _view_bytes(db) < 20_000
+
+
+def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "db"
+    results = [Message.tool(f"c{i}", f"result {i} " + "z" * 400) for i in range(60)]
+    stubs = [Message.tool(f"c{i}", f"[stub {i}]") for i in range(60)]
+    with SessionStore(db) as store, SessionStore(db) as other:
+        sid = store.create_session().id
+        views = []
+        for i in range(60):
+            other.append_messages(sid, [results[i]])  # not through `store`
+            # Every other old result is stubbed: a view of many runs, sharing its prefix.
+            view = tuple(stubs[j] if j % 2 and j < i else results[j] for j in range(i + 1))
+            store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+            views.append(view)
+        rows = store._conn.execute("SELECT view FROM requests ORDER BY id").fetchall()
+        assert any('"base"' in r[0] for r in rows)  # some are deltas
+        assert [store.view(sid, r.id) for r in store.requests(sid)] == views
+    with SessionStore(db) as reopened:  # a new process bases its deltas on what is stored
+        reopened.record_request(sid, tag="chat", model="m", usage=Usage(), view=views[-1])
+        assert reopened.latest_view(sid) == views[-1]
+
+
+def test_a_failed_request_leaves_no_view_part_behind(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "db") as store:
+        sid = store.create_session().id
+        view = (Message.user("only in the view"),)
+        with pytest.raises(sqlite3.IntegrityError):  # an event that cannot be stored
+            store.record_request(
+                sid, tag="chat", model="m", usage=Usage(), view=view, events=[("k", None, {})]
+            )  # type: ignore[list-item]
+        store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+        assert store.latest_view(sid) == view
+
+
+def test_migration_4_converts_stored_view_copies_to_references(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    migrate_to(conn, 3)
+    conn.execute("INSERT INTO sessions(id, created_at) VALUES ('s1', 'then')")
+    messages = conversation()
+    for seq, m in enumerate(messages, 1):
+        conn.execute(
+            "INSERT INTO messages VALUES ('s1', ?, 't', ?, ?)",
+            (
+                seq,
+                m.role.value,
+                json.dumps(message_to_dict(m), ensure_ascii=False, separators=(",", ":")),
+            ),
+        )
+    summary = Message.user("[summary of the conversation]")
+    old_views = [messages[:2], [summary, *messages[3:]], messages]
+    for rid, view in enumerate(old_views, 1):
+        conn.execute(
+            "INSERT INTO requests(id, session_id, created_at, tag, usage, view) VALUES"
+            " (?, 's1', 't', 'chat', '{}', ?)",
+            (rid, json.dumps([message_to_dict(m) for m in view])),
+        )
+    compaction = {"view": [message_to_dict(m) for m in old_views[1]], "upto": 5}
+    conn.execute(
+        "INSERT INTO events(session_id, request_id, created_at, kind, text, data) VALUES"
+        " ('s1', 2, 't', 'compaction', 'x', ?)",
+        (json.dumps(compaction),),
+    )
+    conn.close()
+    with SessionStore(tmp_path / "db") as store:
+        assert [store.view("s1", rid) for rid in (1, 2, 3)] == [tuple(v) for v in old_views]
+        assert store.latest_view("s1") == tuple(messages)
+        (event,) = store.events("s1")
+        assert event.data == {"upto": 5}  # its view is the request's
+        raw = [r[0] for r in store._conn.execute("SELECT view FROM requests ORDER BY id")]
+    assert raw[0] == '{"add":[[1,2]]}' and raw[2] == '{"add":[[1,5]]}'
+
+
+def test_a_database_of_view_copies_shrinks_when_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate_to(conn, 3)
+    conn.execute("INSERT INTO sessions(id, created_at) VALUES ('s1', 'then')")
+    body = json.dumps(message_to_dict(Message.user("q" * 20_000)), separators=(",", ":"))
+    conn.execute("INSERT INTO messages VALUES ('s1', 1, 't', 'user', ?)", (body,))
+    for rid in range(1, 201):  # 200 copies of a 20k-char view: ~4 MB
+        conn.execute(
+            "INSERT INTO requests(id, session_id, created_at, tag, usage, view) VALUES"
+            " (?, 's1', 't', 'chat', '{}', ?)",
+            (rid, f"[{body}]"),
+        )
+    conn.close()
+    before = db.stat().st_size
+    with SessionStore(db) as store:
+        assert store.view("s1", 200) == (Message.user("q" * 20_000),)
+    assert before > 4_000_000 and db.stat().st_size < 200_000
+
+
+refs_strategy = st.lists(st.integers(-30, 60).filter(lambda r: r != 0), max_size=40)
+
+
+@given(refs=refs_strategy, base_refs=refs_strategy)
+def test_view_records_round_trip_and_resolve_to_the_view(
+    refs: list[int], base_refs: list[int]
+) -> None:
+    assert from_runs(to_runs(refs)) == tuple(refs)
+    record = plan_record(tuple(refs), (7, tuple(base_refs)))
+    again = ViewRecord.from_json(record.to_json())
+    assert again == record
+    resolved = (tuple(base_refs)[: again.keep] if again.base == 7 else ()) + again.add
+    assert resolved == tuple(refs)

@@ -6,31 +6,36 @@ The transcript is append-only and complete: the user's message is stored before 
 answer right after it. The working view sent to the model is `base + transcript[upto:]`,
 where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
 microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
-and clears are stored as events holding the view they made, so a resumed session rebuilds
-the same working view from the transcript and the events.
+and clears are stored as events, with the view they made (a compaction's is its request's,
+stored by reference), so a resumed session rebuilds the same working view.
+
+Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
+(`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
+session says to the user (`chatcli.session_text`); the names are re-exported here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from chatcli.budget import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
 from chatcli.catalog import ModelInfo
 from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import ContextReport, build_context_report
-from chatcli.continuation import CONTINUATION_MESSAGE
-from chatcli.cost import CallKind, CostLedger, usage_cost
+from chatcli.cost import usage_cost
 from chatcli.errors import CompactionError
 from chatcli.events import Event
-from chatcli.messages import Message, StopReason, Usage
-from chatcli.providers.base import Provider, Request, Response, TextDelta, ToolSpec
+from chatcli.messages import Message, Usage
+from chatcli.providers.base import Provider, ToolSpec
 from chatcli.recovery import Client, RecoveryPolicy, Reply
-from chatcli.serialize import message_from_dict, message_to_dict
-from chatcli.store import SessionInfo, SessionStore, StoredRequest
+from chatcli.serialize import message_from_dict
+from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
+from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
+from chatcli.store import SessionInfo, SessionStore, StoredEvent
+from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
@@ -45,212 +50,17 @@ __all__ = [
     "StreamingTap",
     "Turn",
     "check_budget",
+    "describe_compaction",
     "usd",
 ]
 
-CANCELLED_NOTE = "[answer cancelled by the user]"
-# Tags of the stored requests that are compactions (a failed one was paid for too).
-COMPACTION_TAGS = ("compaction", "compaction-failed")
-BUDGET_WARN_FRACTION = 0.8
-# Event kinds that reset the working view; their data holds it ("view") and the transcript
-# length it covers ("upto").
+# Event kinds that reset the working view; their data holds the transcript length it covers
+# ("upto"), and the view itself (a clear) or their request stores it (a compaction).
 _VIEW_EVENTS = ("compaction", "clear")
+# The chat's microcompaction unless one is given (None turns it off, as for `Client`).
+_DEFAULT_MICROCOMPACTION = MicrocompactConfig()
 
-DeltaHook = Callable[[str], None]
 EventHook = Callable[[Event], None]
-
-
-# --------------------------------------------------------------------------- provider tap
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallRecord:
-    """One provider call: why it was made (answer, continuation, failed) and its usage."""
-
-    kind: CallKind
-    usage: Usage
-
-
-class StreamingTap:
-    """A Provider around `inner`: streams answers to `on_delta` (when set and `inner` can
-    stream) and records every call, so a turn's cost can be split into answer and recovery.
-
-    `on_discard` is called when a call fails after streaming some text (that text is not
-    part of the answer). A call the user cancelled (KeyboardInterrupt) is recorded too, with
-    whatever usage its stream had reported, and its text is kept.
-    """
-
-    def __init__(self, inner: Provider) -> None:
-        self.inner = inner
-        self.on_delta: DeltaHook | None = None
-        self.on_discard: Callable[[], None] | None = None
-        self.calls: list[CallRecord] = []
-        self._reported: Usage | None = None  # the usage the current call's stream reported
-        # The last prompt the provider counted: (messages sent, prompt tokens it reported).
-        self.last_prompt: tuple[tuple[Message, ...], int] | None = None
-
-    @property
-    def context_window(self) -> int | None:
-        return _int_attr(self.inner, "context_window")
-
-    @property
-    def max_output_tokens(self) -> int | None:
-        return _int_attr(self.inner, "max_output_tokens")
-
-    def complete(self, request: Request) -> Response:
-        kind = _call_kind(request)
-        self._reported = None
-        try:
-            response = self._call(request)
-        except BaseException as exc:  # a cancelled call may have been billed too
-            self.calls.append(CallRecord(kind=CallKind.FAILED, usage=self._reported or Usage()))
-            if isinstance(exc, Exception) and self.on_discard is not None:
-                self.on_discard()
-            raise
-        if response.stop_reason is StopReason.CONTEXT_WINDOW:
-            kind = CallKind.FAILED  # the window filled up: this answer is thrown away
-            if self.on_discard is not None:
-                self.on_discard()
-        self.calls.append(CallRecord(kind=kind, usage=response.usage))
-        if response.usage.prompt_tokens > 0:
-            self.last_prompt = (request.messages, response.usage.prompt_tokens)
-        return response
-
-    async def acomplete(self, request: Request) -> Response:
-        return await asyncio.to_thread(self.complete, request)
-
-    def _call(self, request: Request) -> Response:
-        stream = getattr(self.inner, "stream", None)
-        if self.on_delta is None or stream is None:
-            return self.inner.complete(request)
-        chunks: Iterator[TextDelta | Response] = stream(request)
-        final: Response | None = None
-        for chunk in chunks:
-            if isinstance(chunk, TextDelta):
-                self.on_delta(chunk.text)
-            else:
-                final, self._reported = chunk, chunk.usage
-        if final is None:
-            raise RuntimeError("the stream ended without a response")
-        return final
-
-
-def _int_attr(obj: object, name: str) -> int | None:
-    value = getattr(obj, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _call_kind(request: Request) -> CallKind:
-    last = request.messages[-1] if request.messages else None
-    is_continuation = last is not None and last.text == CONTINUATION_MESSAGE
-    return CallKind.CONTINUATION if is_continuation else CallKind.ANSWER
-
-
-# --------------------------------------------------------------------------- cost + budget
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelTally:
-    """Requests, tokens and cost of one model in a session (`cost` None: partly unknown), and
-    the parts of it that were overhead: recovery (failed and continuation calls) and
-    compaction (summary calls, including those of failed compactions)."""
-
-    requests: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = 0.0
-    recovery_cost: float | None = 0.0
-    compaction_cost: float | None = 0.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CostSummary:
-    """A session's cost from its stored requests (so a resumed session shows all of it)."""
-
-    requests: tuple[StoredRequest, ...]
-
-    @property
-    def total(self) -> ModelTally:
-        return _tally(self.requests)
-
-    @property
-    def known_cost(self) -> float:
-        """The sum of the known costs: what is surely spent (a lower bound when any is
-        unknown)."""
-        return sum(r.cost_usd for r in self.requests if r.cost_usd is not None)
-
-    def by_model(self) -> dict[str, ModelTally]:
-        models = dict.fromkeys(r.model or "?" for r in self.requests)
-        return {m: _tally([r for r in self.requests if (r.model or "?") == m]) for m in models}
-
-
-def _tally(requests: Sequence[StoredRequest]) -> ModelTally:
-    return ModelTally(
-        requests=len(requests),
-        usage=sum((r.usage for r in requests), Usage()),
-        cost=_sum_known(r.cost_usd for r in requests),
-        recovery_cost=_sum_known(r.recovery_cost_usd for r in requests),
-        compaction_cost=_sum_known(r.cost_usd for r in requests if r.tag in COMPACTION_TAGS),
-    )
-
-
-def _sum_known(values: Iterator[float | None] | Sequence[float | None]) -> float | None:
-    total = 0.0
-    for value in values:
-        if value is None:
-            return None
-        total += value
-    return total
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetCheck:
-    """Where a request stands against the session budget.
-
-    `status`: "ok"; "warn" (spending passed `BUDGET_WARN_FRACTION` of the budget); "over"
-    (this request would go past it: ask first); "unknown" (the next request's price is
-    unknown, so the budget cannot be enforced).
-    """
-
-    status: str
-    spent: float
-    next_cost: float | None
-    budget: float
-
-    @property
-    def message(self) -> str:
-        spent = f"{usd(self.spent)} of the {usd(self.budget)} session budget spent"
-        if self.status == "over":
-            cost = "?" if self.next_cost is None else usd(self.next_cost)
-            return f"{spent}; the next request (about {cost}) would go past it"
-        if self.status == "unknown":
-            return f"{spent}; the model's price is unknown, so the budget cannot be enforced"
-        return f"{spent} ({self.spent / self.budget:.0%})"
-
-
-def usd(value: float) -> str:
-    """Dollars, with two significant digits below $1: a $0.005 budget is not "$0.00"."""
-    if value <= 0 or value >= 1:
-        return f"${value:.2f}"
-    decimals = max(2, 1 - math.floor(math.log10(value)))
-    whole, _, cents = f"{value:.{decimals}f}".partition(".")
-    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
-
-
-def check_budget(spent: float, next_cost: float | None, budget: float) -> BudgetCheck:
-    """Pure: the budget status before a request estimated to cost `next_cost` (None:
-    unknown), with `spent` already spent."""
-    if spent >= budget or (next_cost is not None and spent + next_cost > budget):
-        status = "over"
-    elif next_cost is None:
-        status = "unknown"
-    elif spent + next_cost >= BUDGET_WARN_FRACTION * budget:
-        status = "warn"
-    else:
-        status = "ok"
-    return BudgetCheck(status=status, spent=spent, next_cost=next_cost, budget=budget)
-
-
-# --------------------------------------------------------------------------- the session
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -287,7 +97,7 @@ class ChatSession:
         max_tokens: int | None = None,
         recovery: RecoveryConfig | None = None,
         compaction: CompactionConfig | None = None,
-        microcompaction: MicrocompactConfig | None = None,
+        microcompaction: MicrocompactConfig | None = _DEFAULT_MICROCOMPACTION,
         budget_usd: float | None = None,
         tools: Sequence[ToolSpec] = (),
         auto_compaction: bool = True,
@@ -300,7 +110,7 @@ class ChatSession:
         self.tap = StreamingTap(provider)
         self.recovery = recovery or RecoveryConfig()
         self.compaction = compaction or CompactionConfig()
-        self.microcompaction = microcompaction or MicrocompactConfig()
+        self.microcompaction = microcompaction
         self.budget_usd, self.budget_approved = budget_usd, False
         self.tools = tuple(tools)
         self.auto_compaction, self.predictive = auto_compaction, predictive
@@ -386,16 +196,22 @@ class ChatSession:
         base = self.base if self.base is not None else ()
         return base + self.transcript[self.upto :]
 
-    def _policy(self) -> RecoveryPolicy:
-        """The recovery policy a send() runs now (the one `Client` builds from these)."""
-        return RecoveryPolicy(
-            config=self.recovery,
+    def _client(self, hooks: Sequence[EventHook] = ()) -> Client:
+        """The Client a send() runs now: the one place the session's settings become a
+        recovery policy."""
+        return Client(
+            self.tap,
+            self.recovery,
+            hooks=hooks,
             estimator=self.estimator,
             context_window=self.context_window,
-            max_output_tokens=self.tap.max_output_tokens,
             predictive=self.predictive,
             microcompact=self.microcompaction,
         )
+
+    def _policy(self) -> RecoveryPolicy:
+        """The recovery policy a send() runs now (for estimates and /context)."""
+        return self._client().policy
 
     def _microcompacted(self) -> tuple[Message, ...]:
         """The working messages after every request's microcompaction: what compaction
@@ -406,9 +222,17 @@ class ChatSession:
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
         for event in reversed(self.store.events(self.info.id)):
             if event.kind in _VIEW_EVENTS:
-                view = tuple(message_from_dict(m) for m in event.data["view"])
-                return view, int(event.data["upto"])
+                return self._event_view(event), int(event.data["upto"])
         return None, 0
+
+    def _event_view(self, event: StoredEvent) -> tuple[Message, ...]:
+        """The view a compaction or clear made: in its data (a clear, an old compaction) or
+        stored, by reference, with the compaction's request."""
+        if "view" in event.data:
+            return tuple(message_from_dict(m) for m in event.data["view"])
+        if event.request_id is None:
+            raise ValueError(f"stored {event.kind} event {event.id} holds no view")
+        return self.store.view(self.info.id, event.request_id)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -434,17 +258,8 @@ class ChatSession:
         events: list[Event] = []
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
-        client = Client(
-            self.tap,
-            self.recovery,
-            hooks=hooks,
-            estimator=self.estimator,
-            context_window=self.context_window,
-            predictive=self.predictive,
-            microcompact=self.microcompaction,
-        )
         try:
-            reply = client.send(
+            reply = self._client(hooks).send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
             )
         except Exception:
@@ -482,24 +297,19 @@ class ChatSession:
         self, tag: str, events: Sequence[Event], *, view: Sequence[Message] | None
     ) -> tuple[int, float | None, float | None]:
         """Store one request with the calls the tap saw: (id, cost, recovery cost)."""
-        ledger = CostLedger()
-        for call in self.tap.calls:
-            ledger = ledger.record(
-                call.usage, request=0, model=self.model, info=self.model_info, kind=call.kind
-            )
-        cost, recovery = ledger.total.cost.total, ledger.recovery.cost.total
+        cost = turn_cost(self.tap.calls, self.model, self.model_info)
         self._ensure_saved()
         request_id = self.store.record_request(
             self.info.id,
             tag=tag,
             model=self.model,
-            usage=ledger.total.usage,
-            cost_usd=cost,
-            recovery_cost_usd=recovery,
+            usage=cost.usage,
+            cost_usd=cost.cost,
+            recovery_cost_usd=cost.recovery_cost,
             view=view,
             events=[_stored(e) for e in events],
         )
-        return request_id, cost, recovery
+        return request_id, cost.cost, cost.recovery_cost
 
     # -- compaction and clearing ---------------------------------------------------------
 
@@ -543,14 +353,14 @@ class ChatSession:
         if decision.error is not None:
             self._store_failed_compaction(decision.error)
         if on_event is not None and (decision.result is not None or decision.notice):
-            on_event(_CompactionNote(result=decision.result, notice=decision.notice))
+            on_event(CompactionNote(result=decision.result, notice=decision.notice))
 
     def _store_compaction(self, result: CompactionResult) -> None:
         """A compaction is a request of its own (its cost is its own line in /cost), with
         the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
-        data = {"view": [message_to_dict(m) for m in result.messages], "upto": self.upto}
+        data = {"upto": self.upto}  # the view is the request's, stored by reference
         self._ensure_saved()
         self.store.record_request(
             self.info.id,
@@ -620,39 +430,6 @@ class ChatSession:
                 status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
             )
         return check
-
-
-def describe_compaction(result: CompactionResult) -> str:
-    """One line: what a compaction did."""
-    r = result.report
-    if r.fallback is not None:
-        return (
-            f"compaction fell back to the recovery levels ({r.reason}): "
-            f"{r.messages_before} -> {r.messages_after} messages, "
-            f"~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens"
-        )
-    pinned = f", {len(r.pinned)} instruction(s) pinned verbatim" if r.pinned else ""
-    return (
-        f"compacted {r.summarized} messages into a summary: {r.messages_before} -> "
-        f"{r.messages_after} messages, ~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens "
-        f"({r.freed_pct:.0f}% freed{pinned})"
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _CompactionNote(Event):
-    """Auto-compaction ran before a request, or its breaker opened (shown like any event)."""
-
-    result: CompactionResult | None
-    notice: str | None
-
-    def describe(self) -> str:
-        lines = []
-        if self.result is not None:
-            lines.append("auto-" + describe_compaction(self.result))
-        if self.notice:
-            lines.append(self.notice)
-        return "\n".join(lines)
 
 
 def _stored(event: Event) -> tuple[str, str, dict[str, Any]]:

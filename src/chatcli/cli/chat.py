@@ -6,62 +6,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any
 
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 
+from chatcli.cli.context import ChatContext, open_chat, reopened_settings
 from chatcli.cli.render import event_line, turn_footer
+from chatcli.cli.slash import dispatch
 from chatcli.cli.ui import Ui
-from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ChatcliError
 from chatcli.events import Continued, Event
-from chatcli.providers.base import Provider
-from chatcli.providers.registry import (
-    PROVIDERS,
-    create_provider,
-    detect_provider,
-    model_info,
-    setup_help,
-)
-from chatcli.session import ChatSession
-from chatcli.settings import Settings, default_config_path, load_settings
-from chatcli.store import SessionInfo, SessionNotFound, SessionStore
+from chatcli.providers.registry import detect_provider, setup_help
+from chatcli.settings import default_config_path, load_settings
+from chatcli.store import SessionNotFound, SessionStore
 
-__all__ = [
-    "ChatContext",
-    "StreamView",
-    "answer",
-    "open_chat",
-    "reopened_settings",
-    "run_chat",
-    "session_options",
-]
-
-
-@dataclass(kw_only=True)
-class ChatContext:
-    """What the loop and the slash commands share."""
-
-    ui: Ui
-    store: SessionStore
-    session: ChatSession
-    settings: Settings
-    provider_name: str
-    environ: Mapping[str, str]
-    budget_shown: set[str] = field(default_factory=set)
-
-    def new_provider(self, model: str) -> Provider:
-        return create_provider(
-            self.provider_name,
-            model=model,
-            base_url=self.settings.base_url,
-            context_window=self.settings.context_window,
-            environ=self.environ,
-        )
+__all__ = ["StreamView", "answer", "run_chat"]
 
 
 def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
@@ -73,7 +34,7 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "max_tokens": args.max_tokens,
     }
     settings = load_settings(flags, environ)
-    with SessionStore(settings.db_path) as store:
+    with SessionStore(settings.db_path, data_directory=True) as store:
         try:
             reopened = store.get_session(args.resume) if args.resume else None
         except SessionNotFound as exc:
@@ -93,31 +54,10 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
             ui.error("nothing to answer: give -p TEXT or pipe text on stdin")
             return 2
         resume = reopened.id if reopened is not None else None
-        ctx = open_chat(ui, store, settings, name, environ, resume)
+        ctx = open_chat(ui, store, settings, name, environ, resume, flags)
         if prompt is not None:
             return 0 if answer(ctx, prompt) else 1
         return repl(ctx)
-
-
-def reopened_settings(
-    settings: Settings, info: SessionInfo | None, flags: Mapping[str, Any]
-) -> Settings:
-    """A reopened session runs on the provider settings it was stored with (its model, URL,
-    window and output limit): the environment and the config file are defaults for new
-    sessions; only a flag overrides them (another provider: none of them)."""
-    if info is None or info.provider is None:
-        return settings
-    if flags.get("provider") not in (None, info.provider):
-        return settings
-    stored: dict[str, Any] = {
-        "provider": info.provider,
-        "model": info.model,
-        "base_url": info.base_url,
-        "context_window": info.context_window,
-        "max_tokens": info.max_tokens,
-    }
-    kept = {k: v for k, v in stored.items() if v is not None and flags.get(k) is None}
-    return replace(settings, **kept)
 
 
 def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:
@@ -129,58 +69,7 @@ def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:
     return "\n\n".join(part for part in (prompt, piped) if part)
 
 
-def open_chat(
-    ui: Ui,
-    store: SessionStore,
-    settings: Settings,
-    name: str,
-    environ: Mapping[str, str],
-    resume: str | None = None,
-) -> ChatContext:
-    spec = PROVIDERS.get(name)
-    model = settings.model or (spec.default_model if spec is not None else None)
-    provider = create_provider(
-        name,
-        model=model,
-        base_url=settings.base_url,
-        context_window=settings.context_window,
-        environ=environ,
-    )
-    model = model or str(getattr(provider, "model", None) or name)
-    options = session_options(name, model, provider, settings, environ)
-    session = ChatSession.open(
-        store,
-        provider,
-        provider_name=name,
-        model=model,
-        base_url=settings.base_url,
-        context_window=settings.context_window,
-        resume=resume,
-        **options,
-    )
-    return ChatContext(
-        ui=ui, store=store, session=session, settings=settings, provider_name=name, environ=environ
-    )
-
-
-def session_options(
-    name: str, model: str, provider: Provider, settings: Settings, environ: Mapping[str, str]
-) -> dict[str, Any]:
-    """Keyword arguments of ChatSession for these settings."""
-    spec = PROVIDERS.get(name)
-    return {
-        "model_info": model_info(name, model, provider),
-        "max_tokens": settings.max_tokens or (spec.default_max_tokens if spec else None),
-        "recovery": RecoveryConfig.from_env(environ),
-        "compaction": CompactionConfig.from_env(environ),
-        "microcompaction": MicrocompactConfig.from_env(environ),
-        "budget_usd": settings.session_budget_usd,
-    }
-
-
 def repl(ctx: ChatContext) -> int:
-    from chatcli.cli.slash import dispatch
-
     ui, session = ctx.ui, ctx.session
     ui.start_prompt(ctx.settings.history_path)
     which = f"session {session.info.id}" if session.saved else "new session"

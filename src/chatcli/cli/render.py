@@ -16,7 +16,8 @@ from rich.text import Text
 from chatcli.context_report import ContextReport, Status
 from chatcli.events import Event
 from chatcli.messages import Message, Role, Usage
-from chatcli.session import CostSummary, Turn
+from chatcli.session import Turn
+from chatcli.session_cost import CostSummary
 from chatcli.store import SessionInfo
 
 __all__ = [

@@ -66,7 +66,8 @@ _ACTIONS: dict[str, Callable[[SessionStore, argparse.Namespace, Ui], int]] = {
 
 
 def run_sessions(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
-    with SessionStore(load_settings(None, environ).db_path) as store:
+    db_path = load_settings(None, environ).db_path
+    with SessionStore(db_path, data_directory=True) as store:
         try:
             return _ACTIONS[args.action](store, args, ui)
         except (SessionNotFound, OSError) as exc:  # OSError: -o names an unwritable file

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from rich.table import Table
 
-from chatcli.cli.chat import ChatContext, session_options
+from chatcli.cli.context import ChatContext, reopen
 from chatcli.cli.render import context_view, cost_table, sessions_table, transcript_view
 from chatcli.errors import ChatcliError, CompactionError
 from chatcli.export import FORMATS, export_transcript
 from chatcli.providers.registry import model_info
-from chatcli.session import ChatSession, describe_compaction
+from chatcli.session_text import describe_compaction
 from chatcli.store import SessionNotFound
 
 __all__ = ["SLASH_COMMANDS", "SlashCommand", "UsageError", "dispatch"]
@@ -119,19 +119,15 @@ def _sessions(ctx: ChatContext, arg: str) -> None:
 def _resume(ctx: ChatContext, arg: str) -> None:
     if not arg or " " in arg:
         raise UsageError("give one session id (see /sessions)")
-    current = ctx.session
-    options = session_options(
-        ctx.provider_name, current.model, current.provider, ctx.settings, ctx.environ
+    # As `chatcli --resume ID` opens it: on its stored provider and model, not this chat's.
+    reopened = reopen(ctx, arg)
+    ctx.session, ctx.settings = reopened.session, reopened.settings
+    ctx.provider_name = reopened.provider_name
+    session = ctx.session
+    ctx.ui.note(
+        f"resumed session {session.info.id} ({len(session.transcript)} messages)"
+        f" · {ctx.provider_name} · {session.model}"
     )
-    ctx.session = ChatSession.open(
-        ctx.store,
-        current.provider,
-        provider_name=ctx.provider_name,
-        model=current.model,
-        resume=arg,
-        **options,
-    )
-    ctx.ui.note(f"resumed session {ctx.session.info.id} ({len(ctx.session.transcript)} messages)")
 
 
 def _model(ctx: ChatContext, arg: str) -> None:

@@ -19,6 +19,8 @@ from prompt_toolkit.output import Output
 from rich.console import Console
 from rich.text import Text
 
+from chatcli.store.private import private_directory, private_file
+
 __all__ = ["Ui"]
 
 
@@ -36,10 +38,12 @@ class Ui:
         return cls(console=Console(highlight=False), interactive=sys.stdin.isatty())
 
     def start_prompt(self, history_path: Path | None) -> None:
-        """Line editing with a history file (kept across sessions)."""
+        """Line editing with a history file (kept across sessions; the user's only: it holds
+        everything typed, pasted secrets included)."""
         history: History = InMemoryHistory()
         if history_path is not None:
-            history_path.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(history_path.parent)
+            private_file(history_path)
             history = FileHistory(str(history_path))
         self._prompt = PromptSession(history=history, input=self.input, output=self.output)
 

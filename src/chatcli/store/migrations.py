@@ -5,9 +5,13 @@ Add a migration by appending a function to `MIGRATIONS`; never edit one that has
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from chatcli.redact import redact_url
+from chatcli.store.views import ViewIndex, dump_json
 
 __all__ = ["MIGRATIONS", "migrate", "transaction"]
 
@@ -88,8 +92,71 @@ def m003_clear_is_an_event(conn: sqlite3.Connection) -> None:
     )
 
 
+def m004_views_by_reference(conn: sqlite3.Connection) -> None:
+    """Views are stored by reference (`chatcli.store.views`): a full JSON copy of the view per
+    request grew the database with the square of the conversation (a 0.3 MB transcript made
+    a 9 MB file). Converts every stored view, and drops the copy of the view that compaction
+    events held when it is the one their request stores."""
+    _run_script(
+        conn,
+        """
+        -- The messages of stored views that are not transcript messages as they are (cut
+        -- results, stubs, summaries, notices): each stored once per session.
+        CREATE TABLE view_parts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            digest TEXT NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (session_id, digest)
+        );
+        """,
+    )
+    _drop_event_view_copies(conn)
+    index, seen = ViewIndex(conn), set()
+    rows = conn.execute(
+        "SELECT id, session_id, view FROM requests WHERE view IS NOT NULL ORDER BY id"
+    )
+    for request_id, session_id, view in rows.fetchall():
+        if session_id not in seen:
+            index.starts_empty(session_id)
+            seen.add(session_id)
+        record = index.record(session_id, [dump_json(m) for m in json.loads(view)])
+        conn.execute("UPDATE requests SET view = ? WHERE id = ?", (record.to_json(), request_id))
+        index.stored(session_id, request_id, record)
+
+
+def _drop_event_view_copies(conn: sqlite3.Connection) -> None:
+    """A compaction event's "view" is dropped where its request stores the same view (the
+    session reads it from there); any other is kept."""
+    events = conn.execute(
+        "SELECT e.id, e.data, r.view FROM events e JOIN requests r ON r.id = e.request_id"
+        " WHERE e.kind = 'compaction' AND r.view IS NOT NULL"
+    )
+    for event_id, data, view in events.fetchall():
+        fields = json.loads(data)
+        if "view" in fields and fields["view"] == json.loads(view):
+            del fields["view"]
+            conn.execute("UPDATE events SET data = ? WHERE id = ?", (dump_json(fields), event_id))
+
+
+def m005_redact_base_urls(conn: sqlite3.Connection) -> None:
+    """Sessions stored a `base_url` as given, credentials and all (`https://user:token@host`,
+    `?api-key=...`): store it redacted, as new sessions are."""
+    rows = conn.execute("SELECT id, base_url FROM sessions WHERE base_url IS NOT NULL")
+    for session_id, base_url in rows.fetchall():
+        redacted = redact_url(base_url)
+        if redacted != base_url:
+            conn.execute("UPDATE sessions SET base_url = ? WHERE id = ?", (redacted, session_id))
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_session_settings, m003_clear_is_an_event)
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_initial,
+    m002_session_settings,
+    m003_clear_is_an_event,
+    m004_views_by_reference,
+    m005_redact_base_urls,
+)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from chatcli.messages import Message, Usage
+from chatcli.redact import redact_url
 from chatcli.serialize import message_from_dict, message_to_dict, usage_from_dict, usage_to_dict
 from chatcli.store.migrations import migrate, transaction
+from chatcli.store.private import private_directory, private_file
+from chatcli.store.views import ViewIndex, dump_json
 
 __all__ = [
     "SessionInfo",
@@ -32,6 +35,7 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_SECONDS = 10.0
+FREE_PAGES_TO_VACUUM = 256  # 1 MiB of 4 KiB pages: below that, not worth a rewrite
 
 
 class SessionNotFound(LookupError):
@@ -41,7 +45,8 @@ class SessionNotFound(LookupError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """A session and the provider settings it runs with (`base_url`, `context_window`,
-    `max_tokens`: None when not set; never an API key)."""
+    `max_tokens`: None when not set; never an API key, and `base_url` is stored and shown
+    with its credentials redacted: `chatcli.redact`)."""
 
     id: str
     created_at: str
@@ -52,6 +57,10 @@ class SessionInfo:
     context_window: int | None = None
     max_tokens: int | None = None
     message_count: int = 0
+
+    def __post_init__(self) -> None:
+        # Here, so that no SessionInfo, stored or not, ever holds a credential.
+        object.__setattr__(self, "base_url", redact_url(self.base_url))
 
     @classmethod
     def new(cls, **settings: Any) -> SessionInfo:
@@ -92,9 +101,17 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
 class SessionStore:
     """One open database. Use as a context manager or call `close()`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, data_directory: bool = False) -> None:
+        """Open (or create) the database at `path`. Directories it creates are 0700; the
+        database and its -wal/-shm files are 0600, tightened when they exist. An existing
+        directory is tightened to 0700 only when it is chatcli's own (`data_directory`):
+        another is the caller's to set."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if data_directory or not self.path.parent.exists():
+            private_directory(self.path.parent)
+        private_file(self.path)
+        for suffix in ("-wal", "-shm"):
+            private_file(Path(f"{self.path}{suffix}"), create=False)
         self._conn = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
         )
@@ -103,6 +120,16 @@ class SessionStore:
         # FULL: a committed append survives power loss too, not only a killed process.
         self._conn.execute("PRAGMA synchronous=FULL")
         self.schema_version = migrate(self._conn)
+        self._give_back_free_space()
+        self._views = ViewIndex(self._conn)
+
+    def _give_back_free_space(self) -> None:
+        """A file mostly free pages (m004 turned copies of views into references) is
+        rewritten smaller: once, after the migration, since nothing else frees pages."""
+        (free,) = self._conn.execute("PRAGMA freelist_count").fetchone()
+        (pages,) = self._conn.execute("PRAGMA page_count").fetchone()
+        if free > FREE_PAGES_TO_VACUUM and free * 2 > pages:
+            self._conn.execute("VACUUM")
 
     def close(self) -> None:
         self._conn.close()
@@ -164,11 +191,13 @@ class SessionStore:
         """The only way anything is ever deleted: an explicit user command."""
         info = self.get_session(session_id)
         self._conn.execute("DELETE FROM sessions WHERE id = ?", (info.id,))
+        self._views.forget(info.id)
 
     # transcript -------------------------------------------------------------------------
 
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> tuple[int, ...]:
         """Append to the transcript in one transaction; returns the new sequence numbers."""
+        bodies = [dump_json(message_to_dict(m)) for m in messages]
         with transaction(self._conn):
             (last,) = self._conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
@@ -178,11 +207,12 @@ class SessionStore:
                 "INSERT INTO messages(session_id, seq, created_at, role, body)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [
-                    (session_id, seq, _now(), m.role.value, _dumps(message_to_dict(m)))
-                    for seq, m in zip(seqs, messages, strict=True)
+                    (session_id, seq, _now(), m.role.value, body)
+                    for seq, m, body in zip(seqs, messages, bodies, strict=True)
                 ],
             )
             self._touch(session_id)
+        self._views.appended(session_id, seqs, bodies)
         return seqs
 
     def _touch(self, session_id: str) -> None:
@@ -212,28 +242,37 @@ class SessionStore:
         view: Sequence[Message] | None = None,
         events: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
     ) -> int:
-        """One request (tag: "chat", "compaction", ...) with its events (kind, text, data)."""
-        with transaction(self._conn):
-            cur = self._conn.execute(
-                "INSERT INTO requests(session_id, created_at, tag, model, usage, cost_usd,"
-                " recovery_cost_usd, view) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    _now(),
-                    tag,
-                    model,
-                    _dumps(usage_to_dict(usage)),
-                    cost_usd,
-                    recovery_cost_usd,
-                    None if view is None else _dumps([message_to_dict(m) for m in view]),
-                ),
-            )
-            request_id = int(cur.lastrowid or 0)
-            self._conn.executemany(
-                "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(session_id, request_id, _now(), k, t, _dumps(d)) for k, t, d in events],
-            )
+        """One request (tag: "chat", "compaction", ...) with its events (kind, text, data)
+        and the working view it sent, stored by reference (`chatcli.store.views`)."""
+        bodies = None if view is None else [dump_json(message_to_dict(m)) for m in view]
+        try:
+            with transaction(self._conn):
+                record = None if bodies is None else self._views.record(session_id, bodies)
+                cur = self._conn.execute(
+                    "INSERT INTO requests(session_id, created_at, tag, model, usage, cost_usd,"
+                    " recovery_cost_usd, view) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        _now(),
+                        tag,
+                        model,
+                        dump_json(usage_to_dict(usage)),
+                        cost_usd,
+                        recovery_cost_usd,
+                        None if record is None else record.to_json(),
+                    ),
+                )
+                request_id = int(cur.lastrowid or 0)
+                self._conn.executemany(
+                    "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [(session_id, request_id, _now(), k, t, dump_json(d)) for k, t, d in events],
+                )
+        except BaseException:
+            self._views.forget(session_id)  # the view parts it noted were rolled back
+            raise
+        if record is not None:
+            self._views.stored(session_id, request_id, record)
         return request_id
 
     def record_event(self, session_id: str, kind: str, text: str, data: Mapping[str, Any]) -> None:
@@ -241,7 +280,7 @@ class SessionStore:
         self._conn.execute(
             "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
             " VALUES (?, NULL, ?, ?, ?, ?)",
-            (session_id, _now(), kind, text, _dumps(data)),
+            (session_id, _now(), kind, text, dump_json(data)),
         )
 
     def requests(self, session_id: str) -> tuple[StoredRequest, ...]:
@@ -266,11 +305,17 @@ class SessionStore:
     def latest_view(self, session_id: str) -> tuple[Message, ...] | None:
         """The working view most recently sent in this session, if any was stored."""
         row = self._conn.execute(
-            "SELECT view FROM requests WHERE session_id = ? AND view IS NOT NULL"
+            "SELECT id FROM requests WHERE session_id = ? AND view IS NOT NULL"
             " ORDER BY id DESC LIMIT 1",
             (session_id,),
         ).fetchone()
-        return None if row is None else tuple(message_from_dict(d) for d in json.loads(row[0]))
+        return None if row is None else self.view(session_id, row[0])
+
+    def view(self, session_id: str, request_id: int) -> tuple[Message, ...]:
+        """The working view stored with request `request_id` of the session (KeyError: it
+        stored none)."""
+        bodies = self._views.bodies(session_id, self._views.refs(request_id))
+        return tuple(message_from_dict(json.loads(body)) for body in bodies)
 
     def events(self, session_id: str) -> tuple[StoredEvent, ...]:
         rows = self._conn.execute(
@@ -320,10 +365,6 @@ def _settings(info: SessionInfo) -> tuple[Any, ...]:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _like_prefix(prefix: str) -> str:

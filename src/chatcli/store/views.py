@@ -1,0 +1,284 @@
+"""Working views stored by reference: a request's view costs a few bytes, not a copy of the
+conversation.
+
+A view is a sequence of messages, nearly all of them transcript messages as they are; the
+others (a cut tool result, a microcompaction stub, a compaction summary, a recovery notice)
+are *view parts*, stored once per session in `view_parts` and shared by every view that
+holds them. In memory a view is a tuple of refs: a ref > 0 is a transcript message (its
+`seq`), a ref < 0 a view part (minus its id).
+
+A stored view is a `ViewRecord`, written as JSON in `requests.view`: `keep` refs of the view
+stored with request `base` (a full one), then `add`, where a run of consecutive transcript
+messages is written as `[first, last]`. A record is full (no base) unless a delta against the
+session's latest full view is less than half its size, so reading one never takes more than
+two rows, and a long agent session whose views share a long prefix stores each once.
+
+`ViewIndex` does the bookkeeping for one connection: it finds each message of a view in the
+transcript (by a digest of its stored JSON body, the exact string the transcript row holds),
+stores the parts, and remembers each session's latest full view.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Ref",
+    "ViewIndex",
+    "ViewRecord",
+    "body_digest",
+    "dump_json",
+    "from_runs",
+    "plan_record",
+    "to_runs",
+]
+
+Ref = int
+# A delta is written only when it is under this share of the full record: the rest of the
+# time the view becomes the session's new full view, so deltas never chain.
+DELTA_MAX_SHARE = 0.5
+_SQL_VARIABLES = 500  # ids per IN (...) query, well under SQLite's limit
+
+
+def dump_json(value: Any) -> str:
+    """The store's JSON: compact, UTF-8 as is (a message's body is matched by this string)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def body_digest(body: str) -> str:
+    """The digest a message's stored JSON body is known by (128 bits, hex)."""
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def to_runs(refs: Sequence[Ref]) -> list[int | list[int]]:
+    """Refs as JSON items: consecutive transcript messages as [first, last], the rest as is."""
+    items: list[int | list[int]] = []
+    for ref in refs:
+        last = items[-1] if items else None
+        if ref > 0 and isinstance(last, list) and last[1] + 1 == ref:
+            last[1] = ref
+        elif ref > 0 and isinstance(last, int) and last > 0 and last + 1 == ref:
+            items[-1] = [last, ref]
+        else:
+            items.append(ref)
+    return items
+
+
+def from_runs(items: Sequence[Any]) -> tuple[Ref, ...]:
+    """The inverse of `to_runs`."""
+    refs: list[Ref] = []
+    for item in items:
+        if isinstance(item, list):
+            refs.extend(range(int(item[0]), int(item[1]) + 1))
+        else:
+            refs.append(int(item))
+    return tuple(refs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewRecord:
+    """How one view is stored: the first `keep` refs of request `base`'s view (None: none),
+    then `add`. Readers ignore keys they do not know, so a field can be added (a sticky cut
+    point, say) without a migration."""
+
+    base: int | None = None
+    keep: int = 0
+    add: tuple[Ref, ...] = ()
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"add": to_runs(self.add)}
+        if self.base is not None:
+            data |= {"base": self.base, "keep": self.keep}
+        return dump_json(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ViewRecord:
+        data = json.loads(text)
+        if not isinstance(data, dict) or not isinstance(data.get("add"), list):
+            raise ValueError(f"not a stored view record: {text[:80]!r}")
+        base = data.get("base")
+        return cls(
+            base=None if base is None else int(base),
+            keep=int(data.get("keep", 0)),
+            add=from_runs(data["add"]),
+        )
+
+
+def plan_record(
+    refs: tuple[Ref, ...], latest_full: tuple[int, tuple[Ref, ...]] | None
+) -> ViewRecord:
+    """The record to store `refs` as: a delta against `latest_full` (request id, refs) when
+    that is much smaller, else the full view."""
+    full = ViewRecord(add=refs)
+    if latest_full is None:
+        return full
+    base, base_refs = latest_full
+    keep = _common_prefix(base_refs, refs)
+    delta = ViewRecord(base=base, keep=keep, add=refs[keep:])
+    small = len(delta.to_json()) < DELTA_MAX_SHARE * len(full.to_json())
+    return delta if keep and small else full
+
+
+def _pick_seq(seqs: list[int] | None, previous: Ref) -> int | None:
+    """The transcript message to name for a body found at `seqs` (None: not there). The
+    same text can be in the transcript twice (the same answer to the same request): take
+    the first one after the previous message, which keeps a run going."""
+    if not seqs:
+        return None
+    after = bisect.bisect_right(seqs, previous)  # the first one after the previous message
+    return seqs[after] if after < len(seqs) else seqs[-1]
+
+
+def _common_prefix(a: Sequence[Ref], b: Sequence[Ref]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(kw_only=True)
+class _SessionIndex:
+    seqs: dict[str, list[int]] = field(default_factory=dict)  # body digest -> transcript seqs
+    upto: int = 0  # the transcript's seqs up to this one are indexed
+    parts: dict[str, int] = field(default_factory=dict)  # body digest -> view part id
+    latest_full: tuple[int, tuple[Ref, ...]] | None = None
+    loaded_full: bool = False
+
+
+class ViewIndex:
+    """Stores and reads views by reference on one connection (see the module docstring).
+
+    Its caches only speed things up: a message another process appended is looked up when a
+    view holds it, and a record is correct whatever full view it was based on."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._sessions: dict[str, _SessionIndex] = {}
+
+    # writing ------------------------------------------------------------------------------
+
+    def appended(self, session_id: str, seqs: Sequence[int], bodies: Sequence[str]) -> None:
+        """The transcript grew (by this connection): index the new rows if the session is."""
+        index = self._sessions.get(session_id)
+        if index is not None and seqs and seqs[0] == index.upto + 1:
+            for seq, body in zip(seqs, bodies, strict=True):
+                index.seqs.setdefault(body_digest(body), []).append(seq)
+            index.upto = seqs[-1]
+
+    def record(self, session_id: str, bodies: Sequence[str]) -> ViewRecord:
+        """The record for a view whose messages have these stored JSON bodies (view parts
+        are stored as needed; call inside the request's transaction)."""
+        index = self._index(session_id)
+        self._catch_up(session_id, index)  # another process may have appended
+        refs: list[Ref] = []
+        last_seq = 0
+        for body in bodies:
+            digest = body_digest(body)
+            seq = _pick_seq(index.seqs.get(digest), last_seq)
+            if seq is None:
+                refs.append(-self._part(session_id, index, digest, body))
+            else:
+                refs.append(seq)
+                last_seq = seq
+        if not index.loaded_full:
+            index.latest_full, index.loaded_full = self._load_latest_full(session_id), True
+        return plan_record(tuple(refs), index.latest_full)
+
+    def starts_empty(self, session_id: str) -> None:
+        """No view of the session is stored yet (a migration converting its old ones)."""
+        index = self._index(session_id)
+        index.latest_full, index.loaded_full = None, True
+
+    def stored(self, session_id: str, request_id: int, record: ViewRecord) -> None:
+        """`record` was stored with request `request_id`: a full one is the next base."""
+        if record.base is None:
+            self._index(session_id).latest_full = (request_id, record.add)
+
+    def forget(self, session_id: str) -> None:
+        """The session was deleted (or rolled back): drop what is known of it."""
+        self._sessions.pop(session_id, None)
+
+    def _index(self, session_id: str) -> _SessionIndex:
+        return self._sessions.setdefault(session_id, _SessionIndex())
+
+    def _catch_up(self, session_id: str, index: _SessionIndex) -> None:
+        rows = self._conn.execute(
+            "SELECT seq, body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, index.upto),
+        )
+        for seq, body in rows:
+            index.seqs.setdefault(body_digest(body), []).append(seq)
+            index.upto = seq
+
+    def _part(self, session_id: str, index: _SessionIndex, digest: str, body: str) -> int:
+        if digest not in index.parts:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO view_parts(session_id, digest, body) VALUES (?, ?, ?)",
+                (session_id, digest, body),
+            )
+            (part_id,) = self._conn.execute(
+                "SELECT id FROM view_parts WHERE session_id = ? AND digest = ?",
+                (session_id, digest),
+            ).fetchone()
+            index.parts[digest] = int(part_id)
+        return index.parts[digest]
+
+    def _load_latest_full(self, session_id: str) -> tuple[int, tuple[Ref, ...]] | None:
+        row = self._conn.execute(
+            "SELECT id, view FROM requests WHERE session_id = ? AND view IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        record = ViewRecord.from_json(row[1])
+        if record.base is None:
+            return int(row[0]), record.add
+        return record.base, self.refs(record.base)
+
+    # reading ------------------------------------------------------------------------------
+
+    def refs(self, request_id: int) -> tuple[Ref, ...]:
+        """The refs of the view stored with request `request_id` (KeyError: none stored)."""
+        record = self._stored_record(request_id)
+        if record.base is None:
+            return record.add
+        return self._stored_record(record.base).add[: record.keep] + record.add
+
+    def bodies(self, session_id: str, refs: Sequence[Ref]) -> list[str]:
+        """The stored JSON bodies of the messages `refs` name, in order."""
+        found: dict[Ref, str] = {}
+        seqs = [r for r in refs if r > 0]
+        if seqs:
+            rows = self._conn.execute(
+                "SELECT seq, body FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ?",
+                (session_id, min(seqs), max(seqs)),
+            )
+            found.update((seq, body) for seq, body in rows)
+        parts = sorted({-r for r in refs if r < 0})
+        for start in range(0, len(parts), _SQL_VARIABLES):
+            chunk = parts[start : start + _SQL_VARIABLES]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(
+                f"SELECT id, body FROM view_parts WHERE session_id = ? AND id IN ({marks})",
+                (session_id, *chunk),
+            )
+            found.update((-part_id, body) for part_id, body in rows)
+        missing = [r for r in refs if r not in found]
+        if missing:
+            raise ValueError(f"a stored view names messages that are not stored: {missing[:5]}")
+        return [found[r] for r in refs]
+
+    def _stored_record(self, request_id: int) -> ViewRecord:
+        row = self._conn.execute("SELECT view FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if row is None or row[0] is None:
+            raise KeyError(f"request {request_id} has no stored view")
+        return ViewRecord.from_json(row[0])

@@ -1,0 +1,101 @@
+"""The provider tap of a chat session: a Provider around the real one that streams answers
+to the screen and records every call (why it was made, what it used), so that a turn's cost
+can be split into the answer and the recovery around it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from chatcli.continuation import CONTINUATION_MESSAGE
+from chatcli.cost import CallKind
+from chatcli.messages import Message, StopReason, Usage
+from chatcli.providers.base import Provider, Request, Response, TextDelta
+
+__all__ = ["CallRecord", "DeltaHook", "StreamingTap"]
+
+DeltaHook = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallRecord:
+    """One provider call: why it was made (answer, continuation, failed) and its usage."""
+
+    kind: CallKind
+    usage: Usage
+
+
+class StreamingTap:
+    """A Provider around `inner`: streams answers to `on_delta` (when set and `inner` can
+    stream) and records every call, so a turn's cost can be split into answer and recovery.
+
+    `on_discard` is called when a call fails after streaming some text (that text is not
+    part of the answer). A call the user cancelled (KeyboardInterrupt) is recorded too, with
+    whatever usage its stream had reported, and its text is kept.
+    """
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.on_delta: DeltaHook | None = None
+        self.on_discard: Callable[[], None] | None = None
+        self.calls: list[CallRecord] = []
+        self._reported: Usage | None = None  # the usage the current call's stream reported
+        # The last prompt the provider counted: (messages sent, prompt tokens it reported).
+        self.last_prompt: tuple[tuple[Message, ...], int] | None = None
+
+    @property
+    def context_window(self) -> int | None:
+        return _int_attr(self.inner, "context_window")
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        return _int_attr(self.inner, "max_output_tokens")
+
+    def complete(self, request: Request) -> Response:
+        kind = _call_kind(request)
+        self._reported = None
+        try:
+            response = self._call(request)
+        except BaseException as exc:  # a cancelled call may have been billed too
+            self.calls.append(CallRecord(kind=CallKind.FAILED, usage=self._reported or Usage()))
+            if isinstance(exc, Exception) and self.on_discard is not None:
+                self.on_discard()
+            raise
+        if response.stop_reason is StopReason.CONTEXT_WINDOW:
+            kind = CallKind.FAILED  # the window filled up: this answer is thrown away
+            if self.on_discard is not None:
+                self.on_discard()
+        self.calls.append(CallRecord(kind=kind, usage=response.usage))
+        if response.usage.prompt_tokens > 0:
+            self.last_prompt = (request.messages, response.usage.prompt_tokens)
+        return response
+
+    async def acomplete(self, request: Request) -> Response:
+        return await asyncio.to_thread(self.complete, request)
+
+    def _call(self, request: Request) -> Response:
+        stream = getattr(self.inner, "stream", None)
+        if self.on_delta is None or stream is None:
+            return self.inner.complete(request)
+        chunks: Iterator[TextDelta | Response] = stream(request)
+        final: Response | None = None
+        for chunk in chunks:
+            if isinstance(chunk, TextDelta):
+                self.on_delta(chunk.text)
+            else:
+                final, self._reported = chunk, chunk.usage
+        if final is None:
+            raise RuntimeError("the stream ended without a response")
+        return final
+
+
+def _int_attr(obj: object, name: str) -> int | None:
+    value = getattr(obj, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _call_kind(request: Request) -> CallKind:
+    last = request.messages[-1] if request.messages else None
+    is_continuation = last is not None and last.text == CONTINUATION_MESSAGE
+    return CallKind.CONTINUATION if is_continuation else CallKind.ANSWER
