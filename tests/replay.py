@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from chatcli.providers.adapter import Adapter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,3 +148,27 @@ def replay_server() -> Iterator[ReplayServer]:
         yield server
     finally:
         server.stop()
+
+
+@asynccontextmanager
+async def adapters_closed() -> AsyncIterator[None]:
+    """Close, at the end, every adapter whose SDK clients were used inside (an adapter keeps
+    its clients, and their pooled connections, until closed)."""
+    used: list[Adapter] = []
+    sync_client, async_client = Adapter._client, Adapter._aclient
+
+    def record_sync(self: Adapter) -> Any:
+        used.append(self)
+        return sync_client(self)
+
+    def record_async(self: Adapter) -> Any:
+        used.append(self)
+        return async_client(self)
+
+    Adapter._client, Adapter._aclient = record_sync, record_async  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Adapter._client, Adapter._aclient = sync_client, async_client  # type: ignore[method-assign]
+        for adapter in dict.fromkeys(used):
+            await adapter.aclose()

@@ -27,7 +27,7 @@ from chatcli.cost import CallKind, CostLedger, usage_cost
 from chatcli.errors import CompactionError
 from chatcli.events import Event
 from chatcli.messages import Message, StopReason, Usage
-from chatcli.providers.base import Provider, Request, Response, TextDelta, ToolSpec
+from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta, ToolSpec
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict, message_to_dict
 from chatcli.store import SessionInfo, SessionStore, StoredRequest
@@ -123,12 +123,12 @@ class StreamingTap:
         stream = getattr(self.inner, "stream", None)
         if self.on_delta is None or stream is None:
             return self.inner.complete(request)
-        chunks: Iterator[TextDelta | Response] = stream(request)
+        chunks: Iterator[StreamChunk] = stream(request)
         final: Response | None = None
         for chunk in chunks:
             if isinstance(chunk, TextDelta):
                 self.on_delta(chunk.text)
-            else:
+            elif isinstance(chunk, Response):  # tool-call deltas show in the final answer
                 final, self._reported = chunk, chunk.usage
         if final is None:
             raise RuntimeError("the stream ended without a response")
