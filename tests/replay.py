@@ -2,7 +2,8 @@
 
 Each request takes the next `Scripted` answer from the queue (status, headers, and either a
 body or a list of server-sent events, optionally cut off before the end) and is recorded, so a
-test can assert what the SDK sent. Binds 127.0.0.1 on a free port.
+test can assert what the SDK sent. `connections` counts the TCP connections accepted, so a test
+can see whether an SDK client reuses its pooled connection. Binds 127.0.0.1 on a free port.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class ReplayServer:
     def __init__(self) -> None:
         self.queue: deque[Scripted] = deque()
         self.requests: list[Recorded] = []
+        self.connections = 0
+        self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -94,6 +97,11 @@ def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
+
+        def setup(self) -> None:  # once per accepted connection, each in its own thread
+            super().setup()
+            with server.lock:
+                server.connections += 1
 
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
