@@ -27,6 +27,7 @@ __all__ = [
     "require_module",
     "schema_name",
     "tool_settings_apply",
+    "transport_errors",
     "unsupported",
 ]
 
@@ -58,6 +59,18 @@ def api_key_from_env(
 def raise_classified(exc: BaseException, *, status: int | None = None) -> NoReturn:
     """Translate a foreign exception into ProviderError, classified once, chained."""
     raise ProviderError(classify_error(exc, status=status)) from exc
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP libraries' errors: some SDK versions let a connection dropped mid-stream
+    through unwrapped (the SDKs use httpx or its successor httpx2)."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).HTTPError)
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def incomplete_answer(message: str) -> ProviderError:

@@ -56,6 +56,7 @@ from chatcli.providers._common import (
     raise_classified,
     require_module,
     tool_settings_apply,
+    transport_errors,
     unsupported,
 )
 from chatcli.providers.adapter import Adapter
@@ -205,14 +206,13 @@ NONSTREAMING_MAX_TOKENS = 21_333
 def _translated_errors() -> Iterator[None]:
     """Turn SDK and transport failures into a classified ProviderError (chained)."""
     sdk = require_module("anthropic", "anthropic")
-    http = require_module("httpx2", "anthropic")  # the SDK's transport: mid-stream drops
     try:
         yield
     except sdk.APIStatusError as exc:
         # An `error` event inside a stream arrives with the stream's 200: that is not the
         # error's status, so none is claimed.
         raise_classified(exc, status=None if exc.status_code == 200 else exc.status_code)
-    except (sdk.APIError, http.HTTPError) as exc:
+    except (sdk.APIError, *transport_errors()) as exc:  # the SDK's transport: mid-stream drops
         raise_classified(exc)
 
 

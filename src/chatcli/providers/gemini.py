@@ -62,6 +62,7 @@ from chatcli.providers._common import (
     raise_classified,
     require_module,
     tool_settings_apply,
+    transport_errors,
     unsupported,
 )
 from chatcli.providers.adapter import Adapter
@@ -252,17 +253,6 @@ def _function_calling(choice: str) -> dict[str, Any]:
     return {"mode": mode} if mode else {"mode": "ANY", "allowed_function_names": [choice]}
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP libraries' errors (the SDK lets connection errors through unwrapped)."""
-    found: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(require_module(name, "gemini").HTTPError)
-        except ImportError:
-            continue
-    return tuple(found)
-
-
 @contextmanager
 def _translated_errors() -> Iterator[None]:
     """Turn SDK and transport failures into a classified ProviderError (chained)."""
@@ -272,7 +262,7 @@ def _translated_errors() -> Iterator[None]:
     except errors.APIError as exc:
         # `code` is the HTTP status, or the code of an error sent inside a stream.
         raise_classified(exc, status=exc.code)
-    except _transport_errors() as exc:
+    except transport_errors() as exc:
         raise_classified(exc)
 
 

@@ -53,6 +53,7 @@ from chatcli.providers._common import (
     require_module,
     schema_name,
     tool_settings_apply,
+    transport_errors,
     unsupported,
 )
 from chatcli.providers.adapter import Adapter
@@ -604,8 +605,8 @@ def _sdk_errors() -> Iterator[None]:
         yield
     except sdk.APIStatusError as exc:
         raise_classified(exc, status=exc.status_code)
-    except sdk.APIError as exc:  # connection errors, timeouts, errors raised inside a stream
-        raise_classified(exc)
+    except (sdk.APIError, *transport_errors()) as exc:  # connection errors, timeouts, errors
+        raise_classified(exc)  # raised inside a stream (wrapped or not, by SDK version)
 
 
 @dataclass(slots=True)
