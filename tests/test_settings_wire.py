@@ -463,6 +463,7 @@ def test_openai_prompt_cache_key_can_be_turned_off(server: ReplayServer) -> None
     ("name", "stream"),
     [
         ("openai", "openai-chat-tool-calls.txt"),
+        ("responses", "openai-responses-reasoning-tool.txt"),
         ("anthropic", "anthropic-tool-use.txt"),
         ("gemini", "gemini-tool-call.txt"),
     ],

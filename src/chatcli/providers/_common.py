@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from chatcli.catalog import lookup
 from chatcli.errors import ConfigError, ErrorInfo, ErrorKind, ProviderError, classify_error
 from chatcli.providers.base import Request
+from chatcli.request_settings import TOOL_CHOICE_MODES
 
 _log = logging.getLogger("chatcli.providers")
 
@@ -128,7 +129,7 @@ def tool_settings_apply(request: Request) -> bool:
         return False
     choice = request.settings.tool_choice
     names = [tool.name for tool in request.tools]
-    if choice is not None and choice not in ("auto", "none", "required") and choice not in names:
+    if choice is not None and choice not in TOOL_CHOICE_MODES and choice not in names:
         raise ConfigError(f"tool_choice {choice!r} names no tool of the request (tools: {names})")
     return True
 

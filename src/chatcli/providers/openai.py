@@ -65,7 +65,7 @@ from chatcli.providers.base import (
     ToolCallDelta,
     ToolSpec,
 )
-from chatcli.request_settings import JSON_MODE
+from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
 __all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
 
@@ -493,7 +493,7 @@ def _chat_settings(request: Request, api: str) -> Json:
         schema = dict(settings.response_format)
         json_schema = {"name": schema_name(schema), "schema": schema}
         body["response_format"] = {"type": "json_schema", "json_schema": json_schema}
-    if "tool_choice" in body and body["tool_choice"] not in _TOOL_MODES:
+    if "tool_choice" in body and body["tool_choice"] not in TOOL_CHOICE_MODES:
         body["tool_choice"] = {"type": "function", "function": {"name": body["tool_choice"]}}
     return body
 
@@ -517,12 +517,9 @@ def _responses_settings(request: Request, api: str) -> Json:
         body["text"] = {
             "format": {"type": "json_schema", "name": schema_name(schema), "schema": schema}
         }
-    if "tool_choice" in body and body["tool_choice"] not in _TOOL_MODES:
+    if "tool_choice" in body and body["tool_choice"] not in TOOL_CHOICE_MODES:
         body["tool_choice"] = {"type": "function", "name": body["tool_choice"]}
     return body
-
-
-_TOOL_MODES = ("auto", "none", "required")
 
 
 def _common_settings(request: Request) -> Json:
@@ -542,10 +539,11 @@ def _common_settings(request: Request) -> Json:
 
 
 def prompt_cache_key(messages: Sequence[Message]) -> str:
-    """A key that names a conversation by its stable beginning: the system messages and the
-    first user message (what every request of the conversation starts with), so requests of
-    one conversation go to the same cache and different conversations spread out."""
-    system = [m.text for m in messages if m.role is Role.SYSTEM]
+    """A key that names a conversation by its stable beginning: the first system message and
+    the first user message (what every request of the conversation starts with, even after a
+    recovery cut adds a notice), so requests of one conversation go to the same cache machine
+    and different conversations spread out."""
+    system = next((m.text for m in messages if m.role is Role.SYSTEM), "")
     first_user = next((m.text for m in messages if m.role is Role.USER), "")
     digest = hashlib.sha256(json.dumps([system, first_user]).encode()).hexdigest()
     return "chatcli-" + digest[:32]
