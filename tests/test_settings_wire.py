@@ -19,14 +19,13 @@ import pytest
 
 from chatcli.errors import ConfigError
 from chatcli.messages import Message
-from chatcli.providers._common import UnsupportedSetting
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import Request, Response, ToolCallDelta, ToolSpec
 from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI, prompt_cache_key
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.request_settings import Settings
+from chatcli.request_settings import Settings, UnsupportedSetting
 from tests.recorded import sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE

@@ -24,12 +24,14 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from chatcli.continuation import DEFAULT_MAX_TOKENS
+from chatcli.errors import ConfigError
 
 __all__ = [
     "JSON_MODE",
     "REASONING_EFFORTS",
     "TOOL_CHOICE_MODES",
     "Settings",
+    "UnsupportedSetting",
     "output_reserve",
 ]
 
@@ -42,6 +44,11 @@ TOOL_CHOICE_MODES: Final = frozenset({"auto", "none", "required"})
 
 ToolChoice = Literal["auto", "none", "required"] | str
 ResponseFormat = Literal["json"] | Mapping[str, Any]
+
+
+class UnsupportedSetting(ConfigError):
+    """A setting the provider's API cannot take, raised by the adapter before any call (the
+    message names the setting and says what the API takes instead)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

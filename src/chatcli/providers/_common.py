@@ -14,12 +14,11 @@ from typing import Any, NoReturn
 from chatcli.catalog import lookup
 from chatcli.errors import ConfigError, ErrorInfo, ErrorKind, ProviderError, classify_error
 from chatcli.providers.base import Request
-from chatcli.request_settings import TOOL_CHOICE_MODES
+from chatcli.request_settings import TOOL_CHOICE_MODES, UnsupportedSetting
 
 _log = logging.getLogger("chatcli.providers")
 
 __all__ = [
-    "UnsupportedSetting",
     "api_key_from_env",
     "drop_setting",
     "incomplete_answer",
@@ -104,10 +103,6 @@ def model_limits(
 
 
 # -- settings -----------------------------------------------------------------------------
-
-
-class UnsupportedSetting(ConfigError):
-    """A request setting the provider's API cannot take (the message says what it takes)."""
 
 
 def unsupported(api: str, name: str, hint: str) -> UnsupportedSetting:
