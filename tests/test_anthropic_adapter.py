@@ -66,7 +66,7 @@ def server() -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def provider(server: ReplayServer) -> Anthropic:
-    return Anthropic("claude-sonnet-4-20250514", api_key=KEY, base_url=server.url)
+    return Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
 
 
 def ask(text: str = "What is the weather like in San Francisco?") -> Request:
@@ -264,7 +264,7 @@ def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic)
     assert (sent["max_tokens"], sent["temperature"], sent["model"]) == (
         300,
         0.2,
-        "claude-sonnet-4-20250514",
+        "claude-haiku-4-5",
     )
 
 

@@ -70,7 +70,7 @@ def openai(server: ReplayServer, api: str = "chat", **kwargs: Any) -> OpenAI:
 
 
 def anthropic(server: ReplayServer, **kwargs: Any) -> Anthropic:
-    return Anthropic("claude-sonnet-4-5", api_key="sk-ant-test", base_url=server.url, **kwargs)
+    return Anthropic("claude-haiku-4-5", api_key="sk-ant-test", base_url=server.url, **kwargs)
 
 
 def gemini(server: ReplayServer) -> Gemini:
