@@ -2,7 +2,8 @@
 
 Each request takes the next `Scripted` answer from the queue (status, headers, and either a
 body or a list of server-sent events, optionally cut off before the end) and is recorded, so a
-test can assert what the SDK sent. Binds 127.0.0.1 on a free port.
+test can assert what the SDK sent. `connections` counts the TCP connections accepted, so a test
+can see whether an SDK client reuses its pooled connection. Binds 127.0.0.1 on a free port.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from chatcli.providers.adapter import Adapter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +53,8 @@ class ReplayServer:
     def __init__(self) -> None:
         self.queue: deque[Scripted] = deque()
         self.requests: list[Recorded] = []
+        self.connections = 0
+        self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -92,6 +97,11 @@ def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
+
+        def setup(self) -> None:  # once per accepted connection, each in its own thread
+            super().setup()
+            with server.lock:
+                server.connections += 1
 
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
@@ -146,3 +156,27 @@ def replay_server() -> Iterator[ReplayServer]:
         yield server
     finally:
         server.stop()
+
+
+@asynccontextmanager
+async def adapters_closed() -> AsyncIterator[None]:
+    """Close, at the end, every adapter whose SDK clients were used inside (an adapter keeps
+    its clients, and their pooled connections, until closed)."""
+    used: list[Adapter] = []
+    sync_client, async_client = Adapter._client, Adapter._aclient
+
+    def record_sync(self: Adapter) -> Any:
+        used.append(self)
+        return sync_client(self)
+
+    def record_async(self: Adapter) -> Any:
+        used.append(self)
+        return async_client(self)
+
+    Adapter._client, Adapter._aclient = record_sync, record_async  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Adapter._client, Adapter._aclient = sync_client, async_client  # type: ignore[method-assign]
+        for adapter in dict.fromkeys(used):
+            await adapter.aclose()

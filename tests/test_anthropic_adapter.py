@@ -21,8 +21,9 @@ from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
 from chatcli.providers.anthropic import Anthropic, wire_messages
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
+from chatcli.request_settings import Settings, output_reserve
 from tests.recorded import provider_errors, replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 KEY = "sk-ant-test-0123456789abcdef"
 
@@ -51,6 +52,12 @@ DOCS_TOOL_USE_RESPONSE = {
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
+
+
 @pytest.fixture
 def server() -> Iterator[ReplayServer]:
     with replay_server() as s:
@@ -59,7 +66,7 @@ def server() -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def provider(server: ReplayServer) -> Anthropic:
-    return Anthropic("claude-sonnet-4-20250514", api_key=KEY, base_url=server.url)
+    return Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
 
 
 def ask(text: str = "What is the weather like in San Francisco?") -> Request:
@@ -193,12 +200,17 @@ def conversation() -> tuple[Message, ...]:
 
 def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic) -> None:
     server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
-    request = Request(messages=conversation(), max_tokens=300, tools=(WEATHER,), temperature=0.2)
+    request = Request(
+        messages=conversation(),
+        max_tokens=300,
+        tools=(WEATHER,),
+        settings=Settings(temperature=0.2),
+    )
     provider.complete(request)
     sent = server.requests[0].json()
     assert sent["system"] == [
         {"type": "text", "text": "You are terse."},
-        {"type": "text", "text": "Answer in Celsius."},
+        {"type": "text", "text": "Answer in Celsius.", "cache_control": {"type": "ephemeral"}},
     ]
     assert sent["messages"] == [
         {
@@ -238,7 +250,7 @@ def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic)
                     "content": "no such city",
                     "is_error": True,
                 },
-                {"type": "text", "text": "Thanks."},
+                {"type": "text", "text": "Thanks.", "cache_control": {"type": "ephemeral"}},
             ],
         },
     ]
@@ -252,7 +264,7 @@ def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic)
     assert (sent["max_tokens"], sent["temperature"], sent["model"]) == (
         300,
         0.2,
-        "claude-sonnet-4-20250514",
+        "claude-haiku-4-5",
     )
 
 
@@ -271,12 +283,28 @@ def test_tool_use_response_becomes_a_tool_call(server: ReplayServer, provider: A
     assert response.model == "claude-3-7-sonnet-20250219"
 
 
-def test_max_tokens_default_and_options(server: ReplayServer) -> None:
-    provider = Anthropic("claude-x", api_key=KEY, base_url=server.url, max_output_tokens=8192)
+@pytest.mark.parametrize(
+    ("cap", "settings", "expected"),
+    [
+        (2048, Settings(), 2048),  # a cap below the default reserve
+        (64_000, Settings(), 4096),  # not the whole cap (issue 13): the planner's reserve
+        (64_000, Settings(thinking_budget=2000), 6096),  # the budget counts inside max_tokens
+        (5000, Settings(thinking_budget=2000), 5000),  # never past the cap
+        (None, Settings(), 4096),  # unknown cap: the API still needs one
+    ],
+)
+def test_max_tokens_default_is_the_planners_reserve(
+    server: ReplayServer, cap: int | None, settings: Settings, expected: int
+) -> None:
+    provider = Anthropic("claude-x", api_key=KEY, base_url=server.url, max_output_tokens=cap)
     server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
-    provider.complete(Request(messages=(Message.user("hi"),), options={"top_k": 5}))
+    request = Request(messages=(Message.user("hi"),), settings=settings, options={"top_k": 5})
+    provider.complete(request)
     sent = server.requests[0].json()
-    assert sent["max_tokens"] == 8192 and sent["top_k"] == 5
+    assert sent["max_tokens"] == expected
+    # The same number the planner reserves (unknown cap: it reserves nothing).
+    assert output_reserve(None, cap, settings) == (expected if cap is not None else None)
+    assert sent["top_k"] == 5
     assert "system" not in sent and "tools" not in sent
 
 

@@ -10,7 +10,7 @@ import base64
 import json
 import logging
 import traceback
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -19,11 +19,18 @@ from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message, StopReason, ToolCall
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
 from chatcli.providers.gemini import Gemini, merge_text_parts
+from chatcli.request_settings import Settings
 from tests.recorded import provider_errors, replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 KEY = "AIzaSy-test-0123456789abcdef"
 GEMINI_RECORDS = ("google-gemini", "google-vertex-ai")
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
 
 
 @pytest.fixture
@@ -212,7 +219,7 @@ def test_gemini_ids_and_errors_are_sent_back(server: ReplayServer, provider: Gem
         Message.user("And now?"),
     )
     server.add(Scripted(events=sse_events("gemini-text.txt")))
-    list(provider.stream(Request(messages=history, temperature=0.5)))
+    list(provider.stream(Request(messages=history, settings=Settings(temperature=0.5))))
     sent = server.requests[0].json()
     assert sent["contents"][1:] == [
         {

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from chatcli.errors import ConfigError, ErrorKind, ProviderError
 from chatcli.messages import Message, StopReason, ToolCall
-from chatcli.providers.base import Request, Response, TextDelta, ToolSpec
-from chatcli.providers.openai import OpenAI, OpenAIBase, parse_tool_call
+from chatcli.providers.base import Request, Response, TextDelta, ToolCallDelta, ToolSpec
+from chatcli.providers.openai import OpenAI, OpenAIBase, parse_tool_call, prompt_cache_key
+from chatcli.request_settings import Settings
 from tests.recorded import provider_errors, replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 KEY = "sk-test-5f3c9a1e7b2d4c6e8f0a1b3c5d7e9f10"
 MODES = ("sync", "async")
@@ -75,7 +76,7 @@ async def ask_stream(provider: OpenAIBase, request: Request, mode: str) -> tuple
     else:
         chunks = [chunk async for chunk in provider.astream(request)]
     *deltas, final = chunks
-    assert all(isinstance(d, TextDelta) for d in deltas)
+    assert all(isinstance(d, TextDelta | ToolCallDelta) for d in deltas)
     assert isinstance(final, Response)
     return "".join(d.text for d in deltas if isinstance(d, TextDelta)), final
 
@@ -85,6 +86,12 @@ def user(text: str = "What's the weather like in SF?") -> Request:
 
 
 # --- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
 
 
 @pytest.fixture
@@ -131,7 +138,7 @@ async def test_chat_text_answer_and_request(chat: OpenAI, server: ReplayServer, 
     request = Request(
         messages=(Message.system("Be brief."), Message.user("What's the weather like in SF?")),
         max_tokens=100,
-        temperature=0.2,
+        settings=Settings(temperature=0.2),
     )
     response = await ask(chat, request, mode)
     assert response.message.text.startswith("I'm unable to provide real-time weather updates.")
@@ -148,6 +155,7 @@ async def test_chat_text_answer_and_request(chat: OpenAI, server: ReplayServer, 
         ],
         "max_completion_tokens": 100,
         "temperature": 0.2,
+        "prompt_cache_key": prompt_cache_key(request.messages),
     }
 
 
@@ -310,6 +318,7 @@ async def test_responses_text_answer_and_request(
             {"role": "user", "content": "What's the weather like in SF?"},
         ],
         "max_output_tokens": 300,
+        "prompt_cache_key": prompt_cache_key(request.messages),
     }
 
 

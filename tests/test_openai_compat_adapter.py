@@ -19,7 +19,7 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
 from tests.recorded import replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 from tests.test_openai_adapter import (
     CHAT_TEXT,
     KEY,
@@ -39,6 +39,12 @@ COMPAT_PROVIDERS = (
     "cerebras", "mlx-serve", "github-copilot", "huggingface-tgi", "unknown-openai-compatible",
     "openrouter", "sglang", "nginx-proxy", "openresty-proxy", "g4f",
 )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
 
 
 @pytest.fixture

@@ -34,6 +34,9 @@ CONTRACT = {
     "Anthropic",
     "Gemini",
     "CompactionError",
+    # issue 10
+    "Settings",
+    "ToolCallDelta",
 }
 
 

@@ -58,6 +58,7 @@ from chatcli.providers.base import (
     StreamChunk,
     StreamingProvider,
     TextDelta,
+    ToolCallDelta,
     ToolSpec,
 )
 from chatcli.providers.counting import (
@@ -71,6 +72,7 @@ from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
+from chatcli.request_settings import Settings
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
@@ -116,6 +118,7 @@ __all__ = [
     "Response",
     "Retried",
     "Role",
+    "Settings",
     "SilentTruncationDetected",
     "StopReason",
     "StreamChunk",
@@ -124,6 +127,7 @@ __all__ = [
     "TextPart",
     "TokenEstimator",
     "ToolCall",
+    "ToolCallDelta",
     "ToolCallsDropped",
     "ToolResult",
     "ToolSpec",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.cost import CallKind
 from chatcli.messages import Message, StopReason, Usage
-from chatcli.providers.base import Provider, Request, Response, TextDelta
+from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta
 
 __all__ = ["CallRecord", "DeltaHook", "StreamingTap"]
 
@@ -78,12 +78,12 @@ class StreamingTap:
         stream = getattr(self.inner, "stream", None)
         if self.on_delta is None or stream is None:
             return self.inner.complete(request)
-        chunks: Iterator[TextDelta | Response] = stream(request)
+        chunks: Iterator[StreamChunk] = stream(request)
         final: Response | None = None
         for chunk in chunks:
             if isinstance(chunk, TextDelta):
                 self.on_delta(chunk.text)
-            else:
+            elif isinstance(chunk, Response):  # tool-call deltas show in the final answer
                 final, self._reported = chunk, chunk.usage
         if final is None:
             raise RuntimeError("the stream ended without a response")

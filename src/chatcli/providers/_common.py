@@ -1,21 +1,34 @@
-"""Helpers shared by the adapters: optional SDK imports, API keys, error translation."""
+"""Helpers shared by the adapters: optional SDK imports, API keys, error translation, and the
+rules every adapter follows when it maps `Settings` (unsupported: an error; a documented drop:
+logged; tool settings only with tools; the schema's name)."""
 
 from __future__ import annotations
 
 import importlib
+import logging
+import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from chatcli.catalog import lookup
 from chatcli.errors import ConfigError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.providers.base import Request
+from chatcli.request_settings import TOOL_CHOICE_MODES, UnsupportedSetting
+
+_log = logging.getLogger("chatcli.providers")
 
 __all__ = [
     "api_key_from_env",
+    "drop_setting",
     "incomplete_answer",
     "model_limits",
     "raise_classified",
     "require_module",
+    "schema_name",
+    "tool_settings_apply",
+    "transport_errors",
+    "unsupported",
 ]
 
 
@@ -48,6 +61,18 @@ def raise_classified(exc: BaseException, *, status: int | None = None) -> NoRetu
     raise ProviderError(classify_error(exc, status=status)) from exc
 
 
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP libraries' errors: some SDK versions let a connection dropped mid-stream
+    through unwrapped (the SDKs use httpx or its successor httpx2)."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).HTTPError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
 def incomplete_answer(message: str) -> ProviderError:
     """An answer that arrived cut off or empty (a stream without its terminator, no choices).
 
@@ -75,3 +100,37 @@ def model_limits(
     window = context_window if context_window is not None else min(known, default=None)
     output = max_output_tokens if max_output_tokens is not None else info.max_output_tokens
     return window, output
+
+
+# -- settings -----------------------------------------------------------------------------
+
+
+def unsupported(api: str, name: str, hint: str) -> UnsupportedSetting:
+    """The error for setting `name`, which `api` cannot take; `hint` says what to do."""
+    return UnsupportedSetting(f"{api} cannot take the setting {name!r}: {hint}")
+
+
+def drop_setting(api: str, name: str, why: str) -> None:
+    """Log a setting that `api` does not take and that is left out on purpose (a hint the
+    providers disagree on, such as `seed`), so that leaving it out is never silent."""
+    _log.warning("%s: setting %r not sent: %s", api, name, why)
+
+
+def tool_settings_apply(request: Request) -> bool:
+    """Whether `tool_choice` / `parallel_tool_calls` are sent: only with tools (APIs reject
+    them without; a client's defaults also reach requests that offer none, a summary say).
+    A tool named in `tool_choice` must be one of the request's tools."""
+    if not request.tools:
+        return False
+    choice = request.settings.tool_choice
+    names = [tool.name for tool in request.tools]
+    if choice is not None and choice not in TOOL_CHOICE_MODES and choice not in names:
+        raise ConfigError(f"tool_choice {choice!r} names no tool of the request (tools: {names})")
+    return True
+
+
+def schema_name(schema: Mapping[str, Any]) -> str:
+    """The name an API wants for a JSON schema: its `title` in the allowed characters, else
+    "response"."""
+    title = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or ""))[:64]
+    return title or "response"

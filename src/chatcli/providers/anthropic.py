@@ -14,6 +14,20 @@ Mapping (neutral -> wire):
 - empty text is not sent (the API rejects empty text blocks) and a message left with no
   content at all is dropped.
 
+Settings (`Request.settings`, sent as `extra_body`, `settings.extra` on top): temperature,
+top_p; stop -> `stop_sequences`; tool_choice -> `{"type": "auto" | "none" | "any"}` or
+`{"type": "tool", "name": ...}`, parallel_tool_calls=False -> `disable_parallel_tool_use`;
+response_format (a schema) -> `output_config.format` (structured outputs; "json" without a
+schema is an error: the API has no such mode); reasoning_effort -> `output_config.effort`
+(low to xhigh; "none"/"minimal" are errors); thinking_budget -> `thinking` (`enabled` with
+`budget_tokens`, 0: `disabled`), counted inside `max_tokens` as the API counts it (see
+`chatcli.request_settings.output_reserve`). `seed` does not exist here: dropped, logged.
+
+Prompt caching: `cache_control` breakpoints at the end of the system prompt and of the latest
+message (two of the four allowed; the next request reads the cached prefix up to either), on
+by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given). Cache
+reads and writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
+
 Mapping (wire -> neutral): stop reasons per `STOP_REASONS`; `model_context_window_exceeded`
 is `StopReason.CONTEXT_WINDOW`, which the Client treats as an overflow. Usage keeps cache reads
 and writes apart from `input_tokens`, as Anthropic reports them. A `tool_use` that the output
@@ -28,32 +42,49 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from typing import Any
 
+from chatcli.continuation import DEFAULT_MAX_TOKENS
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    drop_setting,
     incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
+    tool_settings_apply,
+    transport_errors,
+    unsupported,
 )
-from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
+from chatcli.providers.adapter import Adapter
+from chatcli.providers.base import (
+    Request,
+    Response,
+    StreamDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from chatcli.request_settings import JSON_MODE, output_reserve
 
 __all__ = [
+    "CACHE_CONTROL",
     "DEFAULT_MAX_TOKENS",
     "STOP_REASONS",
     "Anthropic",
     "StreamFold",
     "request_params",
     "response_from_message",
+    "settings_fields",
     "usage_from_wire",
     "wire_messages",
 ]
 
-DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when neither request nor model say
+# What a cache breakpoint carries by default (a 5-minute cache).
+CACHE_CONTROL: Mapping[str, Any] = {"type": "ephemeral"}
 
 STOP_REASONS: Mapping[str, StopReason] = {
     "end_turn": StopReason.END_TURN,
@@ -68,15 +99,20 @@ _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 _KEY_ENV = ("ANTHROPIC_API_KEY",)
 
 
-class Anthropic:
+class Anthropic(Adapter):
     """A model behind the Anthropic Messages API (a `StreamingProvider`).
 
     `api_key` defaults to `$ANTHROPIC_API_KEY` (or `environ`'s); it only reaches the SDK
     client and is never shown or logged. `base_url` points the SDK elsewhere (a proxy, a test
     server).
-    `context_window` and `max_output_tokens` are the model's limits when known;
-    `max_output_tokens` is also the `max_tokens` sent when a request sets none.
+    `context_window` and `max_output_tokens` are the model's limits when known. With no
+    `max_tokens` in a request, the one sent is `output_reserve`'s: the cap but no more than
+    `DEFAULT_MAX_TOKENS`, plus any thinking budget, the same reserve recovery plans with.
+    `cache_control` is put on the cache breakpoints (see the module docstring); None turns
+    automatic prompt caching off, `{"type": "ephemeral", "ttl": "1h"}` caches for an hour.
     """
+
+    api_name = "Anthropic"
 
     def __init__(
         self,
@@ -88,6 +124,7 @@ class Anthropic:
         max_output_tokens: int | None = None,
         timeout: float | None = None,
         environ: Mapping[str, str] | None = None,
+        cache_control: Mapping[str, Any] | None = CACHE_CONTROL,
     ) -> None:
         sdk = require_module("anthropic", "anthropic")
         key = api_key_from_env(
@@ -98,69 +135,65 @@ class Anthropic:
             options["timeout"] = timeout
         self.model = model
         self.base_url = base_url
+        self.cache_control = dict(cache_control) if cache_control is not None else None
         self.context_window, self.max_output_tokens = model_limits(
             model, "anthropic", context_window, max_output_tokens
         )
-        # A fresh SDK client per call: nothing stays open between calls (no pool to close, no
-        # connection tied to a finished event loop). Lambdas keep the key out of reprs.
-        self._connect: Callable[[], Any] = lambda: sdk.Anthropic(**options)
-        self._aconnect: Callable[[], Any] = lambda: sdk.AsyncAnthropic(**options)
+        # A closure keeps the key out of reprs and vars().
+        self.__connect: Callable[[str], Any] = lambda name: getattr(sdk, name)(**options)
 
     def __repr__(self) -> str:
         return f"Anthropic(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _params(self, request: Request) -> dict[str, Any]:
-        default = self.max_output_tokens or DEFAULT_MAX_TOKENS
-        return request_params(request, model=self.model, default_max_tokens=default)
-
-    def complete(self, request: Request) -> Response:
-        params = self._params(request)
-        if _needs_streaming(params):
-            return _last(self.stream(request))
-        with _translated_errors(), self._connect() as client:
-            message = client.messages.create(**params)
-        return response_from_message(_dump(message))
-
-    async def acomplete(self, request: Request) -> Response:
-        params = self._params(request)
-        if _needs_streaming(params):
-            chunks = [chunk async for chunk in self.astream(request)]
-            return _last(iter(chunks))
-        with _translated_errors():
-            async with self._aconnect() as client:
-                message = await client.messages.create(**params)
-        return response_from_message(_dump(message))
+    def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
+        return request_params(
+            request, model=self.model, cap=self.max_output_tokens, cache_control=self.cache_control
+        )
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Anthropic's own count of the prompt `messages` make, system prompt included, from
         `messages.count_tokens`: exact, but a round trip (free, rate-limited); see
         `chatcli.providers.counting` for caching and the fallback to the estimate."""
-        params = self._params(Request(messages=tuple(messages)))
+        request = Request(messages=tuple(messages))
+        params = request_params(request, model=self.model, cap=self.max_output_tokens)
         del params["max_tokens"]  # the one `create` argument that `count_tokens` does not take
-        with _translated_errors(), self._connect() as client:
-            counted = client.messages.count_tokens(**params)
+        with _translated_errors():
+            counted = self._client().messages.count_tokens(**params)
         return int(counted.input_tokens)
 
-    def stream(self, request: Request) -> Iterator[StreamChunk]:
-        fold = StreamFold()
-        with _translated_errors(), self._connect() as client:
-            events = client.messages.create(**self._params(request), stream=True)
-            with events:  # closes the connection when the caller stops early
-                for event in events:
-                    if text := fold.feed(_dump(event)):
-                        yield TextDelta(text=text)
-        yield fold.finish()
+    def _new_client(self) -> Any:
+        return self.__connect("Anthropic")
 
-    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
-        fold = StreamFold()
-        with _translated_errors():
-            async with self._aconnect() as client:
-                events = await client.messages.create(**self._params(request), stream=True)
-                async with events:
-                    async for event in events:
-                        if text := fold.feed(_dump(event)):
-                            yield TextDelta(text=text)
-        yield fold.finish()
+    def _new_async_client(self) -> Any:
+        return self.__connect("AsyncAnthropic")
+
+    def _errors(self) -> AbstractContextManager[None]:
+        return _translated_errors()
+
+    def _streams_whole_answer(self, params: dict[str, Any]) -> bool:
+        return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
+
+    def _send(self, client: Any, params: dict[str, Any]) -> Any:
+        return client.messages.create(**params)
+
+    async def _asend(self, client: Any, params: dict[str, Any]) -> Any:
+        return await client.messages.create(**params)
+
+    def _open(self, client: Any, params: dict[str, Any]) -> AbstractContextManager[Any]:
+        events: AbstractContextManager[Any] = client.messages.create(**params, stream=True)
+        return events
+
+    async def _aopen(self, client: Any, params: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        events: AbstractAsyncContextManager[Any] = await client.messages.create(
+            **params, stream=True
+        )
+        return events
+
+    def _parse(self, raw: Any) -> Response:
+        return response_from_message(_dump(raw))
+
+    def _fold(self) -> StreamFold:
+        return StreamFold()
 
 
 # The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
@@ -169,31 +202,17 @@ class Anthropic:
 NONSTREAMING_MAX_TOKENS = 21_333
 
 
-def _needs_streaming(params: Mapping[str, Any]) -> bool:
-    return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
-
-
-def _last(chunks: Iterator[StreamChunk]) -> Response:
-    """The Response that ends a stream (the text deltas before it are folded into it)."""
-    response = None
-    for chunk in chunks:
-        response = chunk
-    assert isinstance(response, Response)  # a stream ends with exactly one Response
-    return response
-
-
 @contextmanager
 def _translated_errors() -> Iterator[None]:
     """Turn SDK and transport failures into a classified ProviderError (chained)."""
     sdk = require_module("anthropic", "anthropic")
-    http = require_module("httpx2", "anthropic")  # the SDK's transport: mid-stream drops
     try:
         yield
     except sdk.APIStatusError as exc:
         # An `error` event inside a stream arrives with the stream's 200: that is not the
         # error's status, so none is claimed.
         raise_classified(exc, status=None if exc.status_code == 200 else exc.status_code)
-    except (sdk.APIError, http.HTTPError) as exc:
+    except (sdk.APIError, *transport_errors()) as exc:  # the SDK's transport: mid-stream drops
         raise_classified(exc)
 
 
@@ -206,26 +225,100 @@ def _dump(obj: Any) -> dict[str, Any]:
 # -- neutral -> wire ----------------------------------------------------------------------
 
 
-def request_params(request: Request, *, model: str, default_max_tokens: int) -> dict[str, Any]:
-    """Keyword arguments for `messages.create`; `request.options` go into the body as-is."""
+def request_params(
+    request: Request,
+    *,
+    model: str,
+    cap: int | None,
+    cache_control: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for `messages.create`; see the module docstring.
+
+    `max_tokens` (which the API requires) is `output_reserve`'s when the request sets none.
+    The settings' fields and `settings.extra` travel as `extra_body`: the SDK's signature
+    varies between versions (recent ones have no `temperature` argument), the wire does not.
+    `request.options` go into the body as they are, last.
+    """
+    settings = request.settings
+    max_tokens = output_reserve(request.max_tokens, cap, settings)
     system, messages = wire_messages(request.messages)
+    if cache_control is not None:
+        _mark_breakpoints(system, messages, cache_control)
     params: dict[str, Any] = {
         "model": request.model or model,
-        "max_tokens": request.max_tokens or default_max_tokens,
+        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS + settings.output_reserve_extra,
         "messages": messages,
     }
     if system:
         params["system"] = system
     if request.tools:
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
-    # Sent as extra body fields: the SDK's signature varies between versions (recent ones
-    # have no `temperature` argument), the wire field does not.
-    extra = dict(request.options)
-    if request.temperature is not None:
-        extra["temperature"] = request.temperature
+    extra = {**settings_fields(request), **settings.extra, **request.options}
     if extra:
         params["extra_body"] = extra
     return params
+
+
+def settings_fields(request: Request) -> dict[str, Any]:
+    """The Messages API fields for `request.settings`; see the module docstring."""
+    settings = request.settings
+    if settings.response_format == JSON_MODE:
+        raise unsupported("Anthropic", "response_format", "no JSON mode without a schema: give one")
+    if settings.reasoning_effort in ("none", "minimal"):
+        raise unsupported(
+            "Anthropic",
+            "reasoning_effort",
+            f"efforts are {sorted(_EFFORTS)}, not {settings.reasoning_effort!r}",
+        )
+    if settings.seed is not None:
+        drop_setting("Anthropic", "seed", "the Messages API takes no seed")
+    body: dict[str, Any] = {
+        name: getattr(settings, name) for name in ("temperature", "top_p") if settings.is_set(name)
+    }
+    if settings.stop is not None:
+        body["stop_sequences"] = list(settings.stop)
+    if settings.thinking_budget is not None:
+        budget = settings.thinking_budget
+        body["thinking"] = (
+            {"type": "enabled", "budget_tokens": budget} if budget else {"type": "disabled"}
+        )
+    output_config: dict[str, Any] = {}
+    if settings.reasoning_effort is not None:
+        output_config["effort"] = settings.reasoning_effort
+    if isinstance(settings.response_format, Mapping):
+        output_config["format"] = {"type": "json_schema", "schema": dict(settings.response_format)}
+    if output_config:
+        body["output_config"] = output_config
+    if tool_settings_apply(request):
+        body.update(_tool_choice(settings.tool_choice, settings.parallel_tool_calls))
+    return body
+
+
+_EFFORTS = frozenset({"low", "medium", "high", "xhigh"})
+_TOOL_CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any"}
+
+
+def _tool_choice(choice: str | None, parallel: bool | None) -> dict[str, Any]:
+    if choice is None and parallel is None:
+        return {}
+    kind = _TOOL_CHOICE_TYPES.get(choice or "auto")
+    wire: dict[str, Any] = {"type": kind} if kind else {"type": "tool", "name": choice}
+    if parallel is not None and kind != "none":  # `none` takes no such flag
+        wire["disable_parallel_tool_use"] = not parallel
+    return {"tool_choice": wire}
+
+
+def _mark_breakpoints(
+    system: list[dict[str, Any]], messages: list[dict[str, Any]], cache_control: Mapping[str, Any]
+) -> None:
+    """Cache breakpoints at the end of the system prompt and of the latest message (two of the
+    four the API allows): the next request of the conversation reads both prefixes."""
+    if system:
+        system[-1]["cache_control"] = dict(cache_control)
+    if messages:
+        blocks = [b for b in messages[-1]["content"] if b["type"] not in _THINKING_TYPES]
+        if blocks:  # thinking blocks cannot carry a breakpoint
+            blocks[-1]["cache_control"] = dict(cache_control)
 
 
 def wire_messages(
@@ -357,44 +450,58 @@ class StreamFold:
     """Folds raw stream events (wire JSON) into the final message, as the API documents them:
     message_start, content blocks (start, deltas, stop), message_delta, message_stop.
 
-    `feed` returns the text an event adds (else ""); `finish` returns the Response, or raises
-    a TRANSIENT ProviderError when the stream was empty or ended before `message_stop`.
-    Unknown events and deltas are ignored, as the API asks.
+    `feed` takes an event (an SDK object or its wire JSON) and returns the deltas it adds:
+    answer text, and the pieces of tool calls (`ToolCallDelta`, numbered among the calls);
+    `finish` returns the Response, or raises a TRANSIENT ProviderError when the stream was
+    empty or ended before `message_stop`. Unknown events and deltas are ignored, as the API
+    asks.
     """
 
     def __init__(self) -> None:
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
         self.json_parts: dict[int, list[str]] = {}
+        self.calls: dict[int, int] = {}  # content index of a tool_use block -> call position
         self.stopped = False
 
-    def feed(self, event: Mapping[str, Any]) -> str:
+    def feed(self, event: Any) -> list[StreamDelta]:
+        event = event if isinstance(event, Mapping) else _dump(event)
         kind = event.get("type")
         if kind == "message_start":
             self.message = dict(event.get("message") or {})
         elif kind == "content_block_start":
-            self.blocks[event["index"]] = dict(event.get("content_block") or {})
+            return self._start_block(event["index"], dict(event.get("content_block") or {}))
         elif kind == "content_block_delta":
             return self._apply_delta(event["index"], event.get("delta") or {})
         elif kind == "message_delta":
             self._apply_message_delta(event)
         elif kind == "message_stop":
             self.stopped = True
-        return ""
+        return []
 
-    def _apply_delta(self, index: int, delta: Mapping[str, Any]) -> str:
+    def _start_block(self, index: int, block: dict[str, Any]) -> list[StreamDelta]:
+        self.blocks[index] = block
+        if block.get("type") != "tool_use":
+            return []
+        position = self.calls.setdefault(index, len(self.calls))
+        return [ToolCallDelta(index=position, id=block.get("id"), name=block.get("name"))]
+
+    def _apply_delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamDelta]:
         block = self.blocks.setdefault(index, {})
         kind = delta.get("type")
         if kind == "text_delta":
             block["text"] = block.get("text", "") + delta["text"]
-            return str(delta["text"])
+            return [TextDelta(text=str(delta["text"]))] if delta["text"] else []
         if kind == "input_json_delta":
-            self.json_parts.setdefault(index, []).append(delta.get("partial_json", ""))
-        elif kind == "thinking_delta":
+            partial = delta.get("partial_json", "")
+            self.json_parts.setdefault(index, []).append(partial)
+            position = self.calls.setdefault(index, len(self.calls))
+            return [ToolCallDelta(index=position, arguments=partial)] if partial else []
+        if kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta["thinking"]
         elif kind == "signature_delta":
             block["signature"] = delta["signature"]
-        return ""
+        return []
 
     def _apply_message_delta(self, event: Mapping[str, Any]) -> None:
         message = self.message if self.message is not None else {}

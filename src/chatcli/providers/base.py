@@ -1,6 +1,7 @@
 """The provider protocol: what every adapter and every test double implements.
 
-This module knows no wire format; it only names the neutral request and response values.
+This module knows no wire format; it only names the neutral request and response values
+(the request's settings are `chatcli.request_settings.Settings`).
 A provider raises on failure (any exception); `Client` classifies it. Providers may declare
 the model's `context_window` and `max_output_tokens` attributes (None when unknown).
 """
@@ -12,14 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from chatcli.messages import Message, StopReason, Usage
+from chatcli.request_settings import Settings
 
 __all__ = [
     "Provider",
     "Request",
     "Response",
     "StreamChunk",
+    "StreamDelta",
     "StreamingProvider",
     "TextDelta",
+    "ToolCallDelta",
     "ToolSpec",
 ]
 
@@ -35,13 +39,17 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
-    """One call to a model: the working view to send and the output limit."""
+    """One call to a model: the working view to send, the output limit and the settings.
+
+    `options` are SDK keyword arguments an adapter passes through as they are (last, so they
+    win); `settings.extra` is the neutral way to add fields to the request body.
+    """
 
     messages: tuple[Message, ...]
     max_tokens: int | None = None
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
-    temperature: float | None = None
+    settings: Settings = field(default_factory=Settings)
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -72,8 +80,22 @@ class TextDelta:
     text: str
 
 
-# A stream yields TextDelta items and ends with exactly one Response (the whole answer).
-StreamChunk = TextDelta | Response
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call, as it arrives: `index` is the call's position among the
+    answer's calls (0, 1, ...) and ties its pieces together; `id` and `name` come with its
+    first piece, `arguments` is the next fragment of its JSON arguments (pieces concatenate)."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+StreamDelta = TextDelta | ToolCallDelta
+# A stream yields deltas and ends with exactly one Response (the whole answer, which is what
+# counts: the deltas are for showing it as it comes).
+StreamChunk = TextDelta | ToolCallDelta | Response
 
 
 @runtime_checkable

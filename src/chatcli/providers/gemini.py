@@ -12,6 +12,16 @@ Mapping (neutral -> wire):
   of the TextPart or ToolCall, base64 as on the wire); thought parts ride in the message's
   `provider_details["gemini"]["thoughts"]` and are sent back first.
 
+Settings (`Request.settings`) become `GenerateContentConfig` fields: temperature, top_p, seed;
+stop -> `stop_sequences`; response_format -> `response_mime_type` "application/json" (with
+`response_json_schema` for a schema); thinking_budget -> `thinking_config.thinking_budget`
+(counted inside `max_output_tokens`, as Gemini counts thoughts); reasoning_effort ->
+`thinking_config.thinking_level` ("none" is an error: use thinking_budget=0); tool_choice ->
+`tool_config.function_calling_config` (AUTO / NONE / ANY, a name -> ANY with
+`allowed_function_names`). `parallel_tool_calls` has no Gemini field: dropped, logged.
+`settings.extra` is the SDK's `http_options.extra_body`, which it merges into the REST body
+(recursively, camelCase or snake_case names).
+
 Ids: Gemini may return a `functionCall` without an id. The adapter then makes one that is
 stable, "gemini-" + a hash of (responseId, position in the answer, name, arguments), so the
 same answer always gets the same ids, and marks the call `synthetic_id`; a synthetic id is
@@ -33,19 +43,38 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    aclosing,
+    closing,
+    contextmanager,
+)
 from typing import Any
 
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    drop_setting,
     incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
+    tool_settings_apply,
+    transport_errors,
+    unsupported,
 )
-from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
+from chatcli.providers.adapter import Adapter
+from chatcli.providers.base import (
+    Request,
+    Response,
+    StreamDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from chatcli.request_settings import output_reserve
 
 __all__ = [
     "FINISH_REASONS",
@@ -54,6 +83,7 @@ __all__ = [
     "merge_text_parts",
     "request_contents",
     "response_from_wire",
+    "settings_config",
     "usage_from_wire",
 ]
 
@@ -79,15 +109,17 @@ _KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _DUMP_EXCLUDE = {"sdk_http_response"}  # response headers, not part of the answer
 
 
-class Gemini:
+class Gemini(Adapter):
     """A Gemini model through the `google-genai` SDK (a `StreamingProvider`).
 
     `api_key` defaults to `$GEMINI_API_KEY`, then `$GOOGLE_API_KEY` (or `environ`'s); it only
     reaches the SDK client and is never shown or logged. `base_url` points the SDK elsewhere
     (a proxy, a test server). `context_window` / `max_output_tokens` are the model's limits
     when known; `max_output_tokens` is sent when a request sets no `max_tokens`.
-    `request.options` are extra `GenerateContentConfig` fields (`thinking_config`, ...).
+    `request.options` are extra `GenerateContentConfig` fields.
     """
+
+    api_name = "Gemini"
 
     def __init__(
         self,
@@ -110,38 +142,30 @@ class Gemini:
         self.context_window, self.max_output_tokens = model_limits(
             model, "google", context_window, max_output_tokens
         )
-        # A fresh SDK client per call, as for Anthropic; the lambda keeps the key out of reprs.
-        self._connect: Callable[[], Any] = lambda: genai.Client(
+        # A closure keeps the key out of reprs and vars().
+        self.__connect: Callable[[], Any] = lambda: genai.Client(
             api_key=key, http_options=http_options
         )
 
     def __repr__(self) -> str:
         return f"Gemini(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _arguments(self, request: Request) -> dict[str, Any]:
+    def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         system, contents = request_contents(request.messages)
-        config: dict[str, Any] = dict(request.options)
-        max_tokens = request.max_tokens or self.max_output_tokens
-        if max_tokens:
-            config["max_output_tokens"] = max_tokens
-        if request.temperature is not None:
-            config["temperature"] = request.temperature
+        config: dict[str, Any] = {**settings_config(request), **request.options}
+        if request.max_tokens is not None:
+            config["max_output_tokens"] = output_reserve(
+                request.max_tokens, self.max_output_tokens, request.settings
+            )
+        elif self.max_output_tokens:
+            config["max_output_tokens"] = self.max_output_tokens
         if system:
             config["system_instruction"] = {"parts": system}
         if request.tools:
             config["tools"] = [{"function_declarations": [_declaration(t) for t in request.tools]}]
+        if request.settings.extra:
+            config["http_options"] = {"extra_body": dict(request.settings.extra)}
         return {"model": request.model or self.model, "contents": contents, "config": config}
-
-    def complete(self, request: Request) -> Response:
-        with _translated_errors(), self._connect() as client:
-            answer = client.models.generate_content(**self._arguments(request))
-        return response_from_wire(_dump(answer))
-
-    async def acomplete(self, request: Request) -> Response:
-        with _translated_errors():
-            async with self._connect().aio as client:
-                answer = await client.models.generate_content(**self._arguments(request))
-        return response_from_wire(_dump(answer))
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Gemini's own count of the prompt `messages` make, from `models.count_tokens`: exact,
@@ -154,38 +178,79 @@ class Gemini:
         system, contents = request_contents(messages)
         if system:
             contents = [{"role": "user", "parts": system}, *contents]
-        with _translated_errors(), self._connect() as client:
-            counted = client.models.count_tokens(model=self.model, contents=contents)
+        with _translated_errors():
+            counted = self._client().models.count_tokens(model=self.model, contents=contents)
         return counted.total_tokens or 0  # proto3 JSON leaves a zero out
 
-    def stream(self, request: Request) -> Iterator[StreamChunk]:
-        fold = StreamFold()
-        with _translated_errors(), self._connect() as client:
-            for chunk in client.models.generate_content_stream(**self._arguments(request)):
-                if text := fold.feed(_dump(chunk)):
-                    yield TextDelta(text=text)
-        yield fold.finish()
+    def _new_client(self) -> Any:
+        return self.__connect()
 
-    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
-        fold = StreamFold()
-        with _translated_errors():
-            async with self._connect().aio as client:
-                chunks = await client.models.generate_content_stream(**self._arguments(request))
-                async for chunk in chunks:
-                    if text := fold.feed(_dump(chunk)):
-                        yield TextDelta(text=text)
-        yield fold.finish()
+    def _new_async_client(self) -> Any:
+        return self.__connect().aio
+
+    async def _aclose(self, client: Any) -> None:
+        await client.aclose()
+
+    def _errors(self) -> AbstractContextManager[None]:
+        return _translated_errors()
+
+    def _send(self, client: Any, params: dict[str, Any]) -> Any:
+        return client.models.generate_content(**params)
+
+    async def _asend(self, client: Any, params: dict[str, Any]) -> Any:
+        return await client.models.generate_content(**params)
+
+    def _open(self, client: Any, params: dict[str, Any]) -> AbstractContextManager[Any]:
+        return closing(client.models.generate_content_stream(**params))
+
+    async def _aopen(self, client: Any, params: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return aclosing(await client.models.generate_content_stream(**params))
+
+    def _parse(self, raw: Any) -> Response:
+        return response_from_wire(_dump(raw))
+
+    def _fold(self) -> StreamFold:
+        return StreamFold()
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP libraries' errors (the SDK lets connection errors through unwrapped)."""
-    found: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            found.append(require_module(name, "gemini").HTTPError)
-        except ImportError:
-            continue
-    return tuple(found)
+def settings_config(request: Request) -> dict[str, Any]:
+    """`GenerateContentConfig` fields for `request.settings`; see the module docstring."""
+    settings = request.settings
+    if settings.reasoning_effort == "none":
+        raise unsupported(
+            "Gemini", "reasoning_effort", "use thinking_budget=0 to turn thinking off"
+        )
+    if settings.parallel_tool_calls is not None:
+        drop_setting("Gemini", "parallel_tool_calls", "Gemini decides how many calls to make")
+    config: dict[str, Any] = {
+        name: getattr(settings, name)
+        for name in ("temperature", "top_p", "seed")
+        if settings.is_set(name)
+    }
+    if settings.stop is not None:
+        config["stop_sequences"] = list(settings.stop)
+    if settings.response_format is not None:
+        config["response_mime_type"] = "application/json"
+        if isinstance(settings.response_format, Mapping):
+            config["response_json_schema"] = dict(settings.response_format)
+    thinking: dict[str, Any] = {}
+    if settings.thinking_budget is not None:
+        thinking["thinking_budget"] = settings.thinking_budget
+    if settings.reasoning_effort is not None:
+        thinking["thinking_level"] = settings.reasoning_effort.upper()
+    if thinking:
+        config["thinking_config"] = thinking
+    if tool_settings_apply(request) and settings.tool_choice is not None:
+        config["tool_config"] = {"function_calling_config": _function_calling(settings.tool_choice)}
+    return config
+
+
+_CALLING_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def _function_calling(choice: str) -> dict[str, Any]:
+    mode = _CALLING_MODES.get(choice)
+    return {"mode": mode} if mode else {"mode": "ANY", "allowed_function_names": [choice]}
 
 
 @contextmanager
@@ -197,7 +262,7 @@ def _translated_errors() -> Iterator[None]:
     except errors.APIError as exc:
         # `code` is the HTTP status, or the code of an error sent inside a stream.
         raise_classified(exc, status=exc.code)
-    except _transport_errors() as exc:
+    except transport_errors() as exc:
         raise_classified(exc)
 
 
@@ -436,18 +501,34 @@ class StreamFold:
 
     def __init__(self) -> None:
         self.chunks = 0
+        self.calls = 0
         self.parts: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}
         self.finish_reason: str | None = None
 
-    def feed(self, chunk: Mapping[str, Any]) -> str:
+    def feed(self, chunk: Any) -> list[StreamDelta]:
+        """The deltas a chunk (an SDK object or its JSON) adds: text, and each function call
+        whole (Gemini streams a call in one piece)."""
+        chunk = chunk if isinstance(chunk, Mapping) else _dump(chunk)
         self.chunks += 1
         self.last = dict(chunk)
         candidate = (chunk.get("candidates") or [{}])[0]
         self.finish_reason = candidate.get("finish_reason") or self.finish_reason
         new = (candidate.get("content") or {}).get("parts") or []
         self.parts.extend(new)
-        return "".join(p.get("text", "") for p in new if not p.get("thought"))
+        return [delta for part in new if (delta := self._delta(part)) is not None]
+
+    def _delta(self, part: Mapping[str, Any]) -> StreamDelta | None:
+        if "function_call" in part:
+            call = part["function_call"]
+            self.calls += 1
+            arguments = json.dumps(call.get("args") or {}, ensure_ascii=False)
+            return ToolCallDelta(
+                index=self.calls - 1, id=call.get("id"), name=call.get("name"), arguments=arguments
+            )
+        if part.get("text") and not part.get("thought"):
+            return TextDelta(text=part["text"])
+        return None
 
     def finish(self) -> Response:
         if not self.chunks:

@@ -29,6 +29,10 @@ Mapping notes:
   `chat_handler` of the caller's, the prompt cannot be rebuilt, and its count is 0 as before.
 - One `Llama` context serves one call at a time: calls are serialised by a lock, and the async
   methods run the blocking library calls in a worker thread.
+- Settings: temperature, top_p, seed and stop are the engine's own arguments; response_format
+  is llama-cpp-python's `{"type": "json_object"}` (with `schema`: a grammar built from it);
+  `settings.extra` adds arguments. Tools are not sent, so the tool settings have nothing to
+  act on; a reasoning effort or thinking budget is an error.
 - `Request.options` are passed to `create_chat_completion` as they are, last (they win).
 """
 
@@ -44,8 +48,9 @@ from typing import Any
 
 from chatcli.errors import ProviderError, classify_error
 from chatcli.messages import Message, StopReason, ToolCall, ToolResult, Usage
-from chatcli.providers._common import raise_classified, require_module
+from chatcli.providers._common import raise_classified, require_module, unsupported
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
+from chatcli.request_settings import Settings
 
 __all__ = ["LlamaCpp", "chat_messages", "response_from_completion"]
 
@@ -138,9 +143,29 @@ class LlamaCpp:
         params: Json = {"messages": chat_messages(request.messages)}
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        return {**params, **request.options}
+        return {**params, **settings_params(request.settings), **request.options}
+
+
+def settings_params(settings: Settings) -> Json:
+    """`create_chat_completion` arguments for `settings`; see the module docstring."""
+    for name in ("reasoning_effort", "thinking_budget"):
+        if settings.is_set(name):
+            raise unsupported("llama.cpp (embedded)", name, "the engine has no reasoning control")
+    params: Json = {
+        name: getattr(settings, name)
+        for name in ("temperature", "top_p", "seed")
+        if settings.is_set(name)
+    }
+    if settings.stop is not None:
+        params["stop"] = list(settings.stop)
+    if settings.response_format is not None:
+        schema = settings.response_format
+        params["response_format"] = (
+            {"type": "json_object", "schema": dict(schema)}
+            if isinstance(schema, Mapping)
+            else {"type": "json_object"}
+        )
+    return {**params, **settings.extra}
 
 
 def _gguf_formatter(llama: Any) -> Any:

@@ -17,18 +17,28 @@ Mapping notes:
   `Request.options`, e.g. `{"include": ["reasoning.encrypted_content"], "store": False}`) are
   kept verbatim in `Message.provider_details["openai_reasoning"]` and sent back, in front of the
   message's text and calls; message and function-call item ids ride on the parts and calls.
+- Settings (`Request.settings`), both wires: temperature, top_p, tool_choice (a tool's name
+  becomes a function choice), parallel_tool_calls, reasoning_effort (Responses:
+  `reasoning.effort`), response_format ("json": a JSON object; a schema: `json_schema`, named
+  after its title; Responses: `text.format`). Chat Completions also takes stop and seed. The
+  Responses API has no stop sequences (an error) and no seed (dropped, logged: a best-effort
+  hint). A thinking budget is an error: OpenAI takes reasoning_effort instead. The fields go
+  in `extra_body` (every SDK version sends them), `settings.extra` on top.
+- Prompt caching: `OpenAI` sends a `prompt_cache_key` derived from the conversation's stable
+  beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or
+  `options`) or built the adapter with `prompt_cache_key=False`.
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Literal, Protocol
 
@@ -36,14 +46,28 @@ from chatcli.errors import ConfigError, ProviderError, classify_error
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
+    drop_setting,
     incomplete_answer,
     model_limits,
     raise_classified,
     require_module,
+    schema_name,
+    tool_settings_apply,
+    transport_errors,
+    unsupported,
 )
-from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
+from chatcli.providers.adapter import Adapter
+from chatcli.providers.base import (
+    Request,
+    Response,
+    StreamDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
-__all__ = ["OpenAI", "OpenAIBase"]
+__all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
 
 Api = Literal["chat", "responses"]
 Json = dict[str, Any]
@@ -227,29 +251,36 @@ class _ChatAccumulator:
     model: str | None = None
     answer_id: str | None = None
 
-    def add(self, chunk: Any) -> str:
+    def add(self, chunk: Any) -> list[StreamDelta]:
         self.events += 1
         self.model, self.answer_id = chunk.model or self.model, chunk.id or self.answer_id
         if getattr(chunk, "usage", None) is not None:
             self.usage = _chat_usage(chunk.usage)
-        text = ""
+        deltas: list[StreamDelta] = []
         for choice in chunk.choices:
             if choice.index == 0:  # chatcli asks for one choice; ignore any other
-                text += self._add_choice(choice)
-        return text
+                deltas.extend(self._add_choice(choice))
+        return deltas
 
-    def _add_choice(self, choice: Any) -> str:
+    def _add_choice(self, choice: Any) -> list[StreamDelta]:
         delta = choice.delta
+        deltas: list[StreamDelta] = [TextDelta(text=delta.content)] if delta.content else []
         for call in getattr(delta, "tool_calls", None) or ():
             pending = self.calls.setdefault(call.index, _PendingCall())
             pending.id = call.id or pending.id
-            if call.function is not None:
-                pending.name += call.function.name or ""
-                pending.arguments += call.function.arguments or ""
+            function = call.function
+            name, arguments = (function.name, function.arguments) if function else (None, None)
+            pending.name += name or ""
+            pending.arguments += arguments or ""
+            # The call's position among the answer's calls: the wire's index, renumbered.
+            index = sorted(self.calls).index(call.index)
+            deltas.append(
+                ToolCallDelta(index=index, id=call.id, name=name, arguments=arguments or "")
+            )
         self.refusal.append(getattr(delta, "refusal", None) or "")
         self.finish_reason = choice.finish_reason or self.finish_reason
         self.texts.append(delta.content or "")
-        return delta.content or ""
+        return deltas
 
     def finish(self) -> Response | None:
         if self.finish_reason is None:
@@ -416,21 +447,106 @@ class _ResponsesAccumulator:
 
     events: int = 0
     final: Any = None
+    calls: dict[int, int] = field(default_factory=dict)  # output_index -> call position
 
-    def add(self, event: Any) -> str:
+    def add(self, event: Any) -> list[StreamDelta]:
         self.events += 1
         kind = event.type
         if kind == "response.output_text.delta":
-            return str(event.delta)
+            return [TextDelta(text=str(event.delta))]
+        if kind == "response.output_item.added" and event.item.type == "function_call":
+            index = self.calls.setdefault(event.output_index, len(self.calls))
+            item = event.item
+            delta = ToolCallDelta(index=index, id=item.call_id, name=item.name)
+            return [replace(delta, arguments=item.arguments)] if item.arguments else [delta]
+        if kind == "response.function_call_arguments.delta" and event.output_index in self.calls:
+            return [ToolCallDelta(index=self.calls[event.output_index], arguments=event.delta)]
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             self.final = event.response
         elif kind == "error":  # the documented in-stream error event
             error = {"code": event.code, "message": event.message, "param": event.param}
             raise _failure({"error": error})
-        return ""
+        return []
 
     def finish(self) -> Response | None:
         return None if self.final is None else responses_response(self.final)
+
+
+# --- settings ------------------------------------------------------------------------------
+
+
+def _chat_settings(request: Request, api: str) -> Json:
+    """Chat Completions fields for `request.settings` (OpenAI and OpenAI-compatible servers)."""
+    settings = request.settings
+    if settings.thinking_budget is not None:
+        raise unsupported(api, "thinking_budget", "use reasoning_effort (or Settings.extra)")
+    body = _common_settings(request)
+    if settings.stop is not None:
+        body["stop"] = list(settings.stop)
+    if settings.seed is not None:
+        body["seed"] = settings.seed
+    if settings.reasoning_effort is not None:
+        body["reasoning_effort"] = settings.reasoning_effort
+    if settings.response_format == JSON_MODE:
+        body["response_format"] = {"type": "json_object"}
+    elif isinstance(settings.response_format, Mapping):
+        schema = dict(settings.response_format)
+        json_schema = {"name": schema_name(schema), "schema": schema}
+        body["response_format"] = {"type": "json_schema", "json_schema": json_schema}
+    if "tool_choice" in body and body["tool_choice"] not in TOOL_CHOICE_MODES:
+        body["tool_choice"] = {"type": "function", "function": {"name": body["tool_choice"]}}
+    return body
+
+
+def _responses_settings(request: Request, api: str) -> Json:
+    """Responses API fields for `request.settings`."""
+    settings = request.settings
+    if settings.stop is not None:
+        raise unsupported(api, "stop", "the Responses API has no stop sequences (api='chat' has)")
+    if settings.thinking_budget is not None:
+        raise unsupported(api, "thinking_budget", "use reasoning_effort (or Settings.extra)")
+    if settings.seed is not None:
+        drop_setting(api, "seed", "the Responses API takes no seed")
+    body = _common_settings(request)
+    if settings.reasoning_effort is not None:
+        body["reasoning"] = {"effort": settings.reasoning_effort}
+    if settings.response_format == JSON_MODE:
+        body["text"] = {"format": {"type": "json_object"}}
+    elif isinstance(settings.response_format, Mapping):
+        schema = dict(settings.response_format)
+        body["text"] = {
+            "format": {"type": "json_schema", "name": schema_name(schema), "schema": schema}
+        }
+    if "tool_choice" in body and body["tool_choice"] not in TOOL_CHOICE_MODES:
+        body["tool_choice"] = {"type": "function", "name": body["tool_choice"]}
+    return body
+
+
+def _common_settings(request: Request) -> Json:
+    """The fields both wires name alike: sampling and the tool settings (with tools only)."""
+    settings = request.settings
+    body: Json = {}
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if tool_settings_apply(request):
+        if settings.tool_choice is not None:
+            body["tool_choice"] = settings.tool_choice
+        if settings.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+    return body
+
+
+def prompt_cache_key(messages: Sequence[Message]) -> str:
+    """A key that names a conversation by its stable beginning: the first system message and
+    the first user message (what every request of the conversation starts with, even after a
+    recovery cut adds a notice), so requests of one conversation go to the same cache machine
+    and different conversations spread out."""
+    system = next((m.text for m in messages if m.role is Role.SYSTEM), "")
+    first_user = next((m.text for m in messages if m.role is Role.USER), "")
+    digest = hashlib.sha256(json.dumps([system, first_user]).encode()).hexdigest()
+    return "chatcli-" + digest[:32]
 
 
 # --- the driver ----------------------------------------------------------------------------
@@ -439,7 +555,7 @@ class _ResponsesAccumulator:
 class _Accumulator(Protocol):
     events: int
 
-    def add(self, event: Any) -> str: ...
+    def add(self, event: Any) -> list[StreamDelta]: ...
 
     def finish(self) -> Response | None: ...
 
@@ -449,6 +565,7 @@ class _Wire:
     """What differs between Chat Completions and the Responses API."""
 
     body: Callable[[Request], Json]
+    settings: Callable[[Request, str], Json]
     parse: Callable[[Any], Response]
     accumulator: Callable[[], _Accumulator]
     endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
@@ -459,6 +576,7 @@ class _Wire:
 _WIRES: dict[str, _Wire] = {
     "chat": _Wire(
         body=_chat_body,
+        settings=_chat_settings,
         parse=chat_response,
         accumulator=_ChatAccumulator,
         endpoint=lambda client: client.chat.completions,
@@ -467,6 +585,7 @@ _WIRES: dict[str, _Wire] = {
     ),
     "responses": _Wire(
         body=_responses_body,
+        settings=_responses_settings,
         parse=responses_response,
         accumulator=_ResponsesAccumulator,
         endpoint=lambda client: client.responses,
@@ -484,16 +603,36 @@ def _sdk_errors() -> Iterator[None]:
         yield
     except sdk.APIStatusError as exc:
         raise_classified(exc, status=exc.status_code)
-    except sdk.APIError as exc:  # connection errors, timeouts, errors raised inside a stream
-        raise_classified(exc)
+    except (sdk.APIError, *transport_errors()) as exc:  # connection errors, timeouts, errors
+        raise_classified(exc)  # raised inside a stream (wrapped or not, by SDK version)
 
 
-class OpenAIBase:
-    """The shared driver of `OpenAI` and `OpenAICompatible`: sync, async, whole and streamed.
+@dataclass(slots=True)
+class _Fold:
+    """An accumulator as a `Fold`: an answer without its terminator raises `unterminated`."""
 
-    Subclasses may refine `_checked` (inspect a finished answer) and `_unterminated` (the error
-    for a stream that ended without its terminator).
+    accumulator: _Accumulator
+    unterminated: Callable[..., ProviderError]
+
+    def feed(self, event: Any) -> list[StreamDelta]:
+        return self.accumulator.add(event)
+
+    def finish(self) -> Response:
+        response = self.accumulator.finish()
+        if response is None:
+            raise self.unterminated(empty=self.accumulator.events == 0)
+        return response
+
+
+class OpenAIBase(Adapter):
+    """The shared driver of `OpenAI` and `OpenAICompatible`: the wire (Chat Completions or the
+    Responses API) on top of `Adapter`'s entry points.
+
+    Subclasses may refine `_checked` (inspect a finished answer), `_unterminated` (the error
+    for a stream that ended without its terminator) and `_body_extra` (fields of their own).
     """
+
+    api_name = "OpenAI"
 
     def __init__(
         self,
@@ -531,82 +670,61 @@ class OpenAIBase:
             "timeout": self.timeout,
         }
 
-    @cached_property
-    def _client(self) -> Any:
+    def _new_client(self) -> Any:
         return _sdk().OpenAI(**self._client_args())
 
-    @cached_property
-    def _async_client(self) -> Any:
+    def _new_async_client(self) -> Any:
         return _sdk().AsyncOpenAI(**self._client_args())
 
-    def close(self) -> None:
-        """Release the sync SDK client's connections (if it was ever used)."""
-        if "_client" in self.__dict__:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Release the async SDK client's connections (if it was ever used)."""
-        if "_async_client" in self.__dict__:
-            await self._async_client.close()
+    def _errors(self) -> AbstractContextManager[None]:
+        return _sdk_errors()
 
     def params(self, request: Request, *, stream: bool = False) -> Json:
-        """The keyword arguments for the SDK's `create` (the wire body, plus options)."""
+        """The keyword arguments for the SDK's `create`: the wire body, the settings' fields
+        and `settings.extra` as `extra_body` (any SDK version sends them, and they win), and
+        `request.options` last."""
         params: Json = {"model": request.model or self.model, **self._wire.body(request)}
         if request.max_tokens is not None:
             params[self._max_tokens_param] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
         if stream:
             params.update(self._wire.stream_params)
+        fields = self._wire.settings(request, self.api_name)
+        extra = {**fields, **self._body_extra(request), **request.settings.extra}
+        if extra:
+            params["extra_body"] = extra
         return {**params, **request.options}
 
-    def complete(self, request: Request) -> Response:
-        with _sdk_errors():
-            raw = self._wire.endpoint(self._client).create(**self.params(request))
-        return self._checked(self._wire.parse(raw), request)
+    def _body_extra(self, request: Request) -> Json:
+        return {}
 
-    async def acomplete(self, request: Request) -> Response:
-        with _sdk_errors():
-            endpoint = self._wire.endpoint(self._async_client)
-            raw = await endpoint.create(**self.params(request))
-        return self._checked(self._wire.parse(raw), request)
+    def _send(self, client: Any, params: Json) -> Any:
+        return self._wire.endpoint(client).create(**params)
 
-    def stream(self, request: Request) -> Iterator[StreamChunk]:
-        accumulator = self._wire.accumulator()
-        with _sdk_errors():
-            events = self._wire.endpoint(self._client).create(**self.params(request, stream=True))
-            with events:
-                for event in events:
-                    if text := accumulator.add(event):
-                        yield TextDelta(text=text)
-        yield self._finished(accumulator, request)
+    async def _asend(self, client: Any, params: Json) -> Any:
+        return await self._wire.endpoint(client).create(**params)
 
-    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
-        accumulator = self._wire.accumulator()
-        with _sdk_errors():
-            endpoint = self._wire.endpoint(self._async_client)
-            events = await endpoint.create(**self.params(request, stream=True))
-            async with events:
-                async for event in events:
-                    if text := accumulator.add(event):
-                        yield TextDelta(text=text)
-        yield self._finished(accumulator, request)
+    def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
+        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
+        return events
 
-    def _finished(self, accumulator: _Accumulator, request: Request) -> Response:
-        response = accumulator.finish()
-        if response is None:
-            raise self._unterminated(request, empty=accumulator.events == 0)
-        return self._checked(response, request)
+    async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
+        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
+            **params
+        )
+        return events
 
-    def _unterminated(self, request: Request, *, empty: bool) -> ProviderError:
+    def _parse(self, raw: Any) -> Response:
+        return self._wire.parse(raw)
+
+    def _fold(self) -> _Fold:
+        return _Fold(accumulator=self._wire.accumulator(), unterminated=self._unterminated)
+
+    def _unterminated(self, *, empty: bool) -> ProviderError:
         if empty:
             return incomplete_answer("the server sent an empty event stream (no answer, no error)")
         return incomplete_answer(
             "the event stream ended before its terminator (the answer is cut off)"
         )
-
-    def _checked(self, response: Response, request: Request) -> Response:
-        return response
 
 
 class OpenAI(OpenAIBase):
@@ -616,6 +734,7 @@ class OpenAI(OpenAIBase):
     uses the Responses API with `max_output_tokens`. The key comes from `api_key` or
     `OPENAI_API_KEY` (in `environ`, default `os.environ`); `base_url` from the argument or
     `OPENAI_BASE_URL`. `context_window`/`max_output_tokens` describe the model (None: unknown).
+    `prompt_cache_key=False` stops the automatic per-conversation cache key.
     """
 
     def __init__(
@@ -629,6 +748,7 @@ class OpenAI(OpenAIBase):
         context_window: int | None = None,
         max_output_tokens: int | None = None,
         environ: Mapping[str, str] | None = None,
+        prompt_cache_key: bool = True,
     ) -> None:
         env = os.environ if environ is None else environ
         key = api_key_from_env(api_key, ("OPENAI_API_KEY",), env, required=True)
@@ -643,3 +763,10 @@ class OpenAI(OpenAIBase):
             context_window=window,
             max_output_tokens=output,
         )
+        self._auto_cache_key = prompt_cache_key
+
+    def _body_extra(self, request: Request) -> Json:
+        given = request.settings.extra.keys() | request.options.keys()
+        if not self._auto_cache_key or "prompt_cache_key" in given:
+            return {}
+        return {"prompt_cache_key": prompt_cache_key(request.messages)}

@@ -18,6 +18,11 @@ actually do:
 - `finish_reason: "length"` when prompt + output filled the whole window (and the output did
   not reach `max_tokens`) means the context ran out, not the output budget: the stop reason is
   `StopReason.CONTEXT_WINDOW` then.
+- Settings map as for OpenAI's Chat Completions (stop, seed, response_format as
+  `json_object` / `json_schema`, reasoning_effort, tool_choice, parallel_tool_calls), which
+  llama.cpp, vLLM and Ollama take; a thinking budget has no common field (an error: use
+  `Settings.extra` with the server's own). No `prompt_cache_key` is sent: these servers reuse
+  a matching prefix by themselves.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
   llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
   `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
@@ -40,7 +45,7 @@ from chatcli.errors import (
 )
 from chatcli.messages import StopReason, Usage
 from chatcli.providers._common import api_key_from_env
-from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
+from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens import TokenEstimator
 
@@ -79,6 +84,8 @@ class TruncationCheck:
 
 class OpenAICompatible(OpenAIBase):
     """A server that speaks OpenAI's Chat Completions at `base_url` (e.g. .../v1)."""
+
+    api_name = "an OpenAI-compatible server"
 
     def __init__(
         self,
@@ -121,7 +128,7 @@ class OpenAICompatible(OpenAIBase):
         ProviderError, as for any call."""
         root = (self.base_url or "").rstrip("/").removesuffix("/v1")
         with _sdk_errors():
-            return self._client.post(root + path, cast_to=object, body=dict(body))
+            return self._client().post(root + path, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
         self._raise_if_truncated(response, request)
@@ -188,10 +195,10 @@ class OpenAICompatible(OpenAIBase):
                 raise
         return await self.acomplete(request)
 
-    def _unterminated(self, request: Request, *, empty: bool) -> ProviderError:
+    def _unterminated(self, *, empty: bool) -> ProviderError:
         if empty:
-            return _EmptyStream(super()._unterminated(request, empty=True).info)
-        return super()._unterminated(request, empty=False)
+            return _EmptyStream(super()._unterminated(empty=True).info)
+        return super()._unterminated(empty=False)
 
 
 class _EmptyStream(ProviderError):
@@ -204,6 +211,8 @@ class _EmptyStream(ProviderError):
 def _as_chunks(response: Response) -> Iterator[StreamChunk]:
     if response.message.text:
         yield TextDelta(text=response.message.text)
+    for index, call in enumerate(response.message.tool_calls):
+        yield ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments_json)
     yield response
 
 
