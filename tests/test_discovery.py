@@ -7,14 +7,21 @@ of the real llama-server in tests/test_discovery_llama_server.py.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
 
+from chatcli.cli import main
+from chatcli.cli.ui import Ui
 from chatcli.providers.discovery import (
     PROBES,
     ServerWindow,
@@ -200,3 +207,21 @@ def test_the_registry_learns_the_window_of_an_openai_compatible_server(
     assert getattr(learned, "context_window", None) == 8096
     assert getattr(declared, "context_window", None) == 2048
     assert len(server.requests) == 2  # the declared window asked nothing
+
+
+def test_the_chat_shows_the_servers_window_before_any_request(
+    server: ReplayServer, tmp_path: Path
+) -> None:
+    # Before: "window size unknown" until an overflow. Now /context knows it at once.
+    server.add(FASTAPI_404, answer("sw-001"))
+    argv = ["--provider", "openai-compatible", "--base-url", server.url + "/v1"]
+    argv += ["--model", record("sw-001")["model"]]
+    screen = io.StringIO()
+    with create_pipe_input() as typed:
+        typed.send_text("/context\n")
+        typed.close()
+        ui = Ui(console=Console(file=screen, width=120), input=typed, output=DummyOutput())
+        code = main(argv, ui=ui, environ={"CHATCLI_HOME": str(tmp_path), "HOME": str(tmp_path)})
+    assert code == 0, screen.getvalue()
+    assert "8,096-token window" in screen.getvalue()
+    assert [r.path for r in server.requests] == ["/props", "/v1/models"]  # no chat request
