@@ -60,7 +60,8 @@ TIKTOKEN_FILES: Mapping[str, tuple[str, str]] = {
 }
 
 # Texts whose tiktoken count is remembered: a long session's messages, each counted once
-# however many views (recovery levels, turns) it is predicted in.
+# however many views (recovery levels, turns) it is predicted in. The cache refers to the
+# messages' own strings (a one-part text is not copied), so it costs little memory.
 TEXT_COUNT_CACHE_SIZE = 4096
 
 
