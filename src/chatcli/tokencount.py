@@ -9,6 +9,10 @@ from there: no network, and no change to the process environment.
 
 Counts that depend on a server (llama.cpp `/tokenize`, the providers' count-tokens APIs) need
 I/O and belong to the provider adapters; they can implement `TokenCounter` too.
+
+`CountingEstimator` puts an exact counter where the recovery policy takes a `TokenEstimator`:
+every prediction is then a count, and a count the provider states teaches it only the fixed
+tokens the counter cannot see (tool schemas, a chat template's own tokens).
 """
 
 from __future__ import annotations
@@ -19,19 +23,21 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from chatcli.messages import Message
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator, calibrated_ratio
 
 if TYPE_CHECKING:
     import tiktoken
 
 __all__ = [
+    "TEXT_COUNT_CACHE_SIZE",
     "TIKTOKEN_FILES",
+    "CountingEstimator",
     "TiktokenCounter",
     "TokenCounter",
     "encoding_name_for",
@@ -52,6 +58,11 @@ TIKTOKEN_FILES: Mapping[str, tuple[str, str]] = {
         "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     ),
 }
+
+# Texts whose tiktoken count is remembered: a long session's messages, each counted once
+# however many views (recovery levels, turns) it is predicted in. The cache refers to the
+# messages' own strings (a one-part text is not copied), so it costs little memory.
+TEXT_COUNT_CACHE_SIZE = 4096
 
 
 @runtime_checkable
@@ -77,14 +88,48 @@ class TiktokenCounter:
         return sum(self._message_tokens(m) for m in messages) + self.per_message * len(messages)
 
     def count_text(self, text: str) -> int:
-        # Ordinary: text that looks like a special token ("<|endoftext|>") is just text.
-        return len(self.encoding.encode_ordinary(text))
+        return _ordinary_tokens(self.encoding, text) if text else 0
 
     def _message_tokens(self, message: Message) -> int:
         calls = sum(
             self.count_text(c.name) + self.count_text(c.arguments_json) for c in message.tool_calls
         )
         return self.count_text(message.text) + calls
+
+
+@lru_cache(maxsize=TEXT_COUNT_CACHE_SIZE)
+def _ordinary_tokens(encoding: tiktoken.Encoding, text: str) -> int:
+    # Ordinary: text that looks like a special token ("<|endoftext|>") is just text.
+    return len(encoding.encode_ordinary(text))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountingEstimator(TokenEstimator):
+    """A `TokenEstimator` whose predictions are `counter`'s counts, plus `offset`.
+
+    What the recovery policy and `Client` take where an exact count exists. A count the
+    provider states (`calibrated`) sets `offset` to what it adds to the counter's count for
+    the same messages: tool schemas and a template's fixed tokens, the same for every view.
+    The chars-per-token ratio is calibrated too, for the few predictions made from a size in
+    characters (a summary not yet written). Predictions are `trusted`: they are counts.
+    """
+
+    counter: TokenCounter
+    offset: int = 0
+
+    @property
+    def trusted(self) -> bool:
+        return True
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return max(0, self.counter.count(messages) + self.offset)
+
+    def calibrated(self, messages: Sequence[Message], actual_tokens: int) -> CountingEstimator:
+        if actual_tokens <= 0 or not messages:
+            return self
+        ratio = calibrated_ratio(messages, actual_tokens, self.per_message)
+        offset = actual_tokens - self.counter.count(messages)
+        return replace(self, offset=offset, chars_per_token=ratio or self.chars_per_token)
 
 
 def token_counter(model: str | None, *, fallback: TokenCounter | None = None) -> TokenCounter:

@@ -13,17 +13,19 @@ The installed OpenAI SDK also has the Responses API's `responses.input_tokens.co
 would count the per-message framing exactly too; it is not used: tiktoken counts the text
 exactly with no round trip, and the framing it estimates is a few tokens per message.
 
-**How a user gets exact pre-flight.** The recovery policy takes a `TokenEstimator` (a
-chars-per-token ratio), not a counter, and predicts every recovery level's view with it. So
-an exact count is turned into an estimator: `calibrate_estimator(counter, history)` counts
-the conversation once and returns an estimator calibrated on that count, which `Client` takes
-as it is::
+**Pre-flight's default: `default_estimator(provider)`.** The recovery policy predicts every
+recovery level's view with a `TokenEstimator`. Where an exact count costs no more than a
+local call, the default estimator counts exactly (`CountingEstimator`): tiktoken for an
+OpenAI model (by name, whatever serves it), the engine's own tokenizer for `LlamaCpp`, and
+`/apply-template` + `/tokenize` for a llama.cpp server (one that `chatcli.providers.discovery`
+found to be llama.cpp). Everything else, Anthropic and Gemini included (their counts are
+remote, rate-limited round trips), gets `MarginEstimator`: the calibrated estimate, grown by
+the margin it learns from what the provider states::
 
-    counter = counter_for(provider)  # exact where the provider can count, else the estimate
-    client = Client(provider, estimator=calibrate_estimator(counter, history))
+    client = Client(provider, estimator=default_estimator(provider))
 
-One count per conversation, not per request: the predictions scale the calibrated ratio, and
-every prompt size the provider states later recalibrates it (`chatcli.recovery`).
+`calibrate_estimator(counter, history)` is the other way, for a counter with a round trip:
+one count of the conversation calibrates the estimate, and the predictions scale that ratio.
 
 **Round trips.** Only the untemplated llama.cpp count (see `LlamaServerTokens`) is a sum per
 message, so only it is cached per message. The other counts cover the whole prompt (a chat
@@ -53,10 +55,19 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 from chatcli.errors import ProviderError
 from chatcli.messages import Message
 from chatcli.providers.base import Request
+from chatcli.providers.discovery import known_server_window
+from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
-from chatcli.tokencount import TokenCounter, token_counter
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+from chatcli.tokencount import (
+    CountingEstimator,
+    TiktokenCounter,
+    TokenCounter,
+    encoding_name_for,
+    load_encoding,
+    token_counter,
+)
+from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -66,6 +77,8 @@ __all__ = [
     "calibrate_estimator",
     "conversation_key",
     "counter_for",
+    "default_estimator",
+    "local_exact_counter",
 ]
 
 logger = logging.getLogger("chatcli")
@@ -210,6 +223,37 @@ def counter_for(provider: object, *, fallback: TokenCounter | None = None) -> To
         return RemoteCounter(provider, fallback=fallback)
     model = getattr(provider, "model", None)
     return token_counter(model if isinstance(model, str) else None, fallback=fallback)
+
+
+def default_estimator(provider: object) -> TokenEstimator:
+    """The estimator pre-flight should use for `provider` (see the module docstring): exact
+    counts where they are local, else the calibrated estimate with a learned margin. Does no
+    I/O itself (a llama.cpp server is recognised from what discovery already learned)."""
+    counter = local_exact_counter(provider)
+    if counter is None:
+        return MarginEstimator()
+    return CountingEstimator(counter=counter)
+
+
+def local_exact_counter(provider: object) -> TokenCounter | None:
+    """An exact counter for `provider` that needs no remote API: a llama.cpp server's own
+    tokenizer, the embedded engine's, or tiktoken for an OpenAI model name; else None.
+
+    The server and engine counts are `RemoteCounter`s: a failed count falls back to the
+    estimate (logged), never breaking a send.
+    """
+    if isinstance(provider, LlamaCpp):
+        return RemoteCounter(provider)
+    model = getattr(provider, "model", None)
+    if not isinstance(model, str):
+        return None
+    if isinstance(provider, OpenAICompatible):
+        found = known_server_window(provider.base_url, model)
+        if found is not None and found.server == "llama.cpp":
+            return RemoteCounter(LlamaServerTokens(provider))
+    name = encoding_name_for(model)
+    encoding = load_encoding(name) if name else None
+    return TiktokenCounter(encoding=encoding) if encoding is not None else None
 
 
 def calibrate_estimator(

@@ -125,6 +125,15 @@ class LlamaCpp:
         finally:
             chunks.close()  # releases the lock if the caller stops early
 
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """The prompt tokens of `messages`, exactly as a request tokenizes them (pre-flight's
+        exact count: `chatcli.providers.counting`). Raises when the caller chose the chat
+        format: the prompt cannot be rebuilt then."""
+        if self._formatter is None:
+            raise ValueError(f"{self!r} cannot count prompts made by the caller's chat format")
+        with self._lock:
+            return self._count_prompt(chat_messages(messages))
+
     def _count_prompt(self, messages: list[Json]) -> int:
         """The prompt's tokens as the chat handler makes them (llama_chat_format's
         `chat_formatter_to_chat_completion_handler`): 0 when the formatter is the caller's."""

@@ -9,7 +9,8 @@ actually do:
   placeholder is sent, so the SDK never falls back to `OPENAI_API_KEY` and hands the user's
   OpenAI key to another server.
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
-  which may be smaller than the model's.
+  which may be smaller than the model's. With `discover_window=True` and none declared, it is
+  asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`).
 - Overflow that the server does not report as an error is detected: a prompt cut silently
   (Ollama truncates and answers 200; see `TruncationCheck`: it needs `context_window` set to
   tell a cut prompt from a cached one). An empty event stream (no event
@@ -46,6 +47,7 @@ from chatcli.errors import (
 from chatcli.messages import StopReason, Usage
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
+from chatcli.providers.discovery import discover_window as discover
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens import TokenEstimator
 
@@ -99,10 +101,14 @@ class OpenAICompatible(OpenAIBase):
         truncation_check: TruncationCheck | None = TruncationCheck(),
         timeout: float = 600.0,
         environ: Mapping[str, str] | None = None,
+        discover_window: bool = False,
     ) -> None:
         env = os.environ if environ is None else environ
         names = (api_key_env,) if api_key_env else ()
         key = api_key_from_env(api_key, names, env, required=api_key_env is not None)
+        if context_window is None and discover_window:  # asked of the server: see discovery
+            found = discover(base_url, model, api_key=key)
+            context_window = found.tokens if found is not None else None
         super().__init__(
             model,
             api="chat",

@@ -4,7 +4,8 @@ The names are `openai`, `anthropic`, `gemini`, `openai-compatible` and `llama-cp
 adapter is imported only when it is chosen, so a missing optional SDK matters only then (its
 ImportError names the extra to install). API keys come from the environment or the OS keyring
 (`chatcli.settings.lookup_api_key`). The model's limits are the adapter's own
-(`chatcli.providers._common.model_limits`), unless the user set the window.
+(`chatcli.providers._common.model_limits`), unless the user set the window; an
+OpenAI-compatible server is asked for the window it runs with (`chatcli.providers.discovery`).
 
 Any other provider, a test double or a plugin, is named `python:MODULE:FACTORY`: the factory
 is called as `FACTORY(model=..., base_url=..., environ=..., **opts)` (with `context_window=`
@@ -236,6 +237,8 @@ def _options(
         out["base_url"] = base_url  # a proxy or gateway in front of the cloud API
     if context_window is not None:
         out["context_window"] = context_window
+    elif spec.needs_base_url:
+        out["discover_window"] = True  # a local server states its window: ask it up front
     return out
 
 

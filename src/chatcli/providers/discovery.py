@@ -1,0 +1,249 @@
+"""The context window a local server runs with, asked of the server before any overflow.
+
+A local OpenAI-compatible server knows its window, but Chat Completions never says it: without
+it, pre-flight cannot predict anything and the first overflow costs a rejected call. Four
+servers state it elsewhere, each in its own place:
+
+- llama.cpp's `llama-server`: `GET /props`, `default_generation_settings.n_ctx` (the context
+  of one slot: `-c` divided by `--parallel`, which is what one request gets), or a top-level
+  `n_ctx`;
+- vLLM: `GET /v1/models`, the model's `max_model_len`;
+- Ollama: `POST /api/show`, a `num_ctx` among the model's `parameters` (what it runs with when
+  the Modelfile sets one), else `model_info["<architecture>.context_length"]` (the model's own
+  maximum: Ollama's server default, `OLLAMA_CONTEXT_LENGTH`, may be smaller, and a prompt over
+  it is truncated silently, which `TruncationCheck` detects);
+- LM Studio: `GET /api/v0/models`, the model's `loaded_context_length` (the loaded instance)
+  else `max_context_length`.
+
+`discover_window` tries them in that order and stops at the first that states a window: one
+request on llama.cpp, at most four elsewhere, each bounded by a short timeout. The answer,
+a window or None, is remembered per (server, model), so a provider made again (a `/model`
+switch, a reopened chat) asks no more. Nothing here ever raises: an unreachable server, a 404,
+an error page or an odd body means "not stated" (logged at debug level) and the window stays
+unknown, as before. A window the user declares is never replaced: callers ask only without one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEFAULT_PROBE_TIMEOUT",
+    "PROBES",
+    "Probe",
+    "ServerWindow",
+    "discover_window",
+    "forget_discovered_windows",
+    "known_server_window",
+    "window_from_llama_props",
+    "window_from_lmstudio_models",
+    "window_from_ollama_show",
+    "window_from_vllm_models",
+]
+
+logger = logging.getLogger("chatcli")
+
+# Seconds per probe request: a local server answers these in milliseconds; a host that does
+# not answer must not hold up the start of a chat.
+DEFAULT_PROBE_TIMEOUT = 3.0
+
+Reader = Callable[[Any, str], "int | None"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerWindow:
+    """A window a server stated: `tokens`, which `server` said it, and where (`source`)."""
+
+    tokens: int
+    server: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Probe:
+    """One place a server states its window: a request and the reader of its answer.
+
+    `path` is relative to the server's root (the base URL without a final `/v1`); `post`
+    sends `{"model": ...}` as the JSON body.
+    """
+
+    server: str
+    path: str
+    read: Reader
+    source: str
+    post: bool = False
+
+
+def window_from_llama_props(body: Any, model: str) -> int | None:
+    """llama.cpp `/props`: the slot's `n_ctx`, else the top-level one (older servers)."""
+    settings = body.get("default_generation_settings") if isinstance(body, dict) else None
+    if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
+        return int(settings["n_ctx"])
+    return _window(body, "n_ctx")
+
+
+def window_from_vllm_models(body: Any, model: str) -> int | None:
+    """vLLM `/v1/models`: `max_model_len` of the entry named `model` (or of the only one:
+    vLLM serves one model, under any `--served-model-name`)."""
+    entry = _entry(body, model)
+    return None if entry is None else _window(entry, "max_model_len")
+
+
+def window_from_ollama_show(body: Any, model: str) -> int | None:
+    """Ollama `/api/show`: `num_ctx` in `parameters`, else the architecture's context length."""
+    if not isinstance(body, dict):
+        return None
+    num_ctx = _num_ctx(body.get("parameters"))
+    if num_ctx is not None:
+        return num_ctx
+    info = body.get("model_info")
+    if not isinstance(info, dict):
+        return None
+    architecture = info.get("general.architecture")
+    if isinstance(architecture, str):
+        return _window(info, f"{architecture}.context_length")
+    return None
+
+
+def window_from_lmstudio_models(body: Any, model: str) -> int | None:
+    """LM Studio `/api/v0/models`: the loaded context of the entry named `model`, else its
+    maximum."""
+    entry = _entry(body, model, only_one=False)
+    if entry is None:
+        return None
+    return _window(entry, "loaded_context_length") or _window(entry, "max_context_length")
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe(
+        server="llama.cpp",
+        path="/props",
+        read=window_from_llama_props,
+        source="GET /props n_ctx",
+    ),
+    Probe(
+        server="vLLM",
+        path="/v1/models",
+        read=window_from_vllm_models,
+        source="GET /v1/models max_model_len",
+    ),
+    Probe(
+        server="Ollama",
+        path="/api/show",
+        read=window_from_ollama_show,
+        source="POST /api/show num_ctx or context_length",
+        post=True,
+    ),
+    Probe(
+        server="LM Studio",
+        path="/api/v0/models",
+        read=window_from_lmstudio_models,
+        source="GET /api/v0/models loaded_context_length or max_context_length",
+    ),
+)
+
+_known: dict[tuple[str, str], ServerWindow | None] = {}
+_lock = threading.Lock()
+
+
+def discover_window(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_PROBE_TIMEOUT,
+    probes: tuple[Probe, ...] = PROBES,
+) -> ServerWindow | None:
+    """The window the server at `base_url` states for `model`, or None (see the module
+    docstring); asked once per (server, model), never raising."""
+    key = _key(base_url, model)
+    with _lock:  # one probe per key, even when threads make providers at once
+        if key not in _known:
+            _known[key] = _probe(key[0], model, api_key, timeout, probes)
+        return _known[key]
+
+
+def known_server_window(base_url: str | None, model: str) -> ServerWindow | None:
+    """What `discover_window` already learned for (`base_url`, `model`), without asking."""
+    if not base_url:
+        return None
+    with _lock:
+        return _known.get(_key(base_url, model))
+
+
+def forget_discovered_windows() -> None:
+    """Forget every remembered answer (a server restarted with another window)."""
+    with _lock:
+        _known.clear()
+
+
+def _probe(
+    root: str, model: str, api_key: str | None, timeout: float, probes: tuple[Probe, ...]
+) -> ServerWindow | None:
+    import httpx  # the openai SDK's own dependency: present wherever OpenAICompatible is
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=timeout, headers=headers) as client:
+        for probe in probes:  # bounded: at most one request per probe
+            tokens = _ask(client, root, model, probe)
+            if tokens is not None:
+                found = ServerWindow(tokens=tokens, server=probe.server, source=probe.source)
+                logger.info(
+                    "%s at %s runs %s with a %d-token window", probe.server, root, model, tokens
+                )
+                return found
+    logger.info("%s states no context window for %s: the window stays unknown", root, model)
+    return None
+
+
+def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
+    url = root + probe.path
+    try:
+        response = client.post(url, json={"model": model}) if probe.post else client.get(url)
+        if response.status_code != 200:
+            logger.debug("window probe %s: HTTP %d", url, response.status_code)
+            return None
+        return probe.read(response.json(), model)
+    except Exception as exc:  # a probe must never break anything: the window stays unknown
+        logger.debug("window probe %s failed: %s: %s", url, type(exc).__name__, exc)
+        return None
+
+
+def _key(base_url: str, model: str) -> tuple[str, str]:
+    """The server's root (no trailing `/` or `/v1`: the probes' paths start there)."""
+    return base_url.rstrip("/").removesuffix("/v1"), model
+
+
+def _entry(body: Any, model: str, *, only_one: bool = True) -> Mapping[str, Any] | None:
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    entries = [e for e in data if isinstance(e, dict)]
+    named = [e for e in entries if e.get("id") == model]
+    if named:
+        return named[0]
+    return entries[0] if only_one and len(entries) == 1 else None
+
+
+def _num_ctx(parameters: Any) -> int | None:
+    """`num_ctx` in Ollama's `parameters` text: one `name value` pair per line."""
+    if not isinstance(parameters, str):
+        return None
+    for line in parameters.splitlines():
+        name, _, value = line.strip().partition(" ")
+        if name == "num_ctx" and value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def _window(mapping: Any, name: str) -> int | None:
+    value = mapping.get(name) if isinstance(mapping, Mapping) else None
+    return value if isinstance(value, int) and _positive(value) else None
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

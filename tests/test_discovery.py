@@ -1,0 +1,227 @@
+"""Learning a local server's window before any overflow (`chatcli.providers.discovery`).
+
+The answers are real bodies (tests/data/server-windows.json says where each comes from),
+replayed by a local server, so the probes go through real HTTP; llama.cpp's `/props` is asked
+of the real llama-server in tests/test_discovery_llama_server.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from chatcli.cli import main
+from chatcli.cli.ui import Ui
+from chatcli.providers.discovery import (
+    PROBES,
+    ServerWindow,
+    discover_window,
+    forget_discovered_windows,
+    known_server_window,
+    window_from_llama_props,
+    window_from_lmstudio_models,
+    window_from_ollama_show,
+    window_from_vllm_models,
+)
+from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.providers.registry import create_provider
+from tests.recorded import DATA
+from tests.replay import ReplayServer, Scripted, replay_server
+
+RECORDS: list[dict[str, Any]] = json.loads((DATA / "server-windows.json").read_text())
+READERS = {
+    "GET /v1/models": window_from_vllm_models,
+    "POST /api/show": window_from_ollama_show,
+    "GET /api/v0/models": window_from_lmstudio_models,
+    "GET /props": window_from_llama_props,
+}
+# What a FastAPI server (vLLM) answers for a path it does not serve.
+FASTAPI_404 = Scripted(status=404, body={"detail": "Not Found"})
+
+
+def record(record_id: str) -> dict[str, Any]:
+    return next(r for r in RECORDS if r["id"] == record_id)
+
+
+def answer(record_id: str) -> Scripted:
+    body: str = record(record_id)["body"]
+    return Scripted(body=body.encode(), headers={"content-type": "application/json"})
+
+
+def probe_for(server: str) -> tuple[Any, ...]:
+    return tuple(p for p in PROBES if p.server == server)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    forget_discovered_windows()
+    yield
+    forget_discovered_windows()
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with replay_server() as replay:
+        yield replay
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_each_recorded_body_states_the_window_it_holds(rec: dict[str, Any]) -> None:
+    read = READERS[rec["probe"]]
+    assert read(json.loads(rec["body"]), rec["model"]) == rec["window"]
+
+
+def test_ollama_num_ctx_wins_over_the_models_own_maximum() -> None:
+    # The documented body with one more `parameters` line, in the format Ollama writes them
+    # (name, padding, value: as its `num_keep` line): the server runs the model with it.
+    body = json.loads(record("sw-002")["body"])
+    body["parameters"] += "\nnum_ctx                        4096"
+    assert window_from_ollama_show(body, "llama3.2") == 4096
+
+
+def test_a_model_not_in_the_list_has_no_window() -> None:
+    lmstudio = json.loads(record("sw-004")["body"])
+    assert window_from_lmstudio_models(lmstudio, "no-such-model") is None
+    vllm = json.loads(record("sw-001")["body"])
+    # vLLM serves one model: its only entry is the one asked for, whatever the name.
+    assert window_from_vllm_models(vllm, "an-alias") == 8096
+
+
+@pytest.mark.parametrize(
+    "body",
+    [None, [], "text", {"data": "x"}, {"n_ctx": True}, {"n_ctx": -1}, {"model_info": []}],
+)
+def test_odd_bodies_state_nothing(body: Any) -> None:
+    for read in READERS.values():
+        assert read(body, "m") is None
+
+
+def test_vllm_is_found_by_its_second_probe_and_asked_once(server: ReplayServer) -> None:
+    server.add(FASTAPI_404, answer("sw-001"))
+    model = record("sw-001")["model"]
+
+    found = discover_window(server.url + "/v1", model)
+    again = discover_window(server.url + "/v1/", model)
+
+    expected = ServerWindow(tokens=8096, server="vLLM", source="GET /v1/models max_model_len")
+    assert found == again == expected
+    assert [(r.method, r.path) for r in server.requests] == [
+        ("GET", "/props"),
+        ("GET", "/v1/models"),
+    ]
+    assert known_server_window(server.url + "/v1", model) == expected
+
+
+def test_ollama_show_is_posted_with_the_model(server: ReplayServer) -> None:
+    server.add(answer("sw-002"))
+    found = discover_window(server.url + "/v1", "llama3.2", probes=probe_for("Ollama"))
+    assert found is not None and (found.tokens, found.server) == (8192, "Ollama")
+    assert server.requests[0].path == "/api/show"
+    assert server.requests[0].json() == {"model": "llama3.2"}
+
+
+def test_lmstudio_error_answered_with_200_is_not_a_window(server: ReplayServer) -> None:
+    # LM Studio answers /props with a 200 and an error object: the probes go on.
+    server.add(answer("sw-005"), answer("sw-003"))
+    probes = (*probe_for("llama.cpp"), *probe_for("LM Studio"))
+    found = discover_window(server.url + "/v1", "google/gemma-3-4b", probes=probes)
+    assert found is not None and (found.tokens, found.server) == (12918, "LM Studio")
+    assert [r.path for r in server.requests] == ["/props", "/api/v0/models"]
+
+
+def test_the_key_is_sent_to_the_probes(server: ReplayServer) -> None:
+    server.add(answer("sw-003"))
+    discover_window(
+        server.url + "/v1", "google/gemma-3-4b", api_key="lm-key", probes=probe_for("LM Studio")
+    )
+    assert server.requests[0].headers["Authorization"] == "Bearer lm-key"
+
+
+def test_a_server_that_states_nothing_is_asked_once(server: ReplayServer) -> None:
+    server.add(*(FASTAPI_404 for _ in PROBES))
+    assert discover_window(server.url + "/v1", "m") is None
+    assert discover_window(server.url + "/v1", "m") is None
+    assert len(server.requests) == len(PROBES)
+
+
+def test_an_unreachable_server_is_no_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: the connection is refused
+        assert discover_window(f"http://127.0.0.1:{port}/v1", "m") is None
+
+
+def test_a_server_that_never_answers_costs_one_timeout_per_probe() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)  # connections are accepted by the kernel, never answered
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        started = time.monotonic()
+        assert discover_window(url, "m", timeout=0.2) is None
+        elapsed = time.monotonic() - started
+    assert elapsed < 0.2 * len(PROBES) + 1.0
+
+
+def test_openai_compatible_asks_the_server_only_when_told_and_without_a_window(
+    server: ReplayServer,
+) -> None:
+    model = record("sw-001")["model"]
+    server.add(FASTAPI_404, answer("sw-001"))
+    declared = OpenAICompatible(
+        server.url + "/v1", model, environ={}, context_window=4000, discover_window=True
+    )
+    plain = OpenAICompatible(server.url + "/v1", model, environ={})
+    assert not server.requests
+    learned = OpenAICompatible(server.url + "/v1", model, environ={}, discover_window=True)
+    assert (declared.context_window, plain.context_window) == (4000, None)
+    assert learned.context_window == 8096
+    for provider in (declared, plain, learned):
+        provider.close()
+
+
+def test_the_registry_learns_the_window_of_an_openai_compatible_server(
+    server: ReplayServer,
+) -> None:
+    model = record("sw-001")["model"]
+    server.add(FASTAPI_404, answer("sw-001"))
+    learned = create_provider(
+        "openai-compatible", model=model, base_url=server.url + "/v1", environ={}
+    )
+    declared = create_provider(
+        "openai-compatible",
+        model=model,
+        base_url=server.url + "/v1",
+        context_window=2048,
+        environ={},
+    )
+    assert getattr(learned, "context_window", None) == 8096
+    assert getattr(declared, "context_window", None) == 2048
+    assert len(server.requests) == 2  # the declared window asked nothing
+
+
+def test_the_chat_shows_the_servers_window_before_any_request(
+    server: ReplayServer, tmp_path: Path
+) -> None:
+    # Before: "window size unknown" until an overflow. Now /context knows it at once.
+    server.add(FASTAPI_404, answer("sw-001"))
+    argv = ["--provider", "openai-compatible", "--base-url", server.url + "/v1"]
+    argv += ["--model", record("sw-001")["model"]]
+    screen = io.StringIO()
+    with create_pipe_input() as typed:
+        typed.send_text("/context\n")
+        typed.close()
+        ui = Ui(console=Console(file=screen, width=120), input=typed, output=DummyOutput())
+        code = main(argv, ui=ui, environ={"CHATCLI_HOME": str(tmp_path), "HOME": str(tmp_path)})
+    assert code == 0, screen.getvalue()
+    assert "8,096-token window" in screen.getvalue()
+    assert [r.path for r in server.requests] == ["/props", "/v1/models"]  # no chat request
