@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from chatcli.compaction import CompactionResult, acompact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
-from chatcli.events import Event, Hook, logger
+from chatcli.events import Event, Hook, OverflowDetected, logger
 from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
 from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
@@ -35,6 +36,9 @@ class Client:
     `MicrocompactConfig`'s defaults unless given (`MicrocompactConfig.from_env()` reads its
     settings from the environment); None turns it off. The caller's messages keep them whole
     either way.
+    `learned_windows`: context windows (tokens) by model name, learned from overflow errors
+    that stated them; a model's entry is its window when none is declared, so only its first
+    overflow costs a rejected call. Pass what an app persisted; read `learned_windows` back.
     """
 
     def __init__(
@@ -51,12 +55,17 @@ class Client:
         max_retries: int = DEFAULT_MAX_RETRIES,
         predictive: bool = True,
         microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS,
+        learned_windows: Mapping[str, int] | None = None,
     ) -> None:
         self.provider = provider
+        self.learned_windows: dict[str, int] = dict(learned_windows or {})
+        self._model = str(getattr(provider, "model", None) or "")
+        declared = _declared(provider, "context_window", context_window)
+        self._window_declared = declared is not None
         self.policy = RecoveryPolicy(
             config=config if config is not None else RecoveryConfig(),
             estimator=estimator if estimator is not None else TokenEstimator(),
-            context_window=_declared(provider, "context_window", context_window),
+            context_window=declared if declared else self.learned_windows.get(self._model),
             max_output_tokens=_declared(provider, "max_output_tokens", max_output_tokens),
             max_retries=max_retries,
             predictive=predictive,
@@ -161,8 +170,17 @@ class Client:
 
     def _emit(self, event: Event) -> None:
         logger.log(event.log_level, "%s", event.describe(), extra={"chatcli_event": event})
+        if isinstance(event, OverflowDetected) and event.limit is not None:
+            self._learn_window(event.limit)
         for hook in self.hooks:
             hook(event)
+
+    def _learn_window(self, limit: int) -> None:
+        """An overflow stated the model's window: remember it for the next sends (a declared
+        window still wins)."""
+        self.learned_windows[self._model] = limit
+        if not self._window_declared:
+            self.policy = replace(self.policy, context_window=limit)
 
 
 def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:

@@ -12,7 +12,8 @@ from chatcli.events import LevelApplied, LevelSkipped, PreflightRecovery
 from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
-from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES, apply_recovery_level
+from chatcli.history.retain import recover
+from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES
 from chatcli.messages import Message, Role, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.partial import PartialAnswer
@@ -23,25 +24,43 @@ if TYPE_CHECKING:
 
 __all__ = ["Ladder", "Views"]
 
+# Levels from this one on depend on the room (levels 0 and 1 on the config only).
+_FIRST_FIT_LEVEL = 2
+
 
 class Views:
-    """The working view at each level, computed lazily once per send (see "cumulative")."""
+    """The working view at each level, computed lazily (see "cumulative"). Levels 2 and 3 keep
+    what fits the room the prediction knows (`chatcli.history.retain`): they are computed
+    again when it changes (a window or a calibration learned from an overflow)."""
 
-    def __init__(self, transcript: tuple[Message, ...], policy: RecoveryPolicy) -> None:
+    def __init__(
+        self, transcript: tuple[Message, ...], policy: RecoveryPolicy, prediction: Prediction
+    ) -> None:
         config = policy.config
         budgeted = enforce_tool_result_budget(
             policy.apply_microcompaction(transcript),
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
         )
-        self._config = config
+        self._config, self._prediction = config, prediction
         self._results: list[TransformResult] = [repair_tool_pairing(budgeted.messages)]
+        self._retention = prediction.retention() if config.retention == "fit" else None
 
     def at(self, level: int) -> TransformResult:
+        self._follow_prediction()
         while len(self._results) <= level:
             previous = self._results[-1].messages
-            self._results.append(apply_recovery_level(previous, len(self._results), self._config))
+            result = recover(previous, len(self._results), self._config, self._retention)
+            self._results.append(result)
         return self._results[level]
+
+    def _follow_prediction(self) -> None:
+        if self._config.retention != "fit":
+            return
+        retention = self._prediction.retention()
+        if retention != self._retention:
+            self._retention = retention
+            del self._results[_FIRST_FIT_LEVEL:]
 
 
 class Ladder:
@@ -61,21 +80,17 @@ class Ladder:
         journal: Journal,
     ) -> None:
         self.transcript = transcript
-        self.views = Views(transcript, policy)
+        self.views = Views(transcript, policy, prediction)
         self.predictive = policy.predictive
         self.max_level = min(len(LEVEL_NAMES), policy.config.max_recovery_attempts)
         self.level = 0
+        self.view = self.views.at(0).messages  # the view of the level applied last
         self.prediction, self.answer, self.journal = prediction, answer, journal
-
-    @property
-    def view(self) -> tuple[Message, ...]:
-        """The working view at the current level."""
-        return self.views.at(self.level).messages
 
     def request_messages(self, level: int | None = None) -> tuple[Message, ...]:
         """What a request at `level` (default: the current one) sends: its view, and the
         continuation of the partial answer when there is one."""
-        view = self.views.at(self.level if level is None else level).messages
+        view = self.view if level is None else self.views.at(level).messages
         return self.answer.request_messages(view)
 
     def predicted(self, level: int | None = None) -> int:
@@ -121,8 +136,8 @@ class Ladder:
 
     def apply(self, level: int, *, preflight: bool = False) -> None:
         """Move to `level`; a calibrated prediction then fits max_tokens to its view."""
-        self.level, self.prediction.fitted = level, False
         result = self.views.at(level)
+        self.level, self.view, self.prediction.fitted = level, result.messages, False
         notices, synthetic = _added_messages(self.transcript, result.messages)
         event = LevelApplied(
             level=level,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from chatcli.continuation import DEFAULT_MAX_TOKENS
 from chatcli.errors import ErrorInfo
 from chatcli.events import MaxTokensFitted, OutputCapLowered
+from chatcli.history.retain import Retention
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
 from chatcli.tokens import TokenEstimator
@@ -69,9 +70,23 @@ class Prediction:
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
         self.estimator, self.calibrated = estimator, False
         self.fitted = False
+        # The output a retained view leaves room for: what was asked at the start (no more
+        # than the cap). Not the limit fitted later: a view that grew into the room a lower
+        # limit made would undo the fit.
+        reserve = self.reserve()
+        self.planned_reserve = reserve if cap is None else min(reserve, cap)
 
     def count(self, messages: Sequence[Message]) -> int:
         return self.estimator.count(messages)
+
+    def retention(self) -> Retention | None:
+        """What levels 2 and 3 keep by tokens: the room the window leaves next to the planned
+        output (at least half the window: an output asked for above that is fitted to the
+        room left) and the estimator's count; None when the window is unknown."""
+        if self.window is None:
+            return None
+        room = self.window - min(self.planned_reserve, self.window // 2)
+        return Retention(room=room, count=self.estimator.count)
 
     def reserve(self) -> int:
         """The output tokens a prediction counts next to the prompt: max_tokens, or, with

@@ -40,11 +40,16 @@ from chatcli.retry import RETRYABLE, retry_delay
 if TYPE_CHECKING:
     from chatcli.policy.policy import RecoveryPolicy
 
-__all__ = ["MAX_OUTPUT_CAP_LOWERINGS", "Run"]
+__all__ = ["MAX_OUTPUT_CAP_LOWERINGS", "RECOVERY_ADVICE", "Run"]
 
 # Output-cap errors answered by lowering max_tokens; two cover "stated cap, then a stricter
 # one" (e.g. a proxy in front of the model); more means the provider is not converging.
 MAX_OUTPUT_CAP_LOWERINGS = 2
+# What a user can do when even the system messages and a cut latest request do not fit.
+RECOVERY_ADVICE = (
+    "To go on: /clear the conversation, declare a larger --context-window, "
+    "or shorten the system prompt."
+)
 
 
 class Run:
@@ -247,7 +252,10 @@ class Run:
         if partial is not None and partial.text:
             return self.finish(partial, self.answer.stop, truncated=True)
         tried = f"after {len(attempts)} recovery step(s)" if attempts else "recovery is disabled"
-        message = f"the conversation does not fit the context window ({tried}): {info.message}"
+        message = (
+            f"the conversation does not fit the context window ({tried}): {info.message}. "
+            f"{RECOVERY_ADVICE}"
+        )
         # An overflow known from a stop reason or a prediction has no provider exception:
         # the chain still ends in the ProviderError that states what was known.
         raise ContextRecoveryError(message, info=info, attempts=attempts) from (
