@@ -18,6 +18,7 @@ import pytest
 
 from chatcli.config import RecoveryConfig
 from chatcli.errors import ConfigError, ContextRecoveryError
+from chatcli.events import LevelApplied
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.retain import (
     CUT_NOTE,
@@ -322,3 +323,13 @@ def test_a_system_prompt_larger_than_the_window_fails_with_advice() -> None:
     text = str(raised.value)
     assert "/clear" in text and "--context-window" in text and "system prompt" in text
     assert len(provider.requests) <= 2
+
+
+def test_the_plain_ladder_retains_by_the_counts_the_provider_stated() -> None:
+    # A tokenizer far from the estimator's 4 chars/token (the demo's tiny model takes about
+    # one token per char of code): uncalibrated, "75% of the room" would be twice the window.
+    provider = WindowedProvider(window=8_000, chars_per_token=1.5, answer=short_answer)
+    messages = agent_session(40)
+    reply = Client(provider, predictive=False).send(messages, max_tokens=200)
+    assert [e.level for e in reply.events if isinstance(e, LevelApplied)] == [1, 2]
+    assert provider.count(reply.view) <= (provider.window - 200) * 0.8

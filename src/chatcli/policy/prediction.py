@@ -69,6 +69,9 @@ class Prediction:
         self.journal = journal
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
         self.estimator, self.calibrated = estimator, False
+        # What retention counts with: the estimator, calibrated on every count a provider
+        # stated, in the plain ladder too (which makes no prediction from it).
+        self.counter = estimator
         self.fitted = False
         # The output a retained view leaves room for: what was asked at the start (no more
         # than the cap). Not the limit fitted later: a view that grew into the room a lower
@@ -86,7 +89,7 @@ class Prediction:
         if self.window is None:
             return None
         room = self.window - min(self.planned_reserve, self.window // 2)
-        return Retention(room=room, count=self.estimator.count)
+        return Retention(room=room, count=self.counter.count)
 
     def reserve(self) -> int:
         """The output tokens a prediction counts next to the prompt: max_tokens, or, with
@@ -143,14 +146,18 @@ class Prediction:
         self.journal.emit(OutputCapLowered(old=old, new=new))
         return True
 
-    def learn(self, prompt: int | None, limit: int | None, messages: Sequence[Message]) -> None:
+    def learn(
+        self, prompt: int | None, limit: int | None, messages: Sequence[Message], *, predict: bool
+    ) -> None:
         """Take the provider's numbers: its limit is the window, its count of `messages`
-        calibrates the estimator."""
+        calibrates the counter retention uses and, when `predict`, the estimator that
+        predictions (pre-flight, skips, fits) are made with."""
         if limit is not None:
             self.window = limit
         if prompt is not None:
-            self.estimator = self.estimator.calibrated(messages, prompt)
-            self.calibrated = True
+            self.counter = self.counter.calibrated(messages, prompt)
+            if predict:
+                self.estimator, self.calibrated = self.counter, True
 
     def fit_estimated(self, estimate: int) -> bool:
         """Pre-flight: the prompt fits but the output asked for does not. The estimate is a

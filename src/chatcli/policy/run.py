@@ -235,8 +235,8 @@ class Run:
             info=info, prompt_tokens=prompt, limit=info.limit, max_tokens=info.max_tokens
         )
         self.journal.emit(detected)
-        if self.policy.predictive:
-            self.prediction.learn(prompt, info.limit, request.messages)
+        predict = self.policy.predictive
+        self.prediction.learn(prompt, info.limit, request.messages, predict=predict)
         if self.prediction.fit_stated(info, prompt, request.max_tokens):
             return None
         level = self.ladder.next_level()
