@@ -159,6 +159,8 @@ def _plan(others: tuple[Message, ...], available: int, retention: Retention) -> 
     """Choose the kept span, the pins and the cuts within `available` tokens."""
     latest, first = _last_real_request(others), _first_real_request(others)
     reserve = _goal_cost(others, first, latest, retention)
+    if latest is not None and available - reserve < retention.count((_shortest(others[latest]),)):
+        reserve = 0  # the latest request comes first
     cuts: dict[int, Message] = {}
     budget = available - reserve
     if latest is not None:
