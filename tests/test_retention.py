@@ -13,10 +13,13 @@ import json
 import re
 import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from chatcli.config import RecoveryConfig
+from chatcli.cost import CallKind
+from chatcli.demo import view_fill
 from chatcli.errors import ConfigError, ContextRecoveryError
 from chatcli.events import LevelApplied
 from chatcli.history.pairing import repair_tool_pairing
@@ -29,8 +32,9 @@ from chatcli.history.retain import (
     retain,
 )
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
-from chatcli.messages import Message, Role, ToolCall
-from chatcli.recovery import Client
+from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
+from chatcli.recovery import Client, Reply
+from chatcli.session import CallRecord, Turn
 from chatcli.tokencount import TiktokenCounter, load_encoding
 from chatcli.tokens import TokenEstimator
 from tests.fakes import WindowedProvider
@@ -333,3 +337,31 @@ def test_the_plain_ladder_retains_by_the_counts_the_provider_stated() -> None:
     reply = Client(provider, predictive=False).send(messages, max_tokens=200)
     assert [e.level for e in reply.events if isinstance(e, LevelApplied)] == [1, 2]
     assert provider.count(reply.view) <= (provider.window - 200) * 0.8
+
+
+def test_the_demo_shows_how_full_a_recovered_view_is() -> None:
+    report = apply_recovery_level(agent_session(3), 2, FIT).report
+    applied = LevelApplied(
+        level=2, name="emergency truncation", report=report, kept=8, total=14, chars_freed=10
+    )
+    reply = Reply(
+        message=Message.assistant("ok"),
+        usage=Usage(input_tokens=630, output_tokens=16),
+        events=(applied,),
+        truncated=False,
+        view=(),
+        stop_reason=StopReason.END_TURN,
+        calls=2,
+    )
+    calls = (
+        CallRecord(kind=CallKind.FAILED, usage=Usage()),
+        CallRecord(kind=CallKind.ANSWER, usage=Usage(input_tokens=630, output_tokens=16)),
+    )
+    turn = Turn(reply=reply, request_id=1, cost=None, recovery_cost=None, calls=calls)
+    assert view_fill(turn, 1_024, 16) == (
+        "recovered view: 630 tokens, 62% of the room (1,024-token window - 16 output)"
+    )
+    plain = Turn(
+        reply=replace(reply, events=()), request_id=1, cost=None, recovery_cost=None, calls=calls
+    )
+    assert view_fill(plain, 1_024, 16) is None  # no level applied: nothing recovered
