@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from chatcli.config import RecoveryConfig
 from chatcli.errors import ContextRecoveryError
 from chatcli.events import (
     Continued,
@@ -161,13 +162,15 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     # The window holds the level-2 view plus a 1,000-token output reserve, but not the view
     # plus the 4,000-char partial answer that the continuation request carries. The sizes are
     # those of the transcript's last messages as they are (microcompaction off): level 3's
-    # view then leaves room for the rest of the answer.
+    # view then leaves room for the rest of the answer. The seed's retention (fixed counts)
+    # makes the views known in advance; "fit" leaves headroom that avoids this overflow.
+    seed = RecoveryConfig(retention="seed")
     roomy = WindowedProvider(window=32_000)
-    level2 = Client(roomy, microcompact=None).send(agent_session()).view
+    level2 = Client(roomy, seed, microcompact=None).send(agent_session()).view
     assert len(level2) == 10
     full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(250))
     provider = WindowedProvider(window=roomy.count(level2) + 1_000, answer=lambda _: full)
-    reply = Client(provider, microcompact=None).send(agent_session(), max_tokens=1_000)
+    reply = Client(provider, seed, microcompact=None).send(agent_session(), max_tokens=1_000)
     assert reply.calls == 3  # level 2 (answer cut), continuation (overflow), level 3 (rest)
     assert kinds(reply)[3:] == [Escalated, Continued, OverflowDetected, LevelApplied]
     assert reply.events[-1].level == 3  # type: ignore[attr-defined]

@@ -2,6 +2,10 @@
 
 Outcomes here are our own `ProviderError(ErrorInfo)` values (what an adapter raises after
 classifying once) and `Response`s; real provider bodies are exercised in test_client*.py.
+
+The ladder's mechanics (levels, skips, calibration, fits) are walked with the seed's retention,
+whose views `level_views` knows in advance; retention by tokens ("fit") is walked in
+test_retention.py.
 """
 
 from __future__ import annotations
@@ -56,7 +60,13 @@ from chatcli.recovery import (
 from chatcli.tokens import TokenEstimator
 from tests.fakes import response
 
-CONFIG = RecoveryConfig()
+CONFIG = RecoveryConfig(retention="seed")
+
+
+def seed_policy(**settings: object) -> RecoveryPolicy:
+    """A policy with the seed's retention (`CONFIG`) unless given another config."""
+    config = settings.pop("config", CONFIG)
+    return RecoveryPolicy(config=config, **settings)  # type: ignore[arg-type]
 
 
 def session(turns: int = 12) -> tuple[Message, ...]:
@@ -128,7 +138,7 @@ def kinds(events: Sequence[Event]) -> list[type[Event]]:
 
 def test_first_request_is_the_shaped_transcript_and_success_finishes() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk = Walk(seed_policy(), messages, max_tokens=1000)
     request = walk.sent().request
     assert request.messages == level_views(messages)[0]
     # The old 21,000-char results were microcompacted, the latest cut to 20,000 by the budget.
@@ -156,7 +166,7 @@ def test_microcompaction_comes_before_the_budget_and_sees_the_original() -> None
     messages += [Message.tool("log", output), Message.assistant("Read it.")]
     for i in range(3):
         messages += [Message.user(f"and then {i}?"), Message.assistant(f"done {i}")]
-    stub = Walk(RecoveryPolicy(), messages).sent().request.messages[2].text
+    stub = Walk(seed_policy(), messages).sent().request.messages[2].text
     assert "run, call log: log, 1,500 lines, 37,499 chars" in stub
     budget_first = enforce_tool_result_budget(
         messages,
@@ -169,7 +179,7 @@ def test_microcompaction_comes_before_the_budget_and_sees_the_original() -> None
 
 def test_microcompaction_can_be_turned_off() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(microcompact=None), messages)
+    walk = Walk(seed_policy(microcompact=None), messages)
     assert walk.sent().request.messages[2] == messages[2]  # 11 turns old, 21,000 chars
     assert RecoveryPolicy(microcompact=None).apply_microcompaction(messages) == messages
 
@@ -177,7 +187,7 @@ def test_microcompaction_can_be_turned_off() -> None:
 def test_the_callers_list_is_not_changed() -> None:
     messages = list(session(3))
     before = list(messages)
-    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk = Walk(seed_policy(predictive=False), messages)
     walk.send(overflow())
     walk.send(overflow())
     walk.finish(response())
@@ -190,7 +200,7 @@ def test_the_callers_list_is_not_changed() -> None:
 def test_plain_ladder_sends_each_level_in_turn_then_raises_chained() -> None:
     messages = session()
     views = level_views(messages)
-    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk = Walk(seed_policy(predictive=False), messages)
     sent = [walk.sent().request.messages]
     errors = [overflow(), overflow(), overflow()]
     for error in errors:
@@ -212,7 +222,7 @@ def test_plain_ladder_sends_each_level_in_turn_then_raises_chained() -> None:
 def test_plain_ladder_sends_a_level_that_changes_nothing_too() -> None:
     # The SPEC's ladder as written, the benchmark's baseline: every level in turn.
     chat = (Message.user("q" * 50), Message.assistant("a" * 50), Message.user("go on"))
-    walk = Walk(RecoveryPolicy(predictive=False), chat)
+    walk = Walk(seed_policy(predictive=False), chat)
     walk.send(overflow())
     assert walk.sent().request.messages == chat
     assert kinds(walk.events) == [OverflowDetected, LevelApplied]
@@ -222,7 +232,7 @@ def test_preflight_skips_a_level_that_changes_nothing() -> None:
     # A short chat whose request alone is over the declared window: levels 1 and 2 keep it
     # as it is, level 3 is the last one (a guess never fails a request: it is sent).
     chat = (Message.user("q" * 50), Message.assistant("a" * 50), Message.user("x" * 8_000))
-    walk = Walk(RecoveryPolicy(context_window=1_000), chat)
+    walk = Walk(seed_policy(context_window=1_000), chat)
     assert [getattr(e, "unchanged", None) for e in walk.events] == [None, True, True, None]
     assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelSkipped, LevelApplied]
     assert walk.sent().request.messages == level_views(chat)[3]
@@ -237,7 +247,7 @@ def test_levels_are_cumulative_and_shrink() -> None:
 
 def test_level_applied_event_describes_what_was_kept() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk = Walk(seed_policy(predictive=False), messages)
     walk.send(overflow())
     walk.send(overflow())
     applied = walk.events[-1]
@@ -253,7 +263,7 @@ def test_level_applied_event_describes_what_was_kept() -> None:
 
 def level_events(messages: Sequence[Message]) -> list[LevelApplied]:
     """The LevelApplied events of the plain ladder climbed to level 3."""
-    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk = Walk(seed_policy(predictive=False), messages)
     for _ in range(3):
         walk.send(overflow())
     return [e for e in walk.events if isinstance(e, LevelApplied)]
@@ -295,7 +305,9 @@ def test_a_result_made_for_an_interrupted_call_is_added_not_kept() -> None:
 
 
 def test_max_recovery_attempts_limits_the_levels() -> None:
-    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=1)), session())
+    walk = Walk(
+        seed_policy(config=RecoveryConfig(max_recovery_attempts=1, retention="seed")), session()
+    )
     walk.send(overflow())
     with pytest.raises(ContextRecoveryError) as raised:
         walk.send(overflow())
@@ -303,7 +315,9 @@ def test_max_recovery_attempts_limits_the_levels() -> None:
 
 
 def test_zero_recovery_attempts_raises_at_once() -> None:
-    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=0)), session())
+    walk = Walk(
+        seed_policy(config=RecoveryConfig(max_recovery_attempts=0, retention="seed")), session()
+    )
     error = overflow()
     with pytest.raises(ContextRecoveryError) as raised:
         walk.send(error)
@@ -322,7 +336,7 @@ def test_stated_numbers_calibrate_and_skip_levels_predicted_not_to_fit() -> None
     level1, level2 = calibrated.count(views[1]), calibrated.count(views[2])
     assert level2 < level1
     limit = (level1 + level2) // 2
-    walk = Walk(RecoveryPolicy(), messages)
+    walk = Walk(seed_policy(), messages)
     walk.send(overflow(prompt_tokens=stated, limit=limit))
     assert walk.sent().request.messages == views[2]
     skipped = walk.events[1]
@@ -340,7 +354,7 @@ def test_when_no_level_is_predicted_to_fit_it_raises_without_a_call() -> None:
     messages = session()
     views = level_views(messages)
     stated = TokenEstimator().count(views[0])
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=100)
+    walk = Walk(seed_policy(), messages, max_tokens=100)
     error = overflow(prompt_tokens=stated, limit=50)  # not even the level-3 view fits
     with pytest.raises(ContextRecoveryError) as raised:
         walk.send(error)
@@ -363,7 +377,7 @@ def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent
     predicted = TokenEstimator().calibrated(views[0], stated).count(views[3])
     limit = math.floor((predicted + 100) / over)
     assert (over <= 1 + LAST_LEVEL_MARGIN) is sent
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=100)
+    walk = Walk(seed_policy(), messages, max_tokens=100)
     error = overflow(prompt_tokens=stated, limit=limit)
     if not sent:
         with pytest.raises(ContextRecoveryError) as raised:
@@ -392,7 +406,7 @@ def test_a_silent_truncation_is_reported_before_the_recovery(
     info = ErrorInfo(
         kind=ErrorKind.CONTEXT_OVERFLOW, message=message, reason=reason, prompt_tokens=9_000
     )
-    walk = Walk(RecoveryPolicy(), session())
+    walk = Walk(seed_policy(), session())
     walk.send(ProviderError(info))
     recovery = [OverflowDetected, LevelApplied]
     assert kinds(walk.events) == ([SilentTruncationDetected] if silent else []) + recovery
@@ -405,7 +419,7 @@ def test_a_silent_truncation_is_reported_before_the_recovery(
 def test_requested_minus_output_is_the_prompt_size() -> None:
     # e.g. "you requested 141403 tokens (133211 in the messages, 8192 in the completion)"
     messages = session()
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk = Walk(seed_policy(), messages, max_tokens=1000)
     walk.send(overflow(requested_tokens=51_000, limit=40_000))
     detected = walk.events[0]
     assert isinstance(detected, OverflowDetected)
@@ -417,7 +431,7 @@ def test_an_uncalibrated_guess_never_fails_without_a_call() -> None:
     messages = session()
     views = level_views(messages)
     # The window is declared, the error states no numbers: predictions are guesses.
-    walk = Walk(RecoveryPolicy(context_window=200), messages)
+    walk = Walk(seed_policy(context_window=200), messages)
     assert kinds(walk.events) == [PreflightRecovery, LevelSkipped, LevelSkipped, LevelApplied]
     assert walk.sent().request.messages == views[3]
     with pytest.raises(ContextRecoveryError):
@@ -426,7 +440,7 @@ def test_an_uncalibrated_guess_never_fails_without_a_call() -> None:
 
 def test_plain_ladder_ignores_numbers() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False, context_window=200), messages)
+    walk = Walk(seed_policy(predictive=False, context_window=200), messages)
     assert walk.sent().request.messages == level_views(messages)[0]
     walk.send(overflow(prompt_tokens=10**6, limit=200))
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -457,7 +471,7 @@ def test_an_output_that_does_not_fit_is_lowered_and_the_history_kept(predictive:
     # pe-035's numbers: "'max_tokens' ... is too large: 8000. This model's maximum context
     # length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778)"
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=predictive), messages, max_tokens=8000)
+    walk = Walk(seed_policy(predictive=predictive), messages, max_tokens=8000)
     first = walk.sent().request
     walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=8000))
     assert walk.sent().request == type(first)(messages=first.messages, max_tokens=1318)
@@ -476,7 +490,7 @@ def test_an_output_that_does_not_fit_is_lowered_and_the_history_kept(predictive:
 def test_too_little_room_for_the_output_truncates_history_instead() -> None:
     # pe-004's numbers: "199759 + 8192 > 200000" leaves 241 tokens, under 2,048 (a quarter)
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=8192)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=8192)
     walk.send(overflow(prompt_tokens=199_759, limit=200_000, max_tokens=8192))
     assert walk.sent().request.max_tokens == 8192
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -486,7 +500,7 @@ def test_too_little_room_for_the_output_truncates_history_instead() -> None:
 def test_the_sent_max_tokens_counts_when_only_the_sum_is_stated() -> None:
     # Cohere's form: "total number of tokens (prompt and prediction) cannot exceed 2048 -
     # received 6354", here with a prompt that fits: 2,548 - 2,000 sent = 548 tokens.
-    walk = Walk(RecoveryPolicy(), session(), max_tokens=2000)
+    walk = Walk(seed_policy(), session(), max_tokens=2000)
     walk.send(overflow(requested_tokens=2548, limit=2048))
     assert walk.sent().request.max_tokens == 1500
     assert walk.events[1] == MaxTokensFitted(old=2000, new=1500, prompt_tokens=548, limit=2048)
@@ -494,7 +508,7 @@ def test_the_sent_max_tokens_counts_when_only_the_sum_is_stated() -> None:
 
 def test_a_fitted_request_that_still_overflows_goes_to_the_levels() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=8000)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=8000)
     walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=8000))
     walk.send(overflow(prompt_tokens=2778, limit=4096, max_tokens=1318))  # numbers lied
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -506,7 +520,7 @@ def test_after_a_level_the_numbers_can_show_room_for_the_output() -> None:
     # Azure's pe-059 asked 1,000,000 output tokens of a 128,000 window: no history cut
     # makes that fit, but once the prompt is small the room left is worth answering in.
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=1_000_000)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=1_000_000)
     walk.send(overflow(prompt_tokens=124_171, limit=128_000, max_tokens=1_000_000))
     walk.send(overflow(prompt_tokens=60_000, limit=128_000, max_tokens=1_000_000))
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -523,7 +537,7 @@ def test_calibrated_a_level_that_leaves_useful_room_is_sent_with_the_output_fitt
     stated = TokenEstimator().count(views[0])
     level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
     limit = level1 * 4 // 3 + 10  # level 1 leaves a quarter of the window; the base does not
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1_000_000)
+    walk = Walk(seed_policy(), messages, max_tokens=1_000_000)
     walk.send(overflow(prompt_tokens=stated, limit=limit, max_tokens=1_000_000))
     assert walk.sent().request.messages == views[1]
     assert walk.sent().request.max_tokens == limit - level1
@@ -538,7 +552,7 @@ def test_calibrated_a_level_with_room_for_the_whole_output_is_not_fitted() -> No
     views = level_views(messages)
     stated = TokenEstimator().count(views[0])
     level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk = Walk(seed_policy(), messages, max_tokens=1000)
     walk.send(overflow(prompt_tokens=stated, limit=level1 + 1000, max_tokens=1000))
     assert walk.sent().request.messages == views[1]
     assert walk.sent().request.max_tokens == 1000
@@ -548,7 +562,7 @@ def test_calibrated_a_level_with_room_for_the_whole_output_is_not_fitted() -> No
 def test_output_that_was_not_the_problem_is_not_lowered() -> None:
     # The stated prompt plus the output fits: lowering max_tokens cannot help.
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=1000)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=1000)
     walk.send(overflow(prompt_tokens=2000, limit=4096, max_tokens=1000))
     assert walk.sent().request.max_tokens == 1000
     assert kinds(walk.events) == [OverflowDetected, LevelApplied]
@@ -563,7 +577,7 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
     estimator = TokenEstimator()
     window = estimator.count(views[2]) + 10  # level 2 fits with the 10-token reserve
     assert estimator.count(views[1]) + 10 > window * 1.1  # level 1 clearly does not
-    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=10)
+    walk = Walk(seed_policy(context_window=window), messages, max_tokens=10)
     assert walk.sent().request.messages == views[2]
     estimate = estimator.count(views[0])
     assert walk.events[0] == PreflightRecovery(estimate=estimate, reserve=10, window=window)
@@ -581,7 +595,7 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
 def test_preflight_leaves_a_near_miss_alone() -> None:
     messages = session()
     estimate = TokenEstimator().count(level_views(messages)[0])
-    walk = Walk(RecoveryPolicy(context_window=estimate - 100), messages)
+    walk = Walk(seed_policy(context_window=estimate - 100), messages)
     assert walk.events == []
     assert walk.sent().request.messages == level_views(messages)[0]
 
@@ -592,7 +606,7 @@ def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
     room = 3000
     window = math.ceil(estimate * 1.1) + room
     assert estimate + 8000 > window * 1.1  # a clear excess, but of the output only
-    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=8000)
+    walk = Walk(seed_policy(context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.messages == level_views(messages)[0]
     assert walk.sent().request.max_tokens == room
     fitted = MaxTokensFitted(
@@ -607,14 +621,14 @@ def test_preflight_truncates_when_the_room_left_is_too_small() -> None:
     messages = session(2)
     estimate = TokenEstimator().count(level_views(messages)[0])
     window = math.ceil(estimate * 1.1) + 1000  # under a quarter of the 8,000 asked
-    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=8000)
+    walk = Walk(seed_policy(context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.max_tokens == 8000
     assert kinds(walk.events)[0] is PreflightRecovery
     assert LevelApplied in kinds(walk.events)
 
 
 def test_preflight_lowers_max_tokens_to_the_known_cap() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=4096), session(2), max_tokens=10_000)
+    walk = Walk(seed_policy(max_output_tokens=4096), session(2), max_tokens=10_000)
     assert walk.sent().request.max_tokens == 4096
     assert walk.events == [OutputCapLowered(old=10_000, new=4096)]
 
@@ -625,7 +639,7 @@ def preflight_without_max_tokens(room: int, cap: int | None) -> Walk:
     messages = session(1)
     estimate = TokenEstimator().count(level_views(messages)[0])
     window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + room
-    return Walk(RecoveryPolicy(context_window=window, max_output_tokens=cap), messages)
+    return Walk(seed_policy(context_window=window, max_output_tokens=cap), messages)
 
 
 def test_without_max_tokens_preflight_reserves_the_output_and_fits_it() -> None:
@@ -657,7 +671,7 @@ def test_without_max_tokens_the_reserve_is_the_default_at_most(room: int, cap: i
 
 
 def test_output_cap_lowers_max_tokens_and_keeps_the_history() -> None:
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=8192)
+    walk = Walk(seed_policy(), session(2), max_tokens=8192)
     first = walk.sent().request
     walk.send(failure(ErrorKind.OUTPUT_CAP, max_tokens=8192, output_limit=4096))
     assert walk.sent().request == type(first)(messages=first.messages, max_tokens=4096)
@@ -665,7 +679,7 @@ def test_output_cap_lowers_max_tokens_and_keeps_the_history() -> None:
 
 
 def test_output_cap_lowering_is_bounded() -> None:
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=8192)
+    walk = Walk(seed_policy(), session(2), max_tokens=8192)
     walk.send(failure(ErrorKind.OUTPUT_CAP, output_limit=4096))
     walk.send(failure(ErrorKind.OUTPUT_CAP, output_limit=2048))
     third = failure(ErrorKind.OUTPUT_CAP, output_limit=1024)
@@ -675,14 +689,14 @@ def test_output_cap_lowering_is_bounded() -> None:
 
 
 def test_output_cap_without_a_lower_number_is_raised() -> None:
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=4096)
+    walk = Walk(seed_policy(), session(2), max_tokens=4096)
     error = failure(ErrorKind.OUTPUT_CAP, output_limit=4096)
     with pytest.raises(ProviderError):
         walk.send(error)
 
 
 def test_rate_limit_backs_off_then_resends_the_same_request() -> None:
-    walk = Walk(RecoveryPolicy(max_retries=2), session(2))
+    walk = Walk(seed_policy(max_retries=2), session(2))
     first = walk.sent().request
     assert walk.send(failure(ErrorKind.RATE_LIMIT)) == Sleep(seconds=1.0)
     assert walk.send(None) == Send(request=first)
@@ -699,7 +713,7 @@ def test_rate_limit_backs_off_then_resends_the_same_request() -> None:
 
 
 def test_a_success_resets_the_retry_count() -> None:
-    walk = Walk(RecoveryPolicy(max_retries=1), session(2), max_tokens=100)
+    walk = Walk(seed_policy(max_retries=1), session(2), max_tokens=100)
     walk.send(failure(ErrorKind.RATE_LIMIT))
     walk.send(None)
     walk.send(response("part", stop=StopReason.MAX_TOKENS))  # a success: counters reset
@@ -709,7 +723,7 @@ def test_a_success_resets_the_retry_count() -> None:
 
 
 def test_a_retry_after_beyond_the_cap_is_not_waited_for() -> None:
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     error = failure(ErrorKind.RATE_LIMIT, retry_after=RETRY_MAX_DELAY + 1)
     with pytest.raises(ProviderError):
         walk.send(error)
@@ -727,7 +741,7 @@ def test_retry_delay(attempt: int, retry_after: float | None, delay: float) -> N
     "kind", [ErrorKind.AUTH, ErrorKind.QUOTA, ErrorKind.PAYLOAD_TOO_LARGE, ErrorKind.OTHER]
 )
 def test_other_errors_are_raised_as_they_are(kind: ErrorKind) -> None:
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     error = failure(kind)
     with pytest.raises(ProviderError) as raised:
         walk.send(error)
@@ -735,7 +749,7 @@ def test_other_errors_are_raised_as_they_are(kind: ErrorKind) -> None:
 
 
 def test_a_foreign_exception_is_wrapped_and_chained() -> None:
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     error = KeyError("boom")
     with pytest.raises(ProviderError) as raised:
         walk.send(error)
@@ -748,7 +762,7 @@ def test_a_foreign_exception_is_wrapped_and_chained() -> None:
 def test_a_cut_answer_is_escalated_continued_and_stitched() -> None:
     messages = session(2)
     view = level_views(messages)[0]
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk = Walk(seed_policy(), messages, max_tokens=1000)
     partial = "The fix is to change the loop bound"
     walk.send(response(partial, stop=StopReason.MAX_TOKENS, usage=Usage(50, 1000)))
     request = walk.sent().request
@@ -766,7 +780,7 @@ def test_a_cut_answer_is_escalated_continued_and_stitched() -> None:
 
 
 def test_escalations_run_out_and_the_partial_is_returned_truncated() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=3000), session(2), max_tokens=1000)
+    walk = Walk(seed_policy(max_output_tokens=3000), session(2), max_tokens=1000)
     limits = [walk.sent().request.max_tokens]
     walk.send(response("one ", stop=StopReason.MAX_TOKENS))
     limits.append(walk.sent().request.max_tokens)
@@ -782,14 +796,14 @@ def test_escalations_run_out_and_the_partial_is_returned_truncated() -> None:
 
 
 def test_at_the_cap_it_continues_without_escalating() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=1000), session(2), max_tokens=1000)
+    walk = Walk(seed_policy(max_output_tokens=1000), session(2), max_tokens=1000)
     walk.send(response("half ", stop=StopReason.MAX_TOKENS))
     assert walk.sent().request.max_tokens == 1000
     assert walk.events == [Continued(attempt=1, max_tokens=1000)]
 
 
 def test_without_max_tokens_escalation_starts_from_the_cap() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=64_000), session(2))
+    walk = Walk(seed_policy(max_output_tokens=64_000), session(2))
     assert walk.sent().request.max_tokens is None
     walk.send(response("half ", stop=StopReason.MAX_TOKENS))
     assert walk.sent().request.max_tokens == 64_000
@@ -799,14 +813,14 @@ def test_without_max_tokens_escalation_starts_from_the_cap() -> None:
 def test_without_max_tokens_escalation_doubles_what_the_provider_allowed() -> None:
     # No limit sent, no cap known: the provider's own limit let 8,192 tokens through, so
     # the documented default (4,096) would lower it; escalation doubles from what it allowed.
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     walk.send(response("half ", stop=StopReason.MAX_TOKENS, usage=Usage(50, 8192)))
     assert walk.sent().request.max_tokens == 16_384
     assert walk.events[0] == Escalated(attempt=1, old=None, new=16_384)
 
 
 def test_without_max_tokens_a_provider_limit_at_the_cap_is_not_escalated() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=8192), session(2))
+    walk = Walk(seed_policy(max_output_tokens=8192), session(2))
     walk.send(response("half ", stop=StopReason.MAX_TOKENS, usage=Usage(50, 8192)))
     assert walk.sent().request.max_tokens is None  # the provider's limit: the cap already
     assert walk.events == [Continued(attempt=1, max_tokens=None)]
@@ -817,7 +831,7 @@ def calibrated_at_level_1(window: int) -> Walk:
     calibrated the estimate (to what `continuation_tokens` predicts with)."""
     messages = session()
     stated = TokenEstimator().count(level_views(messages)[0])
-    walk = Walk(RecoveryPolicy(), messages, max_tokens=1000)
+    walk = Walk(seed_policy(), messages, max_tokens=1000)
     walk.send(overflow(prompt_tokens=stated, limit=window))
     assert walk.sent().request.messages == level_views(messages)[1]
     return walk
@@ -892,7 +906,7 @@ def test_an_uncalibrated_guess_never_holds_an_escalation_back() -> None:
         )
         + 1000
     )
-    walk = Walk(RecoveryPolicy(context_window=window), messages, max_tokens=1000)
+    walk = Walk(seed_policy(context_window=window), messages, max_tokens=1000)
     walk.send(response(partial, stop=StopReason.MAX_TOKENS))
     assert walk.sent().request.max_tokens == 2000
     assert walk.events == [
@@ -903,14 +917,14 @@ def test_an_uncalibrated_guess_never_holds_an_escalation_back() -> None:
 
 def test_zero_escalations_returns_the_cut_answer() -> None:
     config = RecoveryConfig(max_token_escalations=0)
-    walk = Walk(RecoveryPolicy(config=config), session(2), max_tokens=10)
+    walk = Walk(seed_policy(config=config), session(2), max_tokens=10)
     reply = walk.finish(response("cut", stop=StopReason.MAX_TOKENS))
     assert (reply.truncated, reply.calls, reply.events) == (True, 1, ())
 
 
 def test_a_cut_tool_call_is_dropped_and_the_text_continued() -> None:
     cut = ToolCall(id="t1", name="write_file", arguments={"path": "a"}, incomplete=True)
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    walk = Walk(seed_policy(), session(2), max_tokens=100)
     walk.send(
         response(
             message=Message.assistant("Writing it", tool_calls=(cut,)), stop=StopReason.MAX_TOKENS
@@ -927,7 +941,7 @@ def test_a_cut_tool_call_is_dropped_and_the_text_continued() -> None:
 def test_a_cut_answer_with_complete_calls_is_returned_for_them_to_run() -> None:
     done = ToolCall(id="t1", name="read_file", arguments={"path": "a"})
     cut = ToolCall(id="t2", name="read_file", arguments={"pa": 1}, incomplete=True)
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    walk = Walk(seed_policy(), session(2), max_tokens=100)
     message = Message.assistant("Reading both.", tool_calls=(done, cut))
     reply = walk.finish(response(message=message, stop=StopReason.MAX_TOKENS))
     assert reply.message.tool_calls == (done,)
@@ -939,7 +953,7 @@ def test_a_cut_call_whose_arguments_parse_is_never_returned() -> None:
     # The arguments parsed, so the adapter could not tell the call was cut; generation
     # stopped inside it all the same, and what parsed may be a prefix of the real arguments.
     prefix = ToolCall(id="t1", name="write_file", arguments={"path": "a"})
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    walk = Walk(seed_policy(), session(2), max_tokens=100)
     cut = Message.assistant("Writing it", tool_calls=(prefix,))
     walk.send(response(message=cut, stop=StopReason.MAX_TOKENS))
     assert walk.events[0] == ToolCallsDropped(names=("write_file",))
@@ -954,7 +968,7 @@ def test_of_parsed_calls_in_a_cut_answer_only_the_last_is_dropped() -> None:
         ToolCall(id=f"t{i}", name=name, arguments={"path": "a"})
         for i, name in enumerate(("read_file", "grep", "write_file"))
     )
-    walk = Walk(RecoveryPolicy(), session(2), max_tokens=100)
+    walk = Walk(seed_policy(), session(2), max_tokens=100)
     message = Message.assistant("Three steps.", tool_calls=calls)
     reply = walk.finish(response(message=message, stop=StopReason.MAX_TOKENS))
     assert reply.message.tool_calls == calls[:2]  # closed before the next began: complete
@@ -963,7 +977,7 @@ def test_of_parsed_calls_in_a_cut_answer_only_the_last_is_dropped() -> None:
 
 
 def test_a_continued_answer_cut_again_loses_its_last_call_too() -> None:
-    walk = Walk(RecoveryPolicy(max_output_tokens=400), session(2), max_tokens=100)
+    walk = Walk(seed_policy(max_output_tokens=400), session(2), max_tokens=100)
     walk.send(response("Step one, ", stop=StopReason.MAX_TOKENS))
     prefix = ToolCall(id="t1", name="write_file", arguments={"path": "a"})
     again = Message.assistant("step two.", tool_calls=(prefix,))
@@ -979,7 +993,7 @@ def test_a_call_the_adapter_marked_incomplete_is_dropped_at_any_stop(stop: StopR
     # e.g. the OpenAI adapter marks arguments that are not valid JSON, whatever the stop.
     bad = ToolCall(id="t1", name="run", incomplete=True)
     good = ToolCall(id="t2", name="read_file", arguments={"path": "a"})
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     message = Message.assistant("", tool_calls=(bad, good))
     reply = walk.finish(response(message=message, stop=stop))
     assert reply.message.tool_calls == (good,)
@@ -990,7 +1004,7 @@ def test_a_call_the_adapter_marked_incomplete_is_dropped_at_any_stop(stop: StopR
 def test_a_tool_use_answer_whose_every_call_was_dropped_is_flagged_cut() -> None:
     # "tool_use" with no call left would leave a caller waiting for calls to run.
     bad = ToolCall(id="t1", name="write_file", incomplete=True)
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     message = Message.assistant("Writing it now.", tool_calls=(bad,))
     reply = walk.finish(response(message=message, stop=StopReason.TOOL_USE))
     assert reply.message == Message.assistant("Writing it now.")
@@ -1003,7 +1017,7 @@ def test_a_tool_use_answer_whose_every_call_was_dropped_is_flagged_cut() -> None
 
 def test_the_context_window_stop_reason_is_an_overflow() -> None:
     messages = session()
-    walk = Walk(RecoveryPolicy(predictive=False), messages)
+    walk = Walk(seed_policy(predictive=False), messages)
     stopped = response("", stop=StopReason.CONTEXT_WINDOW, usage=Usage(190_000, 10_000))
     walk.send(stopped)
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -1015,7 +1029,7 @@ def test_the_context_window_stop_reason_is_an_overflow() -> None:
 def test_a_continuation_that_overflows_goes_through_the_same_recovery() -> None:
     messages = session()
     views = level_views(messages)
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=100)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=100)
     walk.send(response("The answer", stop=StopReason.MAX_TOKENS))
     walk.send(overflow())
     partial = Message.assistant("The answer")
@@ -1026,8 +1040,8 @@ def test_a_continuation_that_overflows_goes_through_the_same_recovery() -> None:
 
 
 def test_a_continuation_that_cannot_be_recovered_returns_the_partial() -> None:
-    config = RecoveryConfig(max_recovery_attempts=1)
-    walk = Walk(RecoveryPolicy(config=config, predictive=False), session(), max_tokens=100)
+    config = RecoveryConfig(max_recovery_attempts=1, retention="seed")
+    walk = Walk(seed_policy(config=config, predictive=False), session(), max_tokens=100)
     walk.send(response("The answer", stop=StopReason.MAX_TOKENS))
     walk.send(overflow())
     reply = walk.finish(overflow())
@@ -1043,7 +1057,7 @@ def window_filled(text: str) -> Response:
 def test_a_window_stop_keeps_the_partial_and_continues_it() -> None:
     messages = session()
     views = level_views(messages)
-    walk = Walk(RecoveryPolicy(predictive=False), messages, max_tokens=20_000)
+    walk = Walk(seed_policy(predictive=False), messages, max_tokens=20_000)
     walk.send(window_filled("The answer so far"))
     partial = Message.assistant("The answer so far")
     request = walk.sent().request
@@ -1056,8 +1070,8 @@ def test_a_window_stop_keeps_the_partial_and_continues_it() -> None:
 
 
 def test_a_window_stop_recovery_cannot_fix_returns_the_partial() -> None:
-    config = RecoveryConfig(max_recovery_attempts=1)
-    walk = Walk(RecoveryPolicy(config=config, predictive=False), session())
+    config = RecoveryConfig(max_recovery_attempts=1, retention="seed")
+    walk = Walk(seed_policy(config=config, predictive=False), session())
     walk.send(window_filled("The answer"))
     reply = walk.finish(overflow())
     assert (reply.message.text, reply.truncated, reply.calls) == ("The answer", True, 2)
@@ -1066,15 +1080,17 @@ def test_a_window_stop_recovery_cannot_fix_returns_the_partial() -> None:
 
 
 def test_a_window_stop_with_recovery_disabled_returns_the_partial_at_once() -> None:
-    config = RecoveryConfig(max_recovery_attempts=0)
-    walk = Walk(RecoveryPolicy(config=config), session())
+    config = RecoveryConfig(max_recovery_attempts=0, retention="seed")
+    walk = Walk(seed_policy(config=config), session())
     reply = walk.finish(window_filled("Paid-for output"))
     assert (reply.message.text, reply.truncated, reply.calls) == ("Paid-for output", True, 1)
     assert kinds(reply.events) == [OverflowDetected, RecoveryFailed]
 
 
 def test_a_window_stop_with_nothing_to_keep_raises_chained_to_what_was_known() -> None:
-    walk = Walk(RecoveryPolicy(config=RecoveryConfig(max_recovery_attempts=0)), session())
+    walk = Walk(
+        seed_policy(config=RecoveryConfig(max_recovery_attempts=0, retention="seed")), session()
+    )
     with pytest.raises(ContextRecoveryError) as raised:
         walk.send(window_filled(""))
     cause = raised.value.__cause__
@@ -1085,7 +1101,7 @@ def test_a_window_stop_with_nothing_to_keep_raises_chained_to_what_was_known() -
 def test_a_window_stop_drops_the_call_it_cut_and_returns_complete_ones() -> None:
     done = ToolCall(id="t1", name="read_file", arguments={"path": "a"})
     cut = ToolCall(id="t2", name="write_file", arguments={"path": "a"})  # parses: a prefix?
-    walk = Walk(RecoveryPolicy(), session(2))
+    walk = Walk(seed_policy(), session(2))
     message = Message.assistant("Reading, then writing.", tool_calls=(done, cut))
     stopped = response(message=message, stop=StopReason.CONTEXT_WINDOW)
     reply = walk.finish(stopped)
@@ -1099,7 +1115,7 @@ def test_a_window_stop_drops_the_call_it_cut_and_returns_complete_ones() -> None
 
 
 def test_a_send_must_be_answered() -> None:
-    walk = Walk(RecoveryPolicy(), session(1))
+    walk = Walk(seed_policy(), session(1))
     with pytest.raises(TypeError):
         walk.send(None)
 

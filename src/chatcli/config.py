@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 from chatcli.errors import ConfigError
 
-__all__ = ["CompactionConfig", "MicrocompactConfig", "RecoveryConfig", "read_int"]
+__all__ = ["RETENTIONS", "CompactionConfig", "MicrocompactConfig", "RecoveryConfig", "read_int"]
 
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
 
@@ -36,49 +36,79 @@ def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: in
     return value
 
 
+RETENTIONS = ("fit", "seed")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryConfig:
-    """The recovery settings of SPEC section 5. Values are validated on construction."""
+    """The recovery settings of SPEC sections 5 and 7. Values are validated on construction.
+
+    `retention`: "fit" (the default) keeps, at levels 2 and 3, the newest messages that fit
+    `target_pct` / `nuclear_pct` percent of the room the window leaves, when the window is
+    known (`chatcli.history.retain`); "seed" keeps the seed's fixed counts. The counts
+    (`emergency_keep_messages` at level 2) are the floor of "fit" and all of "seed".
+    """
 
     max_recovery_attempts: int = 3
     max_token_escalations: int = 2
     emergency_keep_messages: int = 10
     tool_result_budget_chars: int = 200_000
     tool_result_max_chars: int = 20_000
+    retention: str = "fit"
+    target_pct: int = 75
+    nuclear_pct: int = 40
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            minimum = _MINIMUMS[f.name]
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ConfigError(f"{f.name}={value!r} must be an integer >= {minimum}")
+        _check_ranges(self, _RECOVERY_BOUNDS)
+        if self.retention not in RETENTIONS:
+            raise ConfigError(
+                f"retention={self.retention!r} must be one of {', '.join(RETENTIONS)}"
+            )
+        if self.nuclear_pct > self.target_pct:
+            raise ConfigError(
+                f"CHATCLI_RECOVERY_NUCLEAR_PCT={self.nuclear_pct} (nuclear_pct) must be at most "
+                f"CHATCLI_RECOVERY_TARGET_PCT={self.target_pct} (target_pct): level 3 keeps "
+                "less than level 2"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoveryConfig:
         env = os.environ if environ is None else environ
-        return cls(
-            **{
-                f.name: read_int(env, _ENV_NAMES[f.name], f.default, minimum=_MINIMUMS[f.name])  # type: ignore[arg-type]
-                for f in fields(cls)
-            }
-        )
+        defaults = {f.name: f.default for f in fields(cls) if f.name in _RECOVERY_ENV}
+        ints = _ints_from_env(env, _RECOVERY_ENV, _RECOVERY_BOUNDS, defaults)  # type: ignore[arg-type]
+        return cls(retention=_read_retention(env), **ints)
 
 
-_ENV_NAMES = {
+def _read_retention(env: Mapping[str, str]) -> str:
+    raw = env.get(_RETENTION_ENV)
+    if raw is None:
+        return "fit"
+    value = raw.strip().lower()
+    if value not in RETENTIONS:
+        raise ConfigError(f"{_RETENTION_ENV}={raw!r} must be one of {', '.join(RETENTIONS)}")
+    return value
+
+
+_RETENTION_ENV = "CHATCLI_RETENTION"
+_RECOVERY_ENV = {
     "max_recovery_attempts": "CHATCLI_MAX_RECOVERY_ATTEMPTS",
     "max_token_escalations": "CHATCLI_MAX_TOKEN_ESCALATIONS",
     "emergency_keep_messages": "CHATCLI_EMERGENCY_KEEP_MESSAGES",
     "tool_result_budget_chars": "CHATCLI_TOOL_RESULT_BUDGET_CHARS",
     "tool_result_max_chars": "CHATCLI_TOOL_RESULT_MAX_CHARS",
+    "target_pct": "CHATCLI_RECOVERY_TARGET_PCT",
+    "nuclear_pct": "CHATCLI_RECOVERY_NUCLEAR_PCT",
 }
 # Zero recovery attempts or escalations is a meaningful choice (turn the feature off);
-# zero kept messages or a zero budget is not.
-_MINIMUMS = {
-    "max_recovery_attempts": 0,
-    "max_token_escalations": 0,
-    "emergency_keep_messages": 1,
-    "tool_result_budget_chars": 1,
-    "tool_result_max_chars": 1,
+# zero kept messages or a zero budget is not, nor is a share of the room of 0%.
+_RECOVERY_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "max_recovery_attempts": (0, None),
+    "max_token_escalations": (0, None),
+    "emergency_keep_messages": (1, None),
+    "tool_result_budget_chars": (1, None),
+    "tool_result_max_chars": (1, None),
+    "target_pct": (1, 100),
+    "nuclear_pct": (1, 100),
 }
 
 

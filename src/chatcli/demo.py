@@ -22,8 +22,9 @@ from pathlib import Path
 from chatcli.compaction import CompactionResult
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.context_report import ContextReport
+from chatcli.cost import CallKind
 from chatcli.errors import ChatcliError
-from chatcli.events import Event
+from chatcli.events import Event, LevelApplied
 from chatcli.messages import Message, ToolCall
 from chatcli.providers.registry import create_provider, model_info
 from chatcli.session import ChatSession, Turn
@@ -40,6 +41,7 @@ __all__ = [
     "demo_model_path",
     "open_demo_session",
     "run_step",
+    "view_fill",
 ]
 
 # Small: a few tool results fill it. (The tiny model's tokenizer takes about one token per
@@ -147,6 +149,22 @@ def run_step(session: ChatSession, step: Step, on_event: Callable[[Event], None]
     except ChatcliError as exc:
         return StepOutcome(step=step, error=str(exc), context=session.context_report())
     return StepOutcome(step=step, turn=turn, context=session.context_report())
+
+
+def view_fill(turn: Turn, window: int, max_tokens: int) -> str | None:
+    """How full the view a recovery level made is, as the engine counted it (the prompt tokens
+    of the call that answered it) against the room (window minus the output asked for); None
+    when no level was applied or the call reported no usage."""
+    if not any(isinstance(event, LevelApplied) for event in turn.reply.events):
+        return None
+    answered = next((call for call in turn.calls if call.kind is CallKind.ANSWER), None)
+    if answered is None or not answered.usage.prompt_tokens:
+        return None
+    tokens, room = answered.usage.prompt_tokens, window - max_tokens
+    return (
+        f"recovered view: {tokens:,} tokens, {tokens / room:.0%} of the room "
+        f"({window:,}-token window - {max_tokens:,} output)"
+    )
 
 
 def _compact_step(session: ChatSession, step: Step) -> StepOutcome:

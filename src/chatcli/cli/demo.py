@@ -15,6 +15,7 @@ from chatcli.cli.render import context_view, cost_table, event_line, turn_footer
 from chatcli.cli.ui import Ui
 from chatcli.context_report import ContextReport, Status
 from chatcli.demo import (
+    DEMO_MAX_TOKENS,
     NONSENSE_NOTICE,
     SCRIPT,
     Step,
@@ -22,6 +23,7 @@ from chatcli.demo import (
     demo_model_path,
     open_demo_session,
     run_step,
+    view_fill,
 )
 from chatcli.session import ChatSession
 from chatcli.session_text import describe_compaction
@@ -92,6 +94,14 @@ def _play(ui: Ui, session: ChatSession, step: Step) -> None:
     with ui.console.status("the model is answering…"):
         outcome = run_step(session, step, lambda event: ui.console.print(event_line(event)))
     _outcome(ui, outcome)
+    window = session.context_window
+    fill = (
+        None
+        if outcome.turn is None or not window
+        else view_fill(outcome.turn, window, DEMO_MAX_TOKENS)
+    )
+    if fill is not None:
+        ui.console.print(Text(fill, style="cyan"))
 
 
 def _outcome(ui: Ui, outcome: StepOutcome) -> None:

@@ -37,16 +37,17 @@ _EXTEND_CATEGORIES = frozenset({"Mn", "Mc", "Me"})
 _VIRAMA_CLASS = 9  # canonical combining class of viramas
 
 
-def cut_middle(text: str, max_chars: int) -> str:
-    """`text` if it fits, else its head and tail joined by a marker, at most `max_chars` long."""
+def cut_middle(text: str, max_chars: int, *, note: str = "") -> str:
+    """`text` if it fits, else its head and tail joined by a marker, at most `max_chars` long.
+    `note` is added to the marker after the count ("[... 1,234 chars cut{note} ...]")."""
     if len(text) <= max_chars:
         return text
-    room = max_chars - len(_middle_marker(len(text)))
+    room = max_chars - len(_middle_marker(len(text), note))
     if room <= 0:
-        return _bare_marker(text, _middle_marker(len(text)))
+        return _bare_marker(text, _middle_marker(len(text), note))
     head_end = _snap_head(text, (room + 1) // 2)
     tail_start = _snap_tail(text, len(text) - room // 2)
-    return text[:head_end] + _middle_marker(tail_start - head_end) + text[tail_start:]
+    return text[:head_end] + _middle_marker(tail_start - head_end, note) + text[tail_start:]
 
 
 def cut_tail(text: str, max_chars: int) -> str:
@@ -60,8 +61,8 @@ def cut_tail(text: str, max_chars: int) -> str:
     return text[:head_end] + _tail_marker(len(text) - head_end)
 
 
-def _middle_marker(removed: int) -> str:
-    return f"\n[... {removed:,} chars cut ...]\n"
+def _middle_marker(removed: int, note: str = "") -> str:
+    return f"\n[... {removed:,} chars cut{note} ...]\n"
 
 
 def _tail_marker(removed: int) -> str:

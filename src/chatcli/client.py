@@ -1,0 +1,199 @@
+"""`Client`: sends conversations to a provider and recovers them.
+
+The sync and async drivers of the recovery policy (`chatcli.policy`): they perform the actions
+the policy yields (call the provider, sleep before a retry) and hand back the outcomes. All
+decisions are the policy's; see docs/design/recovery.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from chatcli.compaction import CompactionResult, acompact, compact
+from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
+from chatcli.events import Event, Hook, OverflowDetected, logger
+from chatcli.messages import Message
+from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
+from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
+from chatcli.providers.base import Provider, ToolSpec
+from chatcli.retry import DEFAULT_MAX_RETRIES
+from chatcli.tokens import TokenEstimator
+
+__all__ = ["Client"]
+
+
+class Client:
+    """Sends conversations to a provider and recovers them (see docs/design/recovery.md).
+
+    `hooks` receive every event as it happens (events are also logged under "chatcli").
+    `sleep` / `asleep` wait before retries (injected so tests need not wait).
+    `context_window` / `max_output_tokens` default to the provider's attributes of those names.
+    `microcompact`: microcompaction of old tool results in every request's view, with
+    `MicrocompactConfig`'s defaults unless given (`MicrocompactConfig.from_env()` reads its
+    settings from the environment); None turns it off. The caller's messages keep them whole
+    either way.
+    `learned_windows`: context windows (tokens) by model name, learned from overflow errors
+    that stated them; a model's entry is its window when none is declared, so only its first
+    overflow costs a rejected call. Pass what an app persisted; read `learned_windows` back.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        config: RecoveryConfig | None = None,
+        *,
+        hooks: Sequence[Hook] = (),
+        estimator: TokenEstimator | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        predictive: bool = True,
+        microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS,
+        learned_windows: Mapping[str, int] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.learned_windows: dict[str, int] = dict(learned_windows or {})
+        self._model = str(getattr(provider, "model", None) or "")
+        declared = _declared(provider, "context_window", context_window)
+        self._window_declared = declared is not None
+        self.policy = RecoveryPolicy(
+            config=config if config is not None else RecoveryConfig(),
+            estimator=estimator if estimator is not None else TokenEstimator(),
+            context_window=declared if declared else self.learned_windows.get(self._model),
+            max_output_tokens=_declared(provider, "max_output_tokens", max_output_tokens),
+            max_retries=max_retries,
+            predictive=predictive,
+            microcompact=microcompact,
+        )
+        self.hooks = tuple(hooks)
+        self._sleep, self._asleep = sleep, asleep
+
+    def send(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> Reply:
+        """Send `messages`, recovering as needed; the caller's messages are never changed."""
+        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        step = _advance(flow, None)
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            step = _advance(flow, self._perform(step))
+        return step
+
+    async def asend(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> Reply:
+        """The async `send`: the same policy, awaiting the provider and the sleeps."""
+        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        step = _advance(flow, None)
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            step = _advance(flow, await self._aperform(step))
+        return step
+
+    def compact(
+        self,
+        messages: Sequence[Message],
+        *,
+        focus: str | None = None,
+        max_tokens: int | None = None,
+        config: CompactionConfig | None = None,
+        summarizer: Provider | None = None,
+    ) -> CompactionResult:
+        """/compact: the working view with the middle of `messages` replaced by a verified
+        summary (`chatcli.compaction`). Raises `CompactionError`, with nothing changed, when no
+        valid summary could be made; `messages` are never changed either way."""
+        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        return compact(self.provider, messages, sleep=self._sleep, **args)
+
+    async def acompact(
+        self,
+        messages: Sequence[Message],
+        *,
+        focus: str | None = None,
+        max_tokens: int | None = None,
+        config: CompactionConfig | None = None,
+        summarizer: Provider | None = None,
+    ) -> CompactionResult:
+        """The async `compact`."""
+        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        return await acompact(self.provider, messages, asleep=self._asleep, **args)
+
+    def _compaction_args(
+        self,
+        focus: str | None,
+        max_tokens: int | None,
+        config: CompactionConfig | None,
+        summarizer: Provider | None,
+    ) -> dict[str, Any]:
+        return {
+            "focus": focus,
+            "config": config,
+            "estimator": self.policy.estimator,
+            "window": self.policy.context_window,
+            "output_reserve": max_tokens or 0,
+            "summarizer": summarizer,
+            "recovery_config": self.policy.config,
+        }
+
+    def _perform(self, action: Action) -> Outcome:
+        """Do what the policy asked; a provider's exception is its outcome, not raised here
+        (the policy classifies it and re-raises what it cannot recover)."""
+        if isinstance(action, Sleep):
+            self._sleep(action.seconds)
+            return None
+        try:
+            return self.provider.complete(action.request)
+        except Exception as exc:
+            return exc
+
+    async def _aperform(self, action: Action) -> Outcome:
+        """The async `_perform`."""
+        if isinstance(action, Sleep):
+            await self._asleep(action.seconds)
+            return None
+        try:
+            return await self.provider.acomplete(action.request)
+        except Exception as exc:
+            return exc
+
+    def _emit(self, event: Event) -> None:
+        logger.log(event.log_level, "%s", event.describe(), extra={"chatcli_event": event})
+        if isinstance(event, OverflowDetected) and event.limit is not None:
+            self._learn_window(event.limit)
+        for hook in self.hooks:
+            hook(event)
+
+    def _learn_window(self, limit: int) -> None:
+        """An overflow stated the model's window: remember it for the next sends (a declared
+        window still wins)."""
+        self.learned_windows[self._model] = limit
+        if not self._window_declared:
+            self.policy = replace(self.policy, context_window=limit)
+
+
+def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:
+    """Answer the flow's last action with `outcome`: its next action, or its Reply."""
+    try:
+        return flow.send(outcome)
+    except StopIteration as done:
+        reply: Reply = done.value
+        return reply
+
+
+def _declared(provider: Provider, name: str, given: int | None) -> int | None:
+    if given is not None:
+        return given
+    value = getattr(provider, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

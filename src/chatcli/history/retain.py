@@ -1,0 +1,315 @@
+"""Retention by tokens ("fit", SPEC section 7): what recovery levels 2 and 3 keep when the
+window is known.
+
+The seed's levels keep a fixed number of messages (`chatcli.history.truncate`): in a long
+session that is a few percent of what the window holds, and a single message larger than the
+window is kept whole, so the request fails again at every level. "fit" keeps, instead, the
+newest messages that fit a share of the *room* (the window minus the output reserve):
+`RecoveryConfig.target_pct` at level 2, `nuclear_pct` at level 3 (plus the compaction
+notice). The headroom left is deliberate: the next turns grow on a stable prefix instead of
+being cut again at every turn.
+
+The view, in order: the system messages (in their order), the notice (level 3, once), the
+session's first user request when it is not in the kept span and costs at most
+`FIRST_REQUEST_SHARE` of the room, the latest user request when it is not in the kept span,
+then the kept span: the newest messages, taken whole turns at a time from the end. Rules:
+
+- A tool call and its results are one unit: kept or dropped together, never split (pairing
+  is repaired before and after, as in the seed's levels).
+- A message costing more than `MESSAGE_SHARE` of the target is cut to that share (head +
+  tail, with a marker) before it is counted: one huge tool result or answer must not evict
+  every smaller message before it. Only message text is cut; tool-call arguments are not.
+- The latest real user request is always kept; when it alone does not fit what the target
+  leaves after the system messages, it is cut to fit (head + tail, the marker says how much
+  was cut and that the transcript keeps it all). A session is never stuck on one message.
+- The span starts with a user message whenever it holds one (an API requirement); with none,
+  the latest request is pinned in front of it.
+- The seed's count is the floor: when the seed's view for the level fits the target and the
+  view above does not end with the seed's messages, whole (the goal's reserve or a cut left
+  one out), the seed's view is the view.
+- Nothing else is added, and the view is never empty when the input has a non-system message.
+
+The view fits the target by `Retention.count` whenever the system messages, the notice and the
+latest request cut to its shortest (a marker) fit it. `count` must be subadditive (the count
+of a sequence is at most the sum of the counts of its parts), as every counter of chat
+prompts is: each message adds its own tokens plus its template's. Work is linear in messages
+and characters, plus a handful of `count` calls per cut message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from chatcli.config import RecoveryConfig
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.result import TransformReport, TransformResult, build_result
+from chatcli.history.text import cut_middle
+from chatcli.history.truncate import (
+    COMPACTION_NOTICE,
+    LEVEL_NAMES,
+    apply_recovery_level,
+    is_real_user_request,
+)
+from chatcli.messages import Message, Role
+
+__all__ = [
+    "CUT_NOTE",
+    "FIRST_REQUEST_SHARE",
+    "MESSAGE_SHARE",
+    "Count",
+    "Retention",
+    "recover",
+    "retain",
+]
+
+Count = Callable[[Sequence[Message]], int]
+
+# The session's first request (its goal) is pinned when it costs at most this share of the room.
+FIRST_REQUEST_SHARE = 0.10
+# No message but the latest request keeps more than this share of the target.
+MESSAGE_SHARE = 0.25
+# Added to the cut marker of a message cut by retention.
+CUT_NOTE = " to fit the context window; the transcript keeps the whole message"
+# Attempts at cutting a message to a token count (each re-measures with `count`).
+_CUT_TRIES = 6
+_NOTICE = Message.system(COMPACTION_NOTICE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """What "fit" measures against: `room`, the tokens the window leaves for the prompt (window
+    minus output reserve), and `count`, the prompt tokens of messages (the policy's estimator,
+    calibrated when the provider stated numbers, or a real tokenizer)."""
+
+    room: int
+    count: Count
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.room, int) or self.room < 1:
+            raise ValueError(f"room={self.room!r} must be a positive number of tokens")
+
+
+def recover(
+    messages: Sequence[Message],
+    level: int,
+    config: RecoveryConfig,
+    retention: Retention | None = None,
+) -> TransformResult:
+    """Recovery `level` of `messages`: "fit" levels 2 and 3 when the config asks for them and
+    the `retention` budget is known, else the seed's level (`apply_recovery_level`)."""
+    if level in (2, 3) and retention is not None and config.retention == "fit":
+        return retain(messages, level, config, retention)
+    return apply_recovery_level(messages, level, config)
+
+
+def retain(
+    messages: Sequence[Message], level: int, config: RecoveryConfig, retention: Retention
+) -> TransformResult:
+    """Level 2 or 3 by tokens; see the module docstring."""
+    if level not in (2, 3):
+        raise ValueError(f"retention applies to levels 2 and 3, not {level!r}")
+    pct = config.target_pct if level == 2 else config.nuclear_pct
+    target = retention.room * pct // 100
+    fitted = _fit(tuple(messages), target, retention, notice=level == 3)
+    seed = apply_recovery_level(messages, level, config)
+    whole_seed_tail = _ends_with(fitted.messages, _non_system(seed.messages))
+    if not whole_seed_tail and retention.count(seed.messages) <= target:
+        return seed  # the seed's count is the floor: its newest messages, whole
+    report = replace(fitted.report, name=f"level {level}: {LEVEL_NAMES[level]} (fit)")
+    return TransformResult(messages=fitted.messages, report=report)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """What the view keeps of the non-system messages: `start` of the kept span, the pinned
+    messages (by index, in order), and the cut copies of kept messages (by index)."""
+
+    start: int
+    pins: tuple[int, ...]
+    cuts: dict[int, Message]
+
+
+def _fit(
+    messages: tuple[Message, ...], target: int, retention: Retention, *, notice: bool
+) -> TransformResult:
+    repaired = repair_tool_pairing(messages)
+    systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
+    others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM)
+    # Once is enough: a view truncated before may carry the notice already.
+    present = any(m.text == COMPACTION_NOTICE for m in systems)
+    fixed = (*systems, *((_NOTICE,) if notice and not present else ()))
+    available = target - retention.count(fixed) if fixed else target
+    plan = _plan(others, available, retention)
+    pinned = tuple(plan.cuts.get(i, others[i]) for i in plan.pins)
+    span = tuple(plan.cuts.get(i, others[i]) for i in range(plan.start, len(others)))
+    chosen = build_result(
+        "retention",
+        repaired.messages,
+        (*fixed, *pinned, *span),
+        dropped=_dropped_lines(others, plan),
+        cut=tuple(_cut_line(i, others[i], cut) for i, cut in sorted(plan.cuts.items())),
+        injected=("compaction notice (system message)",) if len(fixed) > len(systems) else (),
+        moved=tuple(f"pinned user request #{i} after the system messages" for i in plan.pins),
+    )
+    return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
+
+
+def _plan(others: tuple[Message, ...], available: int, retention: Retention) -> _Plan:
+    """Choose the kept span, the pins and the cuts within `available` tokens."""
+    latest, first = _last_real_request(others), _first_real_request(others)
+    reserve = _goal_cost(others, first, latest, retention)
+    if latest is not None and available - reserve < retention.count((_shortest(others[latest]),)):
+        reserve = 0  # the latest request comes first
+    cuts: dict[int, Message] = {}
+    budget = available - reserve
+    if latest is not None:
+        kept = _cut_to(others[latest], max(budget, 0), retention.count)
+        kept = kept if kept is not None else _shortest(others[latest])
+        if kept is not others[latest]:
+            cuts[latest] = kept
+        budget -= retention.count((kept,))
+    cap = max(1, int(available * MESSAGE_SHARE))
+    start = _span_start(others, latest, budget, cap, retention.count, cuts)
+    if reserve and first is not None and first >= start:
+        # The goal is in the span anyway: the span may use what was set aside for it.
+        start = _span_start(others, latest, budget + reserve, cap, retention.count, cuts)
+        reserve = 0
+    start = _user_start(others, start, latest)
+    pinned = (first if reserve else None, latest)
+    pins = tuple(sorted({i for i in pinned if i is not None and i < start}))
+    for index in [i for i in cuts if i < start and i not in pins]:
+        del cuts[index]
+    if not pins and start == len(others) and others:
+        start = _units(others)[-1][0]  # never an empty view (no user message at all)
+    return _Plan(start=start, pins=pins, cuts=cuts)
+
+
+def _goal_cost(
+    others: tuple[Message, ...], first: int | None, latest: int | None, retention: Retention
+) -> int:
+    """The tokens set aside for the session's first request (its goal): its cost when it is
+    not the latest request and costs at most `FIRST_REQUEST_SHARE` of the room, else 0."""
+    if first is None or first == latest:
+        return 0
+    cost = retention.count((others[first],))
+    return cost if cost <= retention.room * FIRST_REQUEST_SHARE else 0
+
+
+def _span_start(
+    others: tuple[Message, ...],
+    latest: int | None,
+    budget: int,
+    cap: int,
+    count: Count,
+    cuts: dict[int, Message],
+) -> int:
+    """Where the kept span starts: whole units are taken from the end while they fit `budget`
+    (the latest request is paid for already). A message over `cap` tokens is cut to it first
+    (recorded in `cuts`)."""
+    start = len(others)
+    for unit_start, unit_end in reversed(_units(others)):
+        unit_cuts: dict[int, Message] = {}
+        cost = 0
+        for index in range(unit_start, unit_end):
+            if index == latest:
+                continue
+            message = others[index]
+            kept = _cut_to(message, cap, count) or message
+            if kept is not message:
+                unit_cuts[index] = kept
+            cost += count((kept,))
+        if cost > budget:
+            break
+        budget -= cost
+        cuts.update(unit_cuts)
+        start = unit_start
+    return start
+
+
+def _user_start(others: tuple[Message, ...], start: int, latest: int | None) -> int:
+    """The span made to start with a user message, when it holds one (an API requirement);
+    with none, it stays where it is and the latest request is pinned in front of it."""
+    if latest is None or latest < start:
+        first_user = next(
+            (i for i in range(start, len(others)) if others[i].role is Role.USER), None
+        )
+        if latest is None and first_user is not None:
+            return first_user
+        return start
+    return next(i for i in range(start, len(others)) if others[i].role is Role.USER)
+
+
+def _units(others: tuple[Message, ...]) -> list[tuple[int, int]]:
+    """(start, end) of each unit: an assistant message with the tool results that follow it,
+    or one message. In a repaired history results directly follow their call."""
+    units: list[tuple[int, int]] = []
+    for index, message in enumerate(others):
+        if message.role is Role.TOOL and units:
+            units[-1] = (units[-1][0], index + 1)
+        else:
+            units.append((index, index + 1))
+    return units
+
+
+def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
+    """`message` with its text cut (head + tail, `CUT_NOTE` in the marker) so that it counts at
+    most `tokens`; itself when it fits; None when no cut of its text fits."""
+    cost = count((message,))
+    if cost <= tokens:
+        return message
+    text = message.text
+    if not text:
+        return None
+    overhead = count((message.with_text(""),))
+    chars = len(text) * max(tokens - overhead, 0) // max(cost - overhead, 1)
+    for _ in range(_CUT_TRIES):  # bounded: each try shrinks the text
+        cut = message.with_text(cut_middle(text, chars, note=CUT_NOTE))
+        measured = count((cut,))
+        if measured <= tokens:
+            return cut
+        if chars <= 0:
+            return None
+        chars = min(chars - 1, chars * max(tokens - overhead, 0) // max(measured - overhead, 1))
+    return None
+
+
+def _shortest(message: Message) -> Message:
+    """The latest request cut to its bare marker: what is left when nothing else fits."""
+    return message.with_text(cut_middle(message.text, 0, note=CUT_NOTE))
+
+
+def _last_real_request(others: tuple[Message, ...]) -> int | None:
+    return next(
+        (i for i in range(len(others) - 1, -1, -1) if is_real_user_request(others[i])), None
+    )
+
+
+def _first_real_request(others: tuple[Message, ...]) -> int | None:
+    return next((i for i, m in enumerate(others) if is_real_user_request(m)), None)
+
+
+def _dropped_lines(others: tuple[Message, ...], plan: _Plan) -> tuple[str, ...]:
+    dropped = plan.start - len([i for i in plan.pins if i < plan.start])
+    if dropped <= 0:
+        return ()
+    return (f"{dropped:,} older non-system messages (kept the newest that fit)",)
+
+
+def _non_system(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    return tuple(m for m in messages if m.role is not Role.SYSTEM)
+
+
+def _ends_with(messages: tuple[Message, ...], tail: tuple[Message, ...]) -> bool:
+    return len(messages) >= len(tail) and messages[len(messages) - len(tail) :] == tail
+
+
+def _cut_line(index: int, before: Message, after: Message) -> str:
+    return f"{before.role} message #{index}: {len(before.text):,} -> {len(after.text):,} chars"
+
+
+def _chain(*results: TransformResult) -> TransformResult:
+    report: TransformReport = results[0].report
+    for result in results[1:]:
+        report = report.then(result.report)
+    return TransformResult(messages=results[-1].messages, report=report)

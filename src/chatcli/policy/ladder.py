@@ -1,0 +1,196 @@
+"""The ladder: the working view at each recovery level, and choosing, skipping and applying
+levels (see docs/design/recovery.md: "Levels are cumulative", "A level that changes nothing is
+never sent", "Skips are trusted only when calibrated").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from chatcli.events import LevelApplied, LevelSkipped, PreflightRecovery
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.pairing import interrupted_result, repair_tool_pairing
+from chatcli.history.result import TransformResult
+from chatcli.history.retain import recover
+from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES
+from chatcli.messages import Message, Role, total_chars
+from chatcli.policy.journal import Journal
+from chatcli.policy.partial import PartialAnswer
+from chatcli.policy.prediction import Prediction
+
+if TYPE_CHECKING:
+    from chatcli.policy.policy import RecoveryPolicy
+
+__all__ = ["Ladder", "Views"]
+
+# Levels from this one on depend on the room (levels 0 and 1 on the config only).
+_FIRST_FIT_LEVEL = 2
+
+
+class Views:
+    """The working view at each level, computed lazily (see "cumulative"). Levels 2 and 3 keep
+    what fits the room the prediction knows (`chatcli.history.retain`): they are computed
+    again when it changes (a window or a calibration learned from an overflow)."""
+
+    def __init__(
+        self, transcript: tuple[Message, ...], policy: RecoveryPolicy, prediction: Prediction
+    ) -> None:
+        config = policy.config
+        budgeted = enforce_tool_result_budget(
+            policy.apply_microcompaction(transcript),
+            per_result_chars=config.tool_result_max_chars,
+            per_turn_chars=config.tool_result_budget_chars,
+        )
+        self._config, self._prediction = config, prediction
+        self._results: list[TransformResult] = [repair_tool_pairing(budgeted.messages)]
+        self._retention = prediction.retention() if config.retention == "fit" else None
+
+    def at(self, level: int) -> TransformResult:
+        self._follow_prediction()
+        while len(self._results) <= level:
+            previous = self._results[-1].messages
+            result = recover(previous, len(self._results), self._config, self._retention)
+            self._results.append(result)
+        return self._results[level]
+
+    def _follow_prediction(self) -> None:
+        if self._config.retention != "fit":
+            return
+        retention = self._prediction.retention()
+        if retention != self._retention:
+            self._retention = retention
+            del self._results[_FIRST_FIT_LEVEL:]
+
+
+class Ladder:
+    """The level the run is at, and the choice of the next one.
+
+    `max_level`: the levels allowed (`max_recovery_attempts`, at most three). In predictive
+    mode a level is skipped without a call when it changes nothing or is predicted to miss
+    the window; the plain ladder sends every level in turn.
+    """
+
+    def __init__(
+        self,
+        transcript: tuple[Message, ...],
+        policy: RecoveryPolicy,
+        prediction: Prediction,
+        answer: PartialAnswer,
+        journal: Journal,
+    ) -> None:
+        self.transcript = transcript
+        self.views = Views(transcript, policy, prediction)
+        self.predictive = policy.predictive
+        self.max_level = min(len(LEVEL_NAMES), policy.config.max_recovery_attempts)
+        self.level = 0
+        self.view = self.views.at(0).messages  # the view of the level applied last
+        self.prediction, self.answer, self.journal = prediction, answer, journal
+
+    def request_messages(self, level: int | None = None) -> tuple[Message, ...]:
+        """What a request at `level` (default: the current one) sends: its view, and the
+        continuation of the partial answer when there is one."""
+        view = self.view if level is None else self.views.at(level).messages
+        return self.answer.request_messages(view)
+
+    def predicted(self, level: int | None = None) -> int:
+        return self.prediction.count(self.request_messages(level))
+
+    def next_level(self) -> int | None:
+        """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
+        for level in range(self.level + 1, self.max_level + 1):  # bounded: the allowed levels
+            if self.predictive and self.unchanged(level):
+                self.skip(LevelSkipped(level=level, name=LEVEL_NAMES[level], unchanged=True))
+            elif self.worth_sending(level):
+                return level
+        return None
+
+    def unchanged(self, level: int) -> bool:
+        """`level` leaves the view as it is now (the one just rejected, or predicted not to
+        fit before sending): e.g. level 1 on plain chat, level 2 on a short history."""
+        return self.views.at(level).messages == self.view
+
+    def worth_sending(self, level: int) -> bool:
+        """`level` is worth a call: nothing predicts that its view misses the window (when
+        something does, a `LevelSkipped` says so)."""
+        prediction = self.prediction
+        if not self.predictive or prediction.window is None:
+            return True
+        predicted = self.predicted(level)
+        if prediction.fits(predicted) or prediction.leaves_room(predicted):
+            return True
+        if level == self.max_level and prediction.near_miss(predicted):
+            return True  # the last chance: refusing it fails the request
+        skipped = LevelSkipped(
+            level=level,
+            name=LEVEL_NAMES[level],
+            predicted_tokens=predicted,
+            reserve=prediction.reserve(),
+            limit=prediction.window,
+        )
+        self.skip(skipped)
+        return False
+
+    def skip(self, event: LevelSkipped) -> None:
+        self.journal.attempt(event, event.describe())
+
+    def apply(self, level: int, *, preflight: bool = False) -> None:
+        """Move to `level`; a calibrated prediction then fits max_tokens to its view."""
+        result = self.views.at(level)
+        self.level, self.view, self.prediction.fitted = level, result.messages, False
+        notices, synthetic = _added_messages(self.transcript, result.messages)
+        event = LevelApplied(
+            level=level,
+            name=LEVEL_NAMES[level],
+            report=result.report,
+            kept=len(result.messages) - notices - synthetic,
+            total=len(self.transcript),
+            chars_freed=total_chars(self.transcript) - total_chars(result.messages),
+            added=_added_phrases(notices, synthetic),
+            preflight=preflight,
+        )
+        self.journal.attempt(event, event.action())
+        self.prediction.fit_calibrated(self.request_messages(level))
+
+    def shorten_before_sending(self, estimate: int) -> bool:
+        """The next request is predicted not to fit (`estimate` tokens of prompt): apply the
+        first level predicted to fit, without a call. False when none is: only a calibrated
+        prediction says so (an uncalibrated one is a guess, and the provider is asked)."""
+        prediction = self.prediction
+        assert prediction.window is not None  # for the type checker: callers checked it
+        reserve = prediction.reserve()
+        self.journal.emit(
+            PreflightRecovery(estimate=estimate, reserve=reserve, window=prediction.window)
+        )
+        level = self.next_level()
+        if level is not None:
+            self.apply(level, preflight=True)
+        return level is not None or not prediction.calibrated
+
+
+def _added_messages(transcript: tuple[Message, ...], view: tuple[Message, ...]) -> tuple[int, int]:
+    """(compaction notices, synthetic results for interrupted calls) in `view` that chatcli
+    made: the transcript does not hold them. Only an error result equal to the one pairing
+    repair makes for its call is looked up in the transcript (a linear `in`); those are few."""
+    notices = max(0, _notices(view) - _notices(transcript))
+    errors = [m for m in view if m.tool_result is not None and m.tool_result.is_error]
+    calls = {call.id: call for m in view for call in m.tool_calls} if errors else {}
+    synthetic = 0
+    for message in errors:
+        call = calls.get(message.tool_result.call_id) if message.tool_result else None
+        if call is not None and interrupted_result(call) == message and message not in transcript:
+            synthetic += 1
+    return notices, synthetic
+
+
+def _notices(messages: Sequence[Message]) -> int:
+    return sum(1 for m in messages if m.role is Role.SYSTEM and m.text == COMPACTION_NOTICE)
+
+
+def _added_phrases(notices: int, synthetic: int) -> tuple[str, ...]:
+    phrases = ["the compaction notice"] if notices else []
+    if synthetic == 1:
+        phrases.append("a result for an interrupted tool call")
+    elif synthetic:
+        phrases.append(f"{synthetic} results for interrupted tool calls")
+    return tuple(phrases)

@@ -1,0 +1,73 @@
+"""`RecoveryPolicy`: the settings of the recovery policy, and `flow()`, which runs it for one
+send() (see docs/design/recovery.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.errors import ConfigError
+from chatcli.events import Event
+from chatcli.history.microcompact import microcompact
+from chatcli.messages import Message
+from chatcli.policy.actions import Flow
+from chatcli.policy.run import Run
+from chatcli.providers.base import ToolSpec
+from chatcli.retry import DEFAULT_MAX_RETRIES
+from chatcli.tokens import TokenEstimator
+
+__all__ = ["MICROCOMPACT_DEFAULTS", "RecoveryPolicy"]
+
+# Microcompaction is on by default, with `MicrocompactConfig`'s defaults (a frozen value, so
+# one shared instance is safe as a default argument).
+MICROCOMPACT_DEFAULTS = MicrocompactConfig()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryPolicy:
+    """The settings of the recovery policy; `flow()` runs it for one send().
+
+    `context_window` / `max_output_tokens`: the model's limits, None when unknown.
+    `predictive=False` is the SPEC's plain ladder: no pre-flight, no calibration, no skips,
+    every level sent in turn (the benchmark compares the two).
+    `microcompact`: how old tool results are shrunk in every request's view (the first stage
+    of the working view, see the design); None turns microcompaction off.
+    """
+
+    config: RecoveryConfig = field(default_factory=RecoveryConfig)
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    predictive: bool = True
+    microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS
+
+    def __post_init__(self) -> None:
+        for name in ("context_window", "max_output_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name}={value!r} must be a positive integer or None")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ConfigError(f"max_retries={self.max_retries!r} must be an integer >= 0")
+
+    def flow(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        emit: Callable[[Event], None] = lambda event: None,
+    ) -> Flow:
+        """The generator for one send(); `emit` receives each event as it happens."""
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        return Run(self, tuple(messages), max_tokens, tuple(tools), emit).steps()
+
+    def apply_microcompaction(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """The first stage of every request's view: `messages` with old tool results shrunk
+        (`chatcli.history.microcompact`), as they are when `microcompact` is None. Idempotent,
+        so a flow given its output sends the view a flow given `messages` sends."""
+        if self.microcompact is None:
+            return tuple(messages)
+        return microcompact(messages, self.microcompact).messages
