@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +20,15 @@ from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
 from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
 from chatcli.providers.base import Provider, ToolSpec
+from chatcli.request_settings import Settings
 from chatcli.retry import DEFAULT_MAX_RETRIES
+from chatcli.streaming import (
+    CallOutcome,
+    StreamItem,
+    StreamRun,
+    async_chunks,
+    sync_chunks,
+)
 from chatcli.tokens import TokenEstimator
 
 __all__ = ["Client"]
@@ -39,6 +47,8 @@ class Client:
     `learned_windows`: context windows (tokens) by model name, learned from overflow errors
     that stated them; a model's entry is its window when none is declared, so only its first
     overflow costs a rejected call. Pass what an app persisted; read `learned_windows` back.
+    `settings`: the request settings of every call (`chatcli.Settings`); a call's own
+    `settings=` win field by field (`Settings.merge`).
     """
 
     def __init__(
@@ -56,8 +66,10 @@ class Client:
         predictive: bool = True,
         microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS,
         learned_windows: Mapping[str, int] | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.provider = provider
+        self.settings = settings if settings is not None else Settings()
         self.learned_windows: dict[str, int] = dict(learned_windows or {})
         self._model = str(getattr(provider, "model", None) or "")
         declared = _declared(provider, "context_window", context_window)
@@ -80,9 +92,10 @@ class Client:
         *,
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
+        settings: Settings | None = None,
     ) -> Reply:
         """Send `messages`, recovering as needed; the caller's messages are never changed."""
-        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        flow = self._flow(messages, max_tokens, tools, settings, self._emit)
         step = _advance(flow, None)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, self._perform(step))
@@ -94,13 +107,82 @@ class Client:
         *,
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
+        settings: Settings | None = None,
     ) -> Reply:
         """The async `send`: the same policy, awaiting the provider and the sleeps."""
-        flow = self.policy.flow(messages, max_tokens=max_tokens, tools=tools, emit=self._emit)
+        flow = self._flow(messages, max_tokens, tools, settings, self._emit)
         step = _advance(flow, None)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, await self._aperform(step))
         return step
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        settings: Settings | None = None,
+    ) -> Iterator[StreamItem]:
+        """`send`, streamed: text and tool-call deltas and recovery events as they happen,
+        then the `Reply` as the last item (see `chatcli.streaming`). Closing the iterator
+        closes the provider's stream."""
+        run = StreamRun()
+        flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
+        step = _advance(flow, None)
+        yield from run.drain()
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            if isinstance(step, Sleep):
+                self._sleep(step.seconds)
+                outcome: Outcome = None
+            else:
+                outcome = yield from run.call(sync_chunks(self.provider, step.request))
+            step = _advance(flow, outcome)
+            yield from run.drain()
+        yield step
+
+    async def astream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        settings: Settings | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """The async `stream`. Cancelling the task closes the provider's stream."""
+        run = StreamRun()
+        flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
+        step = _advance(flow, None)
+        for item in run.drain():
+            yield item
+        while not isinstance(step, Reply):  # bounded by the policy's call limit
+            outcome: Outcome = None
+            if isinstance(step, Sleep):
+                await self._asleep(step.seconds)
+            else:
+                call = run.acall(async_chunks(self.provider, step.request))
+                async for item in call:
+                    if isinstance(item, CallOutcome):
+                        outcome = item.outcome
+                    else:
+                        yield item
+            step = _advance(flow, outcome)
+            for item in run.drain():
+                yield item
+        yield step
+
+    def _flow(
+        self,
+        messages: Sequence[Message],
+        max_tokens: int | None,
+        tools: Sequence[ToolSpec],
+        settings: Settings | None,
+        emit: Callable[[Event], None],
+    ) -> Flow:
+        merged = self.settings.merge(settings)
+        return self.policy.flow(
+            messages, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
+        )
 
     def compact(
         self,

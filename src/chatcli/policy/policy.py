@@ -14,6 +14,7 @@ from chatcli.messages import Message
 from chatcli.policy.actions import Flow
 from chatcli.policy.run import Run
 from chatcli.providers.base import ToolSpec
+from chatcli.request_settings import Settings
 from chatcli.retry import DEFAULT_MAX_RETRIES
 from chatcli.tokens import TokenEstimator
 
@@ -57,12 +58,15 @@ class RecoveryPolicy:
         *,
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
+        settings: Settings | None = None,
         emit: Callable[[Event], None] = lambda event: None,
     ) -> Flow:
-        """The generator for one send(); `emit` receives each event as it happens."""
+        """The generator for one send(); `emit` receives each event as it happens. `settings`
+        go with every request (a continuation's without `response_format`: see `Run`)."""
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        return Run(self, tuple(messages), max_tokens, tuple(tools), emit).steps()
+        chosen = settings if settings is not None else Settings()
+        return Run(self, tuple(messages), max_tokens, tuple(tools), emit, chosen).steps()
 
     def apply_microcompaction(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         """The first stage of every request's view: `messages` with old tool results shrunk

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from chatcli.continuation import DEFAULT_MAX_TOKENS
 from chatcli.errors import ErrorInfo
 from chatcli.events import MaxTokensFitted, OutputCapLowered
 from chatcli.history.retain import Retention
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
+from chatcli.request_settings import Settings, output_reserve
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
@@ -65,8 +65,9 @@ class Prediction:
         cap: int | None,
         max_tokens: int | None,
         estimator: TokenEstimator,
+        settings: Settings | None = None,
     ) -> None:
-        self.journal = journal
+        self.journal, self.settings = journal, settings
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
         self.estimator, self.calibrated = estimator, False
         # What retention counts with: the estimator, calibrated on every count a provider
@@ -94,10 +95,9 @@ class Prediction:
     def reserve(self) -> int:
         """The output tokens a prediction counts next to the prompt: max_tokens, or, with
         none set, the model's cap no higher than `DEFAULT_MAX_TOKENS` (see "The output
-        reserve"); 0 when the cap is unknown too."""
-        if self.max_tokens is not None:
-            return self.max_tokens
-        return 0 if self.cap is None else min(self.cap, DEFAULT_MAX_TOKENS)
+        reserve"), plus a thinking budget (`output_reserve`, the one rule the adapters use
+        too); 0 when the cap is unknown too."""
+        return output_reserve(self.max_tokens, self.cap, self.settings) or 0
 
     def fits(self, predicted: int) -> bool:
         """`predicted` prompt tokens plus the output asked for fit the window (uncalibrated:

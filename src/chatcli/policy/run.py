@@ -8,7 +8,9 @@ docs/design/recovery.md for the order and the decisions).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, NoReturn
 
 from chatcli.continuation import drop_incomplete_tool_calls, mark_cut_tool_call
@@ -35,6 +37,7 @@ from chatcli.policy.ladder import Ladder
 from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
 from chatcli.providers.base import Request, Response, ToolSpec
+from chatcli.request_settings import Settings
 from chatcli.retry import RETRYABLE, retry_delay
 
 if TYPE_CHECKING:
@@ -62,8 +65,9 @@ class Run:
         max_tokens: int | None,
         tools: tuple[ToolSpec, ...],
         emit: Callable[[Event], None],
+        settings: Settings,
     ) -> None:
-        self.policy, self.tools = policy, tools
+        self.policy, self.tools, self.settings = policy, tools, settings
         self.journal = journal = Journal(emit)
         self.prediction = Prediction(
             journal,
@@ -71,6 +75,7 @@ class Run:
             cap=policy.max_output_tokens,
             max_tokens=max_tokens,
             estimator=policy.estimator,
+            settings=settings,
         )
         self.answer = PartialAnswer(journal, max_escalations=policy.config.max_token_escalations)
         self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal)
@@ -108,9 +113,22 @@ class Run:
 
     def request(self) -> Request:
         messages = self.ladder.request_messages()
-        return Request(messages=messages, max_tokens=self.prediction.max_tokens, tools=self.tools)
+        max_tokens = self.prediction.max_tokens
+        return Request(
+            messages=messages, max_tokens=max_tokens, tools=self.tools, settings=self.sent_settings()
+        )
+
+    def sent_settings(self) -> Settings:
+        """The caller's settings; a continuation's without `response_format`: a structured-
+        output constraint applies to a whole answer, and would make the model start a new JSON
+        document instead of resuming the one it was cut in (`finish` checks the result)."""
+        if self.answer.message is None or self.settings.response_format is None:
+            return self.settings
+        return replace(self.settings, response_format=None)
 
     def finish(self, message: Message, stop_reason: StopReason, *, truncated: bool) -> Reply:
+        if not truncated and self.answer.continuations and not _parses_as_asked(message, self):
+            truncated = True  # stitched, but not the JSON document asked for: say it is partial
         return Reply(
             message=message,
             usage=self.usage,
@@ -261,6 +279,17 @@ class Run:
         raise ContextRecoveryError(message, info=info, attempts=attempts) from (
             cause if cause is not None else ProviderError(info)
         )
+
+
+def _parses_as_asked(message: Message, run: Run) -> bool:
+    """A structured answer (`response_format` set) is one JSON document; anything else passes."""
+    if run.settings.response_format is None:
+        return True
+    try:
+        json.loads(message.text)
+    except ValueError:
+        return False
+    return True
 
 
 def _stated_prompt_tokens(info: ErrorInfo, sent_max_tokens: int | None) -> int | None:
