@@ -128,7 +128,7 @@ def test_level_2_keeps_the_newest_messages_that_fit_three_quarters_of_the_room()
     assert kept == others(messages)[-len(kept) :]  # the newest, in order, uncut
     assert kept[0].role is Role.USER
     assert len(kept) > FIT.emergency_keep_messages  # far more than the seed's ten
-    assert result.report.moved == ("pinned user request #0 after the system messages",)
+    assert result.report.moved == ("pinned user request #0 in front of the newest messages",)
 
 
 def test_level_3_keeps_a_lower_share_after_the_notice() -> None:

@@ -150,7 +150,7 @@ def _fit(
         dropped=_dropped_lines(others, plan),
         cut=tuple(_cut_line(i, others[i], cut) for i, cut in sorted(plan.cuts.items())),
         injected=("compaction notice (system message)",) if len(fixed) > len(systems) else (),
-        moved=tuple(f"pinned user request #{i} after the system messages" for i in plan.pins),
+        moved=tuple(f"pinned user request #{i} in front of the newest messages" for i in plan.pins),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
 
