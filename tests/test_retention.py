@@ -126,9 +126,8 @@ def test_level_2_keeps_the_newest_messages_that_fit_three_quarters_of_the_room()
     assert view[0] == SYSTEM and view[1] == GOAL  # the goal is pinned after the system prompt
     kept = others(view)[1:]
     assert kept == others(messages)[-len(kept) :]  # the newest, in order, uncut
-    assert kept[0].role is Role.USER
     assert len(kept) > FIT.emergency_keep_messages  # far more than the seed's ten
-    assert result.report.moved == ("pinned user request #0 after the system messages",)
+    assert result.report.moved == ("pinned user request #0 in front of the newest messages",)
 
 
 def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
@@ -365,3 +364,36 @@ def test_the_demo_shows_how_full_a_recovered_view_is() -> None:
         reply=replace(reply, events=()), request_id=1, cost=None, recovery_cost=None, calls=calls
     )
     assert view_fill(plain, 1_024, 16) is None  # no level applied: nothing recovered
+
+
+def test_one_request_then_a_long_agent_run_fills_the_target() -> None:
+    # The seed pins the request in front of its last ten; the fit view pins it too, in front
+    # of far more: the seed's floor must not win because the pinned request is not adjacent.
+    messages = [SYSTEM, Message.user("Fix every module.")]
+    for i in range(80):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments={"path": f"m{i}.py"})
+        messages += [
+            Message.assistant(f"Reading {i}.", tool_calls=(call,)),
+            Message.tool(f"c{i}", f"code of module {i}\n" * 100),
+        ]
+    room = 20_000
+    view = retain(messages, 2, FIT, Retention(room=room, count=count)).messages
+    assert 0.6 * room * 0.75 < count(view) <= room * 0.75
+    assert view[1] == messages[1] and view[-1] == messages[-1]
+
+
+def test_a_pinned_goal_leads_a_span_that_starts_inside_an_agent_run() -> None:
+    # The goal, an agent run with no user message, the latest request and two more rounds:
+    # the span starts inside the run, and the pinned goal is the user message leading it.
+    messages = [SYSTEM, GOAL]
+    for i in range(80):
+        call = ToolCall(id=f"c{i}", name="run", arguments={"cmd": f"pytest t{i}.py"})
+        messages += [
+            Message.assistant(f"Step {i}.", tool_calls=(call,)),
+            Message.tool(f"c{i}", f"t{i}.py PASSED\n" * 150),
+        ]
+    messages += [Message.user("Now the latest request."), Message.assistant("On it.")]
+    room = 20_000
+    view = retain(messages, 2, FIT, Retention(room=room, count=count)).messages
+    assert view[1] == GOAL and view[2].role is Role.ASSISTANT
+    assert 0.6 * room * 0.75 < count(view) <= room * 0.75

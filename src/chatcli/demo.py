@@ -241,8 +241,10 @@ SCRIPT: tuple[Step, ...] = (
     Step(
         title="3. Context overflow: level 2 (emergency truncation)",
         explain="Many tool results: budgets alone cannot help any more. Level 2 keeps the "
-        f"system prompt and the last {_KEEP} messages (with the latest request pinned in "
-        "front). The older ones leave the working view, not the transcript.",
+        "system prompt and the newest messages that fit 75% of the room the window leaves "
+        f"(never fewer than the last {_KEEP} when they fit), with the latest request pinned "
+        "in front and the session's first request kept when it is small. The older ones "
+        "leave the working view, not the transcript.",
         user="Where else is open() called without an encoding?",
         tools=tuple(
             (_call(4 + i, "grep", pattern="open(", path=f"src/app/part{i}"), _grep(5))
@@ -251,9 +253,10 @@ SCRIPT: tuple[Step, ...] = (
     ),
     Step(
         title="4. Context overflow: level 3 (nuclear truncation)",
-        explain=f"A long request and more results: even the last {_KEEP} messages do not "
-        "fit. Level 3 keeps the system prompt and the last 4 messages, and tells the model "
-        "the context was compacted. The latest request is pinned so the task survives.",
+        explain="A long request and more results. When level 2's view is still rejected, "
+        "level 3 keeps the newest messages that fit 40% of the room, and tells the model "
+        "the context was compacted. The latest request is kept (cut, head + tail, if it "
+        "alone is too long) so the task survives.",
         user=_TRACEBACK_REQUEST,
         tools=tuple(
             (_call(7 + i, "read_file", path=f"src/app/io{i}.py"), _source(6)) for i in range(4)

@@ -22,7 +22,8 @@ then the kept span: the newest messages, taken whole turns at a time from the en
 - The latest real user request is always kept; when it alone does not fit what the target
   leaves after the system messages, it is cut to fit (head + tail, the marker says how much
   was cut and that the transcript keeps it all). A session is never stuck on one message.
-- The span starts with a user message whenever it holds one (an API requirement); with none,
+- The view's first non-system message is a user message (an API requirement): the pinned
+  goal, else the span is made to start with a user message whenever it holds one; with none,
   the latest request is pinned in front of it.
 - The seed's count is the floor: when the seed's view for the level fits the target and the
   view above does not end with the seed's messages, whole (the goal's reserve or a cut left
@@ -113,8 +114,9 @@ def retain(
     target = retention.room * pct // 100
     fitted = _fit(tuple(messages), target, retention, notice=level == 3)
     seed = apply_recovery_level(messages, level, config)
-    whole_seed_tail = _ends_with(fitted.messages, _non_system(seed.messages))
-    if not whole_seed_tail and retention.count(seed.messages) <= target:
+    if not _keeps_seed_tail(fitted.messages, _non_system(seed.messages)) and (
+        retention.count(seed.messages) <= target
+    ):
         return seed  # the seed's count is the floor: its newest messages, whole
     report = replace(fitted.report, name=f"level {level}: {LEVEL_NAMES[level]} (fit)")
     return TransformResult(messages=fitted.messages, report=report)
@@ -150,7 +152,7 @@ def _fit(
         dropped=_dropped_lines(others, plan),
         cut=tuple(_cut_line(i, others[i], cut) for i, cut in sorted(plan.cuts.items())),
         injected=("compaction notice (system message)",) if len(fixed) > len(systems) else (),
-        moved=tuple(f"pinned user request #{i} after the system messages" for i in plan.pins),
+        moved=tuple(f"pinned user request #{i} in front of the newest messages" for i in plan.pins),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
 
@@ -175,7 +177,8 @@ def _plan(others: tuple[Message, ...], available: int, retention: Retention) -> 
         # The goal is in the span anyway: the span may use what was set aside for it.
         start = _span_start(others, latest, budget + reserve, cap, retention.count, cuts)
         reserve = 0
-    start = _user_start(others, start, latest)
+    if not (reserve and first is not None and first < start):
+        start = _user_start(others, start, latest)  # else the pinned goal leads the view
     pinned = (first if reserve else None, latest)
     pins = tuple(sorted({i for i in pinned if i is not None and i < start}))
     for index in [i for i in cuts if i < start and i not in pins]:
@@ -298,6 +301,14 @@ def _dropped_lines(others: tuple[Message, ...], plan: _Plan) -> tuple[str, ...]:
 
 def _non_system(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return tuple(m for m in messages if m.role is not Role.SYSTEM)
+
+
+def _keeps_seed_tail(view: tuple[Message, ...], seed: tuple[Message, ...]) -> bool:
+    """`view` ends with the seed's kept messages, whole; the seed's pinned request (its first
+    message, when the rest does not follow it in `view`) need only be somewhere in `view`."""
+    if _ends_with(view, seed):
+        return True
+    return len(seed) > 1 and _ends_with(view, seed[1:]) and seed[0] in view
 
 
 def _ends_with(messages: tuple[Message, ...], tail: tuple[Message, ...]) -> bool:
