@@ -481,13 +481,14 @@ async def test_the_providers_retry_after_is_honoured_through_the_real_sdk() -> N
             Scripted(status=529, body=_OVERLOADED, headers={"retry-after": "7"}),
             Scripted(body=_anthropic_message(_summary())),
         )
-        provider = Anthropic("claude-sonnet-4-20250514", api_key="sk-ant-test", base_url=server.url)
         sleeps: list[float] = []
 
         async def asleep(seconds: float) -> None:
             sleeps.append(seconds)
 
-        result = await acompact(provider, agent_session(), asleep=asleep)
+        key, url = "sk-ant-test", server.url
+        async with Anthropic("claude-sonnet-4-20250514", api_key=key, base_url=url) as provider:
+            result = await acompact(provider, agent_session(), asleep=asleep)
     assert sleeps == [7.0] and len(server.requests) == 2
     assert result.report.calls == 2
     assert result.report.usage == Usage(input_tokens=2095, output_tokens=503)

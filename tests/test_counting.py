@@ -10,7 +10,7 @@ estimate with a log line instead of raising.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -30,7 +30,7 @@ from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokencount import token_counter
 from chatcli.tokens import TokenEstimator
 from tests.recorded import provider_errors, replayed_error
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 ANTHROPIC_KEY = "sk-ant-test-0123456789"
 GEMINI_KEY = "AIzaSy-test-0123456789abcdef"
@@ -73,6 +73,12 @@ WITH_TOOLS = (
     Message.assistant("Reading it.", tool_calls=(CALL,)),
     Message.tool("toolu_01", "1. count tokens"),
 )
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():  # adapters keep their SDK clients (and sockets) until closed
+        yield
 
 
 @pytest.fixture
