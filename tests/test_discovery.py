@@ -116,7 +116,7 @@ def test_vllm_is_found_by_its_second_probe_and_asked_once(server: ReplayServer) 
     expected = ServerWindow(tokens=8096, server="vLLM", source="GET /v1/models max_model_len")
     assert found == again == expected
     assert [(r.method, r.path) for r in server.requests] == [
-        ("GET", "/props"),
+        ("GET", "/props?model=meta-llama%2FMeta-Llama-3.1-8B-Instruct"),
         ("GET", "/v1/models"),
     ]
     assert known_server_window(server.url + "/v1", model) == expected
@@ -136,7 +136,10 @@ def test_lmstudio_error_answered_with_200_is_not_a_window(server: ReplayServer) 
     probes = (*probe_for("llama.cpp"), *probe_for("LM Studio"))
     found = discover_window(server.url + "/v1", "google/gemma-3-4b", probes=probes)
     assert found is not None and (found.tokens, found.server) == (12918, "LM Studio")
-    assert [r.path for r in server.requests] == ["/props", "/api/v0/models"]
+    assert [r.path for r in server.requests] == [
+        "/props?model=google%2Fgemma-3-4b",
+        "/api/v0/models",
+    ]
 
 
 def test_the_key_is_sent_to_the_probes(server: ReplayServer) -> None:
@@ -224,4 +227,5 @@ def test_the_chat_shows_the_servers_window_before_any_request(
         code = main(argv, ui=ui, environ={"CHATCLI_HOME": str(tmp_path), "HOME": str(tmp_path)})
     assert code == 0, screen.getvalue()
     assert "8,096-token window" in screen.getvalue()
-    assert [r.path for r in server.requests] == ["/props", "/v1/models"]  # no chat request
+    paths = [r.path.partition("?")[0] for r in server.requests]
+    assert paths == ["/props", "/v1/models"]  # no chat request

@@ -4,9 +4,11 @@ A local OpenAI-compatible server knows its window, but Chat Completions never sa
 it, pre-flight cannot predict anything and the first overflow costs a rejected call. Four
 servers state it elsewhere, each in its own place:
 
-- llama.cpp's `llama-server`: `GET /props`, `default_generation_settings.n_ctx` (the context
-  of one slot: `-c` divided by `--parallel`, which is what one request gets), or a top-level
-  `n_ctx`;
+- llama.cpp's `llama-server`: `GET /props?model=...`, `default_generation_settings.n_ctx`
+  (the context of one slot: `-c` divided by `--parallel`, which is what one request gets;
+  server-context.cpp, `get_res_props`, in the tree vendored by llama-cpp-python 0.3.36), or
+  a top-level `n_ctx` (older servers). A server in router mode (many models) answers for the
+  model named in `?model=` and states 0 for itself; a single-model server ignores the query;
 - vLLM: `GET /v1/models`, the model's `max_model_len`;
 - Ollama: `POST /api/show`, a `num_ctx` among the model's `parameters` (what it runs with when
   the Modelfile sets one), else `model_info["<architecture>.context_length"]` (the model's own
@@ -68,7 +70,7 @@ class Probe:
     """One place a server states its window: a request and the reader of its answer.
 
     `path` is relative to the server's root (the base URL without a final `/v1`); `post`
-    sends `{"model": ...}` as the JSON body.
+    sends `{"model": ...}` as the JSON body, `model_query` sends `?model=...`.
     """
 
     server: str
@@ -76,6 +78,7 @@ class Probe:
     read: Reader
     source: str
     post: bool = False
+    model_query: bool = False
 
 
 def window_from_llama_props(body: Any, model: str) -> int | None:
@@ -124,6 +127,7 @@ PROBES: tuple[Probe, ...] = (
         path="/props",
         read=window_from_llama_props,
         source="GET /props n_ctx",
+        model_query=True,
     ),
     Probe(
         server="vLLM",
@@ -203,7 +207,10 @@ def _probe(
 def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
     url = root + probe.path
     try:
-        response = client.post(url, json={"model": model}) if probe.post else client.get(url)
+        if probe.post:
+            response = client.post(url, json={"model": model})
+        else:
+            response = client.get(url, params={"model": model} if probe.model_query else None)
         if response.status_code != 200:
             logger.debug("window probe %s: HTTP %d", url, response.status_code)
             return None
