@@ -47,10 +47,13 @@ trigger, nothing is shrunk.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
+import bisect
+import operator
+from collections.abc import Hashable, Sequence
+from typing import cast
 
 from chatcli.config import MicrocompactConfig
+from chatcli.history.memo import ScanMemo
 from chatcli.history.result import TransformReport, TransformResult
 from chatcli.history.stubs import (
     STUB_PREFIX,
@@ -74,10 +77,8 @@ __all__ = [
 
 # A batch brings the view down to this share of the trigger (see "Why half" above).
 BATCH_TARGET_SHARE = 0.5
-# Scans kept for reuse: a few conversations served by one process (the chat, a proxy's
-# clients) each extend their own. Each holds references to its transcript's messages.
-_SCAN_MEMO_SIZE = 8
 _NAME = "microcompact"
+_Key = tuple[MicrocompactConfig, TokenEstimator, int]
 _DEFAULT_ESTIMATOR = TokenEstimator()
 
 
@@ -95,15 +96,7 @@ def microcompact(
     """
     config = config or MicrocompactConfig()
     estimator = estimator or _DEFAULT_ESTIMATOR
-    before = tuple(messages)
-    key = (config, estimator, config.trigger(room))
-    scan = _SCANS.take(key, before)
-    try:
-        for message in before[len(scan.messages) :]:
-            scan.push(message)
-        return scan.result(before)
-    finally:
-        _SCANS.keep(scan)
+    return _SCANS.run((config, estimator, config.trigger(room)), tuple(messages))
 
 
 class _Result:
@@ -120,25 +113,29 @@ class _Result:
 class _Scan:
     """Microcompaction of one transcript prefix, extended one message at a time.
 
-    Mutable, private to this module; `_SCANS` hands each scan to one caller at a time.
+    Mutable, private to this module; `_SCANS` (`chatcli.history.memo`) hands each scan to
+    one caller at a time.
     `view_chars` is the pressure estimate in chars (see the module docstring); `chars_in` /
     `chars_out` are what the report states (the input's and the output's real sizes).
     """
 
-    def __init__(self, key: tuple[MicrocompactConfig, TokenEstimator, int]) -> None:
+    def __init__(self, key: Hashable) -> None:
         self.key = key
-        self.config, self.estimator, self.trigger = key
+        self.config, self.estimator, self.trigger = cast(_Key, key)
         self.messages: list[Message] = []
-        self.shrunk: dict[int, Message] = {}  # the output where it is not the input
+        self.out: list[Message] = []  # the output for `messages`
+        self.shrunk = 0  # how many messages of `out` are not the input's
         self.tools: dict[str, str] = {}
         self.results: list[_Result] = []
         self.first_open = 0  # results before it are stubs: batches start here
         self.lines: dict[int, str] = {}  # the report line of each changed message
+        self.line_order: list[int] = []  # their indices, sorted
         self.assistants = self.view_chars = self.chars_in = self.chars_out = 0
 
     def push(self, message: Message) -> None:
         index = len(self.messages)
         self.messages.append(message)
+        self.out.append(message)
         chars = message.char_count
         self.chars_in += chars
         self.chars_out += chars
@@ -152,6 +149,9 @@ class _Scan:
         self.view_chars += chars
         if self.trigger == 0 or self.tokens() > self.trigger:
             self.batch(int(self.trigger * BATCH_TARGET_SHARE))
+
+    def rewind(self, count: int) -> bool:
+        return False  # a batch may have moved results before `count`: scan again
 
     def tokens(self) -> int:
         return self.estimator.count_chars(self.view_chars, len(self.messages))
@@ -180,11 +180,14 @@ class _Scan:
         if stage == 2:
             result.stub_chars = len(content)
         self.view_chars += self.view_size(result) - before
-        current = self.shrunk.get(result.index, message).text
+        current = self.out[result.index].text
         if content == current:
             return
         self.chars_out += len(content) - len(current)
-        self.shrunk[result.index] = message.with_text(content)
+        self.out[result.index] = message.with_text(content)
+        if result.index not in self.lines:
+            self.shrunk += 1
+            bisect.insort(self.line_order, result.index)
         self.lines[result.index] = self.report_line(message, content)
 
     def view_size(self, result: _Result) -> int:
@@ -234,50 +237,18 @@ class _Scan:
             messages_after=len(before),
             chars_before=self.chars_in,
             chars_after=self.chars_out,
-            cut=tuple(self.lines[index] for index in sorted(self.lines)),
+            cut=tuple(map(self.lines.__getitem__, self.line_order)),
         )
         if not self.shrunk:
             return TransformResult(messages=before, report=report)
-        # The caller's own message objects wherever nothing changed (the scan may have read
-        # equal ones of an earlier call).
+        if all(map(operator.is_, self.messages, before)):
+            return TransformResult(messages=tuple(self.out), report=report)
+        # The scan read equal messages of an earlier call: return the caller's own objects
+        # wherever nothing changed.
         after = list(before)
-        for index, message in self.shrunk.items():
-            after[index] = message
+        for index in self.line_order:
+            after[index] = self.out[index]
         return TransformResult(messages=tuple(after), report=report)
 
 
-class _ScanMemo:
-    """The latest scans, by settings; `take` finds the longest one that is a prefix of a
-    transcript (or a new one), `keep` puts it back. Thread-safe: a scan taken is no longer in
-    the memo, so no two callers extend the same one."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.scans: list[_Scan] = []  # most recently kept first
-        self.lock = threading.Lock()
-
-    def take(
-        self, key: tuple[MicrocompactConfig, TokenEstimator, int], transcript: tuple[Message, ...]
-    ) -> _Scan:
-        with self.lock:
-            found = [s for s in self.scans if s.key == key and _is_prefix(s.messages, transcript)]
-            if not found:
-                return _Scan(key)
-            best = max(found, key=lambda scan: len(scan.messages))
-            self.scans.remove(best)
-            return best
-
-    def keep(self, scan: _Scan) -> None:
-        with self.lock:
-            self.scans.insert(0, scan)
-            del self.scans[self.size :]
-
-
-def _is_prefix(prefix: list[Message], transcript: tuple[Message, ...]) -> bool:
-    # List equality checks identity before value, so a transcript that extends the same
-    # message objects costs a pointer comparison per message.
-    count = len(prefix)
-    return count <= len(transcript) and prefix == list(transcript[:count])
-
-
-_SCANS = _ScanMemo(_SCAN_MEMO_SIZE)
+_SCANS = ScanMemo(_Scan)
