@@ -26,7 +26,7 @@ from chatcli.providers.base import Request, Response
 __all__ = ["InstantProvider", "agent_session", "agent_turn", "stdlib_files"]
 
 # Agents read files in windows (Claude Code reads 2,000 lines; most reads are far shorter).
-MAX_RESULT_LINES = 400
+MAX_RESULT_LINES = 700
 SYSTEM = (
     "You are a coding agent working in a Python repository. Read files with read_file before "
     "you change them, explain what you found, and keep answers short."

@@ -69,6 +69,7 @@ from chatcli.tokens import TokenEstimator
 
 __all__ = [
     "BATCH_TARGET_SHARE",
+    "PRESSURE_CHARS_PER_TOKEN",
     "STUB_PREFIX",
     "describe_content",
     "microcompact",
@@ -77,9 +78,18 @@ __all__ = [
 
 # A batch brings the view down to this share of the trigger (see "Why half" above).
 BATCH_TARGET_SHARE = 0.5
+# The pressure estimate's chars per token when the caller gives no estimator. Denser than
+# `TokenEstimator`'s uncalibrated 4.0: tool results are mostly code, logs and JSON, which real
+# tokenizers count at 3.3-3.8 chars/token (o200k on the Python standard library: 3.7), and a
+# trigger in tokens should not be passed by 10-20% before it acts. A fixed ratio also keeps
+# the decisions still when a session's calibrated estimate moves from one request to the next.
+PRESSURE_CHARS_PER_TOKEN = 3.5
+# A given estimator's ratio is rounded down to this step, so that small moves of a calibrated
+# ratio do not move earlier decisions (and break the cache).
+_RATIO_STEP = 0.25
 _NAME = "microcompact"
 _Key = tuple[MicrocompactConfig, TokenEstimator, int]
-_DEFAULT_ESTIMATOR = TokenEstimator()
+_DEFAULT_ESTIMATOR = TokenEstimator(chars_per_token=PRESSURE_CHARS_PER_TOKEN)
 
 
 def microcompact(
@@ -91,12 +101,20 @@ def microcompact(
 ) -> TransformResult:
     """Shrink old tool results once the view passes the trigger (see the module docstring).
 
-    `estimator` turns the view's chars into tokens (default: `TokenEstimator()`); `room` is
-    the tokens a prompt may use (window minus output reserve), None when unknown.
+    `estimator` turns the view's chars into tokens (default: `PRESSURE_CHARS_PER_TOKEN`; a
+    given one's ratio is rounded down to a multiple of 0.25); `room` is the tokens a prompt
+    may use (window minus output reserve), None when unknown.
     """
     config = config or MicrocompactConfig()
-    estimator = estimator or _DEFAULT_ESTIMATOR
-    return _SCANS.run((config, estimator, config.trigger(room)), tuple(messages))
+    return _SCANS.run((config, _pressure(estimator), config.trigger(room)), tuple(messages))
+
+
+def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
+    """The estimator of the pressure estimate (see `PRESSURE_CHARS_PER_TOKEN`, `_RATIO_STEP`)."""
+    if estimator is None:
+        return _DEFAULT_ESTIMATOR
+    ratio = max(_RATIO_STEP, estimator.chars_per_token // _RATIO_STEP * _RATIO_STEP)
+    return TokenEstimator(chars_per_token=ratio, per_message=estimator.per_message)
 
 
 class _Result:
