@@ -149,7 +149,7 @@ def test_only_tool_contents_change_and_the_input_is_not_mutated() -> None:
     for before, after in zip(messages, result.messages, strict=True):
         assert before.role == after.role and before.tool_calls == after.tool_calls
         if before.tool_result is None:
-            assert after is before
+            assert after == before
         else:
             assert after.tool_result is not None
             assert after.tool_result.call_id == before.tool_result.call_id

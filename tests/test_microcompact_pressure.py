@@ -14,14 +14,20 @@ from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.memo import clear_memos
-from chatcli.history.microcompact import BATCH_TARGET_SHARE, STUB_PREFIX, microcompact
+from chatcli.history.microcompact import (
+    BATCH_TARGET_SHARE,
+    PRESSURE_CHARS_PER_TOKEN,
+    STUB_PREFIX,
+    microcompact,
+)
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.messages import Message, ToolCall
 from chatcli.tokens import TokenEstimator
 from tests.strategies import agent_sessions, conversations
 
-ESTIMATOR = TokenEstimator()
+# What the pressure estimate counts with when it is given no estimator.
+ESTIMATOR = TokenEstimator(chars_per_token=PRESSURE_CHARS_PER_TOKEN)
 
 
 def _step(index: int, chars: int = 8_000) -> list[Message]:
@@ -66,6 +72,19 @@ def test_trigger_settings_are_read_from_the_environment_and_checked() -> None:
         MicrocompactConfig.from_env({"CHATCLI_MICROCOMPACT_TRIGGER_PCT": "101"})
     with pytest.raises(ConfigError, match="CHATCLI_MICROCOMPACT_TRIGGER_TOKENS='-1'"):
         MicrocompactConfig.from_env({"CHATCLI_MICROCOMPACT_TRIGGER_TOKENS": "-1"})
+
+
+def test_a_calibrated_ratio_is_rounded_down_so_small_moves_change_nothing() -> None:
+    messages = _session(30)
+    config = MicrocompactConfig(trigger_tokens=30_000)
+
+    def view(ratio: float) -> tuple[Message, ...]:
+        estimator = TokenEstimator(chars_per_token=ratio)
+        return microcompact(messages, config, estimator=estimator).messages
+
+    assert view(3.76) == view(3.99) == view(3.75)
+    assert view(3.5) == microcompact(messages, config).messages  # the default's ratio
+    assert view(3.74) != view(3.75)  # another step: the batches fall elsewhere
 
 
 def test_below_the_trigger_nothing_is_cut_however_old() -> None:

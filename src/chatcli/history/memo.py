@@ -77,8 +77,12 @@ class ScanMemo(Generic[S]):
         read more than that (a transform's input may change near its end: the output of an
         earlier transform); a new scan when none shares anything or cannot rewind."""
         with self.lock:
-            shared = [(_common_prefix(s.messages, transcript), s) for s in self.scans]
-            found = [(count, s) for count, s in shared if s.key == key and count > 0]
+            same = [scan for scan in self.scans if scan.key == key]
+            # Scans of the same message objects first: comparing them costs a pointer
+            # comparison per message, and they are what one conversation's requests share.
+            found = _shared(
+                [s for s in same if s.messages and _ends_alike(s.messages, transcript)], transcript
+            ) or _shared(same, transcript)
             if not found:
                 return self.new(key)
             count, best = max(found, key=lambda pair: pair[0])
@@ -96,6 +100,17 @@ class ScanMemo(Generic[S]):
         """Forget every scan (the next call of each transcript scans it whole)."""
         with self.lock:
             self.scans.clear()
+
+
+def _shared(scans: list[S], transcript: tuple[Message, ...]) -> list[tuple[int, S]]:
+    """The scans that share a prefix with `transcript`, with its length."""
+    counts = [(_common_prefix(scan.messages, transcript), scan) for scan in scans]
+    return [(count, scan) for count, scan in counts if count > 0]
+
+
+def _ends_alike(read: list[Message], transcript: tuple[Message, ...]) -> bool:
+    """Whether the last message read is the very object at its place in `transcript`."""
+    return len(read) <= len(transcript) and read[-1] is transcript[len(read) - 1]
 
 
 def _common_prefix(read: list[Message], transcript: tuple[Message, ...]) -> int:

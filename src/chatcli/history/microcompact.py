@@ -48,7 +48,6 @@ trigger, nothing is shrunk.
 from __future__ import annotations
 
 import bisect
-import operator
 from collections.abc import Hashable, Sequence
 from typing import cast
 
@@ -257,16 +256,10 @@ class _Scan:
             chars_after=self.chars_out,
             cut=tuple(map(self.lines.__getitem__, self.line_order)),
         )
-        if not self.shrunk:
-            return TransformResult(messages=before, report=report)
-        if all(map(operator.is_, self.messages, before)):
-            return TransformResult(messages=tuple(self.out), report=report)
-        # The scan read equal messages of an earlier call: return the caller's own objects
-        # wherever nothing changed.
-        after = list(before)
-        for index in self.line_order:
-            after[index] = self.out[index]
-        return TransformResult(messages=tuple(after), report=report)
+        # Where nothing changed, `out` holds the messages the scan read: the caller's own
+        # objects when the transcript extends the one of the previous call, else equal ones.
+        after = tuple(self.out) if self.shrunk else before
+        return TransformResult(messages=after, report=report)
 
 
 _SCANS = ScanMemo(_Scan)
