@@ -7,7 +7,9 @@ untimed send of the conversation, one agent step (an assistant call and its tool
 sometimes a user message) is appended and sent, `REPEATS[size]` times: the table shows the
 median CPU time of those sends (all of it chatcli's: the provider does nothing), and the time
 of the history transforms alone (microcompaction, tool-result budget, pairing repair, called
-in the policy's order on the same transcripts).
+in the policy's order on the same transcripts). The transforms' memoised scans
+(`chatcli.history.memo`) are cleared before each column's first request, so each column
+extends its own.
 
 Times are CPU time of this process (`time.process_time`): the machine is shared, and wall
 time would measure the neighbours. Every figure printed is measured in this run.
@@ -28,6 +30,7 @@ from benchmarks.agent_session import InstantProvider, agent_session, agent_turn
 
 from chatcli.config import RecoveryConfig
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.memo import clear_memos
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.messages import Message
@@ -50,7 +53,8 @@ def conversation(size: int) -> list[Message]:
 def per_turn_ms(size: int, send: Callable[[list[Message]], object]) -> float:
     """Median CPU ms of `send` on the conversation after each appended step."""
     messages = conversation(size)
-    send(messages)  # the first request of this process reads the whole conversation
+    clear_memos()  # no scan of another column's (equal, other) message objects
+    send(messages)  # the first request reads the whole conversation
     rng = random.Random(size)
     times = []
     for step in range(REPEATS[size]):

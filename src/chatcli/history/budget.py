@@ -28,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from typing import cast
 
 from chatcli.history.memo import ScanMemo, unchanged
-from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.result import TransformResult, build_result
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, Role
 
@@ -102,16 +102,14 @@ class _Scan:
         out = list(transcript)
         for index, new in cuts:
             out[index] = new
-        freed = sum(len(transcript[index].text) - len(new.text) for index, new in cuts)
-        report = TransformReport(
-            name=_NAME,
-            messages_before=len(transcript),
-            messages_after=len(transcript),
+        return build_result(
+            _NAME,
+            transcript,
+            tuple(out),
+            cut=[_cut_line(transcript[index], new) for index, new in cuts],
+            chars_freed=sum(len(transcript[index].text) - len(new.text) for index, new in cuts),
             chars_before=self.chars[-1],
-            chars_after=self.chars[-1] - freed,
-            cut=tuple(_cut_line(transcript[index], new) for index, new in cuts),
         )
-        return TransformResult(messages=tuple(out), report=report)
 
 
 def turns(messages: Sequence[Message]) -> list[list[int]]:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
-from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.result import TransformResult, build_result
 from chatcli.messages import Message
 
 __all__ = ["MEMOS", "MEMO_SIZE", "Scan", "ScanMemo", "clear_memos", "unchanged"]
@@ -118,7 +118,7 @@ def _common_prefix(read: list[Message], transcript: tuple[Message, ...]) -> int:
     before value, so messages that are the same objects cost a pointer comparison each; a
     mismatch is found by bisection, comparing each message about twice."""
     count = min(len(read), len(transcript))
-    if read[:count] == list(transcript[:count]):
+    if (read if count == len(read) else read[:count]) == list(transcript[:count]):
         return count
     low, high = 0, count  # read[:low] matches, read[:high] does not
     while high - low > 1:
@@ -131,13 +131,5 @@ def _common_prefix(read: list[Message], transcript: tuple[Message, ...]) -> int:
 
 
 def unchanged(name: str, messages: tuple[Message, ...], chars: int) -> TransformResult:
-    """The result of a transform that changed nothing, with the chars already counted (what
-    `build_result` would return, without counting `messages` again)."""
-    report = TransformReport(
-        name=name,
-        messages_before=len(messages),
-        messages_after=len(messages),
-        chars_before=chars,
-        chars_after=chars,
-    )
-    return TransformResult(messages=messages, report=report)
+    """The result of a transform that changed nothing, its `chars` already counted."""
+    return build_result(name, messages, messages, chars_before=chars)

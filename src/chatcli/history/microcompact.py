@@ -53,7 +53,7 @@ from typing import cast
 
 from chatcli.config import MicrocompactConfig
 from chatcli.history.memo import ScanMemo
-from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.result import TransformResult, build_result
 from chatcli.history.stubs import (
     STUB_PREFIX,
     cut_head_tail,
@@ -248,18 +248,16 @@ class _Scan:
 
     def result(self, before: tuple[Message, ...]) -> TransformResult:
         """The transform's result for `before`, the transcript this scan has read."""
-        report = TransformReport(
-            name=_NAME,
-            messages_before=len(before),
-            messages_after=len(before),
-            chars_before=self.chars_in,
-            chars_after=self.chars_out,
-            cut=tuple(map(self.lines.__getitem__, self.line_order)),
-        )
         # Where nothing changed, `out` holds the messages the scan read: the caller's own
         # objects when the transcript extends the one of the previous call, else equal ones.
-        after = tuple(self.out) if self.shrunk else before
-        return TransformResult(messages=after, report=report)
+        return build_result(
+            _NAME,
+            before,
+            tuple(self.out) if self.shrunk else before,
+            cut=tuple(map(self.lines.__getitem__, self.line_order)),
+            chars_freed=self.chars_in - self.chars_out,
+            chars_before=self.chars_in,
+        )
 
 
 _SCANS = ScanMemo(_Scan)
