@@ -9,7 +9,8 @@ median CPU time of those sends (all of it chatcli's: the provider does nothing),
 of the history transforms alone (microcompaction, tool-result budget, pairing repair, called
 in the policy's order on the same transcripts). The transforms' memoised scans
 (`chatcli.history.memo`) are cleared before each column's first request, so each column
-extends its own.
+extends its own. The anchor, side by side: the same `Client.send` with the scans cleared
+before every request, i.e. everything recomputed from the whole transcript.
 
 Times are CPU time of this process (`time.process_time`): the machine is shared, and wall
 time would measure the neighbours. Every figure printed is measured in this run.
@@ -38,6 +39,9 @@ from chatcli.recovery import Client
 
 SIZES = (100, 1_000, 10_000, 100_000)
 REPEATS = {100: 30, 1_000: 30, 10_000: 20, 100_000: 8}
+# The anchor recomputes everything on every request, as chatcli did before the scans were
+# memoised: fewer repeats, and none at 100,000 messages (seconds per request).
+SCRATCH_REPEATS = {100: 10, 1_000: 5, 10_000: 3}
 SEED = 7
 
 
@@ -50,15 +54,20 @@ def conversation(size: int) -> list[Message]:
     return messages[:cut]
 
 
-def per_turn_ms(size: int, send: Callable[[list[Message]], object]) -> float:
-    """Median CPU ms of `send` on the conversation after each appended step."""
+def per_turn_ms(
+    size: int, send: Callable[[list[Message]], object], *, scratch: bool = False
+) -> float:
+    """Median CPU ms of `send` on the conversation after each appended step (`scratch`:
+    with the memoised scans forgotten before each send, the anchor)."""
     messages = conversation(size)
     clear_memos()  # no scan of another column's (equal, other) message objects
     send(messages)  # the first request reads the whole conversation
     rng = random.Random(size)
     times = []
-    for step in range(REPEATS[size]):
+    for step in range((SCRATCH_REPEATS if scratch else REPEATS)[size]):
         messages = messages + agent_turn(rng, size + step)
+        if scratch:
+            clear_memos()
         start = time.process_time()
         send(messages)
         times.append(time.process_time() - start)
@@ -79,14 +88,22 @@ def transforms(messages: list[Message]) -> object:
 def main() -> None:
     started = time.perf_counter()
     print("## CPU per appended turn: `Client.send` with the defaults, provider answers at once\n")
-    print("| messages | tokens (est.) | Client.send per turn | history transforms per turn |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "| messages | tokens (est.) | Client.send per turn | history transforms per turn "
+        "| Client.send from scratch (anchor) |"
+    )
+    print("|---:|---:|---:|---:|---:|")
     for size in SIZES:
         client = Client(InstantProvider(requests=None))
         send_ms = per_turn_ms(size, lambda m, client=client: client.send(m))
         transform_ms = per_turn_ms(size, transforms)
+        scratch = (
+            f"{per_turn_ms(size, lambda m, c=client: c.send(m), scratch=True):.2f} ms"
+            if size in SCRATCH_REPEATS
+            else "not run"
+        )
         tokens = client.policy.estimator.count(conversation(size))
-        print(f"| {size:,} | {tokens:,} | {send_ms:.2f} ms | {transform_ms:.2f} ms |")
+        print(f"| {size:,} | {tokens:,} | {send_ms:.2f} ms | {transform_ms:.2f} ms | {scratch} |")
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 

@@ -228,3 +228,20 @@ def test_memoised_budget_and_pairing_match_fresh_ones_on_tricky_histories(
         memoised = both(history)
         clear_memos()
         assert memoised == both(history)
+
+
+@settings(max_examples=40, deadline=None)
+@given(agent_sessions(), st.integers(2_000, 30_000), st.integers(2_000, 60_000))
+def test_the_budget_never_changes_a_turn_once_the_next_assistant_message_closed_it(
+    messages: list[Message], per_result: int, per_turn: int
+) -> None:
+    # Every request of an agent loop ends with a turn's results; the next one appends an
+    # assistant message and its results: the earlier output stays the same, byte for byte.
+    def budget(history: list[Message]) -> tuple[Message, ...]:
+        return enforce_tool_result_budget(
+            history, per_result_chars=per_result, per_turn_chars=per_turn
+        ).messages
+
+    requests = [n for n in range(1, len(messages)) if messages[n].tool_calls] + [len(messages)]
+    for earlier, later in itertools.pairwise(requests):
+        assert budget(messages[:later])[:earlier] == budget(messages[:earlier])
