@@ -347,6 +347,13 @@ def progress(what: str) -> None:
     print(f"[{time.process_time():7.1f} s CPU] {what}", file=sys.stderr, flush=True)
 
 
+def warm_up(counter: CachedCounter) -> None:
+    """Import and run each rival once, so no cell's time holds a one-off cost."""
+    tiny = [Message.system("Be brief."), Message.user(FIRST_REQUEST)]
+    langchain_trim(tiny, 1_000, counter)
+    litellm_trim(tiny, 1_000, LITELLM_MODELS[counter.name])
+
+
 # -- tables --------------------------------------------------------------------------------
 
 
@@ -592,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     windows = {"o200k_base": (32_000,)} if args.quick else WINDOWS
     # Loaded before LiteLLM is imported: its import points TIKTOKEN_CACHE_DIR at its own copy.
     counters = [tiktoken_counter(name) for name in windows]
-    import litellm  # noqa: F401  (imported once here, so its import time is not a cell's)
+    warm_up(counters[0])
 
     print(
         f"Build: retention {'available' if HAS_RETENTION else 'not available (the seed ladder)'}."
