@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -613,23 +613,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"## {counter.name}\n")
         print("\n".join(main_table(counter, windows[counter.name], results)) + "\n")
     binary = None if args.quick else llama_server_binary()
-    if binary is None:
-        print(
-            "## llama.cpp tokenizer\n\n"
-            "not run: llama-server not built (scripts/build-llama-server.sh)\n"
-        )
-    else:
-        with llama_server(binary, max(LLAMA_WINDOWS)) as base_url:
-            llama = llama_counter(base_url)
+    with ExitStack() as stack:
+        # One server: its /tokenize counts the llama cells (the window does not matter to
+        # it) and its window is the one the server cells are sent to.
+        base_url = stack.enter_context(llama_server(binary, SERVER_WINDOW)) if binary else None
+        if base_url is None:
+            print("## llama.cpp tokenizer\n\nnot run: llama-server is not built\n")
+        else:
+            counters.append(llama_counter(base_url))
             print("## llama.cpp tokenizer (llama-server /tokenize)\n")
-            print("\n".join(main_table(llama, LLAMA_WINDOWS, results)) + "\n")
-            counters.append(llama)
-    print(f"## One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
-    print("\n".join(oversized_table(counters)) + "\n")
-    if binary is not None:
-        with llama_server(binary, SERVER_WINDOW) as base_url:
+            print("\n".join(main_table(counters[-1], LLAMA_WINDOWS, results)) + "\n")
+        print(f"## One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
+        print("\n".join(oversized_table(counters)) + "\n")
+        if base_url is not None:
             print(f"## Against the real llama-server ({SERVER_WINDOW:,}-token window)\n")
-            print("\n".join(server_table(base_url, llama_counter(base_url))) + "\n")
+            print("\n".join(server_table(base_url, counters[-1])) + "\n")
     print("## Summary (main cells: every one had to drop something)\n")
     print("\n".join(summary(results)))
     print(
