@@ -64,7 +64,7 @@ from benchmarks.histories import (
     build_session,
     oversized_session,
 )
-from benchmarks.rivals import langchain_trim, litellm_trim, middle_out
+from benchmarks.rivals import Trim, langchain_trim, litellm_trim, middle_out
 from tests.fakes import WindowedProvider
 
 from chatcli.config import RecoveryConfig
@@ -311,7 +311,7 @@ def run_trim(
     history: Sequence[Message],
     window: int,
     counter: CachedCounter,
-    trim: Callable[[Sequence[Message], int], list[Message]],
+    trim: Trim,
 ) -> Outcome:
     """A method that trims once to the room and sends once (it does not recover)."""
     output = output_tokens(window)

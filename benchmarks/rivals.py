@@ -34,6 +34,7 @@ from chatcli.messages import Message, Role, ToolCall
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
+# A rival bound to its counter or model: (history, budget in tokens) -> the view it sends.
 Trim = Callable[[Sequence[Message], int], list[Message]]
 MIDDLE_OUT_MARKER = "\n...\n"
 MIDDLE_OUT_MAX_CUTS = 20
