@@ -1,349 +1,638 @@
-"""Benchmark of context-overflow recovery: `python benchmarks/recovery.py` prints Markdown.
+"""Benchmark of context-overflow recovery on real text and real tokenizers, against the rivals.
 
-Part 1 — recovery. For each window (8k, 32k, 128k, 200k tokens), session kind (a chat, a
-tool-heavy agent) and overflow (5%, 50%, 500% over the window, as the provider counts it), one
-`Client.send()` against `WindowedProvider` (tests/fakes.py: it counts with its own tokenizer,
-~20% denser than chatcli's uncalibrated estimate, and rejects what does not fit with vLLM's
-real error body, which states the prompt size and the window). Three ways to run it:
+`python benchmarks/recovery.py` prints Markdown (`--quick`: the 32k cells of o200k only).
 
-- ladder: the SPEC's plain ladder (`predictive=False`): every level sent in turn;
-- default, window not declared: chatcli's default; the first error's numbers calibrate the
-  estimate and levels predicted not to fit are skipped;
-- default, window declared: the same, plus the pre-flight check before the first call.
+Histories (`benchmarks/histories.py`): chat and agent sessions made of the Python standard
+library's docstrings and sources, counted by real tokenizers — tiktoken's o200k_base and
+cl100k_base (seeded offline from the `bpe-openai` package by chatcli's own
+`chatcli.tokencount`, nothing downloaded) and llama.cpp's tokenizer through the real
+llama-server's `/tokenize` (the tiny model of `chatcli.tinymodel`; skipped, and said so, when
+the binary is not built). Each is sized to ~1.6x and ~4x its window; the requested output
+(`output_tokens`) is part of the window, so the room a view can fill is window - output.
 
-(The ladder ignores a declared window, so it is shown once.) Each cell: provider calls until
-success, the recovery level of the view that succeeded (L0: none), the share of the window
-that view fills (provider's count), whether the latest user request survived (it is in the
-view and the model answered it), and the time of chatcli's own work (the send minus the
-time inside the provider; best of 3 identical runs).
+The provider (`RealTokenizerProvider`) is the test suite's `WindowedProvider` counting with
+the cell's real tokenizer: it rejects a prompt over the window with vLLM's real error body
+(corpus pe-038, which states the prompt size and the window) through the openai SDK.
 
-Microcompaction is off in these three columns (`microcompact=None`): they compare ways of
-recovering from an overflow, so each must be sent the prompt as sized, the same for all.
-`Client`'s default microcompaction would shrink the agent sessions' old tool results before
-the first send, and most of them would not overflow at all; the table after it shows that,
-with the default client as it is (window declared, microcompaction on), for the agent
-sessions (the chat sessions have no tool results: nothing changes for them).
+Methods, side by side on the same history:
 
-Part 2 — the transforms alone (microcompaction, budget, pairing, levels 1-3 chained as the
-policy applies them) on agent histories of 1k, 10k and 100k messages: milliseconds, and
-microseconds per message, which stays flat when the growth is linear.
+- chatcli fit / seed: the real `chatcli.Client.send` with its defaults (microcompaction
+  on) and `RecoveryConfig(retention=...)`; "declared": the window is declared to the client,
+  "learned": it is not (the provider's error states it). A build without the `retention`
+  field is today's code, the seed's ladder: its "fit" cells say "not available on this
+  build" and its "seed" cells run the default config.
+- LangChain `trim_messages`, LiteLLM `trim_messages` (real packages), OpenRouter middle-out
+  (re-implemented from its documentation, labelled): each trims once to the room and sends
+  once; a view the provider rejects is a failure (they do not recover).
 
-Times are CPU time of this process (`time.process_time`), not wall-clock time: the machine
-is shared, and wall time would measure the neighbours; everything here is single-threaded
-and does no I/O, so CPU time is the time the work takes on an idle core. The run's total
-wall time is printed at the end. Every figure printed is measured in this run.
+Per cell: provider calls, the share of the room the view that succeeded fills (the real
+tokenizer's count of what was sent, so over 100% means it ate into the requested output),
+whether the latest and the first user requests are in it whole, whether tool pairing is valid
+(every call answered right after it, no orphan result), and CPU time: chatcli's own (the send
+minus the time in the provider), the rivals' trim with the tokenizer's counts cached (the
+same exclusion), except LiteLLM, which counts with its own tokenizer inside the call.
+
+Then: one message 5x the window (a pasted log as the latest request; one huge tool result),
+and cells against the real llama-server itself, whose own count (`usage.prompt_tokens`) is
+the fill. Everything is deterministic; every figure printed is measured in this run.
 """
 
 from __future__ import annotations
 
-import gc
-import random
+import argparse
+import dataclasses
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-# The test provider lives with the tests (one copy); the repository root makes it importable
-# when this file is run as a script.
+import httpx
+
+# The test provider and the llama-server's location live with the tests (one copy); the
+# repository root makes them importable when this file is run as a script.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.histories import (
+    FIRST_REQUEST,
+    build_session,
+    oversized_session,
+)
+from benchmarks.rivals import Trim, langchain_trim, litellm_trim, middle_out
 from tests.fakes import WindowedProvider
 
-from chatcli.config import MicrocompactConfig, RecoveryConfig
-from chatcli.errors import ContextRecoveryError
-from chatcli.events import LevelApplied
-from chatcli.history.budget import enforce_tool_result_budget
-from chatcli.history.microcompact import microcompact
-from chatcli.history.pairing import repair_tool_pairing
-from chatcli.history.truncate import apply_recovery_level
-from chatcli.messages import Message, ToolCall
+from chatcli.config import RecoveryConfig
+from chatcli.messages import Message, Role
 from chatcli.providers.base import Request, Response
 from chatcli.recovery import Client
+from chatcli.tokencount import load_encoding
+from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS
 
-WINDOWS = (8_000, 32_000, 128_000, 200_000)
-OVERFLOWS = (0.05, 0.50, 5.00)
+OVERFLOWS = (1.6, 4.0)
 SESSIONS = ("chat", "agent")
-HISTORY_SIZES = (1_000, 10_000, 100_000)
-LATEST = "Latest request: summarise what we decided and list the open questions."
-SEED = 2024
-# Timings are the best of a few runs: even CPU time varies with cache and memory-bus
-# contention on a shared machine; the best run is the one least disturbed by it.
-RECOVERY_REPEATS = 3
-TRANSFORM_REPEATS = {1_000: 7, 10_000: 5, 100_000: 3}
+WINDOWS = {"o200k_base": (8_000, 32_000, 128_000, 200_000), "cl100k_base": (32_000, 128_000)}
+LLAMA_WINDOWS = (32_000, 128_000)
+OVERSIZED_WINDOW = 32_000
+OVERSIZED_FACTOR = 5
+# The model LiteLLM is told about, so that it picks the cell's tokenizer where it has it.
+LITELLM_MODELS = {"o200k_base": "gpt-4o", "cl100k_base": "gpt-4", "llama": "chatcli-tiny"}
+METHODS = (
+    "chatcli fit, declared",
+    "chatcli fit, learned",
+    "chatcli seed, declared",
+    "chatcli seed, learned",
+    "LangChain trim_messages",
+    "LiteLLM trim_messages",
+    "middle-out (re-impl.)",
+)
+# The real llama-server cells: a window the tiny model serves quickly on a shared CPU.
+SERVER_WINDOW = 8_192
+SERVER_OUTPUT = 16
+STARTUP_TIMEOUT_S = 120.0
+HAS_RETENTION = "retention" in {f.name for f in dataclasses.fields(RecoveryConfig)}
 
 
-# -- sessions ------------------------------------------------------------------------------
+def output_tokens(window: int) -> int:
+    """The output requested with every send: what a client would ask for this window."""
+    return min(4_096, window // 8)
 
 
-# A step of history: (rng, index, at most this many chars for its long message) -> messages.
-Step = Callable[[random.Random, int, int], list[Message]]
-
-
-def chat_exchange(rng: random.Random, i: int, room: int) -> list[Message]:
-    """A user question and an answer of 1,500-7,000 chars (some over level 1's 5,000)."""
-    question = f"Question {i}: how should we handle case {i}? " + "Some context. " * rng.randint(
-        5, 50
-    )
-    answer = f"Answer {i}: " + "Here is the reasoning, step by step. " * rng.randint(40, 190)
-    return [Message.user(question), Message.assistant(answer[:room])]
-
-
-def agent_round(rng: random.Random, i: int, room: int) -> list[Message]:
-    """A tool call and its result of 2,000-18,000 chars: within the tool-result budget, so
-    the first request is the transcript itself and the overflow is exactly as stated."""
-    call = ToolCall(id=f"call_{i}", name="run", arguments={"cmd": f"pytest tests/t{i}.py"})
-    size = min(room, rng.choice((2_000, 5_000, 9_000, 18_000)))
-    output = (f"tests/t{i}.py::test_case PASSED [{i % 100}%]\n" * (size // 30 + 1))[:size]
-    return [
-        Message.assistant(f"Running the tests for step {i}. " * 10, tool_calls=(call,)),
-        Message.tool(call.id, output),
-    ]
-
-
-def session(kind: str, tokens: int, provider: WindowedProvider) -> list[Message]:
-    """A `kind` session the provider counts as `tokens` (a few over at most): system prompt,
-    task, history, then the latest request (an agent has also run two tool rounds for it).
-    The last step of history is shortened to land on the count."""
-    rng = random.Random(SEED)
-    step: Step = chat_exchange if kind == "chat" else agent_round
-    head = [Message.system(f"You are a helpful {kind} assistant."), Message.user("Task: help.")]
-    tail = [Message.user(LATEST)]
-    if kind == "agent":
-        tail += agent_round(rng, 10_000, 2_000) + agent_round(rng, 10_001, 5_000)
-    body: list[Message] = []
-    while (missing := tokens - provider.count(head + body + tail)) > 0:
-        room = max(100, int(missing * provider.chars_per_token) - 500)
-        body += step(rng, len(body), room)
-    return head + body + tail
-
-
-# -- part 1: recovery ----------------------------------------------------------------------
+# -- counting ------------------------------------------------------------------------------
 
 
 @dataclass(kw_only=True)
-class TimedProvider(WindowedProvider):
-    """`WindowedProvider` that adds up the time spent inside it (its tokenizer, its errors)."""
+class CachedCounter:
+    """A real tokenizer's count of messages: content tokens (text, tool-call names and JSON
+    arguments) plus a fixed framing per message; each message is tokenized once."""
 
+    name: str
+    text_tokens: Callable[[str], int]
+    per_message: int
+    memo: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(self.message_tokens(m) for m in messages)
+
+    def message_tokens(self, message: Message) -> int:
+        calls = tuple((c.name, c.arguments_json) for c in message.tool_calls)
+        key = (message.role, message.text, calls)
+        if key not in self.memo:
+            content = self.text_tokens(message.text)
+            content += sum(self.text_tokens(name) + self.text_tokens(args) for name, args in calls)
+            self.memo[key] = content + self.per_message
+        return self.memo[key]
+
+
+def tiktoken_counter(name: str) -> CachedCounter:
+    """tiktoken's `name` encoding, loaded the way chatcli loads it (offline, from bpe-openai),
+    with OpenAI's framing of 3 tokens + the role per message (chatcli's TiktokenCounter)."""
+    encoding = load_encoding(name)
+    if encoding is None:
+        raise SystemExit(
+            f"tiktoken encoding {name} cannot be loaded offline: pip install -e '.[bench]'"
+        )
+    return CachedCounter(
+        name=name,
+        text_tokens=lambda text: len(encoding.encode_ordinary(text)),
+        per_message=MESSAGE_OVERHEAD_TOKENS,
+    )
+
+
+def llama_counter(base_url: str) -> CachedCounter:
+    """llama.cpp's tokenizer through the server's `/tokenize`, with ChatML's framing per
+    message (`<|im_start|>`, the role, a newline, `<|im_end|>`, a newline), as the server
+    itself counts (checked against its `usage.prompt_tokens` in the server cells)."""
+    http = httpx.Client(base_url=base_url, timeout=60.0)
+
+    def tokens(text: str, special: bool = False) -> int:
+        if not text:
+            return 0
+        body = {"content": text, "add_special": False, "parse_special": special}
+        return len(http.post("/tokenize", json=body).json()["tokens"])
+
+    framing = tokens("<|im_start|>user\n<|im_end|>\n", special=True)
+    return CachedCounter(name="llama", text_tokens=tokens, per_message=framing)
+
+
+# -- the provider --------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class RealTokenizerProvider(WindowedProvider):
+    """`WindowedProvider` counting with a real tokenizer; it times itself and keeps the
+    requests it accepted."""
+
+    counter: CachedCounter
     seconds: float = 0.0
+    accepted: list[Request] = field(default_factory=list)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return self.counter.count(messages)
 
     def complete(self, request: Request) -> Response:
         start = time.process_time()
         try:
-            return super().complete(request)
+            response = super().complete(request)
         finally:
             self.seconds += time.process_time() - start
+        self.accepted.append(request)
+        return response
+
+
+# -- outcomes ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
+    """What one method did with one history. `view` is None when nothing was accepted."""
+
     calls: int
-    level: int  # the recovery level of the view that succeeded (0: none was needed)
-    fill: float | None  # None: recovery failed
-    survived: bool
+    view: tuple[Message, ...] | None
+    fill: float | None
+    latest: bool
+    first: bool
+    paired: bool
     seconds: float
+    note: str = ""
 
     def cell(self) -> str:
-        ms = f"{self.seconds * 1000:.1f} ms"
+        if self.note:
+            return self.note
+        ms = f"{self.seconds * 1000:.0f} ms"
         if self.fill is None:
-            return f"**failed** after {self.calls} · {ms}"
-        kept = "yes" if self.survived else "**no**"
-        return f"{self.calls} · L{self.level} · {self.fill:.0%} · {kept} · {ms}"
-
-
-def recover(
-    messages: list[Message],
-    window: int,
-    *,
-    predictive: bool,
-    declared: bool,
-    microcompaction: MicrocompactConfig | None = None,
-) -> Outcome:
-    """The outcome of one send; its time is the best of `RECOVERY_REPEATS` identical runs."""
-    runs = [
-        recover_once(
-            messages,
-            window,
-            predictive=predictive,
-            declared=declared,
-            microcompaction=microcompaction,
+            return f"**failed** ({self.calls} calls) · {ms}"
+        flags = "".join(
+            mark if ok else "✗"
+            for mark, ok in (("L", self.latest), ("F", self.first), ("P", self.paired))
         )
-        for _ in range(RECOVERY_REPEATS)
-    ]
-    if len({(run.calls, run.level, run.fill, run.survived) for run in runs}) != 1:
-        raise AssertionError("recovery is deterministic: identical runs must agree")
-    return min(runs, key=lambda run: run.seconds)
+        return f"{self.calls} · {self.fill:.0%} · {flags} · {ms}"
 
 
-def recover_once(
-    messages: list[Message],
-    window: int,
-    *,
-    predictive: bool,
-    declared: bool,
-    microcompaction: MicrocompactConfig | None = None,
+NOT_AVAILABLE = Outcome(
+    calls=0,
+    view=None,
+    fill=None,
+    latest=False,
+    first=False,
+    paired=False,
+    seconds=0.0,
+    note="not available on this build",
+)
+
+
+def judge(
+    history: Sequence[Message], view: Sequence[Message] | None, fill: float | None, **rest: Any
 ) -> Outcome:
-    provider = TimedProvider(window=window, declares_limits=declared)
-    client = Client(provider, predictive=predictive, microcompact=microcompaction)
+    if view is None:
+        return Outcome(view=None, fill=None, latest=False, first=False, paired=False, **rest)
+    return Outcome(
+        view=tuple(view),
+        fill=fill,
+        latest=kept_whole(view, latest_request(history)),
+        first=kept_whole(view, FIRST_REQUEST),
+        paired=pairing_valid(view),
+        **rest,
+    )
+
+
+def latest_request(history: Sequence[Message]) -> str:
+    return next(m.text for m in reversed(history) if m.role is Role.USER)
+
+
+def kept_whole(view: Sequence[Message], text: str) -> bool:
+    return any(m.role is Role.USER and m.text == text for m in view)
+
+
+def pairing_valid(view: Sequence[Message]) -> bool:
+    """Every tool call is answered by the tool messages right after its assistant message,
+    and every tool message answers such a call (the rule OpenAI and Anthropic enforce)."""
+    pending: set[str] = set()
+    for message in view:
+        if message.tool_result is not None:
+            if message.tool_result.call_id not in pending:
+                return False
+            pending.discard(message.tool_result.call_id)
+            continue
+        if pending:
+            return False
+        pending = {call.id for call in message.tool_calls}
+    return not pending
+
+
+def fill_of(view: Sequence[Message], counter: CachedCounter, room: int) -> float:
+    """The share of the room `view` fills, by the real tokenizer."""
+    return counter.count(view) / room
+
+
+# -- running the methods -------------------------------------------------------------------
+
+
+def recovery_config(retention: str) -> RecoveryConfig | None:
+    """The config for `retention`; None when this build cannot run it."""
+    if HAS_RETENTION:
+        return RecoveryConfig(retention=retention)  # type: ignore[call-arg]
+    return RecoveryConfig() if retention == "seed" else None
+
+
+def run_chatcli(
+    history: Sequence[Message],
+    window: int,
+    counter: CachedCounter,
+    *,
+    retention: str,
+    declared: bool,
+) -> Outcome:
+    config = recovery_config(retention)
+    if config is None:
+        return NOT_AVAILABLE
+    provider = RealTokenizerProvider(window=window, counter=counter, declares_limits=declared)
+    client = Client(provider, config)
+    output = output_tokens(window)
     start = time.process_time()
-    try:
-        reply = client.send(messages)
-    except ContextRecoveryError:
-        own = time.process_time() - start - provider.seconds
-        calls = len(provider.requests)
-        return Outcome(calls=calls, level=0, fill=None, survived=False, seconds=own)
+    # A ContextRecoveryError, or the provider's error re-raised, is a failure: no view.
+    with suppress(Exception):
+        client.send(history, max_tokens=output)
     own = time.process_time() - start - provider.seconds
-    survived = Message.user(LATEST) in reply.view and reply.message.text.endswith(LATEST)
-    fill = provider.count(reply.view) / window
-    level = max((e.level for e in reply.events if isinstance(e, LevelApplied)), default=0)
-    return Outcome(calls=reply.calls, level=level, fill=fill, survived=survived, seconds=own)
+    calls = len(provider.requests)
+    if not provider.accepted:
+        return judge(history, None, None, calls=calls, seconds=own)
+    view = provider.accepted[-1].messages
+    fill = fill_of(view, counter, window - output)
+    return judge(history, view, fill, calls=calls, seconds=own)
 
 
-def recovery_table() -> list[str]:
-    lines = [
-        "| window | session | prompt sent (provider count) | ladder | default, window "
-        "not declared | default, window declared |",
-        "|---:|---|---:|---|---|---|",
+def run_trim(
+    history: Sequence[Message],
+    window: int,
+    counter: CachedCounter,
+    trim: Trim,
+) -> Outcome:
+    """A method that trims once to the room and sends once (it does not recover)."""
+    output = output_tokens(window)
+    room = window - output
+    counter.count(history)  # the tokenizer's time is not the method's (cached from here on)
+    start = time.process_time()
+    view = trim(history, room)
+    own = time.process_time() - start
+    provider = RealTokenizerProvider(window=window, counter=counter)
+    try:
+        provider.complete(Request(messages=tuple(view), max_tokens=output))
+    except Exception:
+        return judge(history, None, None, calls=1, seconds=own)
+    return judge(history, view, fill_of(view, counter, room), calls=1, seconds=own)
+
+
+def run_all(history: Sequence[Message], window: int, counter: CachedCounter) -> list[Outcome]:
+    """Every method of `METHODS`, in order, on the same history."""
+    model = LITELLM_MODELS[counter.name]
+    return [
+        run_chatcli(history, window, counter, retention="fit", declared=True),
+        run_chatcli(history, window, counter, retention="fit", declared=False),
+        run_chatcli(history, window, counter, retention="seed", declared=True),
+        run_chatcli(history, window, counter, retention="seed", declared=False),
+        run_trim(history, window, counter, lambda h, b: langchain_trim(h, b, counter)),
+        run_trim(history, window, counter, lambda h, b: litellm_trim(h, b, model)),
+        run_trim(history, window, counter, lambda h, b: middle_out(h, b, counter)),
     ]
-    probe = WindowedProvider(window=1)
-    warm_up = session("agent", 40_000, probe)  # the first run pays one-off costs
-    recover_once(warm_up, 32_000, predictive=True, declared=False)
-    for window in WINDOWS:
+
+
+def progress(what: str) -> None:
+    """A line on stderr per cell: the run is long on a loaded machine."""
+    print(f"[{time.process_time():7.1f} s CPU] {what}", file=sys.stderr, flush=True)
+
+
+def warm_up(counter: CachedCounter) -> None:
+    """Import and run each rival once, so no cell's time holds a one-off cost."""
+    tiny = [Message.system("Be brief."), Message.user(FIRST_REQUEST)]
+    langchain_trim(tiny, 1_000, counter)
+    litellm_trim(tiny, 1_000, LITELLM_MODELS[counter.name])
+
+
+# -- tables --------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class Results:
+    """Every outcome of the main cells, by method, for the summary."""
+
+    by_method: dict[str, list[Outcome]] = field(default_factory=lambda: {m: [] for m in METHODS})
+
+    def add(self, outcomes: Sequence[Outcome]) -> None:
+        for method, outcome in zip(METHODS, outcomes, strict=True):
+            if not outcome.note:
+                self.by_method[method].append(outcome)
+
+
+def header(first: str) -> list[str]:
+    return [
+        f"| {first} | " + " | ".join(METHODS) + " |",
+        "|---|" + "---|" * len(METHODS),
+    ]
+
+
+def main_table(counter: CachedCounter, windows: Sequence[int], results: Results) -> list[str]:
+    lines = header("window · session · history (tokens, msgs)")
+    for window in windows:
         for kind in SESSIONS:
             for overflow in OVERFLOWS:
-                messages = session(kind, round(window * (1 + overflow)), probe)
-                prompt = probe.count(messages)
-                cells = [
-                    recover(messages, window, predictive=False, declared=False).cell(),
-                    recover(messages, window, predictive=True, declared=False).cell(),
-                    recover(messages, window, predictive=True, declared=True).cell(),
-                ]
-                sent = f"{prompt:,} ({prompt / window:.2f}×, {len(messages)} msgs)"
-                lines.append(f"| {window // 1000}k | {kind} | {sent} | " + " | ".join(cells) + " |")
+                history = build_session(kind, round(window * overflow), counter)
+                size = counter.count(history)
+                outcomes = run_all(history, window, counter)
+                progress(f"{counter.name} {window} {kind} {overflow}")
+                results.add(outcomes)
+                label = (
+                    f"{window // 1000}k · {kind} · {size:,} ({size / window:.1f}×, {len(history)})"
+                )
+                lines.append(f"| {label} | " + " | ".join(o.cell() for o in outcomes) + " |")
     return lines
 
 
-def microcompaction_table() -> list[str]:
-    """The agent sessions of part 1 sent by the default client: microcompaction on."""
+def oversized_table(counters: Sequence[CachedCounter]) -> list[str]:
+    window = OVERSIZED_WINDOW
+    lines = header("tokenizer · session · history (tokens, msgs)")
+    for counter in counters:
+        for kind in SESSIONS:
+            history = oversized_session(kind, OVERSIZED_FACTOR * window, counter)
+            size = counter.count(history)
+            outcomes = run_all(history, window, counter)
+            cells = [oversized_cell(history, o) for o in outcomes]
+            label = f"{counter.name} · {kind} · {size:,} ({size / window:.1f}×, {len(history)})"
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def oversized_cell(history: Sequence[Message], outcome: Outcome) -> str:
+    """Sendable or not, and what became of the huge last message (whole, cut or gone)."""
+    if outcome.note or outcome.view is None:
+        return outcome.cell()
+    huge = history[-1]
+    head = huge.text[:200]
+    same_role = [m for m in outcome.view if m.role is huge.role]
+    if any(m.text == huge.text for m in same_role):
+        fate = "huge msg whole"
+    elif any(m.text.startswith(head) for m in same_role):
+        fate = "huge msg cut"
+    else:
+        fate = "huge msg **dropped**"
+    return f"{outcome.cell()} · {fate}"
+
+
+def summary(results: Results) -> list[str]:
     lines = [
-        "| window | transcript (provider count) | after microcompaction | default, window "
-        "declared, microcompaction on |",
-        "|---:|---:|---:|---|",
+        "| method | cells | fill: median | min | max | latest kept | first kept | pairing valid "
+        "| failed | calls: max | CPU: median |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    probe = WindowedProvider(window=1)
-    config = MicrocompactConfig()
-    for window in WINDOWS:
-        for overflow in OVERFLOWS:
-            messages = session("agent", round(window * (1 + overflow)), probe)
-            prompt = probe.count(messages)
-            shrunk = probe.count(microcompact(messages, config).messages)
-            outcome = recover(
-                messages, window, predictive=True, declared=True, microcompaction=config
-            )
-            row = [
-                f"{window // 1000}k",
-                f"{prompt:,} ({prompt / window:.2f}×)",
-                f"{shrunk:,} ({shrunk / window:.2f}×)",
-                outcome.cell(),
-            ]
-            lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
-# -- part 2: transform time ----------------------------------------------------------------
-
-
-def long_history(size: int) -> list[Message]:
-    """`size` messages of an agent session: tool rounds (results 200-25,000 chars, a few over
-    the budget) and, every tenth step, a user follow-up."""
-    rng = random.Random(SEED)
-    messages = [Message.system("You are a coding agent.")]
-    while len(messages) < size:
-        step = len(messages)
-        if step % 10 == 1:
-            messages.append(Message.user(f"Follow-up {step}: check the edge cases too."))
+    for method, outcomes in results.by_method.items():
+        if not outcomes:
+            lines.append(f"| {method} | 0 | not available on this build |" + " |" * 8)
             continue
-        call = ToolCall(id=f"c{step}", name="read_file", arguments={"path": f"src/{step}.py"})
-        chars = rng.choice((200, 400, 800, 1_500, 25_000) if step % 97 == 0 else (200, 400, 800))
-        messages += [
-            Message.assistant(f"Reading src/{step}.py.", tool_calls=(call,)),
-            Message.tool(call.id, ("x = 1\n" * (chars // 6 + 1))[:chars]),
+        fills = [o.fill for o in outcomes if o.fill is not None]
+        n = len(outcomes)
+        spread = (
+            [f"{statistics.median(fills):.0%}", f"{min(fills):.0%}", f"{max(fills):.0%}"]
+            if fills
+            else ["-", "-", "-"]
+        )
+        cells = [
+            method,
+            str(n),
+            *spread,
+            f"{sum(o.latest for o in outcomes)}/{n}",
+            f"{sum(o.first for o in outcomes)}/{n}",
+            f"{sum(o.paired for o in outcomes if o.view is not None)}/{len(fills)}",
+            f"{sum(o.view is None for o in outcomes)}/{n}",
+            str(max(o.calls for o in outcomes)),
+            f"{statistics.median(o.seconds for o in outcomes) * 1000:.1f} ms",
         ]
-    return messages[:size]
-
-
-def timed(run: Callable[[], object], repeats: int) -> float:
-    """The best of `repeats` runs, in seconds, with the garbage collector paused as `timeit`
-    does: its pauses depend on the whole heap, not on the transform."""
-    best = float("inf")
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            start = time.process_time()
-            run()
-            best = min(best, time.process_time() - start)
-    finally:
-        gc.enable()
-    return best
-
-
-def transform_times(messages: list[Message], repeats: int) -> dict[str, float]:
-    config, microcompaction = RecoveryConfig(), MicrocompactConfig()
-    shrunk = microcompact(messages, microcompaction).messages
-    budget = enforce_tool_result_budget(
-        shrunk,
-        per_result_chars=config.tool_result_max_chars,
-        per_turn_chars=config.tool_result_budget_chars,
-    ).messages
-    base = repair_tool_pairing(budget).messages
-    level1 = apply_recovery_level(base, 1, config).messages
-    level2 = apply_recovery_level(level1, 2, config).messages
-    steps: dict[str, Callable[[], object]] = {
-        "microcompact": lambda: microcompact(messages, microcompaction),
-        "budget": lambda: enforce_tool_result_budget(
-            shrunk,
-            per_result_chars=config.tool_result_max_chars,
-            per_turn_chars=config.tool_result_budget_chars,
-        ),
-        "pairing": lambda: repair_tool_pairing(budget),
-        "level 1": lambda: apply_recovery_level(base, 1, config),
-        "level 2": lambda: apply_recovery_level(level1, 2, config),
-        "level 3": lambda: apply_recovery_level(level2, 3, config),
-    }
-    return {name: timed(step, repeats) for name, step in steps.items()}
-
-
-def transform_table() -> list[str]:
-    names = ("microcompact", "budget", "pairing", "level 1", "level 2", "level 3")
-    lines = [
-        "| messages | chars | " + " | ".join(names) + " | total | per message |",
-        "|---:|---:|" + "---:|" * (len(names) + 2),
-    ]
-    for size in HISTORY_SIZES:
-        messages = long_history(size)
-        times = transform_times(messages, repeats=TRANSFORM_REPEATS[size])
-        total = sum(times.values())
-        chars = sum(m.char_count for m in messages)
-        cells = " | ".join(f"{times[name] * 1000:.1f} ms" for name in names)
-        per = f"{total / size * 1e6:.2f} µs"
-        lines.append(f"| {size:,} | {chars:,} | {cells} | {total * 1000:.1f} ms | {per} |")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def main() -> int:
-    started = time.perf_counter()
-    print(
-        "## Recovery: provider calls · level of the final view · window filled by it · "
-        "latest request kept · chatcli's own CPU time\n"
+# -- the real llama-server -----------------------------------------------------------------
+
+
+def llama_server_binary() -> Path | None:
+    from tests.servers import llama_server_binary as where
+
+    binary = where()
+    return binary if os.access(binary, os.X_OK) else None
+
+
+@contextmanager
+def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
+    """The real llama-server serving the tiny model with an `n_ctx` window; its base URL."""
+    from tests.servers import MODEL_NAME, _free_port
+
+    from chatcli.tinymodel import write_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = write_tiny_model(Path(tmp) / "tiny.gguf", context_length=max(n_ctx, 2048))
+        port = _free_port()
+        command = [
+            str(binary),
+            *("--model", str(model), "--alias", MODEL_NAME),
+            *("--host", "127.0.0.1", "--port", str(port)),
+            *("--ctx-size", str(n_ctx), "--parallel", "1", "--threads", "1", "--seed", "1"),
+        ]
+        log = Path(tmp) / "server.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                base_url = f"http://127.0.0.1:{port}"
+                _wait_ready(process, base_url, log)
+                yield base_url
+            finally:
+                process.terminate()
+                process.wait(30)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"llama-server exited:\n{log.read_text(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(base_url + "/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("llama-server did not start in time")
+
+
+# Methods the server cells run: chatcli sends through its own loop; the rivals trim once.
+SERVER_METHODS = ("chatcli fit", "chatcli seed", "LangChain trim_messages", "middle-out (re-impl.)")
+
+
+def server_table(base_url: str, counter: CachedCounter) -> list[str]:
+    """Cells sent to the real llama-server: the server's own count is the fill."""
+    from chatcli.providers.openai_compat import OpenAICompatible
+
+    lines = [
+        "| session · history (tokens, msgs) | " + " | ".join(SERVER_METHODS) + " |",
+        "|---|" + "---|" * len(SERVER_METHODS),
+    ]
+    room = SERVER_WINDOW - SERVER_OUTPUT
+    for overflow in OVERFLOWS:
+        history = build_session("chat", round(SERVER_WINDOW * overflow), counter)
+        size = counter.count(history)
+        cells = []
+        for method in SERVER_METHODS:
+            provider = OpenAICompatible(
+                base_url + "/v1", "chatcli-tiny", environ={}, context_window=SERVER_WINDOW
+            )
+            cells.append(server_cell(method, history, provider, counter, room))
+            provider.close()
+        label = f"chat · {size:,} ({size / SERVER_WINDOW:.1f}×, {len(history)})"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def server_cell(
+    method: str, history: Sequence[Message], provider: Any, counter: CachedCounter, room: int
+) -> str:
+    recording = Recording(provider)
+    start = time.process_time()
+    if method.startswith("chatcli"):
+        config = recovery_config(method.removeprefix("chatcli "))
+        if config is None:
+            return NOT_AVAILABLE.cell()
+        with suppress(Exception):  # a failure: shown as one
+            Client(recording, dataclasses.replace(config, max_token_escalations=0)).send(
+                history, max_tokens=SERVER_OUTPUT
+            )
+    else:
+        trim = (
+            (lambda h, b: langchain_trim(h, b, counter))
+            if method.startswith("LangChain")
+            else (lambda h, b: middle_out(h, b, counter))
+        )
+        view = trim(history, room)
+        with suppress(Exception):
+            recording.complete(Request(messages=tuple(view), max_tokens=SERVER_OUTPUT))
+    seconds = time.process_time() - start
+    if not recording.accepted:
+        return judge(history, None, None, calls=recording.calls, seconds=seconds).cell()
+    request, response = recording.accepted[-1]
+    served = response.usage.input_tokens
+    outcome = judge(
+        history, request.messages, served / room, calls=recording.calls, seconds=seconds
     )
-    print("\n".join(recovery_table()))
-    print("\n## The agent sessions with the default microcompaction\n")
-    print("\n".join(microcompaction_table()))
-    print("\n## Transform CPU time (best of runs) on agent histories\n")
-    print("\n".join(transform_table()))
+    ours = counter.count(request.messages)
+    return f"{outcome.cell()} · server {served:,} / ours {ours:,} tokens"
+
+
+class Recording:
+    """A provider wrapper that keeps each accepted request with its response."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.context_window = inner.context_window
+        self.calls = 0
+        self.accepted: list[tuple[Request, Response]] = []
+
+    def complete(self, request: Request) -> Response:
+        self.calls += 1
+        response: Response = self.inner.complete(request)
+        self.accepted.append((request, response))
+        return response
+
+    async def acomplete(self, request: Request) -> Response:
+        return self.complete(request)
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="only the 32k cells of o200k")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    windows = {"o200k_base": (32_000,)} if args.quick else WINDOWS
+    # Loaded before LiteLLM is imported: its import points TIKTOKEN_CACHE_DIR at its own copy.
+    counters = [tiktoken_counter(name) for name in windows]
+    warm_up(counters[0])
+
     print(
-        f"\nPython {sys.version.split()[0]}; ran in {time.perf_counter() - started:.1f} s (wall)."
+        f"Build: retention {'available' if HAS_RETENTION else 'not available (the seed ladder)'}."
+    )
+    print(
+        "Cells: provider calls · fill of the room · L/F/P = latest request / first request "
+        "whole, pairing valid (✗ = not) · CPU time.\n"
+    )
+    results = Results()
+    for counter in counters:
+        print(f"## {counter.name}\n")
+        print("\n".join(main_table(counter, windows[counter.name], results)) + "\n")
+    binary = None if args.quick else llama_server_binary()
+    with ExitStack() as stack:
+        # One server: its /tokenize counts the llama cells (the window does not matter to
+        # it) and its window is the one the server cells are sent to.
+        base_url = stack.enter_context(llama_server(binary, SERVER_WINDOW)) if binary else None
+        if base_url is None:
+            print("## llama.cpp tokenizer\n\nnot run: llama-server is not built\n")
+        else:
+            counters.append(llama_counter(base_url))
+            print("## llama.cpp tokenizer (llama-server /tokenize)\n")
+            print("\n".join(main_table(counters[-1], LLAMA_WINDOWS, results)) + "\n")
+        print(f"## One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
+        print("\n".join(oversized_table(counters)) + "\n")
+        if base_url is not None:
+            print(f"## Against the real llama-server ({SERVER_WINDOW:,}-token window)\n")
+            print("\n".join(server_table(base_url, counters[-1])) + "\n")
+    print("## Summary (main cells: every one had to drop something)\n")
+    print("\n".join(summary(results)))
+    print(
+        f"\nPython {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
+        f"ran in {time.perf_counter() - started:.0f} s (wall)."
     )
     return 0
 
