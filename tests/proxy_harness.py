@@ -52,9 +52,10 @@ def running_proxy(
     """The proxy's base URL (http://127.0.0.1:PORT) while the block runs."""
     guard = guard or Guard((), host="127.0.0.1", max_concurrency=64)
     app = create_app(upstream, guard, options)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), log_level="warning", timeout_graceful_shutdown=2
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -16,6 +16,7 @@ of holding the connection while the proxy waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -244,6 +245,14 @@ class _Proxy:
             {"status": "ok", "upstream": self.upstream.name, "model": self.upstream.model}
         )
 
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """On shutdown, close the upstream's connections (its SDK client's pool)."""
+        yield
+        aclose = getattr(self.upstream.provider, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -280,7 +289,7 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
                 allow_headers=["*"],
             )
         )
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=proxy.lifespan)
     app.state.proxy = proxy
     return app
 
