@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -177,7 +176,8 @@ def main() -> None:
             for label, d, p in (("first token", df, pf), ("whole answer", dt, pt)):
                 print(f"  {label:13} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
                       f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
-                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
+                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
+                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
             print(f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} (one proxy worker)")
         print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
     finally:
