@@ -415,3 +415,20 @@ def test_models_health_and_count_tokens(upstream: ReplayServer, openai_proxy: st
     )
     assert 50 < counted.input_tokens < 400
     assert UPSTREAM_KEY not in httpx.get(openai_proxy + "/healthz").text
+
+
+def test_a_prompt_the_server_cut_silently_is_not_answered_as_if_whole(
+    upstream: ReplayServer,
+) -> None:
+    # CHAT_TEXT reports 14 prompt tokens: for this long conversation that is a server (Ollama)
+    # that cut the prompt and answered 200. The proxy must notice (it sends the messages in
+    # the body fields, so the check is its own), try to recover, and, with no level predicted
+    # to fit 14 tokens, answer the overflow instead of the answer to a cut prompt.
+    upstream.add(Scripted(body=CHAT_TEXT))
+    env = {"CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    with running_proxy(up) as url, pytest.raises(openai.BadRequestError) as caught:
+        oa(url).chat.completions.create(model="x", messages=chat(31))
+    assert caught.value.code == "context_length_exceeded"
+    assert "silently truncated" in caught.value.message
+    assert len(upstream.requests) == 1

@@ -22,10 +22,12 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chatcli.errors import SILENT_TRUNCATION, ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role
 from chatcli.providers.anthropic import wire_messages
 from chatcli.providers.base import Provider, Request, Response, StreamChunk
 from chatcli.providers.openai import chat_messages
+from chatcli.providers.openai_compat import TruncationCheck
 from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
 from chatcli.proxy.dialect import ClientRequest
 from chatcli.settings import Settings
@@ -163,31 +165,61 @@ class Forwarder:
         self._origins = {id(m): o for m, o in zip(request.messages, request.origins, strict=True)}
 
     def complete(self, request: Request) -> Response:
-        return self.inner.complete(self.shaped(request))
+        return self.checked(self.inner.complete(self.shaped(request)), request)
 
     async def acomplete(self, request: Request) -> Response:
-        return await self.inner.acomplete(self.shaped(request))
+        return self.checked(await self.inner.acomplete(self.shaped(request)), request)
 
     async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
         shaped = self.shaped(request)
         astream: Any = getattr(self.inner, "astream", None)
         if astream is None:
-            yield await self.inner.acomplete(shaped)
+            yield self.checked(await self.inner.acomplete(shaped), request)
             return
         async for chunk in astream(shaped):
-            yield chunk
+            yield self.checked(chunk, request) if isinstance(chunk, Response) else chunk
 
     def shaped(self, request: Request) -> Request:
-        """`request` (the view recovery chose) with what the client's request adds."""
+        """`request` (the view recovery chose) with what the client's request adds.
+
+        Same dialect, the messages travel in the body fields, so the adapter is given none
+        to write (Anthropic: only the system messages, for a system prompt recovery changed):
+        the SDKs validate every message of a typed parameter, about 1 ms per message on this
+        machine, the proxy's largest cost; the fields are sent as they are.
+        """
         fields = dict(self.forwarding.fields)
+        messages = request.messages
         if self.forwarding.same_dialect:
             fields.update(self.verbatim(request.messages))
+            systems = (m for m in messages if m.role is Role.SYSTEM)
+            messages = tuple(systems) if self.dialect == "anthropic" else ()
         options = {"extra_body": fields} if self.dialect == "openai" and fields else fields
         return replace(
             request,
+            messages=messages,
             temperature=self.forwarding.temperature,
             options={**request.options, **options},
         )
+
+    def checked(self, response: Response, request: Request) -> Response:
+        """The silent-truncation check of `OpenAICompatible` (Ollama cutting a prompt and
+        answering 200), made here on the view, since the adapter was given no messages."""
+        check: TruncationCheck | None = getattr(self.inner, "truncation_check", None)
+        if check is None or not self.forwarding.same_dialect:
+            return response
+        estimate = check.estimator.count(request.messages)
+        reported = response.usage.prompt_tokens
+        why = check.truncation(reported, estimate, self.context_window)
+        if why is None:
+            return response
+        info = ErrorInfo(
+            kind=ErrorKind.CONTEXT_OVERFLOW,
+            message=f"prompt silently truncated by the server (detected from usage): {why}",
+            prompt_tokens=estimate,
+            limit=self.context_window if self.context_window is not None else reported,
+            reason=SILENT_TRUNCATION,
+        )
+        raise ProviderError(info)
 
     def verbatim(self, view: Sequence[Message]) -> Json:
         """Body fields that replace what the adapter wrote from the view: the messages (raw
