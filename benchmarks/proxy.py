@@ -124,6 +124,12 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (robust to a busy machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -170,7 +176,9 @@ def main() -> None:
             runs = {}
             for name, port in (("direct", stub_port), ("proxy", proxy_port)):
                 url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                cpu = cpu_seconds(proxy.pid)
                 runs[name] = asyncio.run(load(url, n, args.clients, requests))
+            cpu_ms = (cpu_seconds(proxy.pid) - cpu) * 1000 / (requests + 1)
             (df, dt, drps), (pf, pt, prps) = runs["direct"], runs["proxy"]
             print(f"\n{n} messages:")
             for label, d, p in (("first token", df, pf), ("whole answer", dt, pt)):
@@ -178,7 +186,8 @@ def main() -> None:
                       f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
                       f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
                       f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
-            print(f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} (one proxy worker)")
+            print(f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} (one proxy worker); "
+                  f"proxy CPU per request {cpu_ms:.1f} ms")  # fmt: skip
         print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
     finally:
         for process in (proxy, stub):

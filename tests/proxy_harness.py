@@ -30,6 +30,7 @@ def upstream_at(
     *,
     model: str = "m",
     context_window: int | None = None,
+    max_tokens: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Upstream:
     """An upstream as `chatcli proxy --provider NAME --base-url URL` opens it."""
@@ -40,6 +41,7 @@ def upstream_at(
         "base_url": base_url,
         "model": model,
         "context_window": context_window,
+        "max_tokens": max_tokens,
     }
     env = dict(environ or {"CHATCLI_HOME": "/nonexistent-chatcli-home"})
     return open_upstream(load_settings(flags, env), env)
