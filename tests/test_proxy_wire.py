@@ -432,3 +432,23 @@ def test_a_prompt_the_server_cut_silently_is_not_answered_as_if_whole(
     assert caught.value.code == "context_length_exceeded"
     assert "silently truncated" in caught.value.message
     assert len(upstream.requests) == 1
+
+
+def test_a_failure_after_the_answer_began_ends_the_stream_with_an_error_event(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    # The recorded answer stops at max_tokens: the proxy escalates, and the continuation call
+    # fails with a 500. The client has the partial answer, then the dialect's error.
+    upstream.add(
+        Scripted(events=[data for _, data in sse_events("openai-chat-length.txt")]),
+        Scripted(status=500, body={"error": {"message": "boom", "type": "server_error"}}),
+    )
+    stream = oa(openai_proxy).chat.completions.create(
+        model="gpt-4o", messages=chat(1), max_tokens=50, stream=True
+    )
+    texts: list[str] = []
+    with pytest.raises(openai.APIError, match="boom"):
+        for chunk in stream:
+            texts.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+    assert "".join(texts) == _sse_text("openai-chat-length.txt")
+    assert len(upstream.requests) == 2

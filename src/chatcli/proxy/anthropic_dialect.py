@@ -138,6 +138,10 @@ class AnthropicDialect:
                 )
         yield sse({"type": "message_stop"}, "message_stop")
 
+    def stream_error(self, failure: Failure) -> bytes:
+        """An error after the stream began: the API's own `error` event."""
+        return sse(self.error(failure), "error")
+
     def error(self, failure: Failure) -> Json:
         message = failure.message
         if failure.kind is FailureKind.OVERFLOW:

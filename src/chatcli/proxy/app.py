@@ -159,8 +159,17 @@ class _Proxy:
         items = await self.started(
             stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink), sink))
         )
-        body = dialect.stream(parsed, items, model=model)
+        body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+    async def guarded(self, dialect: Dialect, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`body`, ended by the dialect's error event if the request fails after its answer
+        began (a continuation that cannot be sent, say): the client sees why it stopped."""
+        try:
+            async for chunk in body:
+                yield chunk
+        except Exception as exc:
+            yield dialect.stream_error(self.failed(exc))
 
     def send(self, parsed: ClientRequest, provider: Any, sink: Sink) -> Awaitable[Reply]:
         def hook(event: Any) -> None:

@@ -123,6 +123,8 @@ class Dialect(Protocol):
 
     def error(self, failure: Failure) -> Json: ...
 
+    def stream_error(self, failure: Failure) -> bytes: ...
+
 
 def split_fields(
     body: Mapping[str, Any], handled: frozenset[str], settings: Mapping[str, str]

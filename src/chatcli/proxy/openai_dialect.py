@@ -145,6 +145,11 @@ class OpenAIDialect:
                     yield sse({**head, "choices": [], "usage": _usage(item.reply)})
         yield sse("[DONE]")
 
+    def stream_error(self, failure: Failure) -> bytes:
+        """An error after the stream began: a data event carrying the error envelope (the
+        SDK raises it as an APIError)."""
+        return sse(self.error(failure))
+
     def error(self, failure: Failure) -> Json:
         kind, code = _ERROR_TYPES[failure.kind]
         message = failure.message

@@ -91,11 +91,6 @@ class Upstream:
     dialect: str | None
     max_tokens: int | None = None  # the output limit when the client sets none
 
-    @property
-    def context_window(self) -> int | None:
-        value = getattr(self.provider, "context_window", None)
-        return value if isinstance(value, int) else None
-
 
 def open_upstream(settings: Settings, environ: Mapping[str, str]) -> Upstream:
     """The upstream the settings name (raises ProviderNotConfigured when none is)."""
