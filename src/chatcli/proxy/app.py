@@ -31,9 +31,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.events import Event
+from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
-from chatcli.proxy.dialect import ClientRequest, Dialect, Failure, FailureKind, RequestError
+from chatcli.proxy.dialect import (
+    ClientRequest,
+    Dialect,
+    Failure,
+    FailureKind,
+    Refused,
+    RequestError,
+)
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, Sink, StreamItem, Tap, stream_reply
@@ -63,12 +72,6 @@ class ProxyOptions:
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
 
 
-class _Refused(Exception):
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
 class _Proxy:
     """The state the routes share: upstream, guard, metrics, options."""
 
@@ -83,12 +86,12 @@ class _Proxy:
         endpoint = request.url.path
         try:
             client = self.admit(request)
-        except _Refused as refused:
+        except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
             parsed = dialect.parse(await self.body(request))
-            response = await self.answer(parsed, dialect, endpoint, started)
-        except (_Refused, RequestError) as refused:
+            response = await self.answer(parsed, dialect)
+        except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
         except BaseException:
@@ -108,19 +111,19 @@ class _Proxy:
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
         if client is None:
-            raise _Refused(
+            raise Refused(
                 Failure(kind=FailureKind.AUTH, status=401, message="invalid proxy API key")
             )
         if not self.guard.acquire(client):
             message = f"more than {self.guard.max_concurrency} requests in flight for this key"
-            raise _Refused(
+            raise Refused(
                 Failure(kind=FailureKind.RATE_LIMIT, status=429, message=message, retry_after=1)
             )
         return client
 
     async def body(self, request: Request) -> dict[str, Any]:
         limit = self.options.max_body_bytes
-        too_large = _Refused(
+        too_large = Refused(
             Failure(
                 kind=FailureKind.TOO_LARGE, status=413, message=f"request body over {limit} bytes"
             )
@@ -143,9 +146,8 @@ class _Proxy:
             raise RequestError("the body must be a JSON object")
         return body
 
-    async def answer(
-        self, parsed: ClientRequest, dialect: Dialect, endpoint: str, started: float
-    ) -> Response:
+    async def answer(self, parsed: ClientRequest, dialect: Dialect) -> Response:
+        """The answer to a parsed request: JSON, or a stream once its answer has begun."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
@@ -154,7 +156,7 @@ class _Proxy:
             try:
                 reply = await self.send(parsed, forwarder, lambda item: None)
             except Exception as exc:
-                raise _Refused(self.failed(exc)) from exc
+                raise Refused(self.failed(exc)) from exc
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         items = await self.started(
             stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink), sink))
@@ -171,8 +173,10 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def send(self, parsed: ClientRequest, provider: Any, sink: Sink) -> Awaitable[Reply]:
-        def hook(event: Any) -> None:
+    def send(self, parsed: ClientRequest, provider: Provider, sink: Sink) -> Awaitable[Reply]:
+        """`Client.asend` of the parsed request over `provider`; events go to `sink` too."""
+
+        def hook(event: Event) -> None:
             self.metrics.record_event(event)
             sink(EventItem(event=event))
 
@@ -196,7 +200,7 @@ class _Proxy:
                 if not isinstance(item, EventItem):
                     break
         except Exception as exc:
-            raise _Refused(self.failed(exc)) from exc
+            raise Refused(self.failed(exc)) from exc
         return _chained(early, items)
 
     def failed(self, error: BaseException) -> Failure:
@@ -227,7 +231,7 @@ class _Proxy:
         try:
             body = await self.body(request)
             parsed = ANTHROPIC.parse({**body, "max_tokens": body.get("max_tokens") or 1})
-        except (_Refused, RequestError) as refused:
+        except Refused as refused:
             return self.answer_error(ANTHROPIC, refused.failure, request.url.path, started)
         counter = counter_for(self.upstream.provider)
         tokens = await asyncio.to_thread(counter.count, parsed.messages)

@@ -33,6 +33,7 @@ __all__ = [
     "Dialect",
     "Failure",
     "FailureKind",
+    "Refused",
     "RequestError",
     "split_fields",
     "sse",
@@ -100,12 +101,21 @@ class Failure:
         return {"retry-after": str(max(0, round(self.retry_after)))}
 
 
-class RequestError(Exception):
+class Refused(Exception):
+    """A request the proxy answers with `failure` without sending it on."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class RequestError(Refused):
     """A client request the proxy cannot take (bad JSON, a missing field): a 400."""
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.failure = Failure(kind=FailureKind.INVALID, status=400, message=message, param=param)
+        super().__init__(
+            Failure(kind=FailureKind.INVALID, status=400, message=message, param=param)
+        )
 
 
 class Dialect(Protocol):
