@@ -18,6 +18,7 @@ beyond messages, output limit and tools:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -158,6 +159,11 @@ class Forwarder:
         self.context_window = getattr(self.inner, "context_window", None)
         self.max_output_tokens = getattr(self.inner, "max_output_tokens", None)
         self._origins = {id(m): o for m, o in zip(request.messages, request.origins, strict=True)}
+        self._groups = _groups(request)
+        # The messages `raw_messages` sees when recovery changed nothing (most requests).
+        self._untouched = tuple(
+            m for m, o in zip(request.messages, request.origins, strict=True) if o is not None
+        )
 
     def complete(self, request: Request) -> Response:
         return self.checked(self.inner.complete(self.shaped(request)), request)
@@ -239,8 +245,10 @@ class Forwarder:
     def raw_messages(self, view: Sequence[Message]) -> Iterator[Json]:
         """The view as wire messages: a client message whose neutral messages are all in the
         view, unchanged and in a row, is its raw JSON; any other is written anew."""
-        client = self.request
-        groups = _groups(client)
+        client, groups = self.request, self._groups
+        if len(view) == len(self._untouched) and all(map(operator.is_, view, self._untouched)):
+            yield from client.raw_messages
+            return
         i = 0
         while i < len(view):
             origin = self._origins.get(id(view[i]))
