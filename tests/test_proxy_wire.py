@@ -452,3 +452,39 @@ def test_a_failure_after_the_answer_began_ends_the_stream_with_an_error_event(
             texts.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
     assert "".join(texts) == _sse_text("openai-chat-length.txt")
     assert len(upstream.requests) == 2
+
+
+def test_an_openai_client_in_front_of_anthropic(
+    upstream: ReplayServer, anthropic_proxy: str
+) -> None:
+    upstream.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
+    reply = oa(anthropic_proxy).chat.completions.create(
+        model="gpt-4o",
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in SF?"},
+        ],
+        max_tokens=300,
+        temperature=0.1,
+        stop=["END"],
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+    )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = (choice.message.tool_calls or [])[0]
+    assert (call.id, call.function.name) == ("toolu_01A09q90qw90lq917835lq9", "get_weather")
+    assert json.loads(call.function.arguments) == {
+        "location": "San Francisco, CA",
+        "unit": "celsius",
+    }
+    forwarded = upstream.requests[0].json()
+    assert forwarded["system"] == [{"type": "text", "text": "Be brief."}]
+    assert forwarded["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]}
+    ]
+    assert (forwarded["max_tokens"], forwarded["temperature"], forwarded["stop_sequences"]) == (
+        300,
+        0.1,
+        ["END"],
+    )
+    assert forwarded["tools"][0]["name"] == "get_weather"
