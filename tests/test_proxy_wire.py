@@ -488,3 +488,23 @@ def test_an_openai_client_in_front_of_anthropic(
         ["END"],
     )
     assert forwarded["tools"][0]["name"] == "get_weather"
+
+
+def test_thinking_blocks_and_signatures_survive_a_streamed_answer(
+    upstream: ReplayServer, anthropic_proxy: str
+) -> None:
+    # A client that asked for thinking must get the signed blocks back, in order, to send
+    # them with its next request (the API rejects a tool turn without them).
+    upstream.add(Scripted(events=sse_events("anthropic-thinking.txt")))
+    with an(anthropic_proxy).messages.stream(
+        model="c",
+        max_tokens=2000,
+        messages=[{"role": "user", "content": "27 * 453?"}],
+        extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    ) as stream:
+        final = stream.get_final_message()
+    thinking, text = final.content
+    assert thinking.type == "thinking" and thinking.signature.startswith("EqQBCgIYAhIM1gbc")
+    assert thinking.thinking.endswith("10,800 + 1,350 + 81 = 12,231")
+    assert text.type == "text" and text.text == "27 * 453 = 12,231"
+    assert upstream.requests[0].json()["thinking"] == {"type": "enabled", "budget_tokens": 1024}

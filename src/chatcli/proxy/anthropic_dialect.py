@@ -32,7 +32,7 @@ from chatcli.proxy.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
+from chatcli.proxy.items import EventItem, ReasoningItem, StreamItem, ToolCallDelta
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "AnthropicDialect"]
@@ -105,37 +105,12 @@ class AnthropicDialect:
         self, request: ClientRequest, items: AsyncIterator[StreamItem], *, model: str
     ) -> AsyncIterator[bytes]:
         head = {**_message_head(model, None), "content": [], "stop_reason": None}
-        yield sse(
-            {"type": "message_start", "message": {**head, "stop_sequence": None}}, "message_start"
-        )
-        index = -1  # the open content block, -1: none
-        text_open = False
+        start = {"type": "message_start", "message": {**head, "stop_sequence": None}}
+        yield sse(start, "message_start")
+        blocks = _Blocks()
         async for item in items:
-            if isinstance(item, TextDelta):
-                if not text_open:
-                    index, text_open = index + 1, True
-                    yield _block_start(index, {"type": "text", "text": ""})
-                yield _block_delta(index, {"type": "text_delta", "text": item.text})
-            elif isinstance(item, ToolCallDelta):
-                if index >= 0:
-                    yield _block_stop(index)
-                index, text_open = index + 1, False
-                yield _block_start(
-                    index, {"type": "tool_use", "id": item.id, "name": item.name, "input": {}}
-                )
-                yield _block_delta(
-                    index, {"type": "input_json_delta", "partial_json": item.arguments}
-                )
-            elif isinstance(item, EventItem):
-                yield sse_comment(f"chatcli: {item.event.describe()}")
-            elif isinstance(item, FinalReply):
-                if index >= 0:
-                    yield _block_stop(index)
-                delta = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
-                usage = _usage(item.reply)
-                yield sse(
-                    {"type": "message_delta", "delta": delta, "usage": usage}, "message_delta"
-                )
+            for chunk in blocks.events(item):
+                yield chunk
         yield sse({"type": "message_stop"}, "message_stop")
 
     def stream_error(self, failure: Failure) -> bytes:
@@ -153,6 +128,53 @@ def _overflow_message(failure: Failure) -> str:
     if failure.limit and failure.prompt_tokens:
         return f"prompt is too long: {failure.prompt_tokens} tokens > {failure.limit} maximum"
     return f"prompt is too long ({failure.message})"
+
+
+class _Blocks:
+    """The content blocks of a streamed message: which one is open, and the events of each
+    item (a block is started, written to, and stopped before the next one starts)."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open: str | None = None
+
+    def events(self, item: StreamItem) -> list[bytes]:
+        if isinstance(item, TextDelta):
+            out = [] if self.open == "text" else self.start("text", {"type": "text", "text": ""})
+            return [*out, _block_delta(self.index, {"type": "text_delta", "text": item.text})]
+        if isinstance(item, ToolCallDelta):
+            block = {"type": "tool_use", "id": item.id, "name": item.name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": item.arguments}
+            return [*self.start("tool_use", block), _block_delta(self.index, delta)]
+        if isinstance(item, ReasoningItem):
+            thinking = (item.details.get("anthropic") or {}).get("thinking") or ()
+            return [event for block in thinking for event in self.thinking(block)]
+        if isinstance(item, EventItem):
+            return [sse_comment(f"chatcli: {item.event.describe()}")]
+        stop = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
+        ending: Json = {"type": "message_delta", "delta": stop, "usage": _usage(item.reply)}
+        return [*self.close(), sse(ending, "message_delta")]
+
+    def thinking(self, block: Mapping[str, Any]) -> list[bytes]:
+        """A thinking block as the API streams it (a redacted one whole, in its start)."""
+        if block.get("type") != "thinking":
+            return self.start("redacted_thinking", dict(block))
+        text = {"type": "thinking_delta", "thinking": block.get("thinking", "")}
+        signature = {"type": "signature_delta", "signature": block.get("signature", "")}
+        start = self.start("thinking", {"type": "thinking", "thinking": ""})
+        return [*start, _block_delta(self.index, text), _block_delta(self.index, signature)]
+
+    def start(self, kind: str, block: Json) -> list[bytes]:
+        out = self.close()
+        self.index += 1
+        self.open = kind
+        return [*out, _block_start(self.index, block)]
+
+    def close(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        self.open = None
+        return [_block_stop(self.index)]
 
 
 def _block_start(index: int, block: Json) -> bytes:

@@ -158,8 +158,9 @@ class _Proxy:
             except Exception as exc:
                 raise Refused(self.failed(exc)) from exc
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
+        live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(
-            stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink), sink))
+            stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink))
         )
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)

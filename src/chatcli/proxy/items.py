@@ -8,17 +8,21 @@ tool calls) is written when the Reply is there. Tool calls are written only from
 so a call whose arguments were cut off (dropped by recovery) never reaches the client.
 When the library's `Client.stream` lands, `stream_reply` becomes a thin translation of it.
 
+An answer with reasoning a client must send back (Anthropic thinking blocks and their
+signatures, requested with `thinking`) is not streamed live: the adapters stream text only,
+and the blocks must come before the text, so the whole answer is written at the end.
+
 Why only the first answer is live: a continuation is stitched to the partial answer with
 the text repeated at the seam removed, which a client that has already been sent the seam
-cannot be asked to undo. So once an answer that streamed text has ended, later calls are
-made whole and what the stitched answer adds is sent as one delta at the end.
+cannot be asked to undo. So once an answer that streamed text has ended, the text of later
+calls is held back and what the stitched answer adds is sent as one delta at the end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +33,7 @@ from chatcli.recovery import Reply
 __all__ = [
     "EventItem",
     "FinalReply",
+    "ReasoningItem",
     "Sink",
     "StreamItem",
     "Tap",
@@ -51,6 +56,14 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningItem:
+    """The answer's opaque reasoning (`Message.provider_details`: Anthropic thinking blocks
+    with their signatures), which a client must be able to send back; before any text."""
+
+    details: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EventItem:
     """Something recovery did (an overflow, a level, an escalation), as it happened."""
 
@@ -64,7 +77,7 @@ class FinalReply:
     reply: Reply
 
 
-StreamItem = TextDelta | ToolCallDelta | EventItem | FinalReply
+StreamItem = TextDelta | ToolCallDelta | ReasoningItem | EventItem | FinalReply
 Sink = Callable[[StreamItem], None]
 
 
@@ -72,10 +85,10 @@ class Tap:
     """A Provider around `inner` that streams the first answer's text to `sink` (see the
     module docstring); `context_window` and `max_output_tokens` are the inner ones."""
 
-    def __init__(self, inner: Provider, sink: Sink) -> None:
+    def __init__(self, inner: Provider, sink: Sink, *, live: bool = True) -> None:
         self.inner = inner
         self.sink = sink
-        self.live = True
+        self.live = live
         self.context_window = getattr(inner, "context_window", None)
         self.max_output_tokens = getattr(inner, "max_output_tokens", None)
 
@@ -83,20 +96,22 @@ class Tap:
         return self.inner.complete(request)
 
     async def acomplete(self, request: Request) -> Response:
+        """The call, streamed from the upstream when it can stream; its text goes to the
+        sink while the answer is live."""
         astream: Any = getattr(self.inner, "astream", None)
-        if astream is None or not self.live:
+        if astream is None:
             return await self.inner.acomplete(request)
         final: Response | None = None
         streamed = False
         try:
             async for chunk in astream(request):
-                if isinstance(chunk, TextDelta):
+                if not isinstance(chunk, TextDelta):
+                    final = chunk
+                elif self.live:
                     streamed = True
                     self.sink(chunk)
-                else:
-                    final = chunk
         finally:
-            self.live = not streamed
+            self.live = self.live and not streamed
         if final is None:
             raise RuntimeError("the stream ended without a response")
         return final
@@ -125,6 +140,9 @@ async def stream_reply(run: Callable[[Sink], Awaitable[Reply]]) -> AsyncIterator
 
 def final_items(reply: Reply, streamed: str) -> Iterator[StreamItem]:
     """What the client has not been sent yet: the rest of the text, the tool calls, the Reply."""
+    details = reply.message.provider_details
+    if details and not streamed:
+        yield ReasoningItem(details=details)
     text = reply.message.text
     if text.startswith(streamed):
         if rest := text[len(streamed) :]:
