@@ -248,3 +248,39 @@ def test_usage_and_stop_reasons_map_for_every_stop_reason() -> None:
         )
         assert OpenAIDialect().reply(None, reply, model="m")["usage"]["total_tokens"] == 7  # type: ignore[arg-type]
         assert AnthropicDialect().reply(None, reply, model="m")["stop_reason"]  # type: ignore[arg-type]
+
+
+def test_cross_dialect_settings_are_written_in_the_upstreams_names() -> None:
+    from chatcli.proxy.upstream import plan
+
+    anthropic_request = AnthropicDialect().parse(
+        {
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tool_choice": {"type": "tool", "name": "get_weather"},
+            "stop_sequences": ["END"],
+            "top_k": 3,
+            "temperature": 0,
+        }
+    )
+    to_openai = plan(anthropic_request, "openai")
+    assert to_openai.fields == {
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "stop": ["END"],
+    }
+    assert (to_openai.temperature, to_openai.dropped) == (0.0, ("top_k",))
+    openai_request = OpenAIDialect().parse(
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "tool_choice": "required",
+            "stop": "END",
+            "seed": 7,
+            "logprobs": True,
+        }
+    )
+    to_anthropic = plan(openai_request, "anthropic")
+    assert to_anthropic.fields == {"tool_choice": {"type": "any"}, "stop_sequences": ["END"]}
+    assert to_anthropic.dropped == ("logprobs", "seed")
+    assert plan(openai_request, None).fields == {}  # gemini, llama-cpp: temperature only
+    same = plan(openai_request, "openai")
+    assert same.same_dialect and same.dropped == () and same.fields == openai_request.passthrough
