@@ -100,23 +100,29 @@ async def one(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> t
 
 async def load(
     url: str, messages: int, clients: int, requests: int
-) -> tuple[list[float], list[float], float]:
+) -> tuple[list[float], list[float], float, int]:
     body = {"model": "stub", "messages": conversation(messages), "stream": True, "max_tokens": 64}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     gate = asyncio.Semaphore(clients)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
         await one(client, url, body)  # warm-up
 
-        async def bounded() -> tuple[float, float]:
+        async def bounded() -> tuple[float, float] | None:
             async with gate:
-                return await one(client, url, body)
+                try:
+                    return await one(client, url, body)
+                except (httpx.HTTPError, RuntimeError) as exc:  # counted and reported
+                    print(f"  failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+                    return None
 
         started = time.perf_counter()
         results = await asyncio.wait_for(
             asyncio.gather(*(bounded() for _ in range(requests))), DEADLINE_S
         )
         elapsed = time.perf_counter() - started
-    return [r[0] for r in results], [r[1] for r in results], requests / elapsed
+    done = [r for r in results if r is not None]
+    failed = len(results) - len(done)
+    return [r[0] for r in done], [r[1] for r in done], len(done) / elapsed, failed
 
 
 def pct(values: list[float], p: float) -> float:
@@ -179,7 +185,7 @@ def main() -> None:
                 cpu = cpu_seconds(proxy.pid)
                 runs[name] = asyncio.run(load(url, n, args.clients, requests))
             cpu_ms = (cpu_seconds(proxy.pid) - cpu) * 1000 / (requests + 1)
-            (df, dt, drps), (pf, pt, prps) = runs["direct"], runs["proxy"]
+            (df, dt, drps, dfail), (pf, pt, prps, pfail) = runs["direct"], runs["proxy"]
             print(f"\n{n} messages:")
             for label, d, p in (("first token", df, pf), ("whole answer", dt, pt)):
                 print(f"  {label:13} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
@@ -187,7 +193,8 @@ def main() -> None:
                       f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
                       f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
             print(f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} (one proxy worker); "
-                  f"proxy CPU per request {cpu_ms:.1f} ms")  # fmt: skip
+                  f"proxy CPU per request {cpu_ms:.1f} ms; failed: direct {dfail}, "
+                  f"proxy {pfail}")  # fmt: skip
         print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
     finally:
         for process in (proxy, stub):
