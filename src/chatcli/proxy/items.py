@@ -39,6 +39,7 @@ __all__ = [
     "Tap",
     "TextDelta",
     "ToolCallDelta",
+    "final_items",
     "stream_reply",
 ]
 
