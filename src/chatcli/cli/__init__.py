@@ -1,4 +1,5 @@
-"""The `chatcli` command: interactive chat, one-shot answers, sessions, and the offline demo.
+"""The `chatcli` command: interactive chat, one-shot answers, sessions, the offline demo, and
+`chatcli proxy` (dispatched to `chatcli.proxy.main` before the chat's own imports).
 
 `main(argv=None) -> int` is the entry point. rich and prompt_toolkit (extra `chatcli[cli]`)
 are imported only when it runs, so a plain `pip install chatcli` gets one line saying what
@@ -32,6 +33,11 @@ def main(
     """Run the command; returns the exit status (0 ok, 1 failed, 2 usage/configuration).
 
     `ui` and `environ` default to the real terminal and `os.environ` (tests inject both)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["proxy"]:  # the proxy needs neither rich nor prompt_toolkit
+        from chatcli.proxy.main import main as proxy_main
+
+        return proxy_main(args[1:], environ)
     try:
         from chatcli.cli.app import run
     except ImportError as exc:

@@ -1,0 +1,206 @@
+"""The proxy's added latency under bounded loopback load.
+
+Three processes on 127.0.0.1: an upstream stub that streams an OpenAI chat answer at a fixed
+token rate, `chatcli proxy` in front of it, and this script, which runs N concurrent streaming
+clients against the stub directly and then through the proxy, with the same conversations
+(real text: this repository's README, cut into messages). It prints, for each conversation
+length, the p50/p99 time to first token and to the whole answer, direct and through the
+proxy, the difference (the proxy's added latency), requests per second, and the proxy's
+peak memory (RSS).
+
+    python benchmarks/proxy.py [--clients 200] [--requests 400] [--messages 100,2000]
+
+Bounded: `--requests` per run (default 2x clients), a 120 s deadline per run, loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS = 20  # tokens per streamed answer
+TOKEN_DELAY = 0.005  # seconds between tokens (200 tokens/s per stream)
+DEADLINE_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_stub(port: int) -> None:
+    """The upstream: streams TOKENS chunks, TOKEN_DELAY apart, in OpenAI's chunk shape."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def completions(request: Request) -> StreamingResponse:
+        body = await request.json()
+        prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+
+        async def events():  # type: ignore[no-untyped-def]
+            head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+            for i in range(TOKENS):
+                await asyncio.sleep(TOKEN_DELAY)
+                delta = {"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}
+                yield f"data: {json.dumps({**head, 'choices': [delta]})}\n\n"
+            done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+            yield f"data: {json.dumps({**head, 'choices': [done]})}\n\n"
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": TOKENS,
+                "total_tokens": prompt + TOKENS,
+            }
+            yield f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+
+
+def conversation(n: int) -> list[dict[str, str]]:
+    words = (ROOT / "README.md").read_text().split()
+    size = 60
+    out = [{"role": "system", "content": "You are a helpful assistant."}]
+    for i in range(n - 1):
+        chunk = " ".join(words[(i * size) % (len(words) - size) :][:size])
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": chunk})
+    if out[-1]["role"] != "user":
+        out.append({"role": "user", "content": "Go on."})
+    return out
+
+
+async def one(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> tuple[float, float]:
+    started = time.perf_counter()
+    first = None
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {(await response.aread())[:300]!r}")
+        async for line in response.aiter_lines():
+            if first is None and '"content"' in line and '"t0' in line:
+                first = time.perf_counter() - started
+    return first if first is not None else float("nan"), time.perf_counter() - started
+
+
+async def load(
+    url: str, messages: int, clients: int, requests: int
+) -> tuple[list[float], list[float], float, int]:
+    body = {"model": "stub", "messages": conversation(messages), "stream": True, "max_tokens": 64}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    gate = asyncio.Semaphore(clients)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        await one(client, url, body)  # warm-up
+
+        async def bounded() -> tuple[float, float] | None:
+            async with gate:
+                try:
+                    return await one(client, url, body)
+                except (httpx.HTTPError, RuntimeError) as exc:  # counted and reported
+                    print(f"  failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+                    return None
+
+        started = time.perf_counter()
+        results = await asyncio.wait_for(
+            asyncio.gather(*(bounded() for _ in range(requests))), DEADLINE_S
+        )
+        elapsed = time.perf_counter() - started
+    done = [r for r in results if r is not None]
+    failed = len(results) - len(done)
+    return [r[0] for r in done], [r[1] for r in done], len(done) / elapsed, failed
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (robust to a busy machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--messages", default="100,2000")
+    parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.stub:
+        run_stub(args.stub)
+        return
+    requests = args.requests or 2 * args.clients
+    stub_port, proxy_port = free_port(), free_port()
+    env = {**os.environ, "CHATCLI_HOME": str(ROOT / ".bench-home")}
+    stub = subprocess.Popen([sys.executable, __file__, "--stub", str(stub_port)])
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", "from chatcli.cli import main; raise SystemExit(main())", "proxy",
+         "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
+         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", str(requests)],
+        env=env,
+    )  # fmt: skip
+    try:
+        wait_listening(stub_port)
+        wait_listening(proxy_port)
+        print(f"{args.clients} concurrent streaming clients, {requests} requests per run, "
+              f"{TOKENS} tokens at {1 / TOKEN_DELAY:.0f} tokens/s per answer")  # fmt: skip
+        for n in (int(x) for x in args.messages.split(",")):
+            runs = {}
+            for name, port in (("direct", stub_port), ("proxy", proxy_port)):
+                url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                cpu = cpu_seconds(proxy.pid)
+                runs[name] = asyncio.run(load(url, n, args.clients, requests))
+            cpu_ms = (cpu_seconds(proxy.pid) - cpu) * 1000 / (requests + 1)
+            (df, dt, drps, dfail), (pf, pt, prps, pfail) = runs["direct"], runs["proxy"]
+            print(f"\n{n} messages:")
+            for label, d, p in (("first token", df, pf), ("whole answer", dt, pt)):
+                print(f"  {label:13} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
+                      f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
+                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
+                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
+            print(f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} (one proxy worker); "
+                  f"proxy CPU per request {cpu_ms:.1f} ms; failed: direct {dfail}, "
+                  f"proxy {pfail}")  # fmt: skip
+        print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
+    finally:
+        for process in (proxy, stub):
+            process.terminate()
+            process.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""The proxy's ASGI app (Starlette): the routes, and one request from body to answer.
+
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and
+`POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
+`GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
+it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
+of the library), over a `Forwarder` (what the client's request adds) and, when streamed, a
+`Tap`. The client's messages are only read: the proxy shapes what it forwards, never what
+the client holds.
+
+`Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
+to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
+of holding the connection while the proxy waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.events import Event
+from chatcli.providers.base import Provider
+from chatcli.providers.counting import counter_for
+from chatcli.proxy.anthropic_dialect import AnthropicDialect
+from chatcli.proxy.dialect import (
+    ClientRequest,
+    Dialect,
+    Failure,
+    FailureKind,
+    Refused,
+    RequestError,
+)
+from chatcli.proxy.failures import failure_from
+from chatcli.proxy.guard import Guard
+from chatcli.proxy.items import EventItem, Sink, StreamItem, Tap, stream_reply
+from chatcli.proxy.metrics import Metrics
+from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.upstream import Forwarder, Upstream, plan
+from chatcli.recovery import Client, Reply
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
+
+logger = logging.getLogger("chatcli.proxy")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
+DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
+
+OPENAI = OpenAIDialect()
+ANTHROPIC = AnthropicDialect()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyOptions:
+    """How the app serves: body limit, CORS origins (none: no CORS), library settings."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    cors_origins: tuple[str, ...] = ()
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
+
+
+class _Proxy:
+    """The state the routes share: upstream, guard, metrics, options."""
+
+    def __init__(self, upstream: Upstream, guard: Guard, options: ProxyOptions) -> None:
+        self.upstream = upstream
+        self.guard = guard
+        self.options = options
+        self.metrics = Metrics()
+
+    async def chat(self, request: Request, dialect: Dialect) -> Response:
+        started = time.perf_counter()
+        endpoint = request.url.path
+        try:
+            client = self.admit(request)
+        except Refused as refused:
+            return self.answer_error(dialect, refused.failure, endpoint, started)
+        try:
+            parsed = dialect.parse(await self.body(request))
+            response = await self.answer(parsed, dialect)
+        except Refused as refused:
+            self.guard.release(client)
+            return self.answer_error(dialect, refused.failure, endpoint, started)
+        except BaseException:
+            self.guard.release(client)
+            raise
+        if isinstance(response, StreamingResponse):
+            response.body_iterator = self.released(
+                response.body_iterator, client, endpoint, started
+            )
+        else:
+            self.guard.release(client)
+            self.metrics.record_request(
+                endpoint, response.status_code, time.perf_counter() - started
+            )
+        return response
+
+    def admit(self, request: Request) -> str:
+        client = self.guard.client(request.headers)
+        if client is None:
+            raise Refused(
+                Failure(kind=FailureKind.AUTH, status=401, message="invalid proxy API key")
+            )
+        if not self.guard.acquire(client):
+            message = f"more than {self.guard.max_concurrency} requests in flight for this key"
+            raise Refused(
+                Failure(kind=FailureKind.RATE_LIMIT, status=429, message=message, retry_after=1)
+            )
+        return client
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        limit = self.options.max_body_bytes
+        too_large = Refused(
+            Failure(
+                kind=FailureKind.TOO_LARGE, status=413, message=f"request body over {limit} bytes"
+            )
+        )
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks))
+        except ValueError as exc:
+            raise RequestError(f"the body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise RequestError("the body must be a JSON object")
+        return body
+
+    async def answer(self, parsed: ClientRequest, dialect: Dialect) -> Response:
+        """The answer to a parsed request: JSON, or a stream once its answer has begun."""
+        forwarding = plan(parsed, self.upstream.dialect)
+        headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
+        forwarder = Forwarder(self.upstream, parsed, forwarding)
+        model = parsed.model or self.upstream.model
+        if not parsed.stream:
+            try:
+                reply = await self.send(parsed, forwarder, lambda item: None)
+            except Exception as exc:
+                raise Refused(self.failed(exc)) from exc
+            return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
+        live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
+        items = await self.started(
+            stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink))
+        )
+        body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
+        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+    async def guarded(self, dialect: Dialect, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`body`, ended by the dialect's error event if the request fails after its answer
+        began (a continuation that cannot be sent, say): the client sees why it stopped."""
+        try:
+            async for chunk in body:
+                yield chunk
+        except Exception as exc:
+            yield dialect.stream_error(self.failed(exc))
+
+    def send(self, parsed: ClientRequest, provider: Provider, sink: Sink) -> Awaitable[Reply]:
+        """`Client.asend` of the parsed request over `provider`; events go to `sink` too."""
+
+        def hook(event: Event) -> None:
+            self.metrics.record_event(event)
+            sink(EventItem(event=event))
+
+        client = Client(
+            provider,
+            self.options.recovery,
+            hooks=(hook,),
+            max_retries=0,
+            microcompact=self.options.microcompact,
+        )
+        max_tokens = parsed.max_tokens or self.upstream.max_tokens
+        return client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+
+    async def started(self, items: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
+        """`items`, once the answer has begun: a request that fails before any of its answer
+        is sent is answered with an error status (not a 200 stream carrying an error)."""
+        early: list[StreamItem] = []
+        try:
+            async for item in items:
+                early.append(item)
+                if not isinstance(item, EventItem):
+                    break
+        except Exception as exc:
+            raise Refused(self.failed(exc)) from exc
+        return _chained(early, items)
+
+    def failed(self, error: BaseException) -> Failure:
+        failure = failure_from(error)
+        self.metrics.upstream_errors[failure.kind.value] += 1
+        return failure
+
+    async def released(
+        self, body: AsyncIterable[Any], client: str, endpoint: str, started: float
+    ) -> AsyncIterator[Any]:
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            self.guard.release(client)
+            self.metrics.record_request(endpoint, 200, time.perf_counter() - started)
+
+    def answer_error(
+        self, dialect: Dialect, failure: Failure, endpoint: str, started: float
+    ) -> Response:
+        self.metrics.record_request(endpoint, failure.status, time.perf_counter() - started)
+        return JSONResponse(
+            dialect.error(failure), status_code=failure.status, headers=failure.headers()
+        )
+
+    async def count_tokens(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await self.body(request)
+            parsed = ANTHROPIC.parse({**body, "max_tokens": body.get("max_tokens") or 1})
+        except Refused as refused:
+            return self.answer_error(ANTHROPIC, refused.failure, request.url.path, started)
+        counter = counter_for(self.upstream.provider)
+        tokens = await asyncio.to_thread(counter.count, parsed.messages)
+        self.metrics.record_request(request.url.path, 200, time.perf_counter() - started)
+        return JSONResponse({"input_tokens": tokens})
+
+    async def models(self, request: Request) -> Response:
+        model = self.upstream.model
+        if "anthropic-version" in request.headers:
+            entry = {
+                "type": "model",
+                "id": model,
+                "display_name": model,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            return JSONResponse(
+                {"data": [entry], "has_more": False, "first_id": model, "last_id": model}
+            )
+        listed = {"id": model, "object": "model", "created": 0, "owned_by": self.upstream.name}
+        return JSONResponse({"object": "list", "data": [listed]})
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse(
+            {"status": "ok", "upstream": self.upstream.name, "model": self.upstream.model}
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """On shutdown, close the upstream's connections (its SDK client's pool)."""
+        yield
+        aclose = getattr(self.upstream.provider, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def metrics_text(self, request: Request) -> Response:
+        return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+async def _chained(
+    early: Sequence[StreamItem], rest: AsyncIterator[StreamItem]
+) -> AsyncIterator[StreamItem]:
+    for item in early:
+        yield item
+    async for item in rest:
+        yield item
+
+
+def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = None) -> Starlette:
+    """The proxy's ASGI app in front of `upstream`."""
+    proxy = _Proxy(upstream, guard, options or ProxyOptions())
+    routes = [
+        Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
+        Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
+        Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
+        Route("/v1/models", proxy.models, methods=["GET"]),
+        Route("/healthz", proxy.health, methods=["GET"]),
+        Route("/metrics", proxy.metrics_text, methods=["GET"]),
+    ]
+    middleware = []
+    if proxy.options.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(proxy.options.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["*"],
+            )
+        )
+    app = Starlette(routes=routes, middleware=middleware, lifespan=proxy.lifespan)
+    app.state.proxy = proxy
+    return app
+
+
+def _bound(
+    handler: Callable[[Request, Dialect], Awaitable[Response]], dialect: Dialect
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        return await handler(request, dialect)
+
+    return endpoint

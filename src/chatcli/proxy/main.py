@@ -1,0 +1,146 @@
+"""`chatcli proxy`: parse the flags, open the upstream, serve the app with uvicorn.
+
+The upstream flags are the chat's (`--provider`, `--model`, `--base-url`,
+`--context-window`, `--max-tokens`, with the same variables and config file, resolved by
+`chatcli.settings.load_settings`); the proxy adds `--host`/`--port` (127.0.0.1:8787),
+client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`, ...) come
+from the environment, as for the chat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.errors import ConfigError
+from chatcli.settings import load_settings
+
+if TYPE_CHECKING:
+    from chatcli.proxy.app import ProxyOptions
+    from chatcli.proxy.guard import Guard
+    from chatcli.proxy.upstream import Upstream
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+PROXY_EXTRA_MISSING = "chatcli proxy needs starlette and uvicorn: pip install 'chatcli[proxy]'"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from chatcli.proxy.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENCY
+
+    parser = argparse.ArgumentParser(
+        prog="chatcli proxy",
+        description="An OpenAI- and Anthropic-compatible endpoint that keeps any client's "
+        "conversations alive: chatcli's recovery in front of any upstream.",
+    )
+    parser.add_argument(
+        "--provider",
+        help="the upstream: openai, anthropic, gemini, "
+        "openai-compatible, llama-cpp, or python:MODULE:FACTORY",
+    )
+    parser.add_argument("--model", help="the upstream model (a .gguf path for llama-cpp)")
+    parser.add_argument("--base-url", help="the upstream's URL (openai-compatible, or a gateway)")
+    parser.add_argument(
+        "--context-window",
+        type=_positive,
+        metavar="N",
+        help="the upstream model's window in tokens, when not the catalog's",
+    )
+    parser.add_argument("--max-tokens", type=_positive, help="output limit when a client sets none")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (%(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a client key (repeatable; also CHATCLI_PROXY_KEYS, comma-separated);"
+        " required to bind beyond loopback",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="largest request body (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=_positive,
+        default=DEFAULT_MAX_CONCURRENCY,
+        help="requests in flight per client key (%(default)s)",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser requests from ORIGIN (repeatable; default: no CORS)",
+    )
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run the proxy until interrupted; the exit status (2: configuration or missing extra)."""
+    env = os.environ if environ is None else environ
+    try:
+        import uvicorn
+
+        from chatcli.proxy.app import create_app
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
+            raise
+        print(PROXY_EXTRA_MISSING, file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    try:
+        app = create_app(*_configured(args, env))
+    except (ConfigError, ImportError) as exc:
+        print(f"chatcli proxy: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"chatcli proxy: http://{args.host}:{args.port} -> {app.state.proxy.upstream.name} "
+        f"({app.state.proxy.upstream.model})",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def _configured(
+    args: argparse.Namespace, env: Mapping[str, str]
+) -> tuple[Upstream, Guard, ProxyOptions]:
+    from chatcli.proxy.app import ProxyOptions
+    from chatcli.proxy.guard import Guard, parse_keys
+    from chatcli.proxy.upstream import open_upstream
+
+    flags = {
+        k: getattr(args, k)
+        for k in ("provider", "model", "base_url", "context_window", "max_tokens")
+    }
+    guard = Guard(
+        parse_keys(args.api_key, env), host=args.host, max_concurrency=args.max_concurrency
+    )
+    upstream = open_upstream(load_settings(flags, env), env)
+    options = ProxyOptions(
+        max_body_bytes=args.max_body_bytes,
+        cors_origins=tuple(args.cors_origin),
+        recovery=RecoveryConfig.from_env(env),
+        microcompact=MicrocompactConfig.from_env(env),
+    )
+    return upstream, guard, options

@@ -1,0 +1,294 @@
+"""The upstream: the provider the proxy forwards to, and what each request adds to it.
+
+`open_upstream` builds the provider with the chat's own settings and registry
+(`chatcli.settings.load_settings`, `chatcli.providers.registry.create_provider`): the same
+flags, variables, config file and key lookup (environment or keyring only).
+
+`Forwarder` is the per-request Provider `Client` talks to. It adds what the client asked
+beyond messages, output limit and tools:
+
+- same dialect (an OpenAI client in front of an OpenAI or OpenAI-compatible server, an
+  Anthropic client in front of Anthropic): every field the proxy does not handle is sent
+  verbatim, and so is every message recovery left whole (its raw JSON: images,
+  `cache_control`, thinking signatures, unknown fields); only messages recovery changed are
+  written anew. The system prompt and the tool definitions are sent verbatim too.
+- another dialect: the settings of `CROSS_SETTINGS` are written in the upstream's field
+  names; the other fields cannot be expressed there and are reported as dropped.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chatcli.errors import SILENT_TRUNCATION, ErrorInfo, ErrorKind, ProviderError
+from chatcli.messages import Message, Role
+from chatcli.providers.anthropic import wire_messages
+from chatcli.providers.base import Provider, Request, Response, StreamChunk
+from chatcli.providers.openai import chat_messages
+from chatcli.providers.openai_compat import TruncationCheck
+from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
+from chatcli.proxy.dialect import ClientRequest
+from chatcli.settings import Settings
+
+__all__ = ["CROSS_SETTINGS", "Forwarder", "Forwarding", "Upstream", "open_upstream", "plan"]
+
+Json = dict[str, Any]
+
+# The wire dialect of each registry provider that speaks one a client can (python:... and the
+# others speak none: only the mapped settings reach them).
+_DIALECTS = {"openai": "openai", "openai-compatible": "openai", "anthropic": "anthropic"}
+
+
+def _tool_choice_to_openai(value: Any) -> Any:
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind == "tool":
+            return {"type": "function", "function": {"name": value.get("name")}}
+        return {"any": "required"}.get(str(kind), kind)
+    return value
+
+
+def _tool_choice_to_anthropic(value: Any) -> Any:
+    if isinstance(value, dict):
+        name = (value.get("function") or {}).get("name")
+        return {"type": "tool", "name": name}
+    return {"type": {"required": "any"}.get(value, value)}
+
+
+def _listed(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+# Upstream dialect -> neutral setting -> (its field, how the value is written). Temperature
+# needs no entry: every adapter takes `Request.temperature`.
+CROSS_SETTINGS: Mapping[str, Mapping[str, tuple[str, Callable[[Any], Any]]]] = {
+    "openai": {
+        "top_p": ("top_p", lambda v: v),
+        "stop": ("stop", lambda v: v),
+        "seed": ("seed", lambda v: v),
+        "tool_choice": ("tool_choice", _tool_choice_to_openai),
+        "parallel_tool_calls": ("parallel_tool_calls", lambda v: v),
+        "response_format": ("response_format", lambda v: v),
+        "reasoning_effort": ("reasoning_effort", lambda v: v),
+    },
+    "anthropic": {
+        "top_p": ("top_p", lambda v: v),
+        "stop": ("stop_sequences", _listed),
+        "tool_choice": ("tool_choice", _tool_choice_to_anthropic),
+    },
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upstream:
+    """The provider every request goes to, and what the proxy says about it."""
+
+    provider: Provider
+    name: str
+    model: str
+    dialect: str | None
+    max_tokens: int | None = None  # the output limit when the client sets none
+
+
+def open_upstream(settings: Settings, environ: Mapping[str, str]) -> Upstream:
+    """The upstream the settings name (raises ProviderNotConfigured when none is)."""
+    name = settings.provider or detect_provider(environ)
+    if name is None:
+        raise ProviderNotConfigured(
+            "no upstream: give --provider (and --model, --base-url) or set a provider's key"
+        )
+    provider = create_provider(
+        name,
+        model=settings.model,
+        base_url=settings.base_url,
+        context_window=settings.context_window,
+        environ=environ,
+    )
+    model = settings.model or str(getattr(provider, "model", name))
+    return Upstream(
+        provider=provider,
+        name=name,
+        model=model,
+        dialect=_DIALECTS.get(name),
+        max_tokens=settings.max_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forwarding:
+    """What a request adds to each call: body fields, temperature, and what was dropped."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    temperature: float | None = None
+    dropped: tuple[str, ...] = ()
+    same_dialect: bool = False
+
+
+def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
+    """The fields a request forwards to an upstream of `upstream_dialect` (module docstring)."""
+    if upstream_dialect == request.dialect:
+        return Forwarding(fields=dict(request.passthrough), same_dialect=True)
+    table = CROSS_SETTINGS.get(upstream_dialect or "", {})
+    fields: Json = {}
+    for setting, value in request.settings.items():
+        if setting in table:
+            name, write = table[setting]
+            fields[name] = write(value)
+    kept = {request.setting_fields[s] for s in request.settings if s in table}
+    temperature = request.settings.get("temperature")
+    kept |= {request.setting_fields["temperature"]} if temperature is not None else set()
+    dropped = tuple(sorted(k for k in request.passthrough if k not in kept))
+    return Forwarding(
+        fields=fields,
+        temperature=float(temperature) if isinstance(temperature, (int, float)) else None,
+        dropped=dropped,
+    )
+
+
+class Forwarder:
+    """The Provider for one client request (see the module docstring)."""
+
+    def __init__(self, upstream: Upstream, request: ClientRequest, forwarding: Forwarding) -> None:
+        self.inner = upstream.provider
+        self.dialect = upstream.dialect
+        self.request = request
+        self.forwarding = forwarding
+        self.context_window = getattr(self.inner, "context_window", None)
+        self.max_output_tokens = getattr(self.inner, "max_output_tokens", None)
+        self._origins = {id(m): o for m, o in zip(request.messages, request.origins, strict=True)}
+        self._groups = _groups(request)
+        # The messages `raw_messages` sees when recovery changed nothing (most requests).
+        self._untouched = tuple(
+            m for m, o in zip(request.messages, request.origins, strict=True) if o is not None
+        )
+
+    def complete(self, request: Request) -> Response:
+        return self.checked(self.inner.complete(self.shaped(request)), request)
+
+    async def acomplete(self, request: Request) -> Response:
+        return self.checked(await self.inner.acomplete(self.shaped(request)), request)
+
+    async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
+        shaped = self.shaped(request)
+        astream: Any = getattr(self.inner, "astream", None)
+        if astream is None:
+            yield self.checked(await self.inner.acomplete(shaped), request)
+            return
+        async for chunk in astream(shaped):
+            yield self.checked(chunk, request) if isinstance(chunk, Response) else chunk
+
+    def shaped(self, request: Request) -> Request:
+        """`request` (the view recovery chose) with what the client's request adds.
+
+        Same dialect, the messages travel in the body fields, so the adapter is given none
+        to write (Anthropic: only the system messages, for a system prompt recovery changed):
+        the SDKs validate every message of a typed parameter, about 1 ms per message on this
+        machine, the proxy's largest cost; the fields are sent as they are.
+        """
+        fields = dict(self.forwarding.fields)
+        messages = request.messages
+        if self.forwarding.same_dialect:
+            fields.update(self.verbatim(request.messages))
+            systems = (m for m in messages if m.role is Role.SYSTEM)
+            messages = tuple(systems) if self.dialect == "anthropic" else ()
+        options = {"extra_body": fields} if self.dialect == "openai" and fields else fields
+        return replace(
+            request,
+            messages=messages,
+            temperature=self.forwarding.temperature,
+            options={**request.options, **options},
+        )
+
+    def checked(self, response: Response, request: Request) -> Response:
+        """The silent-truncation check of `OpenAICompatible` (Ollama cutting a prompt and
+        answering 200), made here on the view, since the adapter was given no messages."""
+        check: TruncationCheck | None = getattr(self.inner, "truncation_check", None)
+        if check is None or not self.forwarding.same_dialect:
+            return response
+        estimate = check.estimator.count(request.messages)
+        reported = response.usage.prompt_tokens
+        why = check.truncation(reported, estimate, self.context_window)
+        if why is None:
+            return response
+        info = ErrorInfo(
+            kind=ErrorKind.CONTEXT_OVERFLOW,
+            message=f"prompt silently truncated by the server (detected from usage): {why}",
+            prompt_tokens=estimate,
+            limit=self.context_window if self.context_window is not None else reported,
+            reason=SILENT_TRUNCATION,
+        )
+        raise ProviderError(info)
+
+    def verbatim(self, view: Sequence[Message]) -> Json:
+        """Body fields that replace what the adapter wrote from the view: the messages (raw
+        where recovery left them whole), the system prompt and tools when unchanged."""
+        client = self.request
+        out: Json = {}
+        if client.raw_tools is not None:
+            out["tools"] = client.raw_tools
+        if self.dialect == "anthropic":
+            systems = [m for m in view if m.role is Role.SYSTEM]
+            original = [
+                m for m, o in zip(client.messages, client.origins, strict=True) if o is None
+            ]
+            if client.raw_system is not None and _same(systems, original):
+                out["system"] = client.raw_system
+            turns = [m for m in view if m.role is not Role.SYSTEM]
+            out["messages"] = _merged(list(self.raw_messages(turns)))
+        else:
+            out["messages"] = list(self.raw_messages(view))
+        return out
+
+    def raw_messages(self, view: Sequence[Message]) -> Iterator[Json]:
+        """The view as wire messages: a client message whose neutral messages are all in the
+        view, unchanged and in a row, is its raw JSON; any other is written anew."""
+        client, groups = self.request, self._groups
+        if len(view) == len(self._untouched) and all(map(operator.is_, view, self._untouched)):
+            yield from client.raw_messages
+            return
+        i = 0
+        while i < len(view):
+            origin = self._origins.get(id(view[i]))
+            group = groups.get(origin) if origin is not None else None
+            if group is not None and _same(view[i : i + len(group)], group):
+                yield client.raw_messages[origin]  # type: ignore[index]
+                i += len(group)
+            else:
+                yield from self.written([view[i]])
+                i += 1
+
+    def written(self, messages: Sequence[Message]) -> list[Json]:
+        if self.dialect == "anthropic":
+            return wire_messages(messages)[1]
+        return chat_messages(messages)
+
+
+def _groups(request: ClientRequest) -> dict[int, list[Message]]:
+    groups: dict[int, list[Message]] = {}
+    for message, origin in zip(request.messages, request.origins, strict=True):
+        if origin is not None:
+            groups.setdefault(origin, []).append(message)
+    return groups
+
+
+def _same(a: Sequence[Message], b: Sequence[Message]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def _merged(messages: Sequence[Json]) -> list[Json]:
+    """Anthropic turns must alternate: adjacent turns of one role become one."""
+    out: list[Json] = []
+    for message in messages:
+        if out and out[-1]["role"] == message["role"]:
+            out[-1] = {**out[-1], "content": _blocks(out[-1]) + _blocks(message)}
+        else:
+            out.append(message)
+    return out
+
+
+def _blocks(message: Json) -> list[Any]:
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])

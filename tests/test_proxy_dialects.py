@@ -1,0 +1,286 @@
+"""Each client dialect both ways against real recorded bodies, validated by the SDKs' own types."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic.types
+import openai.types.chat
+
+from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
+from chatcli.messages import Role, StopReason, Usage
+from chatcli.providers.anthropic import response_from_message
+from chatcli.providers.base import Response
+from chatcli.providers.openai import chat_response
+from chatcli.proxy.anthropic_dialect import AnthropicDialect
+from chatcli.proxy.dialect import FailureKind
+from chatcli.proxy.failures import failure_from
+from chatcli.proxy.items import StreamItem, final_items
+from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.recovery import Reply
+from tests.recorded import DATA, provider_errors
+from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
+from tests.test_openai_adapter import CHAT_TOOLS
+
+
+def as_reply(response: Response) -> Reply:
+    return Reply(
+        message=response.message,
+        usage=response.usage,
+        events=(),
+        truncated=False,
+        view=(),
+        stop_reason=response.stop_reason,
+        calls=1,
+    )
+
+
+def collect(stream: AsyncIterator[bytes]) -> list[str]:
+    async def run() -> list[str]:
+        return [chunk.decode() async for chunk in stream]
+
+    return asyncio.run(run())
+
+
+async def items_of(reply: Reply) -> AsyncIterator[StreamItem]:
+    for item in final_items(reply, ""):
+        yield item
+
+
+def data_lines(chunks: list[str]) -> list[str]:
+    return [line[6:] for c in chunks for line in c.splitlines() if line.startswith("data: ")]
+
+
+def test_openai_reply_of_a_recorded_answer_is_a_valid_chat_completion() -> None:
+    recorded = openai.types.chat.ChatCompletion.model_validate(CHAT_TOOLS)
+    reply = as_reply(chat_response(recorded))
+    wire = OpenAIDialect().reply(None, reply, model="gpt-4o")  # type: ignore[arg-type]
+    parsed = openai.types.chat.ChatCompletion.model_validate(wire)
+    assert parsed.choices[0].finish_reason == "tool_calls"
+    assert [c.model_dump() for c in parsed.choices[0].message.tool_calls or ()] == [
+        {**c, "function": {**c["function"], "arguments": _compact(c["function"]["arguments"])}}
+        for c in CHAT_TOOLS["choices"][0]["message"]["tool_calls"]
+    ]
+    assert parsed.usage is not None and parsed.usage.total_tokens == 209
+
+
+def _compact(arguments: str) -> str:
+    return json.dumps(json.loads(arguments), ensure_ascii=False, separators=(",", ":"))
+
+
+def test_openai_stream_chunks_are_valid_and_carry_the_answer() -> None:
+    reply = as_reply(chat_response(openai.types.chat.ChatCompletion.model_validate(CHAT_TOOLS)))
+    dialect = OpenAIDialect()
+    request = dialect.parse(
+        {"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}}
+    )
+    lines = data_lines(collect(dialect.stream(request, items_of(reply), model="gpt-4o")))
+    assert lines[-1] == "[DONE]"
+    chunks = [openai.types.chat.ChatCompletionChunk.model_validate_json(x) for x in lines[:-1]]
+    calls = [
+        c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or ()
+    ]
+    assert [c.function.name for c in calls if c.function] == ["GetWeatherArgs", "get_stock_price"]
+    assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens == 149
+
+
+def test_openai_parse_of_a_recorded_sdk_request() -> None:
+    recorded = json.loads((DATA / "llama-server-stream.json").read_text())["request"]["json"]
+    request = OpenAIDialect().parse(recorded)
+    assert [(m.role, m.text) for m in request.messages] == [(Role.USER, "Say something.")]
+    assert (request.max_tokens, request.stream, request.include_usage) == (10, True, True)
+    assert request.passthrough == {}
+
+
+def test_openai_parse_maps_settings_and_keeps_the_rest() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "s"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": CHAT_TOOLS["choices"][0]["message"]["tool_calls"],
+            },
+            {"role": "tool", "tool_call_id": "call_fdNz3vOBKYgOIpMdWotB9MjY", "content": "12C"},
+        ],
+        "temperature": 0.5,
+        "stop": ["x"],
+        "user": "u1",
+    }
+    request = OpenAIDialect().parse(body)
+    assert request.settings == {"temperature": 0.5, "stop": ["x"]}
+    assert request.passthrough == {"temperature": 0.5, "stop": ["x"], "user": "u1"}
+    assert request.messages[1].tool_calls[0].arguments == {
+        "city": "Edinburgh",
+        "country": "GB",
+        "units": "c",
+    }
+    assert request.messages[2].tool_result is not None
+
+
+def test_anthropic_reply_of_a_recorded_answer_is_a_valid_message() -> None:
+    reply = as_reply(response_from_message(DOCS_TOOL_USE_RESPONSE))
+    wire = AnthropicDialect().reply(None, reply, model="claude")  # type: ignore[arg-type]
+    parsed = anthropic.types.Message.model_validate(wire)
+    assert parsed.stop_reason == "tool_use"
+    assert [b.model_dump(exclude_none=True) for b in parsed.content] == [
+        {k: v for k, v in b.items()} for b in DOCS_TOOL_USE_RESPONSE["content"]
+    ]
+
+
+def test_anthropic_stream_events_are_valid_and_carry_the_answer() -> None:
+    reply = as_reply(response_from_message(DOCS_TOOL_USE_RESPONSE))
+    dialect = AnthropicDialect()
+    request = dialect.parse({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    lines = data_lines(collect(dialect.stream(request, items_of(reply), model="claude")))
+    adapter: Any = anthropic.types.RawMessageStreamEvent
+    from pydantic import TypeAdapter
+
+    events = [TypeAdapter(adapter).validate_json(x) for x in lines]
+    assert next(e.type for e in events) == "message_start"
+    assert [e.type for e in events][-2:] == ["message_delta", "message_stop"]
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    assert "".join(getattr(d, "partial_json", "") for d in deltas) == json.dumps(
+        DOCS_TOOL_USE_RESPONSE["content"][1]["input"], separators=(",", ":")
+    )
+
+
+def test_anthropic_parse_splits_a_user_turn_and_remembers_its_origin() -> None:
+    body = {
+        "max_tokens": 10,
+        "system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": DOCS_TOOL_USE_RESPONSE["content"]},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+                        "content": [{"type": "text", "text": "15C"}],
+                    },
+                    {"type": "text", "text": "thanks"},
+                ],
+            },
+            {"role": "assistant", "content": "ok"},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+                    }
+                ],
+            },
+        ],
+    }
+    request = AnthropicDialect().parse(body)
+    assert "".join(m.role.value[0] for m in request.messages) == "ssuatuau"
+    assert request.origins == (None, None, 0, 1, 2, 2, 3, 4)
+    assert request.messages[3].tool_calls[0].arguments == {
+        "location": "San Francisco, CA",
+        "unit": "celsius",
+    }
+    assert request.messages[4].text == "15C"
+
+
+def test_error_envelopes_have_the_providers_recorded_shape() -> None:
+    openai_record = next(r for r in provider_errors("openai") if r["id"] == "pe-056")
+    recorded = json.loads(openai_record["body"][openai_record["body"].index("{") :])
+    failure = failure_from(
+        ContextRecoveryError(
+            "no fit",
+            info=ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, prompt_tokens=5848, limit=4097),
+            attempts=(),
+        )
+    )
+    ours = OpenAIDialect().error(failure)
+    assert set(ours["error"]) == set(recorded["error"])
+    assert ours["error"]["code"] == recorded["error"]["code"] == "context_length_exceeded"
+    assert ours["error"]["message"].startswith(
+        "This model's maximum context length is 4097 tokens. "
+        "However, your messages resulted in 5848 tokens."
+    )
+    anthropic_record = next(r for r in provider_errors("anthropic") if r["id"] == "pe-004")
+    recorded = json.loads(anthropic_record["body"])
+    mine = AnthropicDialect().error(failure)
+    assert set(mine) == set(recorded) and set(mine["error"]) == set(recorded["error"])
+    assert mine["error"] == {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: 5848 tokens > 4097 maximum",
+    }
+
+
+def test_failures_by_kind() -> None:
+    def of(kind: ErrorKind, status: int | None, **more: Any) -> Any:
+        return failure_from(ProviderError(ErrorInfo(kind=kind, status=status, message="m", **more)))
+
+    assert (
+        of(ErrorKind.CONTEXT_OVERFLOW, 500).status,
+        of(ErrorKind.CONTEXT_OVERFLOW, 413).status,
+    ) == (400, 400)
+    limited = of(ErrorKind.RATE_LIMIT, 429, retry_after=7.0)
+    assert (limited.status, limited.headers()) == (429, {"retry-after": "7"})
+    assert (of(ErrorKind.AUTH, 403).kind, of(ErrorKind.AUTH, 403).status) == (
+        FailureKind.PERMISSION,
+        403,
+    )
+    assert of(ErrorKind.AUTH, None).status == 401
+    assert of(ErrorKind.TRANSIENT, 500).status == 502
+    assert of(ErrorKind.TRANSIENT, 529).kind is FailureKind.OVERLOADED
+    assert of(ErrorKind.INVALID_REQUEST, 422).status == 422
+    assert failure_from(RuntimeError("sk-secret")).message == "the upstream call failed"
+
+
+def test_usage_and_stop_reasons_map_for_every_stop_reason() -> None:
+    for stop in StopReason:
+        reply = as_reply(
+            Response(
+                message=response_from_message(DOCS_TOOL_USE_RESPONSE).message,
+                stop_reason=stop,
+                usage=Usage(input_tokens=3, output_tokens=4),
+            )
+        )
+        assert OpenAIDialect().reply(None, reply, model="m")["usage"]["total_tokens"] == 7  # type: ignore[arg-type]
+        assert AnthropicDialect().reply(None, reply, model="m")["stop_reason"]  # type: ignore[arg-type]
+
+
+def test_cross_dialect_settings_are_written_in_the_upstreams_names() -> None:
+    from chatcli.proxy.upstream import plan
+
+    anthropic_request = AnthropicDialect().parse(
+        {
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tool_choice": {"type": "tool", "name": "get_weather"},
+            "stop_sequences": ["END"],
+            "top_k": 3,
+            "temperature": 0,
+        }
+    )
+    to_openai = plan(anthropic_request, "openai")
+    assert to_openai.fields == {
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "stop": ["END"],
+    }
+    assert (to_openai.temperature, to_openai.dropped) == (0.0, ("top_k",))
+    openai_request = OpenAIDialect().parse(
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "tool_choice": "required",
+            "stop": "END",
+            "seed": 7,
+            "logprobs": True,
+        }
+    )
+    to_anthropic = plan(openai_request, "anthropic")
+    assert to_anthropic.fields == {"tool_choice": {"type": "any"}, "stop_sequences": ["END"]}
+    assert to_anthropic.dropped == ("logprobs", "seed")
+    assert plan(openai_request, None).fields == {}  # gemini, llama-cpp: temperature only
+    same = plan(openai_request, "openai")
+    assert same.same_dialect and same.dropped == () and same.fields == openai_request.passthrough

@@ -1,0 +1,170 @@
+"""The proxy for real: the official `openai` and `anthropic` SDKs pointed at `chatcli proxy`'s
+app, in front of the real C++ llama-server running the tiny random model with a 1,024-token
+window. Nothing is faked between the SDK and the server: the overflows are llama-server's own
+errors, the answers really stop at max_tokens (the model never emits an end token)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from chatcli.tinymodel import TRAINING_TEXT
+from tests.proxy_harness import free_port, running_proxy, upstream_at
+
+# The fixtures (tiny_model) and helpers of tests/servers.py; not imported by name at the top:
+# a plugin must not be imported before pytest loads it.
+pytest_plugins = ("tests.servers",)
+pytestmark = pytest.mark.llama_server
+
+N_CTX = 1024
+MODEL_NAME = "chatcli-tiny"  # the alias the server is started with
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests import servers
+
+    binary = servers.llama_server_binary()
+    if not binary.exists():
+        pytest.skip(
+            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
+        )
+    port = free_port()
+    command = [
+        str(binary),
+        *("--model", str(tiny_model), "--alias", MODEL_NAME),
+        *("--host", "127.0.0.1", "--port", str(port)),
+        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
+    ]
+    log = tmp_path_factory.mktemp("llama-1024") / "server.log"
+    with servers._running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def proxy(llama_1024: str) -> Iterator[str]:
+    up = upstream_at(
+        "openai-compatible",
+        llama_1024 + "/v1",
+        model=MODEL_NAME,
+        context_window=N_CTX,
+        max_tokens=MAX_TOKENS,
+        environ={"CHATCLI_HOME": "/nonexistent"},
+    )
+    with running_proxy(up) as url:
+        yield url
+
+
+@pytest.fixture
+def oa(proxy: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=proxy + "/v1", api_key="k", max_retries=0, timeout=120) as c:
+        yield c
+
+
+@pytest.fixture
+def an(proxy: str) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=proxy, api_key="k", max_retries=0, timeout=120) as c:
+        yield c
+
+
+def long_chat(turns: int = 30) -> list[dict[str, Any]]:
+    """About 3,000 tokens of the model's own training text: three windows."""
+    words = TRAINING_TEXT.split()
+    out = []
+    for i in range(turns):
+        text = " ".join(words[(i * 60) % max(1, len(words) - 60) :][:60])
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {text}"})
+    out[-1] = {"role": "user", "content": "What is the last thing I asked?"}
+    return out
+
+
+def counter(proxy: str, name: str) -> float:
+    for line in httpx.get(proxy + "/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def recoveries(proxy: str) -> float:
+    text = httpx.get(proxy + "/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("chatcli_proxy_recoveries_total{")
+    )
+
+
+def test_an_overflowing_conversation_is_answered_through_the_openai_sdk(
+    proxy: str, oa: openai.OpenAI
+) -> None:
+    before = recoveries(proxy)
+    messages = long_chat()
+    reply = oa.chat.completions.create(model="any", messages=messages)
+    assert reply.choices[0].message.content
+    assert reply.usage is not None and 0 < reply.usage.prompt_tokens < N_CTX * 3
+    assert recoveries(proxy) > before  # it did not fit: a level was applied
+    assert messages == long_chat()  # the client's history is untouched
+
+
+def test_an_overflowing_conversation_streams_through_the_anthropic_sdk(
+    proxy: str, an: anthropic.Anthropic
+) -> None:
+    before = recoveries(proxy)
+    with an.messages.stream(model="any", max_tokens=MAX_TOKENS, messages=long_chat()) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text and final.content[0].type == "text" and final.content[0].text == text
+    assert final.stop_reason in ("max_tokens", "end_turn")
+    assert recoveries(proxy) > before
+
+
+def test_openai_streaming_delivers_one_answer_with_its_continuations(
+    proxy: str, oa: openai.OpenAI
+) -> None:
+    escalations = counter(proxy, "chatcli_proxy_escalations_total")
+    stream = oa.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": "Tell me a long story."}],
+        max_tokens=4,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    roles = [c for c in chunks if c.choices and c.choices[0].delta.role]
+    finishes = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(roles) == 1 and len(finishes) == 1  # one answer, however many calls it took
+    assert counter(proxy, "chatcli_proxy_escalations_total") == escalations + 2
+    assert finishes == ["length"]  # escalations used up: the partial answer, flagged
+    assert (
+        chunks[-1].usage is not None
+        and chunks[-1].usage.completion_tokens >= len(text.split()) // 4
+    )
+
+
+def test_an_unrecoverable_conversation_is_each_dialects_overflow_error(
+    oa: openai.OpenAI, an: anthropic.Anthropic
+) -> None:
+    system = " ".join([TRAINING_TEXT] * 20)  # system prompts are always kept: no level helps
+    user = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError) as openai_error:
+        oa.chat.completions.create(
+            model="any", messages=[{"role": "system", "content": system}, *user]
+        )
+    assert openai_error.value.code == "context_length_exceeded"
+    with pytest.raises(anthropic.BadRequestError) as anthropic_error:
+        an.messages.create(model="any", max_tokens=MAX_TOKENS, system=system, messages=user)
+    body = anthropic_error.value.body
+    assert isinstance(body, dict) and body["error"]["message"].startswith("prompt is too long")
+    streamed = an.messages.stream(model="any", max_tokens=MAX_TOKENS, system=system, messages=user)
+    with pytest.raises(anthropic.BadRequestError), streamed as s:  # an error status, no stream
+        s.get_final_message()
