@@ -286,21 +286,34 @@ async def test_the_async_client_recovers_the_same_way(
 
 @pytest.mark.llama_server
 def test_the_default_pipeline_microcompacts_large_old_results_on_the_real_server(
-    adapter: OpenAICompatible, fits: Fits
+    llama_server: str, n_ctx: int
 ) -> None:
-    """Results of 4,000 chars (over microcompaction's size floor), some turns old: `Client`'s
-    default microcompaction shrinks them before the budget and the levels, and what reaches
-    the server is exactly the views the policy's own functions build."""
+    """Results of 4,000 chars (over microcompaction's size floor), some turns old, with the
+    window declared (microcompaction may act by pressure: half the room): `Client`'s default
+    microcompaction shrinks them before the budget and the levels, and every request that
+    reaches the server is one of the views the policy's own functions build."""
     transcript = [SYSTEM, *(m for turn in range(1, 8) for m in tool_round(turn, big=4_000))]
-    microcompacted = RecoveryPolicy(config=CONFIG).apply_microcompaction(transcript)
+    policy = RecoveryPolicy(config=CONFIG, context_window=n_ctx, max_output_tokens=MAX_TOKENS)
     # The point of this test: it fails loudly if microcompaction stops acting here.
+    microcompacted = policy.apply_microcompaction(transcript)
     assert microcompacted != tuple(transcript), "microcompaction did not act on this conversation"
+    views = level_views(transcript, CONFIG, policy)
+    adapter = connect(llama_server, context_window=n_ctx)
     provider = Recording(adapter)
-    reply = Client(provider, CONFIG).send(transcript, max_tokens=MAX_TOKENS)
-    assert_turn(reply, provider.requests, transcript, fits)
+    try:
+        reply = Client(provider, CONFIG, max_output_tokens=MAX_TOKENS).send(
+            transcript, max_tokens=MAX_TOKENS
+        )
+    finally:
+        adapter.close()
+    assert all(request.messages in views for request in provider.requests)
+    assert provider.requests[-1].messages == reply.view
+    assert latest_request(transcript) in reply.view
+    assert_paired(reply.view)
+    assert reply.usage.output_tokens == MAX_TOKENS  # a real answer to the recovered view
     # Without microcompaction the first view would differ: the expectation is not vacuous.
     unshrunk = level_views(transcript, CONFIG, RecoveryPolicy(config=CONFIG, microcompact=None))
-    assert provider.requests[0].messages != unshrunk[0]
+    assert provider.requests[0].messages not in unshrunk[:2]
 
 
 # --- pre-flight -----------------------------------------------------------------------------
