@@ -236,9 +236,10 @@ def test_a_provider_that_cannot_stream_is_streamed_as_one_delta() -> None:
 
 async def test_astream_is_the_same_stream() -> None:
     inner = WindowedProvider(window=100_000, answer=long_answer, repeat=25)
-    items = [item async for item in Client(Streaming(inner=inner, size=5)).astream(
-        HISTORY, max_tokens=300
-    )]
+    items = [
+        item
+        async for item in Client(Streaming(inner=inner, size=5)).astream(HISTORY, max_tokens=300)
+    ]
     reply = items[-1]
     assert isinstance(reply, Reply)
     assert shown_text(items) == reply.message.text == long_answer(HISTORY)

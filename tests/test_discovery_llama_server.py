@@ -135,12 +135,6 @@ def near_the_window(counter: RemoteCounter, n_ctx: int, reserve: int) -> tuple[M
 
 
 @pytest.mark.llama_server
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the recovery policy to start calibrated when its estimator is trusted "
-    "(an exact count is no guess: policy/prediction.py on main); until then pre-flight lets "
-    "the session through, and the server rejects it",
-)
 def test_an_exact_count_a_few_percent_over_the_window_costs_no_call(
     llama_server: str, n_ctx: int
 ) -> None:

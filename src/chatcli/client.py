@@ -76,7 +76,7 @@ class Client:
         self._window_declared = declared is not None
         self.policy = RecoveryPolicy(
             config=config if config is not None else RecoveryConfig(),
-            estimator=estimator if estimator is not None else TokenEstimator(),
+            estimator=estimator if estimator is not None else _default_estimator(provider),
             context_window=declared if declared else self.learned_windows.get(self._model),
             max_output_tokens=_declared(provider, "max_output_tokens", max_output_tokens),
             max_retries=max_retries,
@@ -272,6 +272,15 @@ def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:
     except StopIteration as done:
         reply: Reply = done.value
         return reply
+
+
+def _default_estimator(provider: Provider) -> TokenEstimator:
+    """Exact counts where they are local, else the calibrated estimate with a learned margin
+    (`chatcli.providers.counting.default_estimator`; imported here, when a Client is made, so
+    that importing chatcli loads no adapter)."""
+    from chatcli.providers.counting import default_estimator
+
+    return default_estimator(provider)
 
 
 def _declared(provider: Provider, name: str, given: int | None) -> int | None:

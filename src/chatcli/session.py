@@ -30,13 +30,13 @@ from chatcli.errors import CompactionError
 from chatcli.events import Event
 from chatcli.messages import Message, Usage
 from chatcli.providers.base import Provider, ToolSpec
+from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
 from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
 from chatcli.store import SessionInfo, SessionStore, StoredEvent
 from chatcli.tap import CallRecord, DeltaHook, StreamingTap
-from chatcli.tokens import TokenEstimator
 
 __all__ = [
     "BUDGET_WARN_FRACTION",
@@ -115,7 +115,7 @@ class ChatSession:
         self.tools = tuple(tools)
         self.auto_compaction, self.predictive = auto_compaction, predictive
         self.summarizer = summarizer
-        self.estimator = TokenEstimator()
+        self.estimator = default_estimator(provider)
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
         self.base, self.upto = self._stored_base()
@@ -171,6 +171,7 @@ class ChatSession:
         """Use another model from the next request on (the transcript is unchanged); a
         reopened session continues on it."""
         self.tap.inner, self.model, self.model_info = provider, model, model_info
+        self.estimator = default_estimator(provider)  # another model counts otherwise
         self._save_settings(model=model)
 
     def set_max_tokens(self, max_tokens: int | None) -> None:

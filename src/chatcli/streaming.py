@@ -125,7 +125,9 @@ class StreamRun:
             if close is not None:
                 close()
 
-    async def acall(self, chunks: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamItem | CallOutcome]:
+    async def acall(
+        self, chunks: AsyncIterator[StreamChunk]
+    ) -> AsyncIterator[StreamItem | CallOutcome]:
         """The async `call`: the outcome comes last, as a `CallOutcome`."""
         call = _Call(self)
         outcome: Outcome

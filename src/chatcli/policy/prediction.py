@@ -69,7 +69,8 @@ class Prediction:
     ) -> None:
         self.journal, self.settings = journal, settings
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
-        self.estimator, self.calibrated = estimator, False
+        # An exact count (or a margin estimate once calibrated) is no guess: trusted from the start.
+        self.estimator, self.calibrated = estimator, estimator.trusted
         # What retention counts with: the estimator, calibrated on every count a provider
         # stated, in the plain ladder too (which makes no prediction from it).
         self.counter = estimator

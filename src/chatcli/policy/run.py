@@ -115,7 +115,10 @@ class Run:
         messages = self.ladder.request_messages()
         max_tokens = self.prediction.max_tokens
         return Request(
-            messages=messages, max_tokens=max_tokens, tools=self.tools, settings=self.sent_settings()
+            messages=messages,
+            max_tokens=max_tokens,
+            tools=self.tools,
+            settings=self.sent_settings(),
         )
 
     def sent_settings(self) -> Settings:
