@@ -8,16 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
 
-def test_example_output_matches_the_readme() -> None:
+@pytest.mark.parametrize("name", ["recover", "stream"])
+def test_example_output_matches_the_readme(name: str) -> None:
     block = re.search(
-        r"```console\n\$ \.venv/bin/python examples/recover\.py\n(.*?)```", README, re.S
+        rf"```console\n\$ \.venv/bin/python examples/{name}\.py\n(.*?)```", README, re.S
     )
     assert block is not None
-    example = str(ROOT / "examples" / "recover.py")
+    example = str(ROOT / "examples" / f"{name}.py")
     run = subprocess.run([sys.executable, example], capture_output=True, text=True, check=True)
     assert run.stdout == block.group(1)
 
