@@ -25,6 +25,7 @@ __all__ = [
     "CONTINUATION_MESSAGE",
     "GRAPHEME_CLUSTERS",
     "TRICKY_PIECES",
+    "agent_sessions",
     "assistant_messages",
     "call_ids",
     "conversations",
@@ -203,3 +204,31 @@ def _message(
 _EXCHANGE_CALLS = assistant_messages(min_calls=1, max_calls=4)
 _RESULTS = tool_messages()
 _COPIES = st.sampled_from((1, 1, 1, 0, 2))  # a call is answered, or not, or twice
+
+
+# Tool results of an agent: mostly large (a short random piece repeated: random 3,000-char
+# texts would exhaust hypothesis), some small.
+_RESULT_TEXTS = st.one_of(
+    st.builds(lambda piece, n: piece * n, st.text(min_size=1, max_size=12), st.integers(1, 2500)),
+    st.text(max_size=30),
+)
+
+
+@st.composite
+def agent_sessions(draw: st.DrawFn, *, max_steps: int = 24) -> list[Message]:
+    """Well-paired agent transcripts: a system prompt and a request, then steps of (an
+    assistant message with one or two calls, their results), with a user message now and
+    then; tool results of up to ~30,000 chars."""
+    messages = [Message.system("You are an agent."), Message.user("Do the task.")]
+    for step in range(draw(st.integers(0, max_steps))):
+        calls = tuple(
+            ToolCall(id=f"s{step}c{i}", name=draw(st.sampled_from(["read", "grep", "run"])))
+            for i in range(draw(st.integers(1, 2)))
+        )
+        messages.append(Message.assistant(draw(st.text(max_size=8)), tool_calls=calls))
+        for call in calls:
+            is_error = draw(st.booleans())
+            messages.append(Message.tool(call.id, draw(_RESULT_TEXTS), is_error=is_error))
+        if draw(st.integers(0, 4)) == 0:
+            messages.append(Message.user(draw(st.text(max_size=8))))
+    return messages

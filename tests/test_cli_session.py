@@ -218,9 +218,10 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
 ) -> None:
     # Five rounds of 6,000-char results: 9, 7 and 5 assistant turns old (stubs), 3 (cut to
     # head and tail), 1 (whole). /context reports each; the request sends the same; the
-    # transcript keeps every result whole.
+    # transcript keeps every result whole. Trigger 0: by age alone (the default waits for
+    # 100,000 tokens).
     provider = ScriptedProvider(script=[response("done")])
-    session = open_session(store, provider)
+    session = open_session(store, provider, microcompaction=MicrocompactConfig(trigger_tokens=0))
     output = append_tool_rounds(session)
     tool_rows = [r for r in session.context_report().rows if r.role is Role.TOOL]
     assert [(r.status, r.detail) for r in tool_rows] == [

@@ -120,12 +120,20 @@ def sent_tool_results(provider: ScriptedProvider) -> list[str]:
     return [m.text for m in provider.requests[0].messages if m.tool_result is not None]
 
 
-async def test_old_large_tool_results_are_microcompacted_by_default(mode: Mode) -> None:
+async def test_below_the_trigger_the_default_sends_old_results_whole(mode: Mode) -> None:
+    provider = ScriptedProvider(script=[response("ok")])
+    messages = agent_turns(6, 5_000)  # ~8,000 tokens: far below 100,000
+    reply = await send(client_for(provider), mode, messages)
+    assert provider.requests[0].messages == tuple(messages) == reply.view
+
+
+async def test_old_large_tool_results_are_microcompacted_by_age_with_trigger_0(mode: Mode) -> None:
     # Six rounds of 5,000-char results; result i is followed by 11 - 2i assistant turns.
     provider = ScriptedProvider(script=[response("ok")])
     messages = agent_turns(6, 5_000)
     snapshot = list(messages)
-    reply = await send(client_for(provider), mode, messages)
+    aging = MicrocompactConfig(trigger_tokens=0)
+    reply = await send(client_for(provider, microcompact=aging), mode, messages)
     assert messages == snapshot
     original = [m.text for m in messages if m.tool_result is not None]
     sent = sent_tool_results(provider)
@@ -152,6 +160,7 @@ async def test_microcompaction_settings_are_used(mode: Mode) -> None:
         "CHATCLI_MICROCOMPACT_TRUNCATE_TURNS": "1",
         "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS": "3",
         "CHATCLI_MICROCOMPACT_TAIL_CHARS": "0",
+        "CHATCLI_MICROCOMPACT_TRIGGER_TOKENS": "0",
     }
     provider = ScriptedProvider(script=[response("ok")])
     client = client_for(provider, microcompact=MicrocompactConfig.from_env(environ))

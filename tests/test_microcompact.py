@@ -1,4 +1,4 @@
-"""Microcompaction: ages and stages with the default settings, env vars, kinds, determinism."""
+"""Microcompaction: ages and stages (with the seed's always-on aging), env vars, kinds."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def _lines(count: int, width: int = 60) -> str:
 
 BIG = _lines(200)  # 12,199 chars
 assert len(BIG) > 10_000
+# The seed's always-on aging: these tests are about ages and stages, not pressure.
+AGING = MicrocompactConfig(trigger_tokens=0)
 
 
 def _conversation(content: str, turns_after: int, call_id: str = "call_1") -> list[Message]:
@@ -51,14 +53,14 @@ def _tool_text(messages: tuple[Message, ...]) -> str:
 @pytest.mark.parametrize("age", [0, 1])
 def test_young_results_are_untouched(age: int) -> None:
     messages = _conversation(BIG, age)
-    result = microcompact(messages)
+    result = microcompact(messages, AGING)
     assert result.messages == tuple(messages)
     assert not result.report.changed
 
 
 @pytest.mark.parametrize("age", [2, 3])
 def test_results_two_turns_old_are_cut_to_head_and_tail_with_defaults(age: int) -> None:
-    result = microcompact(_conversation(BIG, age))
+    result = microcompact(_conversation(BIG, age), AGING)
     text = _tool_text(result.messages)
     assert text.startswith(BIG[:1900])
     head, rest = text.split("\n[... ", 1)
@@ -69,14 +71,14 @@ def test_results_two_turns_old_are_cut_to_head_and_tail_with_defaults(age: int) 
     assert marker.startswith(f"{removed:,} chars cut by microcompaction")
     assert "/history" in marker and "call_1" in marker
     assert result.report.cut == (
-        f"tool result call_1 (read_file, {age} turns old): {len(BIG):,} -> {len(text):,} chars",
+        f"tool result call_1 (read_file): {len(BIG):,} -> {len(text):,} chars",
     )
     assert result.report.chars_freed == len(BIG) - len(text)
 
 
 @pytest.mark.parametrize("age", [4, 9])
 def test_results_four_turns_old_become_a_one_line_stub_with_defaults(age: int) -> None:
-    result = microcompact(_conversation(BIG, age))
+    result = microcompact(_conversation(BIG, age), AGING)
     stub = _tool_text(result.messages)
     assert stub.startswith(STUB_PREFIX)
     assert "\n" not in stub
@@ -88,7 +90,7 @@ def test_results_four_turns_old_become_a_one_line_stub_with_defaults(age: int) -
 def test_the_stub_counts_lines_as_lines_a_trailing_newline_ends_the_last_one(
     content: str, lines: int
 ) -> None:
-    stub = _tool_text(microcompact(_conversation(content, 4)).messages)
+    stub = _tool_text(microcompact(_conversation(content, 4), AGING).messages)
     assert f", {lines:,} lines, " in stub
 
 
@@ -97,7 +99,7 @@ def test_over_a_session_the_full_transcript_goes_through_both_stages() -> None:
     transcript = _conversation(BIG, 0)
     stages = []
     for turn in range(6):
-        text = _tool_text(microcompact(transcript).messages)
+        text = _tool_text(microcompact(transcript, AGING).messages)
         cut = "chars cut by microcompaction" in text
         stages.append("stub" if text.startswith(STUB_PREFIX) else "cut" if cut else "full")
         transcript += [Message.assistant(f"turn {turn}"), Message.user("next")]
@@ -106,12 +108,12 @@ def test_over_a_session_the_full_transcript_goes_through_both_stages() -> None:
 
 
 def test_a_result_already_cut_to_head_and_tail_still_reaches_the_stub_stage() -> None:
-    first = microcompact(_conversation(BIG, 2))
+    first = microcompact(_conversation(BIG, 2), AGING)
     cut = _tool_text(first.messages)
     assert len(cut) < MicrocompactConfig().min_content  # 2,500 + marker < 3,000
     assert original_size(cut) == len(BIG)
 
-    later = microcompact(_conversation(cut, 4))
+    later = microcompact(_conversation(cut, 4), AGING)
     stub = _tool_text(later.messages)
     assert stub.startswith(STUB_PREFIX)
     assert f"{len(BIG):,} chars" in stub  # the original size, not the cut one
@@ -121,7 +123,7 @@ def test_a_result_cut_by_the_tool_result_budget_counts_with_its_original_size() 
     budgeted = cut_middle(BIG, 2_400)  # the budget's own marker, below min_content
     assert len(budgeted) < 3000
     assert original_size(budgeted) == len(BIG)
-    stub = _tool_text(microcompact(_conversation(budgeted, 4)).messages)
+    stub = _tool_text(microcompact(_conversation(budgeted, 4), AGING).messages)
     assert stub.startswith(STUB_PREFIX) and "+ lines" in stub  # only the kept lines are known
     assert f"{len(BIG):,} chars" in stub
 
@@ -130,24 +132,24 @@ def test_small_results_are_never_touched_however_old() -> None:
     small = _lines(49)  # 2,988 chars
     assert len(small) < 3000
     messages = _conversation(small, 20)
-    assert microcompact(messages).messages == tuple(messages)
+    assert microcompact(messages, AGING).messages == tuple(messages)
 
 
 def test_the_threshold_is_inclusive() -> None:
     exact = "a" * 3000
-    assert _tool_text(microcompact(_conversation(exact, 4)).messages).startswith(STUB_PREFIX)
+    assert _tool_text(microcompact(_conversation(exact, 4), AGING).messages).startswith(STUB_PREFIX)
 
 
 def test_only_tool_contents_change_and_the_input_is_not_mutated() -> None:
     messages = _conversation(BIG, 5)
     snapshot = list(messages)
-    result = microcompact(messages)
+    result = microcompact(messages, AGING)
     assert messages == snapshot
     assert len(result.messages) == len(messages)
     for before, after in zip(messages, result.messages, strict=True):
         assert before.role == after.role and before.tool_calls == after.tool_calls
         if before.tool_result is None:
-            assert after is before
+            assert after == before
         else:
             assert after.tool_result is not None
             assert after.tool_result.call_id == before.tool_result.call_id
@@ -160,7 +162,7 @@ def test_each_result_is_aged_by_the_assistant_turns_after_it() -> None:
         messages += [Message.assistant(tool_calls=(call,)), Message.tool(call.id, BIG + str(i))]
     messages += [Message.assistant("done"), Message.user("thanks"), Message.assistant("ok")]
     # ages: c0 -> 4 (c1, c2, done, ok), c1 -> 3, c2 -> 2
-    texts = [m.text for m in microcompact(messages).messages if m.tool_result is not None]
+    texts = [m.text for m in microcompact(messages, AGING).messages if m.tool_result is not None]
     assert texts[0].startswith(STUB_PREFIX)
     assert "chars cut by microcompaction" in texts[1] and "chars cut by" in texts[2]
     assert not texts[1].startswith(STUB_PREFIX)
@@ -170,9 +172,9 @@ def test_same_input_same_output_and_a_second_pass_changes_nothing() -> None:
     messages = []
     for age in range(6):
         messages += _conversation(BIG + str(age), 1, call_id=f"call_{age}")
-    first = microcompact(messages)
-    assert microcompact(list(messages)) == first
-    again = microcompact(first.messages)
+    first = microcompact(messages, AGING)
+    assert microcompact(list(messages), AGING) == first
+    again = microcompact(first.messages, AGING)
     assert again.messages == first.messages
     assert not again.report.changed
 
@@ -184,10 +186,18 @@ def test_env_vars_set_every_stage() -> None:
         "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS": "3",
         "CHATCLI_MICROCOMPACT_HEAD_CHARS": "40",
         "CHATCLI_MICROCOMPACT_TAIL_CHARS": "0",
+        "CHATCLI_MICROCOMPACT_TRIGGER_TOKENS": "0",
+        "CHATCLI_MICROCOMPACT_TRIGGER_PCT": "30",
     }
     config = MicrocompactConfig.from_env(env)
     assert config == MicrocompactConfig(
-        min_content=100, truncate_turns=1, summarize_turns=3, head_chars=40, tail_chars=0
+        min_content=100,
+        truncate_turns=1,
+        summarize_turns=3,
+        head_chars=40,
+        tail_chars=0,
+        trigger_tokens=0,
+        trigger_pct=30,
     )
     text = _lines(5)  # 299 chars
     cut = _tool_text(microcompact(_conversation(text, 1), config).messages)
@@ -307,22 +317,22 @@ def test_describe_content_detects_the_kind(text: str, kind: str) -> None:
 
 def test_a_cut_json_result_is_still_described_as_json() -> None:
     data = json.dumps({"rows": [{"n": i, "name": f"row {i}"} for i in range(400)]}, indent=1)
-    cut = _tool_text(microcompact(_conversation(data, 2)).messages)
+    cut = _tool_text(microcompact(_conversation(data, 2), AGING).messages)
     assert describe_content(cut) == "JSON"
-    stub = _tool_text(microcompact(_conversation(cut, 4)).messages)
+    stub = _tool_text(microcompact(_conversation(cut, 4), AGING).messages)
     assert ": JSON, " in stub
 
 
 def test_error_results_say_so_in_the_stub() -> None:
     messages = _conversation(_LOG * 20, 4)
     messages[3] = Message.tool("call_1", _LOG * 20, is_error=True)
-    assert "error output (log)" in _tool_text(microcompact(messages).messages)
+    assert "error output (log)" in _tool_text(microcompact(messages, AGING).messages)
 
 
 def test_cuts_never_split_a_character() -> None:
     family = "👨\u200d👩\u200d👧"
     text = family * 1200  # 6,000 code points
-    cut = _tool_text(microcompact(_conversation(text, 2)).messages)
+    cut = _tool_text(microcompact(_conversation(text, 2), AGING).messages)
     head, rest = cut.split("\n[... ", 1)
     tail = rest.split(" ...]\n", 1)[1]
     assert not head.endswith("\u200d") and not tail.startswith("\u200d")
@@ -348,12 +358,18 @@ def _agent_sessions(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-@settings(max_examples=40, deadline=None)
-@given(_agent_sessions())
-def test_microcompaction_properties(messages: list[Message]) -> None:
-    result = microcompact(messages)
-    assert microcompact(messages) == result
-    assert microcompact(result.messages).messages == result.messages
+# Always-on aging, a trigger small enough for batches to fire in short sessions, the default.
+_CONFIGS = st.sampled_from(
+    [AGING, MicrocompactConfig(trigger_tokens=1_500), MicrocompactConfig(trigger_tokens=4_000)]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_agent_sessions(), _CONFIGS)
+def test_microcompaction_properties(messages: list[Message], config: MicrocompactConfig) -> None:
+    result = microcompact(messages, config)
+    assert microcompact(messages, config) == result
+    assert microcompact(result.messages, config).messages == result.messages
     assert [m.role for m in result.messages] == [m.role for m in messages]
     for before, after in zip(messages, result.messages, strict=True):
         assert len(after.text) <= len(before.text)
@@ -362,14 +378,16 @@ def test_microcompaction_properties(messages: list[Message]) -> None:
     assert result.report.chars_freed >= 0
 
 
-@settings(max_examples=40, deadline=None)
-@given(conversations(max_blocks=14))
-def test_microcompaction_properties_on_tricky_conversations(messages: list[Message]) -> None:
+@settings(max_examples=60, deadline=None)
+@given(conversations(max_blocks=14), _CONFIGS)
+def test_microcompaction_properties_on_tricky_conversations(
+    messages: list[Message], config: MicrocompactConfig
+) -> None:
     snapshot = list(messages)
-    result = microcompact(messages)
+    result = microcompact(messages, config)
     assert messages == snapshot
-    assert microcompact(messages) == result
-    assert microcompact(result.messages).messages == result.messages
+    assert microcompact(messages, config) == result
+    assert microcompact(result.messages, config).messages == result.messages
     assert len(result.messages) == len(messages)
     for before, after in zip(messages, result.messages, strict=True):
         if before.tool_result is None or after.tool_result is None:

@@ -166,14 +166,15 @@ def test_microcompaction_comes_before_the_budget_and_sees_the_original() -> None
     messages += [Message.tool("log", output), Message.assistant("Read it.")]
     for i in range(3):
         messages += [Message.user(f"and then {i}?"), Message.assistant(f"done {i}")]
-    stub = Walk(seed_policy(), messages).sent().request.messages[2].text
+    aging = MicrocompactConfig(trigger_tokens=0)  # by age alone, as the seed
+    stub = Walk(seed_policy(microcompact=aging), messages).sent().request.messages[2].text
     assert "run, call log: log, 1,500 lines, 37,499 chars" in stub
     budget_first = enforce_tool_result_budget(
         messages,
         per_result_chars=CONFIG.tool_result_max_chars,
         per_turn_chars=CONFIG.tool_result_budget_chars,
     )
-    after_budget = microcompact(budget_first.messages).messages[2].text
+    after_budget = microcompact(budget_first.messages, aging).messages[2].text
     assert ", 1,500 lines," not in after_budget and "+ lines, 37,499 chars" in after_budget
 
 

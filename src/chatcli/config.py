@@ -141,13 +141,17 @@ def _ints_from_env(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MicrocompactConfig:
-    """Age-based shrinking of old tool results (see `chatcli.history.microcompact`).
+    """Shrinking of old tool results under pressure (see `chatcli.history.microcompact`).
 
-    A tool result of at least `min_content` chars (its original size) is cut to `head_chars` +
-    `tail_chars` once `truncate_turns` assistant turns followed it, and replaced by a one-line
-    stub once `summarize_turns` did. So `summarize_turns >= truncate_turns` (equal skips the cut
-    stage) and `head_chars + tail_chars < min_content` (else the cut stage keeps results of the
-    smallest sizes whole); anything else is a ConfigError.
+    Nothing is shrunk while the working view stays at or below the trigger: `trigger_tokens`,
+    or `trigger_pct` percent of the room (window minus output reserve) when the room is known,
+    whichever is lower; a trigger of 0 (either setting) shrinks by age alone on every request,
+    as the seed did. Past the trigger, a tool result of at least `min_content` chars (its
+    original size) may be cut to `head_chars` + `tail_chars` once `truncate_turns` assistant
+    turns followed it, and replaced by a one-line stub once `summarize_turns` did. So
+    `summarize_turns >= truncate_turns` (equal skips the cut stage) and `head_chars +
+    tail_chars < min_content` (else the cut stage keeps results of the smallest sizes whole);
+    anything else is a ConfigError.
     """
 
     min_content: int = 3000
@@ -155,6 +159,8 @@ class MicrocompactConfig:
     summarize_turns: int = 4
     head_chars: int = 2000
     tail_chars: int = 500
+    trigger_tokens: int = 100_000
+    trigger_pct: int = 50
 
     def __post_init__(self) -> None:
         _check_ranges(self, _MICROCOMPACT_BOUNDS)
@@ -175,6 +181,12 @@ class MicrocompactConfig:
     def _setting(self, name: str) -> str:
         return f"{_MICROCOMPACT_ENV[name]}={getattr(self, name)} ({name})"
 
+    def trigger(self, room: int | None = None) -> int:
+        """The view size (tokens) above which microcompaction acts; 0: on every request."""
+        if room is None:
+            return self.trigger_tokens
+        return min(self.trigger_tokens, max(room, 0) * self.trigger_pct // 100)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> MicrocompactConfig:
         env = os.environ if environ is None else environ
@@ -188,15 +200,19 @@ _MICROCOMPACT_ENV = {
     "summarize_turns": "CHATCLI_MICROCOMPACT_SUMMARIZE_TURNS",
     "head_chars": "CHATCLI_MICROCOMPACT_HEAD_CHARS",
     "tail_chars": "CHATCLI_MICROCOMPACT_TAIL_CHARS",
+    "trigger_tokens": "CHATCLI_MICROCOMPACT_TRIGGER_TOKENS",
+    "trigger_pct": "CHATCLI_MICROCOMPACT_TRIGGER_PCT",
 }
-# A zero tail is a meaningful choice (keep only the head); a zero age would shrink results the
-# model has not even read yet.
+# A zero tail is a meaningful choice (keep only the head), and so is a zero trigger (the seed's
+# always-on aging); a zero age would shrink results the model has not even read yet.
 _MICROCOMPACT_BOUNDS: dict[str, tuple[int, int | None]] = {
     "min_content": (1, None),
     "truncate_turns": (1, None),
     "summarize_turns": (1, None),
     "head_chars": (1, None),
     "tail_chars": (0, None),
+    "trigger_tokens": (0, None),
+    "trigger_pct": (0, 100),
 }
 
 

@@ -24,8 +24,10 @@ caps leave room for the marker (`MIN_CUT_CHARS` per result); pure and determinis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import cast
 
+from chatcli.history.memo import ScanMemo, unchanged
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, Role
@@ -38,25 +40,76 @@ _NAME = "tool-result budget"
 def enforce_tool_result_budget(
     messages: Sequence[Message], *, per_result_chars: int, per_turn_chars: int
 ) -> TransformResult:
-    """Cut tool results to `per_result_chars` each and `per_turn_chars` per turn."""
+    """Cut tool results to `per_result_chars` each and `per_turn_chars` per turn.
+
+    A turn's cuts depend only on that turn, so they are final once the next assistant message
+    closes it; the scan is memoised by transcript prefix (`chatcli.history.memo`): a request
+    costs what was appended since the last one.
+    """
     if per_result_chars < 1 or per_turn_chars < 1:
         raise ValueError(
             f"budgets must be positive: per_result_chars={per_result_chars}, "
             f"per_turn_chars={per_turn_chars}"
         )
-    before = tuple(messages)
-    out = list(before)
-    cut: list[str] = []
-    freed = 0
-    for turn in turns(before):
-        lengths = [len(before[i].text) for i in turn]
-        cap = turn_cap(lengths, per_result_chars, per_turn_chars)
-        for index, length in zip(turn, lengths, strict=True):
-            if length > cap:
-                out[index] = before[index].with_text(cut_middle(before[index].text, cap))
-                cut.append(_cut_line(before[index], out[index]))
-                freed += length - len(out[index].text)
-    return build_result(_NAME, before, tuple(out), cut=cut, chars_freed=freed)
+    return _SCANS.run((per_result_chars, per_turn_chars), tuple(messages))
+
+
+class _Scan:
+    """The budget of one transcript prefix. Mutable, private; see `chatcli.history.memo`."""
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.per_result, self.per_turn = cast(tuple[int, int], key)
+        self.messages: list[Message] = []
+        self.chars = [0]  # chars of the first n messages read, for each n
+        self.cut: dict[int, Message] = {}  # the cuts of closed turns, in message order
+        self.assistants: list[int] = []  # where the assistant messages are (turn boundaries)
+        self.open: list[int] = []  # the tool messages of the latest turn, still growing
+
+    def push(self, message: Message) -> None:
+        self.chars.append(self.chars[-1] + message.char_count)
+        if message.role is Role.ASSISTANT:
+            self.cut.update(self.cuts(self.open))
+            self.assistants.append(len(self.messages))
+            self.open = []
+        elif message.role is Role.TOOL:
+            self.open.append(len(self.messages))
+        self.messages.append(message)
+
+    def rewind(self, count: int) -> bool:
+        del self.messages[count:], self.chars[count + 1 :]
+        while self.assistants and self.assistants[-1] >= count:
+            self.assistants.pop()
+        start = self.assistants[-1] if self.assistants else -1  # the latest turn follows it
+        self.cut = {index: new for index, new in self.cut.items() if index < start}
+        self.open = [i for i in range(start + 1, count) if self.messages[i].role is Role.TOOL]
+        return True
+
+    def cuts(self, turn: list[int]) -> list[tuple[int, Message]]:
+        """The cut messages of a turn (by index): results over the turn's common cap."""
+        lengths = [len(self.messages[i].text) for i in turn]
+        cap = turn_cap(lengths, self.per_result, self.per_turn)
+        return [
+            (i, self.messages[i].with_text(cut_middle(self.messages[i].text, cap)))
+            for i, length in zip(turn, lengths, strict=True)
+            if length > cap
+        ]
+
+    def result(self, transcript: tuple[Message, ...]) -> TransformResult:
+        cuts = [*self.cut.items(), *self.cuts(self.open)]
+        if not cuts:
+            return unchanged(_NAME, transcript, self.chars[-1])
+        out = list(transcript)
+        for index, new in cuts:
+            out[index] = new
+        return build_result(
+            _NAME,
+            transcript,
+            tuple(out),
+            cut=[_cut_line(transcript[index], new) for index, new in cuts],
+            chars_freed=sum(len(transcript[index].text) - len(new.text) for index, new in cuts),
+            chars_before=self.chars[-1],
+        )
 
 
 def turns(messages: Sequence[Message]) -> list[list[int]]:
@@ -86,3 +139,6 @@ def turn_cap(lengths: Sequence[int], per_result: int, per_turn: int) -> int:
 def _cut_line(old: Message, new: Message) -> str:
     call_id = old.tool_result.call_id if old.tool_result else "?"
     return f"tool result for call {call_id!r}: {len(old.text):,} -> {len(new.text):,} chars"
+
+
+_SCANS = ScanMemo(_Scan)

@@ -1,198 +1,263 @@
-"""Microcompaction: age-based shrinking of old tool results in the working view (no model call).
+"""Microcompaction: shrinking old tool results in the working view under pressure (no model call).
 
 Runs on every request, on the full transcript. A tool result's age is the number of assistant
-messages after it (each is one model turn that has already read it). With the defaults of
-`MicrocompactConfig`:
+messages after it (each is one model turn that has already read it). Each result of at least
+`MicrocompactConfig.min_content` chars (its original size) has a stage (texts in
+`chatcli.history.stubs`): 0 whole; 1 cut to its first 2,000 and last 500 chars, with a marker
+saying how much was cut and where the full output is (allowed once it is 2+ turns old, with
+the defaults); 2 a one-line stub saying what it was (tool, kind, lines, chars) and how to see
+it again (allowed once 4+ turns old).
 
-- a result of at least 3,000 chars that is 2+ turns old is cut to its first 2,000 and last 500
-  chars, with a marker saying how much was cut and where the full output is;
-- a result of at least 3,000 chars that is 4+ turns old becomes a one-line stub saying what it
-  was (tool, kind, lines, chars) and how to see it again.
+**Pressure, not age alone.** While the view (the transcript with the stages applied, estimated
+in tokens) stays at or below the trigger (`MicrocompactConfig.trigger`: 100,000 tokens, or half
+of the room when it is known, whichever is lower), nothing moves. When it passes the trigger,
+one *batch* moves the oldest results to the stage their age allows, oldest first, until the
+view is at most `BATCH_TARGET_SHARE` of the trigger (or nothing old enough is left). The turns
+that follow grow on an unchanged prefix, which a provider's prompt cache bills at a tenth of
+the price, until the next batch. A trigger of 0 acts on every request and keeps nothing back:
+the seed's aging by age alone.
 
-The size that decides is the ORIGINAL size: the transform normally sees the full transcript,
-and when it sees a result that was already cut (by the tool-result budget or by an earlier
-microcompaction) it adds back the chars the marker says were cut. So a result cut to 2,500
-chars still reaches the stub stage.
+**Why half.** A batch rewrites the cache from its first changed message on, and every turn
+reads the whole view. Per turn that costs about `read * (low + trigger) / 2` plus
+`write * low * growth / (trigger - low)` for batches down to `low` tokens: both terms fall as
+`low` falls, so the cache prices alone would stub everything old enough at every batch. What
+holds a batch back is what the model loses: going down to half the trigger keeps the newer
+results whole, and still leaves half the trigger of room for the turns before the next batch.
+
+**Stable, so caches work.** A message's output depends only on the message and its stage (no
+relative age in any text), and stages are decided by scanning the transcript one message at a
+time: the decision after message p depends only on messages up to p. So appending messages
+never changes an earlier decision; the output of earlier messages changes only when the
+appended messages fire a batch. There is no hidden state: the same transcript always gives the
+same view. The scan is memoised by transcript prefix (`_SCANS`), so a request costs what was
+appended since the last one, not the whole transcript again.
+
+The pressure estimate counts each result by its ORIGINAL size at its stage: the original chars
+at stage 0, the nominal cut (head + tail + marker) at stage 1, its stub at stage 2. A result
+that was already cut (by the tool-result budget or an earlier microcompaction) or stubbed
+counts the same, since its marker or stub states the original size. So microcompacting the
+output again decides exactly the same stages and changes nothing (`chatcli.session` relies on
+that); and a result cut to 2,500 chars still reaches the stub stage.
 
 Invariants: the input is never mutated; only tool-result contents change (no message is
 added, dropped or reordered, so tool pairing is untouched); the same input always gives the
-same output (the provider's prompt cache stays valid); applying it twice changes nothing more.
+same output; applying it twice changes nothing more; while the view stays at or below the
+trigger, nothing is shrunk.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import bisect
+from collections.abc import Hashable, Sequence
+from typing import cast
 
 from chatcli.config import MicrocompactConfig
+from chatcli.history.memo import ScanMemo
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.text import is_cut_boundary
+from chatcli.history.stubs import (
+    STUB_PREFIX,
+    cut_head_tail,
+    describe_content,
+    is_microcompacted,
+    nominal_cut_chars,
+    original_size,
+    stub,
+)
 from chatcli.messages import Message, Role
+from chatcli.tokens import TokenEstimator
 
-__all__ = ["STUB_PREFIX", "describe_content", "microcompact"]
+__all__ = [
+    "BATCH_TARGET_SHARE",
+    "PRESSURE_CHARS_PER_TOKEN",
+    "STUB_PREFIX",
+    "describe_content",
+    "microcompact",
+    "original_size",
+]
 
-STUB_PREFIX = "[microcompacted tool result"
-_OWN_MARKER = "chars cut by microcompaction"
-# A whole cut marker of `chatcli.history.text` ("\n[... 1,234 chars cut ...]\n",
-# "\n[... 1,234 more chars cut]") or of this module, so an earlier cut can be undone in the
-# size computation.
-_CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?")
-
-_TIMESTAMP_OR_LEVEL = re.compile(
-    r"^\W{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}|"
-    r"(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b)"
-)
-_CODE_LINE = re.compile(
-    r"^\s*(def |class |import |from \S+ import |function |const |let |var |#include|package |"
-    r"public |private |fn |func |return\b|if \(|for \()|[;{}]\s*$"
-)
-_DIFF_LINE = re.compile(r"^(diff --git |@@ -\d|\+\+\+ |--- a/)")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Seen:
-    """What microcompaction knows about one tool result."""
-
-    call_id: str
-    tool: str
-    age: int
-    original_chars: int
-    is_error: bool
+# A batch brings the view down to this share of the trigger (see "Why half" above).
+BATCH_TARGET_SHARE = 0.5
+# The pressure estimate's chars per token when the caller gives no estimator. Denser than
+# `TokenEstimator`'s uncalibrated 4.0: tool results are mostly code, logs and JSON, which real
+# tokenizers count at 3.3-3.8 chars/token (o200k on the Python standard library: 3.7), and a
+# trigger in tokens should not be passed by 10-20% before it acts. A fixed ratio also keeps
+# the decisions still when a session's calibrated estimate moves from one request to the next.
+PRESSURE_CHARS_PER_TOKEN = 3.5
+# A given estimator's ratio is rounded down to this step, so that small moves of a calibrated
+# ratio do not move earlier decisions (and break the cache).
+_RATIO_STEP = 0.25
+_NAME = "microcompact"
+_Key = tuple[MicrocompactConfig, TokenEstimator, int]
+_DEFAULT_ESTIMATOR = TokenEstimator(chars_per_token=PRESSURE_CHARS_PER_TOKEN)
 
 
 def microcompact(
-    messages: Sequence[Message], config: MicrocompactConfig | None = None
+    messages: Sequence[Message],
+    config: MicrocompactConfig | None = None,
+    *,
+    estimator: TokenEstimator | None = None,
+    room: int | None = None,
 ) -> TransformResult:
-    """Cut tool results 2+ turns old, stub those 4+ turns old (see the module docstring)."""
+    """Shrink old tool results once the view passes the trigger (see the module docstring).
+
+    `estimator` turns the view's chars into tokens (default: `PRESSURE_CHARS_PER_TOKEN`; a
+    given one's ratio is rounded down to a multiple of 0.25); `room` is the tokens a prompt
+    may use (window minus output reserve), None when unknown.
+    """
     config = config or MicrocompactConfig()
-    tools = _tool_names(messages)
-    ages = _assistant_turns_after(messages)
-    new: list[Message] = []
-    cut: list[str] = []
-    for message, age in zip(messages, ages, strict=True):
-        result = message.tool_result
-        if result is None:
-            new.append(message)
-            continue
-        seen = _Seen(
-            call_id=result.call_id,
-            tool=tools.get(result.call_id, "unknown tool"),
-            age=age,
-            original_chars=original_size(result.content),
-            is_error=result.is_error,
+    return _SCANS.run((config, _pressure(estimator), config.trigger(room)), tuple(messages))
+
+
+def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
+    """The estimator of the pressure estimate (see `PRESSURE_CHARS_PER_TOKEN`, `_RATIO_STEP`)."""
+    if estimator is None:
+        return _DEFAULT_ESTIMATOR
+    ratio = max(_RATIO_STEP, estimator.chars_per_token // _RATIO_STEP * _RATIO_STEP)
+    return TokenEstimator(chars_per_token=ratio, per_message=estimator.per_message)
+
+
+class _Result:
+    """One tool result the scan may shrink: where it is, its original size, its stage."""
+
+    __slots__ = ("born", "index", "original", "stage", "stub_chars")
+
+    def __init__(self, *, index: int, born: int, original: int) -> None:
+        self.index, self.born, self.original = index, born, original
+        self.stage = 0
+        self.stub_chars = 0  # known once it is stubbed
+
+
+class _Scan:
+    """Microcompaction of one transcript prefix, extended one message at a time.
+
+    Mutable, private to this module; `_SCANS` (`chatcli.history.memo`) hands each scan to
+    one caller at a time.
+    `view_chars` is the pressure estimate in chars (see the module docstring); `chars_in` /
+    `chars_out` are what the report states (the input's and the output's real sizes).
+    """
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.config, self.estimator, self.trigger = cast(_Key, key)
+        self.messages: list[Message] = []
+        self.out: list[Message] = []  # the output for `messages`
+        self.shrunk = 0  # how many messages of `out` are not the input's
+        self.tools: dict[str, str] = {}
+        self.results: list[_Result] = []
+        self.first_open = 0  # results before it are stubs: batches start here
+        self.lines: dict[int, str] = {}  # the report line of each changed message
+        self.line_order: list[int] = []  # their indices, sorted
+        self.assistants = self.view_chars = self.chars_in = self.chars_out = 0
+
+    def push(self, message: Message) -> None:
+        index = len(self.messages)
+        self.messages.append(message)
+        self.out.append(message)
+        chars = message.char_count
+        self.chars_in += chars
+        self.chars_out += chars
+        if message.role is Role.ASSISTANT:
+            self.assistants += 1
+            self.tools.update((call.id, call.name) for call in message.tool_calls)
+        original = original_size(message.text) if message.tool_result is not None else 0
+        if original >= self.config.min_content:
+            self.results.append(_Result(index=index, born=self.assistants, original=original))
+            chars = original
+        self.view_chars += chars
+        if self.trigger == 0 or self.tokens() > self.trigger:
+            self.batch(int(self.trigger * BATCH_TARGET_SHARE))
+
+    def rewind(self, count: int) -> bool:
+        return False  # a batch may have moved results before `count`: scan again
+
+    def tokens(self) -> int:
+        return self.estimator.count_chars(self.view_chars, len(self.messages))
+
+    def batch(self, target: int) -> None:
+        """Move the oldest results to the stage their age allows until the view is at most
+        `target` tokens (or no result is old enough)."""
+        config = self.config
+        for result in self.results[self.first_open :]:
+            if self.trigger > 0 and self.tokens() <= target:
+                break
+            age = self.assistants - result.born
+            if age < config.truncate_turns:
+                break  # every later result is younger still
+            stage = 2 if age >= config.summarize_turns else 1
+            if stage > result.stage:
+                self.advance(result, stage)
+        while self.first_open < len(self.results) and self.results[self.first_open].stage == 2:
+            self.first_open += 1
+
+    def advance(self, result: _Result, stage: int) -> None:
+        before = self.view_size(result)
+        result.stage = stage
+        message = self.messages[result.index]
+        content = self.staged(message, result)
+        if stage == 2:
+            result.stub_chars = len(content)
+        self.view_chars += self.view_size(result) - before
+        current = self.out[result.index].text
+        if content == current:
+            return
+        self.chars_out += len(content) - len(current)
+        self.out[result.index] = message.with_text(content)
+        if result.index not in self.lines:
+            self.shrunk += 1
+            bisect.insort(self.line_order, result.index)
+        self.lines[result.index] = self.report_line(message, content)
+
+    def view_size(self, result: _Result) -> int:
+        if result.stage == 0:
+            return result.original
+        if result.stage == 1:
+            call_id = self.call_id(result)
+            config = self.config
+            return nominal_cut_chars(result.original, call_id, config.head_chars, config.tail_chars)
+        return result.stub_chars
+
+    def staged(self, message: Message, result: _Result) -> str:
+        """The text of `message` at `result.stage` (itself when already there)."""
+        content, call_id = message.text, self.call_id(result)
+        if is_microcompacted(content, result.stage):
+            return content
+        if result.stage == 1:
+            config = self.config
+            return cut_head_tail(
+                content, result.original, call_id, config.head_chars, config.tail_chars
+            )
+        tool_result = message.tool_result
+        return stub(
+            content,
+            original=result.original,
+            call_id=call_id,
+            tool=self.tools.get(call_id, "unknown tool"),
+            is_error=tool_result is not None and tool_result.is_error,
         )
-        content, action = _shrink(result.content, seen, config)
-        new.append(message if action is None else message.with_text(content))
-        if action is not None:
-            cut.append(action)
-    return build_result("microcompact", tuple(messages), tuple(new), cut=cut)
+
+    def call_id(self, result: _Result) -> str:
+        tool_result = self.messages[result.index].tool_result
+        return tool_result.call_id if tool_result is not None else "?"
+
+    def report_line(self, message: Message, content: str) -> str:
+        call_id = message.tool_result.call_id if message.tool_result else "?"
+        label = f"tool result {call_id} ({self.tools.get(call_id, 'unknown tool')})"
+        if content.startswith(STUB_PREFIX):
+            return f"{label}: {len(message.text):,} chars -> one-line stub"
+        return f"{label}: {len(message.text):,} -> {len(content):,} chars"
+
+    def result(self, before: tuple[Message, ...]) -> TransformResult:
+        """The transform's result for `before`, the transcript this scan has read."""
+        # Where nothing changed, `out` holds the messages the scan read: the caller's own
+        # objects when the transcript extends the one of the previous call, else equal ones.
+        return build_result(
+            _NAME,
+            before,
+            tuple(self.out) if self.shrunk else before,
+            cut=tuple(map(self.lines.__getitem__, self.line_order)),
+            chars_freed=self.chars_in - self.chars_out,
+            chars_before=self.chars_in,
+        )
 
 
-def _shrink(content: str, seen: _Seen, config: MicrocompactConfig) -> tuple[str, str | None]:
-    """The new content and a report line, or (content, None) when nothing changes."""
-    if seen.original_chars < config.min_content or content.startswith(STUB_PREFIX):
-        return content, None
-    label = f"tool result {seen.call_id} ({seen.tool}, {seen.age} turns old)"
-    if seen.age >= config.summarize_turns:
-        return _stub(content, seen), f"{label}: {len(content):,} chars -> one-line stub"
-    if seen.age >= config.truncate_turns and _OWN_MARKER not in content:
-        shortened = _cut_head_tail(content, seen, config.head_chars, config.tail_chars)
-        if len(shortened) < len(content):
-            return shortened, f"{label}: {len(content):,} -> {len(shortened):,} chars"
-    return content, None
-
-
-def original_size(content: str) -> int:
-    """The size of a tool result before any marked cut: kept chars plus the chars cut."""
-    size = len(content)
-    for marker in _CUT_MARKER.finditer(content):
-        size += int(marker.group(1).replace(",", "")) - len(marker.group(0))
-    return size
-
-
-def _cut_head_tail(content: str, seen: _Seen, head: int, tail: int) -> str:
-    """The first `head` and last `tail` chars around a marker, cut on character boundaries.
-
-    `chatcli.history.text.cut_middle` splits its room evenly; this stage keeps more head than
-    tail (the head says what ran, the tail how it ended), so it snaps its own cut points with
-    the shared boundary rule. The marker states chars cut relative to the ORIGINAL size, so
-    `original_size` of the result is the original size again.
-    """
-    head_end, tail_start = head, len(content) - tail
-    while not is_cut_boundary(content, head_end):
-        head_end -= 1
-    while not is_cut_boundary(content, tail_start):
-        tail_start += 1
-    kept = content[:head_end], content[tail_start:]
-    removed = seen.original_chars - len(kept[0]) - len(kept[1])
-    marker = f"\n[... {removed:,} {_OWN_MARKER}; {_where(seen.call_id)} ...]\n"
-    shortened = kept[0] + marker + kept[1]
-    return shortened if head_end < tail_start and len(shortened) < len(content) else content
-
-
-def _stub(content: str, seen: _Seen) -> str:
-    # A newline ends a line: "a\nb\n" is two lines, like `wc -l` plus an unterminated last one.
-    lines = content.count("\n") + (not content.endswith("\n"))
-    was_cut = seen.original_chars > len(content)
-    line_text = f"{lines:,}+ lines" if was_cut else f"{lines:,} lines"
-    kind = describe_content(content)
-    if seen.is_error:
-        kind = f"error output ({kind})"
-    return (
-        f"{STUB_PREFIX}: {seen.tool}, call {seen.call_id}: {kind}, "
-        f"{line_text}, {seen.original_chars:,} chars, removed from the working view "
-        f"{seen.age} turns later; {_where(seen.call_id)}, or run the tool again.]"
-    )
-
-
-def _where(call_id: str) -> str:
-    return f"the full output is kept in the transcript (/history, call id {call_id})"
-
-
-def describe_content(text: str) -> str:
-    """What kind of text a tool result is: JSON, diff, log, source code or text.
-
-    Deterministic heuristics on the text alone (a cut result still starts and ends like the
-    original, so the checks look at its shape, not only at whether it parses).
-    """
-    stripped = text.strip()
-    if _is_json(stripped):
-        return "JSON"
-    lines = [line for line in stripped.splitlines() if line.strip()]
-    if any(_DIFF_LINE.match(line) for line in lines):
-        return "diff"
-    if _share(lines, _TIMESTAMP_OR_LEVEL) >= 0.3:
-        return "log"
-    if _share(lines, _CODE_LINE) >= 0.2:
-        return "source code"
-    return "text"
-
-
-def _is_json(text: str) -> bool:
-    if not text or text[0] not in "[{":
-        return False
-    try:
-        json.loads(text)
-    except ValueError:
-        return (text[0], text[-1]) in (("{", "}"), ("[", "]"))
-    return True
-
-
-def _share(lines: Sequence[str], pattern: re.Pattern[str]) -> float:
-    return sum(1 for line in lines if pattern.search(line)) / len(lines) if lines else 0.0
-
-
-def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
-    return {call.id: call.name for m in messages for call in m.tool_calls}
-
-
-def _assistant_turns_after(messages: Sequence[Message]) -> list[int]:
-    """For each message, how many assistant messages come after it."""
-    ages: list[int] = []
-    later = 0
-    for message in reversed(messages):
-        ages.append(later)
-        later += message.role is Role.ASSISTANT
-    return ages[::-1]
+_SCANS = ScanMemo(_Scan)

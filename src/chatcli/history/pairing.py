@@ -20,9 +20,11 @@ Invariants of the result (hypothesis-tested):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
+from chatcli.history.memo import ScanMemo, unchanged
 from chatcli.history.result import TransformResult, build_result
 from chatcli.messages import Message, Role, ToolCall
 
@@ -32,8 +34,62 @@ _NAME = "tool pairing repair"
 
 
 def repair_tool_pairing(messages: Sequence[Message]) -> TransformResult:
-    """Drop orphan and duplicate results, answer unanswered calls, make results adjacent."""
-    before = tuple(messages)
+    """Drop orphan and duplicate results, answer unanswered calls, make results adjacent.
+
+    A history that is already well paired (the usual case) comes back as it is; whether it is
+    is checked by a scan memoised by transcript prefix (`chatcli.history.memo`), so a request
+    costs what was appended since the last one. Any other history is repaired in full.
+    """
+    return _SCANS.run(None, tuple(messages))
+
+
+class _Scan:
+    """Whether a transcript prefix is well paired: each assistant message's calls answered
+    right after it, in call order, by one result each, and no other tool message. Mutable,
+    private; see `chatcli.history.memo`."""
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.messages: list[Message] = []
+        self.chars = [0]  # chars of the first n messages read, for each n
+        self.broken: int | None = None  # the first message that breaks the pairing
+        self.pending: deque[str] = deque()  # call ids still to be answered, in order
+
+    def push(self, message: Message) -> None:
+        self.messages.append(message)
+        self.chars.append(self.chars[-1] + message.char_count)
+        if self.broken is None and not self.pairs(message):
+            self.broken = len(self.messages) - 1
+
+    def pairs(self, message: Message) -> bool:
+        """Read `message` into `pending`: False when it breaks the pairing."""
+        result = message.tool_result
+        if result is not None:
+            return bool(self.pending) and self.pending.popleft() == result.call_id
+        ids = [call.id for call in message.tool_calls]
+        paired = not self.pending and len(set(ids)) == len(ids)
+        self.pending = deque(ids)
+        return paired
+
+    def rewind(self, count: int) -> bool:
+        del self.messages[count:], self.chars[count + 1 :]
+        if self.broken is not None and self.broken < count:
+            return True  # broken before: it stays broken, pending no longer matters
+        self.broken, self.pending = None, deque()
+        start = count
+        while start > 0 and self.messages[start - 1].tool_result is not None:
+            start -= 1  # back to the message whose calls the latest results answer
+        for message in self.messages[max(start - 1, 0) : count]:
+            self.pairs(message)
+        return True
+
+    def result(self, transcript: tuple[Message, ...]) -> TransformResult:
+        if self.broken is None and not self.pending:
+            return unchanged(_NAME, transcript, self.chars[-1])
+        return _repair(transcript)
+
+
+def _repair(before: tuple[Message, ...]) -> TransformResult:
     answers, dropped = _match_results(before)
     out: list[Message] = []
     injected: list[str] = []
@@ -106,3 +162,6 @@ def _unique_calls(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
             seen.add(call.id)
             unique.append(call)
     return tuple(unique) if len(unique) < len(calls) else calls
+
+
+_SCANS = ScanMemo(_Scan)

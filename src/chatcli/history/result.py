@@ -65,15 +65,17 @@ def build_result(
     injected: Sequence[str] = (),
     moved: Sequence[str] = (),
     chars_freed: int | None = None,
+    chars_before: int | None = None,
 ) -> TransformResult:
     """The result of a transform from `before` to `after`, with its report.
 
     When nothing changed, the input tuple itself is returned (cheap to compare). A transform
     that knows how many chars it freed passes `chars_freed`, which saves counting `after`
-    (counting is the costliest step on long histories: it serializes every tool call).
+    (counting is the costliest step on long histories: it serializes every tool call); one
+    that keeps a running count of its input passes `chars_before` too.
     """
     messages = before if after == before else after
-    chars_before = total_chars(before)
+    chars_before = total_chars(before) if chars_before is None else chars_before
     if messages is before:
         chars_after = chars_before
     elif chars_freed is not None:

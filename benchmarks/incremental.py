@@ -1,0 +1,111 @@
+"""What one more turn costs: `python benchmarks/incremental.py` prints a Markdown table.
+
+An agent conversation of real text (`benchmarks/agent_session.py`: standard-library sources
+as tool results) is sent through `Client.send` with the defaults, against a provider that
+answers at once (`InstantProvider`), at 100, 1,000, 10,000 and 100,000 messages. After one
+untimed send of the conversation, one agent step (an assistant call and its tool result,
+sometimes a user message) is appended and sent, `REPEATS[size]` times: the table shows the
+median CPU time of those sends (all of it chatcli's: the provider does nothing), and the time
+of the history transforms alone (microcompaction, tool-result budget, pairing repair, called
+in the policy's order on the same transcripts). The transforms' memoised scans
+(`chatcli.history.memo`) are cleared before each column's first request, so each column
+extends its own. The anchor, side by side: the same `Client.send` with the scans cleared
+before every request, i.e. everything recomputed from the whole transcript.
+
+Times are CPU time of this process (`time.process_time`): the machine is shared, and wall
+time would measure the neighbours. Every figure printed is measured in this run.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.agent_session import InstantProvider, agent_session, agent_turn
+
+from chatcli.config import RecoveryConfig
+from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.memo import clear_memos
+from chatcli.history.microcompact import microcompact
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.messages import Message
+from chatcli.recovery import Client
+
+SIZES = (100, 1_000, 10_000, 100_000)
+REPEATS = {100: 30, 1_000: 30, 10_000: 20, 100_000: 8}
+# The anchor recomputes everything on every request, as chatcli did before the scans were
+# memoised: fewer repeats, and none at 100,000 messages (seconds per request).
+SCRATCH_REPEATS = {100: 10, 1_000: 5, 10_000: 3}
+SEED = 7
+
+
+def conversation(size: int) -> list[Message]:
+    """An agent session of at least `size` messages, cut to exactly `size` at a step's end."""
+    messages = agent_session(size // 2 + 1, seed=SEED)
+    cut = size
+    while messages[cut - 1].tool_result is None:  # end on a tool result: a request is due
+        cut += 1
+    return messages[:cut]
+
+
+def per_turn_ms(
+    size: int, send: Callable[[list[Message]], object], *, scratch: bool = False
+) -> float:
+    """Median CPU ms of `send` on the conversation after each appended step (`scratch`:
+    with the memoised scans forgotten before each send, the anchor)."""
+    messages = conversation(size)
+    clear_memos()  # no scan of another column's (equal, other) message objects
+    send(messages)  # the first request reads the whole conversation
+    rng = random.Random(size)
+    times = []
+    for step in range((SCRATCH_REPEATS if scratch else REPEATS)[size]):
+        messages = messages + agent_turn(rng, size + step)
+        if scratch:
+            clear_memos()
+        start = time.process_time()
+        send(messages)
+        times.append(time.process_time() - start)
+    return statistics.median(times) * 1000
+
+
+def transforms(messages: list[Message]) -> object:
+    """The history transforms of every request, in the policy's order, with the defaults."""
+    config = RecoveryConfig()
+    shaped = enforce_tool_result_budget(
+        microcompact(messages).messages,
+        per_result_chars=config.tool_result_max_chars,
+        per_turn_chars=config.tool_result_budget_chars,
+    )
+    return repair_tool_pairing(shaped.messages)
+
+
+def main() -> None:
+    started = time.perf_counter()
+    print("## CPU per appended turn: `Client.send` with the defaults, provider answers at once\n")
+    print(
+        "| messages | tokens (est.) | Client.send per turn | history transforms per turn "
+        "| Client.send from scratch (anchor) |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for size in SIZES:
+        client = Client(InstantProvider(requests=None))
+        send_ms = per_turn_ms(size, lambda m, client=client: client.send(m))
+        transform_ms = per_turn_ms(size, transforms)
+        scratch = (
+            f"{per_turn_ms(size, lambda m, c=client: c.send(m), scratch=True):.2f} ms"
+            if size in SCRATCH_REPEATS
+            else "not run"
+        )
+        tokens = client.policy.estimator.count(conversation(size))
+        print(f"| {size:,} | {tokens:,} | {send_ms:.2f} ms | {transform_ms:.2f} ms | {scratch} |")
+    print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
