@@ -5,8 +5,9 @@ the real prompt size (in an overflow error or in usage), `calibrated` derives a 
 from what was actually sent, so the next prediction matches that provider's tokenizer.
 
 A ratio calibrated on one conversation still misses the next one by a few percent (code and
-prose pack different numbers of characters into a token). `MarginEstimator` learns that miss from the counts
-providers state and grows its predictions by it, so a prediction that says "fits" does.
+prose pack different numbers of characters into a token). `MarginEstimator` learns that miss
+from the counts providers state and grows its predictions by it, so a prediction that says
+"fits" does.
 `trusted` tells the recovery policy whether a prediction may stand in for a call
 (`chatcli.tokencount.CountingEstimator`, exact, always is).
 """
