@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from chatcli.history.retain import CUT_NOTE
+from chatcli.store import SessionStore
 from tests.test_cli_pty import PROMPT, finish, spawn
 
 pytest_plugins = ("tests.servers",)
@@ -58,3 +60,14 @@ def test_an_oversized_paste_a_normal_message_then_continue_are_all_answered(
     assert int(again.match.group(2)) > 0
     assert_no_failure(again.before)
     assert finish(again) == 0
+    # The paste was larger than the window: the transcript keeps it whole, and the view each
+    # answer was given on (a "chat" request) held it cut, then not at all.
+    with SessionStore(tmp_path / "sessions.db") as store:
+        info = store.latest_session()
+        assert info is not None
+        transcript = store.transcript(info.id)
+        chats = [r for r in store.requests(info.id) if r.tag == "chat"]
+        views = [[m.text for m in store.view(info.id, r.id)] for r in chats]
+    assert transcript[0].text == paste and len(transcript) == 6 and len(views) == 3
+    assert not any(paste in view for view in views)
+    assert any(CUT_NOTE in text for text in views[0])

@@ -145,7 +145,7 @@ def _pick_seq(seqs: list[int] | None, previous: Ref) -> int | None:
     return seqs[after] if after < len(seqs) else seqs[-1]
 
 
-def shared_ends(source: str, body: str) -> tuple[int, int]:
+def _shared_ends(source: str, body: str) -> tuple[int, int]:
     """How many chars `body` shares with `source` at its start and at its end (not
     overlapping in either string)."""
     head = _common_prefix(source, body)
@@ -263,7 +263,7 @@ class ViewIndex:
         (source,) = self._conn.execute(
             "SELECT body FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
         ).fetchone()
-        head, tail = shared_ends(source, body)
+        head, tail = _shared_ends(source, body)
         return (seq, head, tail) if head + tail >= _MIN_SHARED else (None, 0, 0)
 
     def _load_latest_full(self, session_id: str) -> tuple[int, tuple[Ref, ...]] | None:
