@@ -296,3 +296,14 @@ def test_exports_hold_every_message(store: SessionStore) -> None:
     assert "the question ```with fences```" in markdown
     with pytest.raises(ValueError, match="unknown export format"):
         export_transcript(session.info, messages, "pdf")
+
+
+def test_a_window_learned_from_an_overflow_serves_the_next_turns(store: SessionStore) -> None:
+    # The provider states no window: the first oversized send costs one rejected call; the
+    # next turn, with the oversized message still in the transcript, is cut before it is sent.
+    provider = WindowedProvider(window=2_000, declares_limits=False)
+    session = open_session(store, provider)
+    first = session.send("Please read: " + "the cat sat on the mat. " * 2_000)
+    assert first.reply.calls == 2 and session.learned_windows
+    second = session.send("and then?")
+    assert second.reply.calls == 1 and second.reply.message.text

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -16,6 +18,12 @@ from chatcli.cli.context import reopened_settings
 from chatcli.cli.ui import Ui
 from chatcli.errors import ConfigError
 from chatcli.messages import Message
+from chatcli.providers.anthropic import Anthropic
+from chatcli.providers.counting import LlamaServerTokens
+from chatcli.providers.discovery import discover_window, forget_discovered_windows
+from chatcli.providers.gemini import Gemini
+from chatcli.providers.openai import OpenAI
+from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.redact import redact_url
 from chatcli.settings import load_settings
 from chatcli.store import SessionStore
@@ -141,3 +149,30 @@ def test_migration_5_redacts_stored_base_urls(tmp_path: Path) -> None:
     rows = conn.execute("SELECT id, base_url FROM sessions ORDER BY id").fetchall()
     conn.close()
     assert rows == [("s1", "https://***@h/v1"), ("s2", "http://127.0.0.1:8080/v1")]
+
+
+CREDENTIALED = f"https://user:{SECRET}@127.0.0.1:9/v1?api-key={SECRET}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Anthropic(model="m", api_key="k", base_url=CREDENTIALED),
+        lambda: Gemini(model="m", api_key="k", base_url=CREDENTIALED),
+        lambda: OpenAI(model="m", api_key="k", base_url=CREDENTIALED),
+        lambda: OpenAICompatible(CREDENTIALED, "m"),
+    ],
+    ids=["anthropic", "gemini", "openai", "openai_compat"],
+)
+def test_a_providers_repr_shows_its_base_url_without_credentials(make: Any) -> None:
+    provider = make()
+    shown = repr(provider)
+    assert SECRET not in shown and SECRET not in repr(LlamaServerTokens(provider))
+    assert "base_url='https://***@127.0.0.1:9/v1?api-key=***'" in shown
+
+
+def test_window_discovery_logs_no_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    forget_discovered_windows()
+    with caplog.at_level(logging.DEBUG, logger="chatcli"):
+        assert discover_window(CREDENTIALED, "m", timeout=0.5) is None
+    assert "127.0.0.1:9" in caplog.text and SECRET not in caplog.text

@@ -304,6 +304,51 @@ def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(
         assert reopened.latest_view(sid) == views[-1]
 
 
+def test_a_cut_result_is_stored_as_a_reference_to_its_transcript_message(
+    tmp_path: Path,
+) -> None:
+    """A tool result cut to head and tail in the view shares nearly all its text with the
+    transcript's result: only the marker is stored again, in this process or another."""
+    db = tmp_path / "db"
+    lines = [f"line {i}: " + "w" * 40 for i in range(600)]  # ~30,000 chars, all distinct
+    result = Message.tool("c1", "\n".join(lines))
+    cut = Message.tool("c1", "\n".join([*lines[:200], "[... 20,000 chars cut ...]", *lines[-200:]]))
+    stub = Message.tool("c1", "[old result removed]")
+    call = Message.assistant(tool_calls=(ToolCall(id="c1", name="read", arguments={}),))
+    with SessionStore(db) as store, SessionStore(db) as other:
+        sid = store.create_session().id
+        store.append_messages(sid, [Message.user("read it"), call, result])
+        for view in ((call, cut), (call, stub)):
+            store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+        assert [store.view(sid, r.id) for r in store.requests(sid)] == [(call, cut), (call, stub)]
+        assert other.latest_view(sid) == (call, stub)
+        assert other.view(sid, store.requests(sid)[0].id) == (call, cut)
+    conn = sqlite3.connect(db)
+    parts = conn.execute("SELECT body, source_seq FROM view_parts ORDER BY id").fetchall()
+    conn.close()
+    (marker, source), (whole, no_source) = parts
+    assert source == 3 and marker == "[... 20,000 chars cut ...]"  # what is between the ends
+    assert no_source is None and "[old result removed]" in whole  # too short to refer
+
+
+def test_migration_6_adds_part_sources_and_old_parts_read_whole(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    migrate_to(conn, 5)
+    for column in ("source_seq", "head", "tail"):  # the table as chatcli 5 made it
+        conn.execute(f"ALTER TABLE view_parts DROP COLUMN {column}")
+    conn.close()
+    old_part = Message.user("a notice only in the view")
+    with SessionStore(tmp_path / "db") as store:
+        sid = store.create_session().id
+        store.record_request(sid, tag="chat", model="m", usage=Usage(), view=(old_part,))
+    conn = sqlite3.connect(tmp_path / "db")
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(view_parts)")]
+    conn.close()
+    assert columns[-3:] == ["source_seq", "head", "tail"]
+    with SessionStore(tmp_path / "db") as store:
+        assert store.latest_view(sid) == (old_part,)
+
+
 def test_a_failed_request_leaves_no_view_part_behind(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "db") as store:
         sid = store.create_session().id

@@ -116,6 +116,9 @@ class ChatSession:
         self.auto_compaction, self.predictive = auto_compaction, predictive
         self.summarizer = summarizer
         self.estimator = default_estimator(provider)
+        # Windows stated by overflow errors, by model: each send's Client starts from them,
+        # so one rejected call teaches the whole session, not only the turn that paid it.
+        self.learned_windows: dict[str, int] = {}
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
         self.base, self.upto = self._stored_base()
@@ -208,6 +211,7 @@ class ChatSession:
             context_window=self.context_window,
             predictive=self.predictive,
             microcompact=self.microcompaction,
+            learned_windows=self.learned_windows,
         )
 
     def _policy(self) -> RecoveryPolicy:
@@ -259,8 +263,9 @@ class ChatSession:
         events: list[Event] = []
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
+        client = self._client(hooks)
         try:
-            reply = self._client(hooks).send(
+            reply = client.send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
             )
         except Exception:
@@ -268,6 +273,7 @@ class ChatSession:
             raise
         finally:
             self.tap.on_delta = self.tap.on_discard = None
+            self.learned_windows.update(client.learned_windows)
         self.append((reply.message,))
         self.last_reply = reply
         self._calibrate()

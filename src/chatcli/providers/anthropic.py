@@ -68,6 +68,7 @@ from chatcli.providers.base import (
     ToolCallDelta,
     ToolSpec,
 )
+from chatcli.redact import redact_url
 from chatcli.request_settings import JSON_MODE, output_reserve
 
 __all__ = [
@@ -143,7 +144,7 @@ class Anthropic(Adapter):
         self.__connect: Callable[[str], Any] = lambda name: getattr(sdk, name)(**options)
 
     def __repr__(self) -> str:
-        return f"Anthropic(model={self.model!r}, base_url={self.base_url!r})"
+        return f"Anthropic(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         return request_params(

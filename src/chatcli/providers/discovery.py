@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chatcli.redact import redact_url
+
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT",
     "PROBES",
@@ -196,27 +198,31 @@ def _probe(
             tokens = _ask(client, root, model, probe)
             if tokens is not None:
                 found = ServerWindow(tokens=tokens, server=probe.server, source=probe.source)
+                shown = redact_url(root)
                 logger.info(
-                    "%s at %s runs %s with a %d-token window", probe.server, root, model, tokens
+                    "%s at %s runs %s with a %d-token window", probe.server, shown, model, tokens
                 )
                 return found
-    logger.info("%s states no context window for %s: the window stays unknown", root, model)
+    shown = redact_url(root)
+    logger.info("%s states no context window for %s: the window stays unknown", shown, model)
     return None
 
 
 def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
     url = root + probe.path
+    shown = redact_url(url)  # a base_url can carry credentials: never logged
     try:
         if probe.post:
             response = client.post(url, json={"model": model})
         else:
             response = client.get(url, params={"model": model} if probe.model_query else None)
         if response.status_code != 200:
-            logger.debug("window probe %s: HTTP %d", url, response.status_code)
+            logger.debug("window probe %s: HTTP %d", shown, response.status_code)
             return None
         return probe.read(response.json(), model)
     except Exception as exc:  # a probe must never break anything: the window stays unknown
-        logger.debug("window probe %s failed: %s: %s", url, type(exc).__name__, exc)
+        why = str(exc).replace(url, str(shown))
+        logger.debug("window probe %s failed: %s: %s", shown, type(exc).__name__, why)
         return None
 
 

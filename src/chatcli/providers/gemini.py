@@ -74,6 +74,7 @@ from chatcli.providers.base import (
     ToolCallDelta,
     ToolSpec,
 )
+from chatcli.redact import redact_url
 from chatcli.request_settings import output_reserve
 
 __all__ = [
@@ -148,7 +149,7 @@ class Gemini(Adapter):
         )
 
     def __repr__(self) -> str:
-        return f"Gemini(model={self.model!r}, base_url={self.base_url!r})"
+        return f"Gemini(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         system, contents = request_contents(request.messages)

@@ -65,6 +65,7 @@ from chatcli.providers.base import (
     ToolCallDelta,
     ToolSpec,
 )
+from chatcli.redact import redact_url
 from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
 __all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
@@ -659,8 +660,8 @@ class OpenAIBase(Adapter):
         self.__api_key = api_key  # never shown: not in repr, logs or errors
 
     def __repr__(self) -> str:
-        name = type(self).__name__
-        return f"{name}(model={self.model!r}, api={self.api!r}, base_url={self.base_url!r})"
+        name, url = type(self).__name__, redact_url(self.base_url)
+        return f"{name}(model={self.model!r}, api={self.api!r}, base_url={url!r})"
 
     def _client_args(self) -> Json:
         return {

@@ -107,6 +107,9 @@ def m004_views_by_reference(conn: sqlite3.Connection) -> None:
             session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
             digest TEXT NOT NULL,
             body TEXT NOT NULL,
+            source_seq INTEGER,  -- see m006_view_parts_by_source
+            head INTEGER,
+            tail INTEGER,
             UNIQUE (session_id, digest)
         );
         """,
@@ -149,6 +152,17 @@ def m005_redact_base_urls(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE sessions SET base_url = ? WHERE id = ?", (redacted, session_id))
 
 
+def m006_view_parts_by_source(conn: sqlite3.Connection) -> None:
+    """A view part made from a transcript message (a cut tool result) can be stored as a
+    reference to it plus its middle (see `chatcli.store.views`); parts stored before stay
+    whole (NULL source). m004 creates the table with these columns now (its conversion
+    writes such parts); a table an older chatcli made gets them here."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(view_parts)")}
+    for column in ("source_seq", "head", "tail"):
+        if column not in present:
+            conn.execute(f"ALTER TABLE view_parts ADD COLUMN {column} INTEGER")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
@@ -156,6 +170,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m003_clear_is_an_event,
     m004_views_by_reference,
     m005_redact_base_urls,
+    m006_view_parts_by_source,
 )
 
 

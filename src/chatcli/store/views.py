@@ -13,6 +13,11 @@ messages is written as `[first, last]`. A record is full (no base) unless a delt
 session's latest full view is less than half its size, so reading one never takes more than
 two rows, and a long agent session whose views share a long prefix stores each once.
 
+A part made from one transcript message (a tool result cut to head and tail) is stored as a
+reference to it: `source_seq`, the `head` and `tail` chars its stored body shares with that
+message's body, and only the middle (the cut marker) in `body`; a cut result is not stored
+twice.
+
 `ViewIndex` does the bookkeeping for one connection: it finds each message of a view in the
 transcript (by a digest of its stored JSON body, the exact string the transcript row holds),
 stores the parts, and remembers each session's latest full view.
@@ -44,6 +49,11 @@ Ref = int
 # time the view becomes the session's new full view, so deltas never chain.
 DELTA_MAX_SHARE = 0.5
 _SQL_VARIABLES = 500  # ids per IN (...) query, well under SQLite's limit
+# A part is stored against the transcript message whose body starts with the same this many
+# chars (the role, the tool call's id, the first of its content), when they share at least
+# `_MIN_SHARED` chars: below that a reference saves less than it costs to follow.
+_SOURCE_KEY_CHARS = 200
+_MIN_SHARED = 1000
 
 
 def dump_json(value: Any) -> str:
@@ -135,7 +145,16 @@ def _pick_seq(seqs: list[int] | None, previous: Ref) -> int | None:
     return seqs[after] if after < len(seqs) else seqs[-1]
 
 
-def _common_prefix(a: Sequence[Ref], b: Sequence[Ref]) -> int:
+def _shared_ends(source: str, body: str) -> tuple[int, int]:
+    """How many chars `body` shares with `source` at its start and at its end (not
+    overlapping in either string)."""
+    head = _common_prefix(source, body)
+    most = min(len(source), len(body)) - head
+    tail = _common_prefix(source[::-1][:most], body[::-1][:most])
+    return head, tail
+
+
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -148,6 +167,7 @@ def _common_prefix(a: Sequence[Ref], b: Sequence[Ref]) -> int:
 class _SessionIndex:
     seqs: dict[str, list[int]] = field(default_factory=dict)  # body digest -> transcript seqs
     upto: int = 0  # the transcript's seqs up to this one are indexed
+    starts: dict[str, int] = field(default_factory=dict)  # a long body's first chars -> seq
     parts: dict[str, int] = field(default_factory=dict)  # body digest -> view part id
     latest_full: tuple[int, tuple[Ref, ...]] | None = None
     loaded_full: bool = False
@@ -170,8 +190,7 @@ class ViewIndex:
         index = self._sessions.get(session_id)
         if index is not None and seqs and seqs[0] == index.upto + 1:
             for seq, body in zip(seqs, bodies, strict=True):
-                index.seqs.setdefault(body_digest(body), []).append(seq)
-            index.upto = seqs[-1]
+                _indexed(index, seq, body)
 
     def record(self, session_id: str, bodies: Sequence[str]) -> ViewRecord:
         """The record for a view whose messages have these stored JSON bodies (view parts
@@ -215,14 +234,16 @@ class ViewIndex:
             (session_id, index.upto),
         )
         for seq, body in rows:
-            index.seqs.setdefault(body_digest(body), []).append(seq)
-            index.upto = seq
+            _indexed(index, seq, body)
 
     def _part(self, session_id: str, index: _SessionIndex, digest: str, body: str) -> int:
         if digest not in index.parts:
+            source, head, tail = self._source(session_id, index, body)
+            middle = body[head : len(body) - tail]
             self._conn.execute(
-                "INSERT OR IGNORE INTO view_parts(session_id, digest, body) VALUES (?, ?, ?)",
-                (session_id, digest, body),
+                "INSERT OR IGNORE INTO view_parts(session_id, digest, body, source_seq, head,"
+                " tail) VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, digest, middle, source, head, tail),
             )
             (part_id,) = self._conn.execute(
                 "SELECT id FROM view_parts WHERE session_id = ? AND digest = ?",
@@ -230,6 +251,20 @@ class ViewIndex:
             ).fetchone()
             index.parts[digest] = int(part_id)
         return index.parts[digest]
+
+    def _source(
+        self, session_id: str, index: _SessionIndex, body: str
+    ) -> tuple[int | None, int, int]:
+        """The transcript message `body` was made from (its seq, and the chars they share at
+        each end), or (None, 0, 0): the part is stored whole."""
+        seq = index.starts.get(body[:_SOURCE_KEY_CHARS]) if len(body) >= _MIN_SHARED else None
+        if seq is None:
+            return None, 0, 0
+        (source,) = self._conn.execute(
+            "SELECT body FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
+        ).fetchone()
+        head, tail = _shared_ends(source, body)
+        return (seq, head, tail) if head + tail >= _MIN_SHARED else (None, 0, 0)
 
     def _load_latest_full(self, session_id: str) -> tuple[int, tuple[Ref, ...]] | None:
         row = self._conn.execute(
@@ -268,10 +303,12 @@ class ViewIndex:
             chunk = parts[start : start + _SQL_VARIABLES]
             marks = ",".join("?" * len(chunk))
             rows = self._conn.execute(
-                f"SELECT id, body FROM view_parts WHERE session_id = ? AND id IN ({marks})",
+                "SELECT p.id, p.body, m.body, p.head, p.tail FROM view_parts p"
+                " LEFT JOIN messages m ON m.session_id = p.session_id AND m.seq = p.source_seq"
+                f" WHERE p.session_id = ? AND p.id IN ({marks})",
                 (session_id, *chunk),
             )
-            found.update((-part_id, body) for part_id, body in rows)
+            found.update((-part_id, _part_body(*row)) for part_id, *row in rows)
         missing = [r for r in refs if r not in found]
         if missing:
             raise ValueError(f"a stored view names messages that are not stored: {missing[:5]}")
@@ -282,3 +319,17 @@ class ViewIndex:
         if row is None or row[0] is None:
             raise KeyError(f"request {request_id} has no stored view")
         return ViewRecord.from_json(row[0])
+
+
+def _indexed(index: _SessionIndex, seq: int, body: str) -> None:
+    index.seqs.setdefault(body_digest(body), []).append(seq)
+    if len(body) >= _MIN_SHARED:
+        index.starts[body[:_SOURCE_KEY_CHARS]] = seq
+    index.upto = seq
+
+
+def _part_body(middle: str, source: str | None, head: int | None, tail: int | None) -> str:
+    """A stored part's body: whole, or its middle between the ends of its source message."""
+    if source is None or head is None or tail is None:
+        return middle
+    return source[:head] + middle + source[len(source) - tail :]
