@@ -182,7 +182,8 @@ def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
 def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -> None:
     child = spawn(tmp_path, "demo", timeout=180)
     child.expect("NONSENSE")
-    for level in (1, 2, 3):
+    # Levels 1 and 2 (level 2 keeps what fits 75% of the room, so level 3 is rarely needed).
+    for level in (1, 2):
         child.expect(rf"↻ level {level} \(")
     child.expect("escalation|pre-flight")
     child.expect("Session: ")

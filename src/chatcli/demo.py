@@ -252,11 +252,12 @@ SCRIPT: tuple[Step, ...] = (
         ),
     ),
     Step(
-        title="4. Context overflow: level 3 (nuclear truncation)",
-        explain="A long request and more results. When level 2's view is still rejected, "
-        "level 3 keeps the newest messages that fit 40% of the room, and tells the model "
-        "the context was compacted. The latest request is kept (cut, head + tail, if it "
-        "alone is too long) so the task survives.",
+        title="4. Context overflow: a longer request, recovered again",
+        explain="A long request and more results. Level 2 keeps the newest messages that fit "
+        "75% of the room, which usually suffices; when its view is still rejected, level 3 "
+        "keeps what fits 40% of the room and tells the model the context was compacted. The "
+        "latest request is kept (cut, head + tail, if it alone is too long) so the task "
+        "survives.",
         user=_TRACEBACK_REQUEST,
         tools=tuple(
             (_call(7 + i, "read_file", path=f"src/app/io{i}.py"), _source(6)) for i in range(4)
