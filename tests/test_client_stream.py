@@ -271,3 +271,22 @@ async def test_cancelling_astream_closes_the_provider_stream() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert provider.closed == 1
+
+
+def test_a_window_filled_mid_stream_is_continued_in_the_same_stream() -> None:
+    # Anthropic's `model_context_window_exceeded`: the answer stopped because the window
+    # filled up. The view is recovered and the answer continued, in the same stream.
+    history = [Message.system("be brief")]
+    for i in range(20):
+        history += [Message.user(f"question {i} " + "x" * 200), Message.assistant("y" * 200)]
+    history.append(Message.user("the last question"))
+    filled = response("The first half of the answer, ", stop=StopReason.CONTEXT_WINDOW)
+    inner = ScriptedProvider(script=[filled, response("and the second half.")])
+    items = list(Client(Streaming(inner=inner, size=6)).stream(history))
+    reply = items[-1]
+    assert isinstance(reply, Reply) and not reply.truncated
+    expected = "The first half of the answer, and the second half."
+    assert shown_text(items) == reply.message.text == expected
+    events = [type(item) for item in items if isinstance(item, Event)]
+    assert events[0] is OverflowDetected and LevelApplied in events and events[-1] is Continued
+    assert len(inner.requests) == 2 and len(inner.requests[1].messages) < len(history)
