@@ -161,11 +161,11 @@ class Client:
                 await self._asleep(step.seconds)
             else:
                 call = run.acall(async_chunks(self.provider, step.request))
-                async for item in call:
-                    if isinstance(item, CallOutcome):
-                        outcome = item.outcome
+                async for streamed in call:
+                    if isinstance(streamed, CallOutcome):
+                        outcome = streamed.outcome
                     else:
-                        yield item
+                        yield streamed
             step = _advance(flow, outcome)
             for item in run.drain():
                 yield item
