@@ -153,22 +153,22 @@ class Client:
         run = StreamRun()
         flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
         step = _advance(flow, None)
-        for item in run.drain():
-            yield item
+        for event in run.drain():
+            yield event
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             outcome: Outcome = None
             if isinstance(step, Sleep):
                 await self._asleep(step.seconds)
             else:
                 call = run.acall(async_chunks(self.provider, step.request))
-                async for streamed in call:
-                    if isinstance(streamed, CallOutcome):
-                        outcome = streamed.outcome
+                async for item in call:
+                    if isinstance(item, CallOutcome):
+                        outcome = item.outcome
                     else:
-                        yield streamed
+                        yield item
             step = _advance(flow, outcome)
-            for item in run.drain():
-                yield item
+            for event in run.drain():
+                yield event
         yield step
 
     def _flow(
