@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic.types
 import openai.types.chat
+import pytest
 
 from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Role, StopReason, Usage
@@ -250,8 +251,9 @@ def test_usage_and_stop_reasons_map_for_every_stop_reason() -> None:
         assert AnthropicDialect().reply(None, reply, model="m")["stop_reason"]  # type: ignore[arg-type]
 
 
-def test_cross_dialect_settings_are_written_in_the_upstreams_names() -> None:
+def test_cross_dialect_settings_become_neutral_settings() -> None:
     from chatcli.proxy.upstream import plan
+    from chatcli.request_settings import Settings
 
     anthropic_request = AnthropicDialect().parse(
         {
@@ -264,11 +266,8 @@ def test_cross_dialect_settings_are_written_in_the_upstreams_names() -> None:
         }
     )
     to_openai = plan(anthropic_request, "openai")
-    assert to_openai.fields == {
-        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-        "stop": ["END"],
-    }
-    assert (to_openai.temperature, to_openai.dropped) == (0.0, ("top_k",))
+    assert to_openai.settings == Settings(temperature=0, tool_choice="get_weather", stop=("END",))
+    assert to_openai.dropped == ("top_k",)
     openai_request = OpenAIDialect().parse(
         {
             "messages": [{"role": "user", "content": "hi"}],
@@ -279,8 +278,32 @@ def test_cross_dialect_settings_are_written_in_the_upstreams_names() -> None:
         }
     )
     to_anthropic = plan(openai_request, "anthropic")
-    assert to_anthropic.fields == {"tool_choice": {"type": "any"}, "stop_sequences": ["END"]}
+    assert to_anthropic.settings == Settings(tool_choice="required", stop=("END",))
     assert to_anthropic.dropped == ("logprobs", "seed")
-    assert plan(openai_request, None).fields == {}  # gemini, llama-cpp: temperature only
+    any_tool = AnthropicDialect().parse(
+        {
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tool_choice": {"type": "any"},
+        }
+    )
+    assert plan(any_tool, "openai").settings.tool_choice == "required"
+    # gemini, llama-cpp: temperature only
+    assert plan(anthropic_request, None).settings == Settings(temperature=0)
+    assert plan(anthropic_request, None).dropped == ("stop_sequences", "tool_choice", "top_k")
     same = plan(openai_request, "openai")
-    assert same.same_dialect and same.dropped == () and same.fields == openai_request.passthrough
+    assert same.same_dialect and same.dropped == ()
+    assert same.settings == Settings(extra=openai_request.passthrough)
+
+
+def test_a_setting_out_of_range_is_the_clients_error() -> None:
+    from chatcli.proxy.dialect import RequestError
+    from chatcli.proxy.upstream import plan
+
+    request = AnthropicDialect().parse(
+        {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "top_p": 3}
+    )
+    with pytest.raises(RequestError) as caught:
+        plan(request, "openai")
+    assert caught.value.failure.status == 400
+    assert "top_p must be between 0 and 1" in caught.value.failure.message

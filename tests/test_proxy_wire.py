@@ -23,6 +23,9 @@ from tests.test_openai_adapter import CHAT_TEXT, CHAT_TOOLS
 
 UPSTREAM_KEY = "sk-upstream-0123456789abcdefSECRET"
 ANTHROPIC_ENV = {"ANTHROPIC_API_KEY": UPSTREAM_KEY, "CHATCLI_HOME": "/nonexistent"}
+# A window declared for an OpenAI-compatible upstream: the adapter asks the server for none
+# (`chatcli.providers.discovery`), so the scripted answers are the chat calls' own.
+WINDOW = 32_000
 
 
 def record(record_id: str) -> dict[str, Any]:
@@ -127,6 +130,29 @@ def test_openai_fields_reach_an_openai_upstream_unchanged(
     forwarded = upstream.requests[0].json()
     assert forwarded.pop("model") == "gpt-4o"  # the proxy's upstream model
     assert forwarded == {**sent, "a_future_field": {"x": [1]}}
+
+
+def test_an_openai_request_without_a_cache_key_gets_its_conversations_key(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    # The adapter names a conversation from its first system and user message; the proxy
+    # sends the messages in the body fields, so it must still give the adapter those two.
+    from chatcli.messages import Message
+    from chatcli.providers.openai import prompt_cache_key
+
+    upstream.add(Scripted(body=CHAT_TEXT), Scripted(body=CHAT_TEXT))
+    for question in ("Weather in Paris?", "Weather in SF?"):
+        messages = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": question},
+        ]
+        oa(openai_proxy).chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    keys = [r.json()["prompt_cache_key"] for r in upstream.requests]
+    assert keys == [
+        prompt_cache_key((Message.system("Be brief."), Message.user(q)))
+        for q in ("Weather in Paris?", "Weather in SF?")
+    ]
+    assert keys[0] != keys[1]
 
 
 def test_anthropic_fields_reach_an_anthropic_upstream_unchanged(
@@ -359,7 +385,8 @@ def test_client_keys_are_checked_in_both_dialects(upstream: ReplayServer) -> Non
     guard = Guard(("right-key", "other-key"), host="127.0.0.1", max_concurrency=4)
     env = {"CHATCLI_HOME": "/nonexistent"}
     with running_proxy(
-        upstream_at("openai-compatible", upstream.url + "/v1", environ=env), guard=guard
+        upstream_at("openai-compatible", upstream.url + "/v1", context_window=WINDOW, environ=env),
+        guard=guard,
     ) as url:
         with pytest.raises(openai.AuthenticationError):
             oa(url, "wrong").chat.completions.create(model="x", messages=chat(1))
@@ -372,7 +399,7 @@ def test_client_keys_are_checked_in_both_dialects(upstream: ReplayServer) -> Non
 
 def test_a_body_over_the_limit_is_a_413(upstream: ReplayServer) -> None:
     env = {"CHATCLI_HOME": "/nonexistent"}
-    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    up = upstream_at("openai-compatible", upstream.url + "/v1", context_window=WINDOW, environ=env)
     with running_proxy(up, options=ProxyOptions(max_body_bytes=1000)) as url:
         response = httpx.post(url + "/v1/messages", json={"messages": chat(9), "max_tokens": 5})
     assert response.status_code == 413
@@ -382,7 +409,7 @@ def test_a_body_over_the_limit_is_a_413(upstream: ReplayServer) -> None:
 
 def test_a_key_over_its_concurrency_limit_is_told_to_retry(upstream: ReplayServer) -> None:
     env = {"CHATCLI_HOME": "/nonexistent"}
-    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    up = upstream_at("openai-compatible", upstream.url + "/v1", context_window=WINDOW, environ=env)
     guard = Guard((), host="127.0.0.1", max_concurrency=1)
     with running_proxy(up, guard=guard) as url:
         assert guard.acquire("")  # a request in flight
@@ -395,7 +422,7 @@ def test_a_key_over_its_concurrency_limit_is_told_to_retry(upstream: ReplayServe
 
 def test_no_cors_unless_asked(upstream: ReplayServer) -> None:
     env = {"CHATCLI_HOME": "/nonexistent"}
-    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    up = upstream_at("openai-compatible", upstream.url + "/v1", context_window=WINDOW, environ=env)
     headers = {"origin": "https://example.test", "access-control-request-method": "POST"}
     with running_proxy(up) as url:
         plain = httpx.options(url + "/v1/chat/completions", headers=headers)
@@ -420,18 +447,20 @@ def test_models_health_and_count_tokens(upstream: ReplayServer, openai_proxy: st
 def test_a_prompt_the_server_cut_silently_is_not_answered_as_if_whole(
     upstream: ReplayServer,
 ) -> None:
-    # CHAT_TEXT reports 14 prompt tokens: for this long conversation that is a server (Ollama)
-    # that cut the prompt and answered 200. The proxy must notice (it sends the messages in
-    # the body fields, so the check is its own), try to recover, and, with no level predicted
-    # to fit 14 tokens, answer the overflow instead of the answer to a cut prompt.
-    upstream.add(Scripted(body=CHAT_TEXT))
+    # The server runs a 4096-token window and reports a prompt that fills it exactly: a server
+    # (Ollama) that cut the prompt and answered 200. The proxy must notice (it sends the
+    # messages in the body fields, so the check is its own), try to recover, and, with every
+    # answer cut the same way, answer the overflow instead of the answer to a cut prompt.
+    window = 4096
+    cut = {**CHAT_TEXT, "usage": {**CHAT_TEXT["usage"], "prompt_tokens": window}}
+    upstream.add(*(Scripted(body=cut) for _ in range(8)))
     env = {"CHATCLI_HOME": "/nonexistent"}
-    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    up = upstream_at("openai-compatible", upstream.url + "/v1", context_window=window, environ=env)
     with running_proxy(up) as url, pytest.raises(openai.BadRequestError) as caught:
         oa(url).chat.completions.create(model="x", messages=chat(31))
     assert caught.value.code == "context_length_exceeded"
     assert "silently truncated" in caught.value.message
-    assert len(upstream.requests) == 1
+    assert upstream.requests and all(r.path == "/v1/chat/completions" for r in upstream.requests)
 
 
 def test_a_failure_after_the_answer_began_ends_the_stream_with_an_error_event(
@@ -478,9 +507,11 @@ def test_an_openai_client_in_front_of_anthropic(
         "unit": "celsius",
     }
     forwarded = upstream.requests[0].json()
-    assert forwarded["system"] == [{"type": "text", "text": "Be brief."}]
+    # The adapter writes the messages with its prompt-cache breakpoints, as for the chat.
+    cached = {"cache_control": {"type": "ephemeral"}}
+    assert forwarded["system"] == [{"type": "text", "text": "Be brief.", **cached}]
     assert forwarded["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]}
+        {"role": "user", "content": [{"type": "text", "text": "Weather in SF?", **cached}]}
     ]
     assert (forwarded["max_tokens"], forwarded["temperature"], forwarded["stop_sequences"]) == (
         300,

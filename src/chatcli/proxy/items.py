@@ -6,7 +6,8 @@ produces them: it runs `Client.asend` with a `Tap` around the provider, which st
 text of the first answer live; everything else the Reply holds (text after a continuation,
 tool calls) is written when the Reply is there. Tool calls are written only from the Reply,
 so a call whose arguments were cut off (dropped by recovery) never reaches the client.
-When the library's `Client.stream` lands, `stream_reply` becomes a thin translation of it.
+`Client.astream` (`chatcli.streaming`) now streams continuations live; moving onto it is
+still to do: its `Discard` (text a failed call showed) cannot be taken back from a client.
 
 An answer with reasoning a client must send back (Anthropic thinking blocks and their
 signatures, requested with `thinking`) is not streamed live: the adapters stream text only,

@@ -12,8 +12,9 @@ beyond messages, output limit and tools:
   verbatim, and so is every message recovery left whole (its raw JSON: images,
   `cache_control`, thinking signatures, unknown fields); only messages recovery changed are
   written anew. The system prompt and the tool definitions are sent verbatim too.
-- another dialect: the settings of `CROSS_SETTINGS` are written in the upstream's field
-  names; the other fields cannot be expressed there and are reported as dropped.
+- another dialect: the settings of `CROSS_SETTINGS` become `chatcli.Settings`, which the
+  upstream's adapter writes in its own field names; the other fields cannot be expressed
+  there and are reported as dropped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from chatcli.providers.base import Provider, Request, Response, StreamChunk
 from chatcli.providers.openai import chat_messages
 from chatcli.providers.openai_compat import TruncationCheck
 from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
-from chatcli.proxy.dialect import ClientRequest
+from chatcli.proxy.dialect import ClientRequest, RequestError
+from chatcli.request_settings import Settings as RequestSettings
 from chatcli.settings import Settings
 
 __all__ = ["CROSS_SETTINGS", "Forwarder", "Forwarding", "Upstream", "open_upstream", "plan"]
@@ -42,44 +44,39 @@ Json = dict[str, Any]
 _DIALECTS = {"openai": "openai", "openai-compatible": "openai", "anthropic": "anthropic"}
 
 
-def _tool_choice_to_openai(value: Any) -> Any:
-    if isinstance(value, dict):
-        kind = value.get("type")
-        if kind == "tool":
-            return {"type": "function", "function": {"name": value.get("name")}}
-        return {"any": "required"}.get(str(kind), kind)
-    return value
+def _neutral_tool_choice(value: Any) -> Any:
+    """A client's `tool_choice` (OpenAI: a mode or `{"type": "function", ...}`; Anthropic:
+    `{"type": "auto" | "none" | "any" | "tool", ...}`) as `Settings.tool_choice`."""
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("type")
+    if kind == "function":
+        return (value.get("function") or {}).get("name")
+    if kind == "tool":
+        return value.get("name")
+    return {"any": "required"}.get(str(kind), kind)
 
 
-def _tool_choice_to_anthropic(value: Any) -> Any:
-    if isinstance(value, dict):
-        name = (value.get("function") or {}).get("name")
-        return {"type": "tool", "name": name}
-    return {"type": {"required": "any"}.get(value, value)}
-
-
-def _listed(value: Any) -> Any:
-    return [value] if isinstance(value, str) else value
-
-
-# Upstream dialect -> neutral setting -> (its field, how the value is written). Temperature
-# needs no entry: every adapter takes `Request.temperature`.
-CROSS_SETTINGS: Mapping[str, Mapping[str, tuple[str, Callable[[Any], Any]]]] = {
-    "openai": {
-        "top_p": ("top_p", lambda v: v),
-        "stop": ("stop", lambda v: v),
-        "seed": ("seed", lambda v: v),
-        "tool_choice": ("tool_choice", _tool_choice_to_openai),
-        "parallel_tool_calls": ("parallel_tool_calls", lambda v: v),
-        "response_format": ("response_format", lambda v: v),
-        "reasoning_effort": ("reasoning_effort", lambda v: v),
-    },
-    "anthropic": {
-        "top_p": ("top_p", lambda v: v),
-        "stop": ("stop_sequences", _listed),
-        "tool_choice": ("tool_choice", _tool_choice_to_anthropic),
-    },
+# Upstream dialect -> the neutral settings a client of the other dialect can give it (its
+# adapter writes them in its own names); None: the registry's other providers.
+CROSS_SETTINGS: Mapping[str | None, frozenset[str]] = {
+    "openai": frozenset(
+        {
+            "temperature",
+            "top_p",
+            "stop",
+            "seed",
+            "tool_choice",
+            "parallel_tool_calls",
+            "response_format",
+            "reasoning_effort",
+        }
+    ),
+    "anthropic": frozenset({"temperature", "top_p", "stop", "tool_choice"}),
+    None: frozenset({"temperature"}),
 }
+# Neutral setting -> how a client's value becomes a `Settings` value (the others are the same).
+_NEUTRAL: Mapping[str, Callable[[Any], Any]] = {"tool_choice": _neutral_tool_choice}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,33 +116,32 @@ def open_upstream(settings: Settings, environ: Mapping[str, str]) -> Upstream:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Forwarding:
-    """What a request adds to each call: body fields, temperature, and what was dropped."""
+    """What a request adds to each call: its settings (same dialect: every field it does not
+    handle, verbatim in `extra`), and the fields an upstream of another dialect cannot take."""
 
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    temperature: float | None = None
+    settings: RequestSettings = field(default_factory=RequestSettings)
     dropped: tuple[str, ...] = ()
     same_dialect: bool = False
 
 
 def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
-    """The fields a request forwards to an upstream of `upstream_dialect` (module docstring)."""
+    """The settings a request forwards to an upstream of `upstream_dialect` (module
+    docstring). A setting `Settings` refuses is the client's error (a 400 naming it)."""
     if upstream_dialect == request.dialect:
-        return Forwarding(fields=dict(request.passthrough), same_dialect=True)
-    table = CROSS_SETTINGS.get(upstream_dialect or "", {})
-    fields: Json = {}
-    for setting, value in request.settings.items():
-        if setting in table:
-            name, write = table[setting]
-            fields[name] = write(value)
-    kept = {request.setting_fields[s] for s in request.settings if s in table}
-    temperature = request.settings.get("temperature")
-    kept |= {request.setting_fields["temperature"]} if temperature is not None else set()
+        return Forwarding(settings=RequestSettings(extra=request.passthrough), same_dialect=True)
+    taken = CROSS_SETTINGS.get(upstream_dialect, frozenset())
+    values = {
+        setting: _NEUTRAL.get(setting, lambda v: v)(value)
+        for setting, value in request.settings.items()
+        if setting in taken
+    }
+    try:
+        settings = RequestSettings(**values)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    kept = {request.setting_fields[s] for s in values}
     dropped = tuple(sorted(k for k in request.passthrough if k not in kept))
-    return Forwarding(
-        fields=fields,
-        temperature=float(temperature) if isinstance(temperature, (int, float)) else None,
-        dropped=dropped,
-    )
+    return Forwarding(settings=settings, dropped=dropped)
 
 
 class Forwarder:
@@ -183,24 +179,18 @@ class Forwarder:
     def shaped(self, request: Request) -> Request:
         """`request` (the view recovery chose) with what the client's request adds.
 
-        Same dialect, the messages travel in the body fields, so the adapter is given none
-        to write (Anthropic: only the system messages, for a system prompt recovery changed):
-        the SDKs validate every message of a typed parameter, about 1 ms per message on this
-        machine, the proxy's largest cost; the fields are sent as they are.
+        Same dialect, the messages travel in the body fields (`settings.extra`, which wins
+        over what the adapter writes), so the adapter is given only the few it needs
+        (`_written`): the SDKs validate every message of a typed parameter, about 1 ms per
+        message on this machine, the proxy's largest cost; the fields are sent as they are.
         """
-        fields = dict(self.forwarding.fields)
+        settings = self.forwarding.settings
         messages = request.messages
         if self.forwarding.same_dialect:
-            fields.update(self.verbatim(request.messages))
-            systems = (m for m in messages if m.role is Role.SYSTEM)
-            messages = tuple(systems) if self.dialect == "anthropic" else ()
-        options = {"extra_body": fields} if self.dialect == "openai" and fields else fields
-        return replace(
-            request,
-            messages=messages,
-            temperature=self.forwarding.temperature,
-            options={**request.options, **options},
-        )
+            verbatim = self.verbatim(request.messages)
+            settings = replace(settings, extra={**settings.extra, **verbatim})
+            messages = _written(messages, self.dialect)
+        return replace(request, messages=messages, settings=request.settings.merge(settings))
 
     def checked(self, response: Response, request: Request) -> Response:
         """The silent-truncation check of `OpenAICompatible` (Ollama cutting a prompt and
@@ -210,7 +200,7 @@ class Forwarder:
             return response
         estimate = check.estimator.count(request.messages)
         reported = response.usage.prompt_tokens
-        why = check.truncation(reported, estimate, self.context_window)
+        why = check.truncation(response.usage, estimate, self.context_window)
         if why is None:
             return response
         info = ErrorInfo(
@@ -264,6 +254,18 @@ class Forwarder:
         if self.dialect == "anthropic":
             return wire_messages(messages)[1]
         return chat_messages(messages)
+
+
+def _written(view: Sequence[Message], dialect: str | None) -> tuple[Message, ...]:
+    """The messages of `view` the adapter still writes when the body fields carry the view
+    (same dialect; the fields win over what it writes): Anthropic, the system messages (a
+    system prompt recovery changed); OpenAI, the first system and first user message, from
+    which the OpenAI adapter names the conversation's `prompt_cache_key` (none: one key for
+    every conversation)."""
+    if dialect == "anthropic":
+        return tuple(m for m in view if m.role is Role.SYSTEM)
+    firsts = (next((m for m in view if m.role is role), None) for role in (Role.SYSTEM, Role.USER))
+    return tuple(m for m in firsts if m is not None)
 
 
 def _groups(request: ClientRequest) -> dict[int, list[Message]]:
