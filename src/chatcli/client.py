@@ -153,8 +153,8 @@ class Client:
         run = StreamRun()
         flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
         step = _advance(flow, None)
-        for item in run.drain():
-            yield item
+        for event in run.drain():
+            yield event
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             outcome: Outcome = None
             if isinstance(step, Sleep):
@@ -167,8 +167,8 @@ class Client:
                     else:
                         yield item
             step = _advance(flow, outcome)
-            for item in run.drain():
-                yield item
+            for event in run.drain():
+                yield event
         yield step
 
     def _flow(

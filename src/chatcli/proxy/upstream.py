@@ -63,7 +63,7 @@ def _listed(value: Any) -> Any:
 
 
 # Upstream dialect -> neutral setting -> (its field, how the value is written). Temperature
-# needs no entry: every adapter takes `Request.temperature`.
+# needs no entry: every adapter writes `Request.settings.temperature`.
 CROSS_SETTINGS: Mapping[str, Mapping[str, tuple[str, Callable[[Any], Any]]]] = {
     "openai": {
         "top_p": ("top_p", lambda v: v),
@@ -195,11 +195,11 @@ class Forwarder:
             systems = (m for m in messages if m.role is Role.SYSTEM)
             messages = tuple(systems) if self.dialect == "anthropic" else ()
         options = {"extra_body": fields} if self.dialect == "openai" and fields else fields
+        settings = request.settings
+        if self.forwarding.temperature is not None:  # the one setting every adapter writes
+            settings = replace(settings, temperature=self.forwarding.temperature)
         return replace(
-            request,
-            messages=messages,
-            temperature=self.forwarding.temperature,
-            options={**request.options, **options},
+            request, messages=messages, settings=settings, options={**request.options, **options}
         )
 
     def checked(self, response: Response, request: Request) -> Response:
@@ -209,15 +209,14 @@ class Forwarder:
         if check is None or not self.forwarding.same_dialect:
             return response
         estimate = check.estimator.count(request.messages)
-        reported = response.usage.prompt_tokens
-        why = check.truncation(reported, estimate, self.context_window)
+        why = check.truncation(response.usage, estimate, self.context_window)
         if why is None:
             return response
         info = ErrorInfo(
             kind=ErrorKind.CONTEXT_OVERFLOW,
             message=f"prompt silently truncated by the server (detected from usage): {why}",
             prompt_tokens=estimate,
-            limit=self.context_window if self.context_window is not None else reported,
+            limit=self.context_window or response.usage.prompt_tokens,
             reason=SILENT_TRUNCATION,
         )
         raise ProviderError(info)
