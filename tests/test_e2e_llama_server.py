@@ -11,7 +11,9 @@ estimate: the levels a turn must skip are the ones whose view the server counts 
 and the level it must send is the first one the server counts as fitting (`level_views`
 builds the views the way the policy does: microcompaction, budget, pairing, then each level on
 the previous). Microcompaction is `Client`'s default, so the expected views go through the
-policy's own `apply_microcompaction` rather than assuming when it acts.
+policy's own `apply_microcompaction` rather than assuming when it acts. Once an overflow has
+stated the window, `Client` remembers it, so later turns may recover before sending
+(pre-flight): a lower level may then be sent and rejected before the expected one.
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ MAX_TOKENS = 8
 # these windows); these keep the same shape at 512 tokens: a big result is clipped to 900
 # chars in every view and to 450 at level 1, and level 2 keeps the last two turns. Escalation
 # is off here so that each turn's calls are the recovery's alone (it has its own test below).
+# The levels keep the seed's counts ("seed" retention): the expected views are built by the
+# seed's functions, whatever the window learned (retention by tokens has its own real-server
+# test, tests/test_retention_llama_server.py).
 CONFIG = RecoveryConfig(
+    retention="seed",
     max_token_escalations=0,
     tool_result_max_chars=900,
     tool_result_budget_chars=1_800,
@@ -212,17 +218,30 @@ def assert_turn(
 ) -> int:
     """One send() recovered exactly as it should have; returns the level it sent (0: none).
 
-    The level sent must be the first whose view `fits` (the server's judgement); each level
-    before it must have been skipped without a call, after the one overflow of the full view.
+    The level sent must be the first whose view `fits` (the server's judgement), and each
+    level below it is either skipped without a call or sent and rejected by a real overflow.
+    Before the window is known, the full view is sent and overflows; once an overflow has
+    stated it (`Client` remembers it for the next sends), pre-flight may recover before
+    sending, from chatcli's uncalibrated estimate: one short guess can still overflow, and
+    from then on the prediction is calibrated. So a level > 0 costs one or two calls.
     """
     views = level_views(transcript, config)
     level = next(n for n, view in enumerate(views) if fits(view))
-    expected = [] if level == 0 else [OverflowDetected, *[LevelSkipped] * (level - 1)]
-    assert kinds(reply.events) == expected + ([LevelApplied] if level else [])
-    assert [e.level for e in reply.events if isinstance(e, LevelSkipped)] == list(range(1, level))
-    assert reply.calls == len(sent) == (1 if level == 0 else 2)
-    assert [request.messages for request in sent] == [views[0], views[level]][: reply.calls]
-    assert reply.view == views[level]
+    assert reply.calls == len(sent) and 1 <= len(sent) <= (1 if level == 0 else 2)
+    assert sent[-1].messages == reply.view == views[level]
+    assert all(request.messages in views[:level] for request in sent[:-1])
+    overflows = [e for e in reply.events if isinstance(e, OverflowDetected)]
+    assert len(overflows) == len(sent) - 1
+    applied = [e.level for e in reply.events if isinstance(e, LevelApplied)]
+    skipped = [e.level for e in reply.events if isinstance(e, LevelSkipped)]
+    assert sorted(applied + skipped) == list(range(1, level + 1))
+    assert applied[-1:] == ([level] if level else [])
+    if level and not isinstance(reply.events[0], PreflightRecovery):
+        # No pre-flight: the one overflow of the full view, then the levels skipped by the
+        # calibrated prediction, then the level sent.
+        expected = [OverflowDetected, *[LevelSkipped] * (level - 1), LevelApplied]
+        assert kinds(reply.events) == expected
+        assert sent[0].messages == views[0]
     latest = latest_request(transcript)
     for request in sent:
         assert latest in request.messages
@@ -240,13 +259,14 @@ def test_a_long_tool_conversation_overflows_again_and_again_and_always_recovers(
     provider = Recording(adapter)
     client = Client(provider, CONFIG)
     transcript = [SYSTEM]
-    levels = []
+    levels, preflights = [], []
     for turn in range(1, TURNS + 1):
         transcript += tool_round(turn)
         first_call = len(provider.requests)
         reply = client.send(transcript, max_tokens=MAX_TOKENS)
         sent = provider.requests[first_call:]
         levels.append(assert_turn(reply, sent, transcript, fits))
+        preflights.append(any(isinstance(e, PreflightRecovery) for e in reply.events))
         assert_overflow_numbers(reply, sent, count, n_ctx)
         # The model's real answer, cut at max_tokens (escalation is off), carries the turn on.
         last = provider.outcomes[-1]
@@ -254,21 +274,31 @@ def test_a_long_tool_conversation_overflows_again_and_again_and_always_recovers(
         assert reply.message == last.message and reply.message.text
         assert reply.truncated and reply.stop_reason is StopReason.MAX_TOKENS
         transcript.append(reply.message)
-    assert levels.count(0) == 1  # every turn after the first overflowed, and recovered
+    assert levels.count(0) == 1  # every turn after the first needed recovery, and got it
     assert {1, 2, 3} <= set(levels)  # some needed each level
-    assert len(provider.requests) == 1 + 2 * (TURNS - 1)
+    # The first overflow stated the window; from the next turn on, pre-flight recovers before
+    # sending, so a turn costs a rejected call only when the uncalibrated guess fell short.
+    assert preflights == [False, False] + [True] * (TURNS - 2)
+    assert 1 <= rejected_overflows(provider, TURNS) < TURNS - 1
+
+
+def rejected_overflows(provider: Recording, turns: int) -> int:
+    """The calls an overflow rejected: every call but the one answered in each turn."""
+    rejected = [o for o in provider.outcomes if isinstance(o, ProviderError)]
+    assert all(e.info.kind is ErrorKind.CONTEXT_OVERFLOW for e in rejected)
+    assert len(provider.requests) == turns + len(rejected)
+    return len(rejected)
 
 
 def assert_overflow_numbers(
     reply: Reply, sent: Sequence[Request], count: Count, n_ctx: int
 ) -> None:
-    """The overflow carried the server's own numbers: its count of what was sent, its n_ctx."""
+    """Each overflow carried the server's own numbers: its count of what was sent, its n_ctx."""
     overflows = [e for e in reply.events if isinstance(e, OverflowDetected)]
-    if overflows:
-        (overflow,) = overflows
+    for overflow, request in zip(overflows, sent, strict=False):  # the last call succeeded
         assert overflow.info.code == "exceed_context_size_error"
         assert overflow.limit == n_ctx
-        assert overflow.prompt_tokens == count(sent[0].messages)
+        assert overflow.prompt_tokens == count(request.messages)
 
 
 @pytest.mark.llama_server
