@@ -83,11 +83,14 @@ def session(turns: int = 12) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def level_views(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
+def level_views(messages: Sequence[Message], *, micro: bool = True) -> list[tuple[Message, ...]]:
     """The views the policy builds by default: base (microcompaction + budget + pairing), then
-    levels 1-3 in a chain."""
+    levels 1-3 in a chain. `micro=False`: without microcompaction, for a policy built with
+    `microcompact=None` (with a small window declared, microcompaction's trigger is half the
+    room, so it would act: tests of the ladder alone turn it off on both sides)."""
+    compacted = microcompact(messages, MicrocompactConfig()).messages if micro else messages
     budgeted = enforce_tool_result_budget(
-        microcompact(messages, MicrocompactConfig()).messages,
+        compacted,
         per_result_chars=CONFIG.tool_result_max_chars,
         per_turn_chars=CONFIG.tool_result_budget_chars,
     )
@@ -441,10 +444,10 @@ def test_an_uncalibrated_guess_never_fails_without_a_call() -> None:
 
 def test_plain_ladder_ignores_numbers() -> None:
     messages = session()
-    walk = Walk(seed_policy(predictive=False, context_window=200), messages)
-    assert walk.sent().request.messages == level_views(messages)[0]
+    walk = Walk(seed_policy(microcompact=None, predictive=False, context_window=200), messages)
+    assert walk.sent().request.messages == level_views(messages, micro=False)[0]
     walk.send(overflow(prompt_tokens=10**6, limit=200))
-    assert walk.sent().request.messages == level_views(messages)[1]
+    assert walk.sent().request.messages == level_views(messages, micro=False)[1]
     assert kinds(walk.events) == [OverflowDetected, LevelApplied]
 
 
@@ -574,11 +577,11 @@ def test_output_that_was_not_the_problem_is_not_lowered() -> None:
 
 def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
     messages = session()
-    views = level_views(messages)
+    views = level_views(messages, micro=False)
     estimator = TokenEstimator()
     window = estimator.count(views[2]) + 10  # level 2 fits with the 10-token reserve
     assert estimator.count(views[1]) + 10 > window * 1.1  # level 1 clearly does not
-    walk = Walk(seed_policy(context_window=window), messages, max_tokens=10)
+    walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=10)
     assert walk.sent().request.messages == views[2]
     estimate = estimator.count(views[0])
     assert walk.events[0] == PreflightRecovery(estimate=estimate, reserve=10, window=window)
@@ -595,20 +598,20 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
 
 def test_preflight_leaves_a_near_miss_alone() -> None:
     messages = session()
-    estimate = TokenEstimator().count(level_views(messages)[0])
-    walk = Walk(seed_policy(context_window=estimate - 100), messages)
+    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
+    walk = Walk(seed_policy(microcompact=None, context_window=estimate - 100), messages)
     assert walk.events == []
-    assert walk.sent().request.messages == level_views(messages)[0]
+    assert walk.sent().request.messages == level_views(messages, micro=False)[0]
 
 
 def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
     messages = session(2)
-    estimate = TokenEstimator().count(level_views(messages)[0])
+    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
     room = 3000
     window = math.ceil(estimate * 1.1) + room
     assert estimate + 8000 > window * 1.1  # a clear excess, but of the output only
-    walk = Walk(seed_policy(context_window=window), messages, max_tokens=8000)
-    assert walk.sent().request.messages == level_views(messages)[0]
+    walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=8000)
+    assert walk.sent().request.messages == level_views(messages, micro=False)[0]
     assert walk.sent().request.max_tokens == room
     fitted = MaxTokensFitted(
         old=8000, new=room, prompt_tokens=estimate, limit=window, estimated=True
@@ -620,9 +623,9 @@ def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
 
 def test_preflight_truncates_when_the_room_left_is_too_small() -> None:
     messages = session(2)
-    estimate = TokenEstimator().count(level_views(messages)[0])
+    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
     window = math.ceil(estimate * 1.1) + 1000  # under a quarter of the 8,000 asked
-    walk = Walk(seed_policy(context_window=window), messages, max_tokens=8000)
+    walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.max_tokens == 8000
     assert kinds(walk.events)[0] is PreflightRecovery
     assert LevelApplied in kinds(walk.events)

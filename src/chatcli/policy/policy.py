@@ -74,4 +74,4 @@ class RecoveryPolicy:
         so a flow given its output sends the view a flow given `messages` sends."""
         if self.microcompact is None:
             return tuple(messages)
-        return microcompact(messages, self.microcompact).messages
+        return microcompact(messages, self.microcompact, room=self.context_window).messages
