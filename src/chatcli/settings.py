@@ -21,6 +21,7 @@ Example `config.toml`::
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import tomllib
@@ -40,6 +41,7 @@ __all__ = [
     "default_config_path",
     "load_settings",
     "lookup_api_key",
+    "positive_int",
 ]
 
 # Setting -> the variable that sets it. The config file uses the setting names as keys.
@@ -202,3 +204,15 @@ def _system_keyring() -> KeyringGet | None:
         return None
     getter: KeyringGet = keyring.get_password
     return getter
+
+
+def positive_int(text: str) -> int:
+    """An argparse type for a flag that takes a whole number of at least 1 (the chat's and the
+    proxy's flags)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value

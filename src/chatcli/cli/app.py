@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from chatcli.cli.ui import Ui
 from chatcli.demo import DEMO_N_CTX
 from chatcli.errors import ConfigError
+from chatcli.settings import positive_int
 
 __all__ = ["COMMANDS", "build_parser", "run"]
 
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the whole system offline, on a tiny local model")
     demo.add_argument("--model", help="a .gguf file (default: the tiny random test model)")
     demo.add_argument(
-        "--n-ctx", type=_positive, default=DEMO_N_CTX, help="context window (%(default)s)"
+        "--n-ctx", type=positive_int, default=DEMO_N_CTX, help="context window (%(default)s)"
     )
     return parser
 
@@ -73,12 +74,12 @@ def _add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="server URL (openai-compatible, or a proxy)")
     parser.add_argument(
         "--context-window",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="the model's window in tokens, when it is not the catalog's: the context the "
         "server runs with (Ollama num_ctx, llama.cpp -c), or llama-cpp's n_ctx",
     )
-    parser.add_argument("--max-tokens", type=_positive, help="output limit per answer")
+    parser.add_argument("--max-tokens", type=positive_int, help="output limit per answer")
 
 
 def _add_sessions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,16 +93,6 @@ def _add_sessions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     export.add_argument("id")
     export.add_argument("--format", choices=("md", "json"), default="md")
     export.add_argument("-o", "--output", help="write to this file (default: stdout)")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def _quiet_library_log() -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
-from chatcli.settings import load_settings
+from chatcli.settings import load_settings, positive_int
 
 if TYPE_CHECKING:
     from chatcli.proxy.app import ProxyOptions
@@ -48,11 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", help="the upstream's URL (openai-compatible, or a gateway)")
     parser.add_argument(
         "--context-window",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="the upstream model's window in tokens, when not the catalog's",
     )
-    parser.add_argument("--max-tokens", type=_positive, help="output limit when a client sets none")
+    parser.add_argument(
+        "--max-tokens", type=positive_int, help="output limit when a client sets none"
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (%(default)s)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
     parser.add_argument(
@@ -65,13 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-body-bytes",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body (%(default)s)",
     )
     parser.add_argument(
         "--max-concurrency",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_MAX_CONCURRENCY,
         help="requests in flight per client key (%(default)s)",
     )
@@ -83,16 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow browser requests from ORIGIN (repeatable; default: no CORS)",
     )
     return parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
