@@ -28,6 +28,7 @@ from chatcli.providers.discovery import (
     discover_window,
     forget_discovered_windows,
     known_server_window,
+    server_url,
     window_from_llama_props,
     window_from_lmstudio_models,
     window_from_ollama_show,
@@ -229,3 +230,28 @@ def test_the_chat_shows_the_servers_window_before_any_request(
     assert "8,096-token window" in screen.getvalue()
     paths = [r.path.partition("?")[0] for r in server.requests]
     assert paths == ["/props", "/v1/models"]  # no chat request
+
+
+@pytest.mark.parametrize(
+    ("base_url", "path", "expected"),
+    [
+        ("http://h:1/v1", "/props", "http://h:1/props"),
+        ("http://h:1/v1/", "/props", "http://h:1/props"),
+        ("http://h:1", "/props", "http://h:1/props"),
+        ("http://h:1/proxy/v1", "/tokenize", "http://h:1/proxy/tokenize"),
+        ("http://h:1/v1?api-key=k", "/props", "http://h:1/props?api-key=k"),
+        ("http://h:1/v1/?api-key=k", "", "http://h:1?api-key=k"),
+    ],
+)
+def test_paths_go_at_the_servers_root_before_its_query_string(
+    base_url: str, path: str, expected: str
+) -> None:
+    assert server_url(base_url, path) == expected
+
+
+def test_a_base_url_with_a_query_string_is_probed_with_it(server: ReplayServer) -> None:
+    server.add(answer("sw-002"))
+    url = server.url + "/v1?api-key=k"
+    found = discover_window(url, "llama3.2", probes=probe_for("Ollama"))
+    assert found is not None and found.tokens == 8192
+    assert server.requests[0].path == "/api/show?api-key=k"

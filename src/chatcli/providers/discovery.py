@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from chatcli.redact import redact_url
 
@@ -209,7 +210,7 @@ def _probe(
 
 
 def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
-    url = root + probe.path
+    url = server_url(root, probe.path)
     shown = redact_url(url)  # a base_url can carry credentials: never logged
     try:
         if probe.post:
@@ -226,9 +227,18 @@ def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
         return None
 
 
+def server_url(base_url: str, path: str) -> str:
+    """`path` at the server's root: `base_url` without a final `/` or `/v1` (llama.cpp's
+    `/props` and `/tokenize`, Ollama's `/api/show` live there), its query string kept after the
+    new path (some gateways take their key as `?api-key=...`)."""
+    parts = urlsplit(base_url)
+    root = parts.path.rstrip("/").removesuffix("/v1")
+    return urlunsplit(parts._replace(path=root + path))
+
+
 def _key(base_url: str, model: str) -> tuple[str, str]:
     """The server's root (no trailing `/` or `/v1`: the probes' paths start there)."""
-    return base_url.rstrip("/").removesuffix("/v1"), model
+    return server_url(base_url, ""), model
 
 
 def _entry(body: Any, model: str, *, only_one: bool = True) -> Mapping[str, Any] | None:

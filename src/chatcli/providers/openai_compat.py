@@ -48,6 +48,7 @@ from chatcli.messages import StopReason, Usage
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import discover_window as discover
+from chatcli.providers.discovery import server_url
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens import TokenEstimator
 
@@ -132,9 +133,9 @@ class OpenAICompatible(OpenAIBase):
         the decoded JSON answer. The root is `base_url` without a final `/v1`: llama.cpp's
         `/tokenize` and `/apply-template` live there. Failures raise a classified
         ProviderError, as for any call."""
-        root = (self.base_url or "").rstrip("/").removesuffix("/v1")
         with _sdk_errors():
-            return self._client().post(root + path, cast_to=object, body=dict(body))
+            url = server_url(self.base_url or "", path)
+            return self._client().post(url, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
         self._raise_if_truncated(response, request)
