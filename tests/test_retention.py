@@ -275,6 +275,19 @@ def test_a_declared_window_recovers_in_one_call_and_fills_the_room() -> None:
     assert reply.view[-1] == messages[-1] and reply.view[1] == GOAL
 
 
+def test_a_declared_window_and_a_dense_tokenizer_recount_level_2_not_fall_to_level_3() -> None:
+    # About one token per 1.3 chars: the uncalibrated estimate (4 chars/token) chooses a level-2
+    # view three times the window. The rejection states the real count; level 2 recounted with
+    # it fits, and is sent instead of level 3's lower share.
+    provider = WindowedProvider(window=16_000, chars_per_token=1.3, answer=short_answer)
+    messages = agent_session(60)
+    reply = Client(provider).send(messages, max_tokens=1_000)
+    assert [e.level for e in reply.events if isinstance(e, LevelApplied)] == [2, 2]
+    assert reply.calls == 2
+    room = provider.window - 1_000
+    assert 0.6 * room <= provider.count(reply.view) <= room
+
+
 def test_seed_retention_keeps_the_seed_counts() -> None:
     provider = windowed(16_000)
     messages = agent_session(80)

@@ -106,7 +106,7 @@ class Run:
         """An upper bound on provider calls: each outcome that is not a retry uses a level, an
         escalation, a cap lowering or a fit (one per level or answer received, + 1), or ends
         the run; at most `max_retries` retries come between two such outcomes."""
-        changes = self.ladder.max_level + self.answer.max_escalations  # each a new request
+        changes = self.ladder.max_steps + self.answer.max_escalations  # each a new request
         fits = changes + 1  # at most one per request
         outcomes = changes + MAX_OUTPUT_CAP_LOWERINGS + fits + 1  # + 1: the one that ends it
         return outcomes * (self.policy.max_retries + 1)
