@@ -126,13 +126,12 @@ class Ladder:
     def recalibrated(self) -> bool:
         """The current level, kept by tokens and not sent again yet, has a new view since it
         was sent (the prediction learned a count), and the new view is predicted to fit."""
-        level = self.level
+        level, prediction = self.level, self.prediction
         if not self.predictive or level < _FIRST_FIT_LEVEL or level in self.resent:
             return False
-        if self.unchanged(level) or self.prediction.window is None:
+        if not prediction.calibrated or prediction.window is None or self.unchanged(level):
             return False
-        predicted = self.predicted(level)
-        return self.prediction.calibrated and self.prediction.fits(predicted)
+        return prediction.fits(self.predicted(level))
 
     def unchanged(self, level: int) -> bool:
         """`level` leaves the view as it is now (the one just rejected, or predicted not to
