@@ -65,14 +65,15 @@ from benchmarks.histories import (
     oversized_session,
 )
 from benchmarks.rivals import Trim, langchain_trim, litellm_trim, middle_out
-from tests.fakes import WindowedProvider
+from tests.fakes import WindowedProvider, latest_request_text
 
 from chatcli.config import RecoveryConfig
+from chatcli.events import LevelApplied
 from chatcli.messages import Message, Role
 from chatcli.providers.base import Request, Response
 from chatcli.recovery import Client
-from chatcli.tokencount import load_encoding
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS
+from chatcli.tokencount import CountingEstimator, load_encoding
+from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
 
 OVERFLOWS = (1.6, 4.0)
 SESSIONS = ("chat", "agent")
@@ -80,10 +81,12 @@ WINDOWS = {"o200k_base": (8_000, 32_000, 128_000, 200_000), "cl100k_base": (32_0
 LLAMA_WINDOWS = (32_000, 128_000)
 OVERSIZED_WINDOW = 32_000
 OVERSIZED_FACTOR = 5
-# The model LiteLLM is told about, so that it picks the cell's tokenizer where it has it.
+# The model LiteLLM is told about, so that it picks the cell's tokenizer where it has it; the
+# "exact count" provider names it too, so that chatcli picks the same one (tiktoken's).
 LITELLM_MODELS = {"o200k_base": "gpt-4o", "cl100k_base": "gpt-4", "llama": "chatcli-tiny"}
 METHODS = (
     "chatcli fit, declared",
+    "chatcli fit, declared, exact count",
     "chatcli fit, learned",
     "chatcli seed, declared",
     "chatcli seed, learned",
@@ -163,12 +166,22 @@ def llama_counter(base_url: str) -> CachedCounter:
 # -- the provider --------------------------------------------------------------------------
 
 
+def brief_answer(messages: Sequence[Message]) -> str:
+    """The model's answer: it names the request it answers by its first 200 chars. An answer
+    is a few hundred tokens, not a copy of the request: echoing a pasted log 5x the window
+    would be cut at max_tokens and continued, calls that measure the fake model, not recovery."""
+    return f"Answer to: {latest_request_text(messages)[:200]}"
+
+
 @dataclass(kw_only=True)
 class RealTokenizerProvider(WindowedProvider):
     """`WindowedProvider` counting with a real tokenizer; it times itself and keeps the
-    requests it accepted."""
+    requests it accepted. `model`: the model it serves, None when chatcli cannot tell its
+    tokenizer (then chatcli estimates)."""
 
     counter: CachedCounter
+    answer: Callable[[Sequence[Message]], str] = brief_answer
+    model: str | None = None
     seconds: float = 0.0
     accepted: list[Request] = field(default_factory=list)
 
@@ -199,6 +212,9 @@ class Outcome:
     first: bool
     paired: bool
     seconds: float
+    # chatcli's: a recovery level was applied (False: microcompaction and the tool-result
+    # budget alone made the view fit, "mc" in the cell); None for the rivals.
+    recovered: bool | None = None
     note: str = ""
 
     def cell(self) -> str:
@@ -211,7 +227,8 @@ class Outcome:
             mark if ok else "✗"
             for mark, ok in (("L", self.latest), ("F", self.first), ("P", self.paired))
         )
-        return f"{self.calls} · {self.fill:.0%} · {flags} · {ms}"
+        shaped = " · mc" if self.recovered is False else ""
+        return f"{self.calls} · {self.fill:.0%} · {flags} · {ms}{shaped}"
 
 
 NOT_AVAILABLE = Outcome(
@@ -287,24 +304,37 @@ def run_chatcli(
     *,
     retention: str,
     declared: bool,
+    exact: bool = False,
 ) -> Outcome:
+    """chatcli's `Client.send` with its defaults. `exact`: chatcli counts with the cell's
+    tokenizer, as it does by default for an OpenAI model (the provider names the model, and
+    chatcli picks tiktoken for it) and a llama.cpp server (its `/tokenize`, given here as the
+    estimator: the cells' provider is not the server); else it estimates."""
     config = recovery_config(retention)
     if config is None:
         return NOT_AVAILABLE
-    provider = RealTokenizerProvider(window=window, counter=counter, declares_limits=declared)
-    client = Client(provider, config)
+    model = LITELLM_MODELS[counter.name] if exact and counter.name != "llama" else None
+    provider = RealTokenizerProvider(
+        window=window, counter=counter, declares_limits=declared, model=model
+    )
+    estimator: TokenEstimator | None = None
+    if exact and model is None:
+        estimator = CountingEstimator(counter=counter)
+    client = Client(provider, config, estimator=estimator)
     output = output_tokens(window)
     start = time.process_time()
+    events: tuple[object, ...] = ()
     # A ContextRecoveryError, or the provider's error re-raised, is a failure: no view.
     with suppress(Exception):
-        client.send(history, max_tokens=output)
+        events = client.send(history, max_tokens=output).events
     own = time.process_time() - start - provider.seconds
     calls = len(provider.requests)
     if not provider.accepted:
         return judge(history, None, None, calls=calls, seconds=own)
     view = provider.accepted[-1].messages
     fill = fill_of(view, counter, window - output)
-    return judge(history, view, fill, calls=calls, seconds=own)
+    recovered = any(isinstance(e, LevelApplied) for e in events)
+    return judge(history, view, fill, calls=calls, seconds=own, recovered=recovered)
 
 
 def run_trim(
@@ -333,6 +363,7 @@ def run_all(history: Sequence[Message], window: int, counter: CachedCounter) -> 
     model = LITELLM_MODELS[counter.name]
     return [
         run_chatcli(history, window, counter, retention="fit", declared=True),
+        run_chatcli(history, window, counter, retention="fit", declared=True, exact=True),
         run_chatcli(history, window, counter, retention="fit", declared=False),
         run_chatcli(history, window, counter, retention="seed", declared=True),
         run_chatcli(history, window, counter, retention="seed", declared=False),
@@ -425,13 +456,13 @@ def oversized_cell(history: Sequence[Message], outcome: Outcome) -> str:
 
 def summary(results: Results) -> list[str]:
     lines = [
-        "| method | cells | fill: median | min | max | latest kept | first kept | pairing valid "
-        "| failed | calls: max | CPU: median |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | cells | fill: median | min | max | recovered by a level: cells, median fill "
+        "| latest kept | first kept | pairing valid | failed | calls: max | CPU: median |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for method, outcomes in results.by_method.items():
         if not outcomes:
-            lines.append(f"| {method} | 0 | not available on this build |" + " |" * 8)
+            lines.append(f"| {method} | 0 | not available on this build |" + " |" * 9)
             continue
         fills = [o.fill for o in outcomes if o.fill is not None]
         n = len(outcomes)
@@ -440,10 +471,13 @@ def summary(results: Results) -> list[str]:
             if fills
             else ["-", "-", "-"]
         )
+        levelled = [o.fill for o in outcomes if o.fill is not None and o.recovered]
+        by_level = f"{len(levelled)}, {statistics.median(levelled):.0%}" if levelled else "-"
         cells = [
             method,
             str(n),
             *spread,
+            by_level,
             f"{sum(o.latest for o in outcomes)}/{n}",
             f"{sum(o.first for o in outcomes)}/{n}",
             f"{sum(o.paired for o in outcomes if o.view is not None)}/{len(fills)}",

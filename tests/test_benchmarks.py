@@ -15,7 +15,7 @@ from benchmarks.histories import (
     read_source,
     source_files,
 )
-from benchmarks.recovery import CachedCounter, fill_of, pairing_valid
+from benchmarks.recovery import CachedCounter, fill_of, pairing_valid, run_chatcli
 from benchmarks.rivals import middle_out
 
 from chatcli.messages import Message, Role, ToolCall
@@ -60,6 +60,18 @@ def test_oversized_session_ends_with_one_huge_message() -> None:
         session = oversized_session(kind, 10_000, counter)
         assert counter.count(session[-1:]) >= 10_000
         assert counter.count(session[:-1]) < 10_000 / 2
+
+
+def test_a_paste_five_times_the_window_costs_recovery_calls_only() -> None:
+    # The model answers briefly: an echo of the paste would be cut at max_tokens and
+    # continued, calls that measure the fake model, not recovery.
+    counter = words()
+    history = oversized_session("chat", 5 * 4_000, counter)
+    declared = run_chatcli(history, 4_000, counter, retention="fit", declared=True)
+    learned = run_chatcli(history, 4_000, counter, retention="fit", declared=False)
+    assert (declared.calls, learned.calls) == (1, 2)
+    assert declared.recovered and declared.view is not None
+    assert declared.fill is not None and declared.fill <= 1.0
 
 
 def test_fill_counts_every_message_of_the_view() -> None:

@@ -407,13 +407,21 @@ def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent
 def test_a_silent_truncation_is_reported_before_the_recovery(
     reason: str | None, message: str, silent: bool
 ) -> None:
+    # A silent cut states the window it cut to (one it does not state is tested in
+    # tests/test_silent_truncation.py: no level can help then).
+    limit = 2_048 if silent else None
     info = ErrorInfo(
-        kind=ErrorKind.CONTEXT_OVERFLOW, message=message, reason=reason, prompt_tokens=9_000
+        kind=ErrorKind.CONTEXT_OVERFLOW,
+        message=message,
+        reason=reason,
+        prompt_tokens=9_000,
+        limit=limit,
     )
     walk = Walk(seed_policy(), session())
     walk.send(ProviderError(info))
-    recovery = [OverflowDetected, LevelApplied]
-    assert kinds(walk.events) == ([SilentTruncationDetected] if silent else []) + recovery
+    first = [SilentTruncationDetected, OverflowDetected] if silent else [OverflowDetected]
+    assert kinds(walk.events)[: len(first)] == first
+    assert kinds(walk.events)[-1] is LevelApplied  # then the recovery, as for any overflow
     if silent:
         event = walk.events[0]
         assert event == SilentTruncationDetected(expected_tokens=9_000, detail=message)

@@ -246,7 +246,8 @@ def test_an_overflow_is_recovered_and_kept_messages_are_forwarded_verbatim(
 def test_an_unrecoverable_overflow_is_openais_own_400(
     upstream: ReplayServer, openai_proxy: str
 ) -> None:
-    upstream.add(*[replayed_error(record("pe-056"))] * 4)
+    # One per call: the request, levels 1-3, and level 2 again with the count stated.
+    upstream.add(*[replayed_error(record("pe-056"))] * 5)
     with pytest.raises(openai.BadRequestError) as caught:
         oa(openai_proxy).chat.completions.create(model="gpt-4o", messages=chat(31))
     assert caught.value.status_code == 400
@@ -273,7 +274,8 @@ def test_an_unrecoverable_overflow_is_anthropics_prompt_is_too_long(
 def test_a_streamed_request_that_cannot_fit_gets_the_error_status_not_a_stream(
     upstream: ReplayServer, openai_proxy: str
 ) -> None:
-    upstream.add(*[replayed_error(record("pe-056"))] * 4)
+    # One per call: the request, levels 1-3, and level 2 again with the count stated.
+    upstream.add(*[replayed_error(record("pe-056"))] * 5)
     with pytest.raises(openai.BadRequestError) as caught:
         oa(openai_proxy).chat.completions.create(model="gpt-4o", messages=chat(31), stream=True)
     assert caught.value.code == "context_length_exceeded"

@@ -27,6 +27,7 @@ from chatcli.history.retain import (
     CUT_NOTE,
     FIRST_REQUEST_SHARE,
     MESSAGE_SHARE,
+    MIN_BOUNDARY_TOKENS,
     Retention,
     recover,
     retain,
@@ -125,9 +126,29 @@ def test_level_2_keeps_the_newest_messages_that_fit_three_quarters_of_the_room()
     assert count(view) > target - 1_000
     assert view[0] == SYSTEM and view[1] == GOAL  # the goal is pinned after the system prompt
     kept = others(view)[1:]
-    assert kept == others(messages)[-len(kept) :]  # the newest, in order, uncut
+    newest = others(messages)[-len(kept) :]
+    # The newest, in order, whole but for the largest message of the turn at the boundary.
+    cut = [i for i, (k, m) in enumerate(zip(kept, newest, strict=True)) if k != m]
+    assert len(cut) <= 1 and all(CUT_NOTE in kept[i].text for i in cut)
+    assert kept[0].role is Role.USER
     assert len(kept) > FIT.emergency_keep_messages  # far more than the seed's ten
     assert result.report.moved == ("pinned user request #0 in front of the newest messages",)
+
+
+def test_the_turn_at_the_boundary_fills_the_room_it_leaves_with_its_answer_cut() -> None:
+    # Few long answers fit the room: whole turns alone would leave up to one unused.
+    messages = [SYSTEM, GOAL]
+    for i in range(12):
+        messages += [Message.user(f"question {i}?"), Message.assistant(f"answer {i}. " * 480)]
+    messages.append(Message.user("and to sum up?"))
+    room = 8_000
+    target = room * 75 // 100
+    view = retain(messages, 2, FIT, Retention(room=room, count=count)).messages
+    assert target - MIN_BOUNDARY_TOKENS < count(view) <= target
+    boundary = others(view)[1:3]  # after the pinned goal: the boundary turn, its answer cut
+    assert boundary[0].text.startswith("question ") and boundary[1].role is Role.ASSISTANT
+    assert CUT_NOTE in boundary[1].text
+    assert all(CUT_NOTE not in m.text for m in others(view)[3:])
 
 
 def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
@@ -273,6 +294,19 @@ def test_a_declared_window_recovers_in_one_call_and_fills_the_room() -> None:
     # Measured by the provider's own tokenizer, not by the estimator that chose the view.
     assert 0.6 * room <= provider.count(reply.view) <= room
     assert reply.view[-1] == messages[-1] and reply.view[1] == GOAL
+
+
+def test_a_declared_window_and_a_dense_tokenizer_recount_level_2_not_fall_to_level_3() -> None:
+    # About one token per 1.3 chars: the uncalibrated estimate (4 chars/token) chooses a level-2
+    # view three times the window. The rejection states the real count; level 2 recounted with
+    # it fits, and is sent instead of level 3's lower share.
+    provider = WindowedProvider(window=16_000, chars_per_token=1.3, answer=short_answer)
+    messages = agent_session(60)
+    reply = Client(provider).send(messages, max_tokens=1_000)
+    assert [e.level for e in reply.events if isinstance(e, LevelApplied)] == [2, 2]
+    assert reply.calls == 2
+    room = provider.window - 1_000
+    assert 0.6 * room <= provider.count(reply.view) <= room
 
 
 def test_seed_retention_keeps_the_seed_counts() -> None:

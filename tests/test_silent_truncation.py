@@ -15,10 +15,17 @@ from typing import Any
 
 import pytest
 
-from chatcli.errors import SILENT_TRUNCATION, ErrorKind, ProviderError, silent_truncation
-from chatcli.messages import Message, Usage
+from chatcli.errors import (
+    SILENT_TRUNCATION,
+    ContextRecoveryError,
+    ErrorKind,
+    ProviderError,
+    silent_truncation,
+)
+from chatcli.messages import Message, ToolCall, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.recovery import Client
 from tests.replay import Scripted, replay_server
 from tests.test_openai_adapter import MODES, ask
 
@@ -35,13 +42,22 @@ def conversation(tokens: int) -> Request:
     return Request(messages=(*messages, Message.user("and now?")))
 
 
-async def answer(body: dict[str, Any], sent: int, window: int | None, mode: str) -> Any:
-    """What the adapter makes of `body`, served for a conversation of ~`sent` tokens."""
+def paste(tokens: int) -> Request:
+    """A one-shot request: a system prompt and a pasted log of about `tokens` tokens."""
+    log = "GET /index.html 200 0.003s\n" * (tokens * 4 // 27)
+    return Request(messages=(Message.system("Be brief."), Message.user(f"Summarise:\n{log}")))
+
+
+async def answer(
+    body: dict[str, Any], sent: int, window: int | None, mode: str, *, shape: Any = None
+) -> Any:
+    """What the adapter makes of `body`, served for a conversation of ~`sent` tokens
+    (`shape`: the request's builder, default `conversation`)."""
     with replay_server() as server:
         server.add(Scripted(body=body))
         provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=window)
         try:
-            return await ask(provider, conversation(sent), mode)
+            return await ask(provider, (shape or conversation)(sent), mode)
         finally:
             provider.close()
             await provider.aclose()
@@ -93,6 +109,68 @@ async def test_a_cut_prompt_is_an_overflow(mode: str, record: str, sent: int, wi
         window,
     )
     assert info.prompt_tokens is not None and info.prompt_tokens > window
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_prompt_cut_to_num_ctx_is_an_overflow_with_the_window_unknown(mode: str) -> None:
+    # Ollama's log: "truncating input prompt limit=2048 prompt=74706"; the window is not
+    # declared, and the count left is a window cap: it states the window.
+    with pytest.raises(ProviderError, match="window cap") as caught:
+        await answer(BODIES["ou-5"], 74_706, None, mode, shape=paste)
+    info = caught.value.info
+    assert (info.kind, info.reason, info.limit) == (
+        ErrorKind.CONTEXT_OVERFLOW,
+        SILENT_TRUNCATION,
+        2_048,
+    )
+
+
+def test_a_dropped_turn_with_the_window_unknown_fails_after_one_call() -> None:
+    # llama-cpp-python's guessed chat format drops tool results (tests/test_e2e_llama_cpp_python
+    # shows it on the real server): no level sends the result in a form it keeps, so the
+    # Client says so after the one call instead of answering without it.
+    call = ToolCall(id="call_1", name="read_log", arguments={"turn": 1})
+    exchange = (
+        Message.system("Be brief."),
+        Message.user("Read the log and say what it shows."),
+        Message.assistant(tool_calls=(call,)),
+        Message.tool(call.id, "GET /index.html 200 0.003s\n" * 100),
+    )
+    body = {**BODIES["ou-4"], "usage": {"prompt_tokens": 40, "completion_tokens": 12}}
+    with replay_server() as server:
+        server.add(Scripted(body=body))
+        provider = OpenAICompatible(server.url + "/v1", "m", environ={})
+        try:
+            with pytest.raises(ContextRecoveryError, match="silently truncated") as caught:
+                Client(provider).send(exchange, max_tokens=100)
+        finally:
+            provider.close()
+        assert len(server.requests) == 1
+    assert caught.value.info.limit is None
+    assert "--context-window" in str(caught.value) and "chat template" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("reported", "new_turn", "before", "truncated"),
+    [
+        (83, 604, 42, True),  # llama-cpp-python dropped the tool result, read what came before
+        (2_048, 9_000, 30_000, True),  # cut to a 2,048-token num_ctx
+        (1, 604, 20_000, False),  # the same prompt again, all of it cached (Ollama 0.30)
+        (42, 20, 20_000, False),  # ou-2: the uncached new turn of a cached conversation
+        (700, 1_000, 20_000, False),  # the new turn arrived; the prefix was cached
+        (83, 604, 0, False),  # a first request read in part: no prefix to vouch, no cap
+        (83, 400, 42, False),  # a short new turn is never judged by ratio
+    ],
+)
+def test_the_rule_with_the_window_unknown(
+    reported: int, new_turn: int, before: int, truncated: bool
+) -> None:
+    usage = Usage(input_tokens=reported)
+    estimate = before + new_turn
+    why = silent_truncation(usage, estimate, None, new_turn=new_turn, before=before)
+    assert (why is not None) is truncated
+    # A known window is judged by the window, never by the turn.
+    assert silent_truncation(usage, estimate, 100_000, new_turn=new_turn, before=before) is None
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,30 @@ def test_requests_views_and_events_are_stored_beside_the_transcript(tmp_path: Pa
         assert len(store.transcript(sid)) == 5  # the view never replaces the transcript
 
 
+def test_messages_of_a_few_thousand_chars_do_not_take_a_page_each(tmp_path: Path) -> None:
+    # With 4 KiB pages a 2.8k-char row took a page of its own: the file was 1.55x the rows.
+    passage = " ".join(f"word{i % 97}" for i in range(400))  # ~2,800 chars
+    with SessionStore(tmp_path / "db") as store:
+        session = store.create_session()
+        for i in range(200):  # one row per append, as a chat stores them
+            store.append_messages(session.id, [Message.user(f"{i} {passage}")])
+    with sqlite3.connect(tmp_path / "db") as conn:
+        (rows,) = conn.execute("SELECT sum(length(body)) FROM messages").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    assert (tmp_path / "db").stat().st_size < 1.25 * rows
+    assert page_size == 1024
+
+
+def test_an_existing_database_keeps_its_page_size(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "db") as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("CREATE TABLE t (x)")
+    with SessionStore(tmp_path / "db") as store:
+        store.create_session()
+    with sqlite3.connect(tmp_path / "db") as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
+
+
 def test_sessions_list_latest_and_delete(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "db") as store:
         first = store.create_session(title="a")

@@ -57,6 +57,7 @@ __all__ = [
     "ProviderError",
     "classify_error",
     "is_context_window_stop",
+    "is_window_cap",
     "redact_secrets",
     "silent_truncation",
 ]
@@ -189,6 +190,8 @@ def silent_truncation(
     *,
     min_ratio: float = 0.5,
     min_estimate: int = 512,
+    new_turn: int | None = None,
+    before: int = 0,
 ) -> str | None:
     """Why a 200 answer looks like the server cut the prompt silently (Ollama does), or None.
 
@@ -202,7 +205,16 @@ def silent_truncation(
       window (the estimate exceeds it). A low count alone proves nothing: Ollama reports only
       the uncached part of a prompt whose prefix it kept in its KV cache (0.30 until
       ollama#16428; 0 for a fully cached prompt before ollama#5371), so every long cached
-      conversation would look cut. Without a known window the ratio is not judged.
+      conversation would look cut.
+    - With the window unknown, `new_turn` (chatcli's count of the messages after the model's
+      last answer: the new request, or the results of its last calls) and `before` (of the
+      messages up to that answer) give a second signal. No earlier request held the new turn,
+      so no cache can hide it: fewer than `min_ratio` of it arrived is a cut when, besides,
+      the count is what a window cap leaves (a power of two of at least 1,024: Ollama keeps
+      exactly `num_ctx`, and every default and usual setting of it is one), or the server
+      read at least `min_ratio` of what came before it (it dropped the new turn, as
+      llama-cpp-python's guessed chat format drops tool results). A prompt sent again whole (a
+      retry that hits the cache: Ollama 0.30 reports about 1 token) matches neither.
     - No usage reported (0 tokens): nothing to judge.
     """
     reported = usage.prompt_tokens
@@ -216,7 +228,36 @@ def silent_truncation(
             f"the server reported {reported} prompt tokens, but about {estimate} were sent"
             f" to a {context_window}-token context"
         )
+    if context_window is None and new_turn is not None:
+        return _new_turn_missing(reported, new_turn, before, min_ratio, min_estimate)
     return None
+
+
+# The smallest context a server cuts to that the unknown-window rule recognises as a cap.
+_MIN_CAP = 1024
+
+
+def is_window_cap(reported: int) -> bool:
+    """`reported` prompt tokens are what a silent cut to a window leaves (a power of two of at
+    least 1,024): then they state the window, which the server did not."""
+    return reported >= _MIN_CAP and reported & (reported - 1) == 0
+
+
+def _new_turn_missing(
+    reported: int, new_turn: int, before: int, min_ratio: float, min_estimate: int
+) -> str | None:
+    """The unknown-window signal of `silent_truncation`: the new turn did not arrive."""
+    if new_turn < min_estimate or reported >= min_ratio * new_turn:
+        return None
+    capped = is_window_cap(reported)
+    read_before = before > 0 and reported >= min_ratio * before
+    if not (capped or read_before):
+        return None
+    what = "a window cap" if capped else f"the {before} tokens before it"
+    return (
+        f"the server reported {reported} prompt tokens, fewer than the {new_turn} of the turn"
+        f" sent after its last answer alone (no cache holds that turn), consistent with {what}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ then the kept span: the newest messages, taken whole turns at a time from the en
 - A message costing more than `MESSAGE_SHARE` of the target is cut to that share (head +
   tail, with a marker) before it is counted: one huge tool result or answer must not evict
   every smaller message before it. Only message text is cut; tool-call arguments are not.
+- The turn at the boundary (the first unit that does not fit, from the user message that
+  starts it) is kept too when cutting its largest message fills what is left and keeps at
+  least `MIN_BOUNDARY_TOKENS` of it: whole turns alone leave up to a turn unused.
 - The latest real user request is always kept; when it alone does not fit what the target
   leaves after the system messages, it is cut to fit (head + tail, the marker says how much
   was cut and that the transcript keeps it all). A session is never stuck on one message.
@@ -58,6 +61,7 @@ __all__ = [
     "CUT_NOTE",
     "FIRST_REQUEST_SHARE",
     "MESSAGE_SHARE",
+    "MIN_BOUNDARY_TOKENS",
     "Count",
     "Retention",
     "recover",
@@ -70,6 +74,9 @@ Count = Callable[[Sequence[Message]], int]
 FIRST_REQUEST_SHARE = 0.10
 # No message but the latest request keeps more than this share of the target.
 MESSAGE_SHARE = 0.25
+# The least a message cut to fill the room left at the span's boundary keeps (tokens): less
+# is a marker with a few words around it.
+MIN_BOUNDARY_TOKENS = 256
 # Added to the cut marker of a message cut by retention.
 CUT_NOTE = " to fit the context window; the transcript keeps the whole message"
 # Attempts at cutting a message to a token count (each re-measures with `count`).
@@ -172,11 +179,12 @@ def _plan(others: tuple[Message, ...], available: int, retention: Retention) -> 
             cuts[latest] = kept
         budget -= retention.count((kept,))
     cap = max(1, int(available * MESSAGE_SHARE))
-    start = _span_start(others, latest, budget, cap, retention.count, cuts)
+    start, span_cuts = _span_start(others, latest, budget, cap, retention.count)
     if reserve and first is not None and first >= start:
         # The goal is in the span anyway: the span may use what was set aside for it.
-        start = _span_start(others, latest, budget + reserve, cap, retention.count, cuts)
+        start, span_cuts = _span_start(others, latest, budget + reserve, cap, retention.count)
         reserve = 0
+    cuts.update(span_cuts)
     if not (reserve and first is not None and first < start):
         start = _user_start(others, start, latest)  # else the pinned goal leads the view
     pinned = (first if reserve else None, latest)
@@ -200,34 +208,79 @@ def _goal_cost(
 
 
 def _span_start(
-    others: tuple[Message, ...],
-    latest: int | None,
-    budget: int,
-    cap: int,
-    count: Count,
-    cuts: dict[int, Message],
-) -> int:
-    """Where the kept span starts: whole units are taken from the end while they fit `budget`
-    (the latest request is paid for already). A message over `cap` tokens is cut to it first
-    (recorded in `cuts`)."""
+    others: tuple[Message, ...], latest: int | None, budget: int, cap: int, count: Count
+) -> tuple[int, dict[int, Message]]:
+    """Where the kept span starts, and its cuts: whole units are taken from the end while they
+    fit `budget` (the latest request is paid for already). A message over `cap` tokens is cut
+    to it first. The turn at the boundary is then taken too when cutting its largest message
+    fills what is left (`_boundary_turn`)."""
     start = len(others)
-    for unit_start, unit_end in reversed(_units(others)):
-        unit_cuts: dict[int, Message] = {}
-        cost = 0
-        for index in range(unit_start, unit_end):
-            if index == latest:
-                continue
-            message = others[index]
-            kept = _cut_to(message, cap, count) or message
-            if kept is not message:
-                unit_cuts[index] = kept
-            cost += count((kept,))
+    cuts: dict[int, Message] = {}
+    units = _units(others)
+    for position in range(len(units) - 1, -1, -1):
+        unit_start, unit_end = units[position]
+        cost, unit_cuts = _capped(others, range(unit_start, unit_end), latest, cap, count)
         if cost > budget:
+            turn = _boundary_turn(others, units[: position + 1], latest, budget, cap, count)
+            if turn is not None:
+                start, turn_cuts = turn
+                cuts.update(turn_cuts)
             break
         budget -= cost
         cuts.update(unit_cuts)
         start = unit_start
-    return start
+    return start, cuts
+
+
+def _capped(
+    others: tuple[Message, ...], indexes: range, latest: int | None, cap: int, count: Count
+) -> tuple[int, dict[int, Message]]:
+    """The cost of the messages at `indexes` (the latest request aside: paid for already),
+    each cut to `cap` tokens first, and those cuts."""
+    cost, cuts = 0, {}
+    for index in indexes:
+        if index == latest:
+            continue
+        message = others[index]
+        kept = _cut_to(message, cap, count) or message
+        if kept is not message:
+            cuts[index] = kept
+        cost += count((kept,))
+    return cost, cuts
+
+
+def _boundary_turn(
+    others: tuple[Message, ...],
+    units: list[tuple[int, int]],
+    latest: int | None,
+    budget: int,
+    cap: int,
+    count: Count,
+) -> tuple[int, dict[int, Message]] | None:
+    """The turn of the last of `units` (the first that did not fit), from the user message
+    that starts it, with its largest message cut to what `budget` leaves: whole turns alone
+    leave up to a turn's worth of the target unused, a lot when the window holds few turns.
+    None when the turn holds the latest request, starts with no user message within two
+    units, or its largest message would keep fewer than `MIN_BOUNDARY_TOKENS`."""
+    unit_start, end = units[-1]
+    if others[unit_start].role is not Role.USER:
+        if len(units) < 2 or others[units[-2][0]].role is not Role.USER:
+            return None
+        unit_start = units[-2][0]
+    indexes = range(unit_start, end)
+    if latest in indexes:
+        return None
+    cost, cuts = _capped(others, indexes, latest, cap, count)
+    largest = max(indexes, key=lambda i: count((cuts.get(i, others[i]),)))
+    left = budget - (cost - count((cuts.get(largest, others[largest]),)))
+    if left < MIN_BOUNDARY_TOKENS:
+        return None
+    kept = _cut_to(others[largest], left, count)
+    if kept is None:
+        return None
+    if kept is not others[largest]:
+        cuts[largest] = kept
+    return unit_start, cuts
 
 
 def _user_start(others: tuple[Message, ...], start: int, latest: int | None) -> int:

@@ -69,6 +69,13 @@ class Ladder:
     `max_level`: the levels allowed (`max_recovery_attempts`, at most three). In predictive
     mode a level is skipped without a call when it changes nothing or is predicted to miss
     the window; the plain ladder sends every level in turn.
+
+    A level kept by tokens (2 or 3) that was rejected is sent once more, before the next
+    level, when the counts the rejection stated change its view and it is predicted to fit:
+    a view chosen with an uncalibrated estimate (a tokenizer far from 4 chars per token)
+    misses the window by that estimate's error, and the next level's lower share would throw
+    away what the calibrated count of the same level keeps. `max_steps` bounds the levels
+    sent, these included.
     """
 
     def __init__(
@@ -86,6 +93,13 @@ class Ladder:
         self.level = 0
         self.view = self.views.at(0).messages  # the view of the level applied last
         self.prediction, self.answer, self.journal = prediction, answer, journal
+        self.resent: set[int] = set()  # the levels sent again with a recalibrated view
+
+    @property
+    def max_steps(self) -> int:
+        """The most levels a run sends: each allowed level, and each one kept by tokens
+        once more (see the class docstring)."""
+        return self.max_level + max(0, self.max_level - _FIRST_FIT_LEVEL + 1)
 
     def request_messages(self, level: int | None = None) -> tuple[Message, ...]:
         """What a request at `level` (default: the current one) sends: its view, and the
@@ -97,13 +111,27 @@ class Ladder:
         return self.prediction.count(self.request_messages(level))
 
     def next_level(self) -> int | None:
-        """The next level worth sending, emitting a `LevelSkipped` for each one passed over."""
+        """The next level worth sending, emitting a `LevelSkipped` for each one passed over:
+        the current one again when its view was recalibrated (see the class docstring)."""
+        if self.recalibrated():
+            self.resent.add(self.level)
+            return self.level
         for level in range(self.level + 1, self.max_level + 1):  # bounded: the allowed levels
             if self.predictive and self.unchanged(level):
                 self.skip(LevelSkipped(level=level, name=LEVEL_NAMES[level], unchanged=True))
             elif self.worth_sending(level):
                 return level
         return None
+
+    def recalibrated(self) -> bool:
+        """The current level, kept by tokens and not sent again yet, has a new view since it
+        was sent (the prediction learned a count), and the new view is predicted to fit."""
+        level, prediction = self.level, self.prediction
+        if not self.predictive or level < _FIRST_FIT_LEVEL or level in self.resent:
+            return False
+        if not prediction.calibrated or prediction.window is None or self.unchanged(level):
+            return False
+        return prediction.fits(self.predicted(level))
 
     def unchanged(self, level: int) -> bool:
         """`level` leaves the view as it is now (the one just rejected, or predicted not to

@@ -54,6 +54,12 @@ RECOVERY_ADVICE = (
     "or shorten the system prompt."
 )
 
+DROPPED_TURN_ADVICE = (
+    "The server stated no window, so no recovery level can help. To go on: declare the "
+    "server's window (--context-window), or check that its chat template keeps every message "
+    "(some drop tool results)."
+)
+
 
 class Run:
     """The state of one send(). Mutable, but private to the generator that owns it."""
@@ -106,7 +112,7 @@ class Run:
         """An upper bound on provider calls: each outcome that is not a retry uses a level, an
         escalation, a cap lowering or a fit (one per level or answer received, + 1), or ends
         the run; at most `max_retries` retries come between two such outcomes."""
-        changes = self.ladder.max_level + self.answer.max_escalations  # each a new request
+        changes = self.ladder.max_steps + self.answer.max_escalations  # each a new request
         fits = changes + 1  # at most one per request
         outcomes = changes + MAX_OUTPUT_CAP_LOWERINGS + fits + 1  # + 1: the one that ends it
         return outcomes * (self.policy.max_retries + 1)
@@ -225,6 +231,10 @@ class Run:
         if info.kind is ErrorKind.CONTEXT_OVERFLOW:
             if (silent := _silent_truncation(info)) is not None:
                 self.journal.emit(silent)  # the issue asks for an event saying so, first
+                if info.limit is None:
+                    # The server dropped the turn after the model's last answer and stated no
+                    # window: no level sends that turn in a form it would keep.
+                    return self.give_up(info, cause=error, advice=DROPPED_TURN_ADVICE)
             return self.on_overflow(info, request, cause=error)
         if info.kind is ErrorKind.OUTPUT_CAP:
             self.lower_output_cap(info, error)
@@ -266,16 +276,19 @@ class Run:
         self.ladder.apply(level)
         return None
 
-    def give_up(self, info: ErrorInfo, cause: Exception | None) -> Reply:
+    def give_up(
+        self, info: ErrorInfo, cause: Exception | None, *, advice: str = RECOVERY_ADVICE
+    ) -> Reply:
         attempts = tuple(self.journal.attempts)
         self.journal.emit(RecoveryFailed(attempts=attempts, info=info))
         partial = self.answer.message
         if partial is not None and partial.text:
             return self.finish(partial, self.answer.stop, truncated=True)
-        tried = f"after {len(attempts)} recovery step(s)" if attempts else "recovery is disabled"
+        tried = f"after {len(attempts)} recovery step(s)"
+        if not attempts:
+            tried = "recovery is disabled" if self.ladder.max_level == 0 else "no step could help"
         message = (
-            f"the conversation does not fit the context window ({tried}): {info.message}. "
-            f"{RECOVERY_ADVICE}"
+            f"the conversation does not fit the context window ({tried}): {info.message}. {advice}"
         )
         # An overflow known from a stop reason or a prediction has no provider exception:
         # the chain still ends in the ProviderError that states what was known.

@@ -12,10 +12,11 @@ actually do:
   which may be smaller than the model's. With `discover_window=True` and none declared, it is
   asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`).
 - Overflow that the server does not report as an error is detected: a prompt cut silently
-  (Ollama truncates and answers 200; see `TruncationCheck`: it needs `context_window` set to
-  tell a cut prompt from a cached one). An empty event stream (no event
-  at all: llama-cpp-python's answer to an over-long streamed prompt) is asked again without
-  streaming, which gets the server's real answer or its real error, numbers included.
+  (Ollama truncates and answers 200; see `TruncationCheck`: a known `context_window` tells a
+  cut prompt from a cached one best; without it, only a new turn that did not arrive counts).
+  An empty event stream (no event at all: llama-cpp-python's answer to an over-long streamed
+  prompt) is asked again without streaming, which gets the server's real answer or its real
+  error, numbers included.
 - `finish_reason: "length"` when prompt + output filled the whole window (and the output did
   not reach `max_tokens`) means the context ran out, not the output budget: the stop reason is
   `StopReason.CONTEXT_WINDOW` then.
@@ -33,7 +34,7 @@ actually do:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,9 +43,10 @@ from chatcli.errors import (
     ErrorInfo,
     ErrorKind,
     ProviderError,
+    is_window_cap,
     silent_truncation,
 )
-from chatcli.messages import StopReason, Usage
+from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import discover_window as discover
@@ -61,7 +63,8 @@ _NO_KEY = "no-key"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TruncationCheck:
     """Detects an overflow the server did not report (None turns it off); the rule itself is
-    `chatcli.errors.silent_truncation`, which needs the window to judge a low count.
+    `chatcli.errors.silent_truncation`, which judges a low count against the window, or, with
+    none known, against the turn sent after the model's last answer (`turn_estimates`).
 
     The estimate counts message text only (tool schemas add to the reported count, never to
     the estimate), so it errs low: with the default estimator (4 chars per token) and ratio
@@ -74,15 +77,33 @@ class TruncationCheck:
     min_estimate: int = 512
     estimator: TokenEstimator = field(default_factory=TokenEstimator)
 
-    def truncation(self, usage: Usage, estimate: int, context_window: int | None) -> str | None:
-        """Why a prompt of `estimate` tokens, answered with `usage`, looks truncated, or None."""
+    def truncation(
+        self,
+        usage: Usage,
+        estimate: int,
+        context_window: int | None,
+        *,
+        new_turn: int | None = None,
+        before: int = 0,
+    ) -> str | None:
+        """Why a prompt of `estimate` tokens, answered with `usage`, looks truncated, or None
+        (`new_turn` and `before`: see `silent_truncation`, and `turn_estimates`)."""
         return silent_truncation(
             usage,
             estimate,
             context_window,
             min_ratio=self.min_ratio,
             min_estimate=self.min_estimate,
+            new_turn=new_turn,
+            before=before,
         )
+
+    def turn_estimates(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """(before, new turn): the estimates of `messages` up to the last assistant message,
+        and of the ones after it (all of them when there is none)."""
+        last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
+        before = self.estimator.count(messages[: last + 1]) if last >= 0 else 0
+        return before, self.estimator.count(messages[last + 1 :])
 
 
 class OpenAICompatible(OpenAIBase):
@@ -144,11 +165,15 @@ class OpenAICompatible(OpenAIBase):
     def _raise_if_truncated(self, response: Response, request: Request) -> None:
         if self.truncation_check is None:
             return
-        estimate = self.truncation_check.estimator.count(request.messages)
-        why = self.truncation_check.truncation(response.usage, estimate, self.context_window)
+        check = self.truncation_check
+        estimate = check.estimator.count(request.messages)
+        before, new_turn = check.turn_estimates(request.messages)
+        why = check.truncation(
+            response.usage, estimate, self.context_window, new_turn=new_turn, before=before
+        )
         if why is not None:
             message = f"prompt silently truncated by the server (detected from usage): {why}"
-            limit = self.context_window or response.usage.prompt_tokens
+            limit = self.context_window or _stated_window(response.usage.prompt_tokens)
             raise _overflow(message, prompt_tokens=estimate, limit=limit, reason=SILENT_TRUNCATION)
 
     def _window_stop(self, response: Response, request: Request) -> Response:
@@ -230,7 +255,13 @@ def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _overflow(message: str, *, prompt_tokens: int, limit: int, reason: str) -> ProviderError:
+def _stated_window(reported: int) -> int | None:
+    """The window a silent cut states with the window unknown: the count it left, when that is
+    a window cap; else none (a server that dropped a turn for another reason states none)."""
+    return reported if is_window_cap(reported) else None
+
+
+def _overflow(message: str, *, prompt_tokens: int, limit: int | None, reason: str) -> ProviderError:
     """An overflow chatcli detected itself: there is no provider error to classify."""
     info = ErrorInfo(
         kind=ErrorKind.CONTEXT_OVERFLOW,
