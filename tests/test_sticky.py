@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,8 @@ from chatcli.history.sticky import StickyView, history_digest
 from chatcli.messages import Message
 from chatcli.recovery import Client, Reply
 from chatcli.serialize import message_from_dict, message_to_dict
+from chatcli.session import ChatSession
+from chatcli.store import SessionStore
 from tests.fakes import WindowedProvider
 
 # Prose of a few hundred chars per message, each turn different (no repeated text).
@@ -134,3 +138,62 @@ def test_the_digest_is_the_same_for_equal_messages_only() -> None:
     copy = [message_from_dict(message_to_dict(m)) for m in messages]
     assert history_digest(messages) == history_digest(copy)
     assert history_digest(messages) != history_digest([messages[0], Message.user("v")])
+
+
+# -- the chat: the cut lives with the session in the store ----------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    with SessionStore(tmp_path / "s.db") as opened:
+        yield opened
+
+
+def open_chat(store: SessionStore, provider: WindowedProvider, **options: Any) -> ChatSession:
+    """A chat whose view only recovery cuts (no auto-compaction: its summary calls would go
+    to the same provider)."""
+    return ChatSession.open(
+        store,
+        provider,
+        provider_name="test",
+        model="m",
+        max_tokens=400,
+        auto_compaction=False,
+        **options,
+    )
+
+
+def test_in_the_chat_requests_share_the_cut_prefix_also_after_a_reopen(
+    store: SessionStore,
+) -> None:
+    provider = WindowedProvider(window=3_000)
+    session = open_chat(store, provider)
+    replies = [session.send(prose(turn)).reply for turn in range(18)]
+    cuts = [i for i, reply in enumerate(replies) if cut(reply)]
+    assert cuts, "the window forced a cut"
+    kept = wire(replies[cuts[-1]].view)
+    # Reopened from the store (another process): the next requests start with the cut.
+    reopened = open_chat(store, provider, resume=session.info.id)
+    more = [reopened.send(prose(turn)).reply for turn in range(18, 21)]
+    assert not any(cut(reply) for reply in more[:2])
+    everything = replies + more
+    sent = last_requests(provider, everything)
+    for i in range(cuts[-1] + 1, len(everything)):
+        if cut(everything[i]):
+            break
+        assert sent[i][: len(kept)] == kept and len(sent[i]) > len(kept)
+    assert len(reopened.transcript) == 2 * 21  # nothing lost
+
+
+def test_a_compaction_or_clear_replaces_the_cut(store: SessionStore) -> None:
+    provider = WindowedProvider(window=3_000)
+    session = open_chat(store, provider)
+    for turn in range(18):
+        session.send(prose(turn))
+    assert store.sticky_view(session.info.id) is not None
+    session.clear()
+    assert store.sticky_view(session.info.id) is None
+    session.send("a new start")
+    assert [m.text for m in provider.requests[-1].messages] == ["a new start"]
+    reopened = open_chat(store, provider, resume=session.info.id)
+    assert reopened.working_messages()[0].text == "a new start"

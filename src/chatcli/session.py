@@ -7,7 +7,10 @@ answer right after it. The working view sent to the model is `base + transcript[
 where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
 microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
 and clears are stored as events, with the view they made (a compaction's is its request's,
-stored by reference), so a resumed session rebuilds the same working view.
+stored by reference), so a resumed session rebuilds the same working view. A recovery level's
+cut is sticky (`chatcli.history.sticky`): it becomes the base too, stored with the session
+(`SessionStore.save_sticky_view`, the view by reference to its request), so the next requests
+share its prefix, also after a reopen, until the window forces a new cut.
 
 Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
 (`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
@@ -35,7 +38,7 @@ from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
 from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
-from chatcli.store import SessionInfo, SessionStore, StoredEvent
+from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView
 from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 
 __all__ = [
@@ -225,6 +228,9 @@ class ChatSession:
         return self._policy().apply_microcompaction(self.working_messages())
 
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
+        sticky = self.store.sticky_view(self.info.id) if self.saved else None
+        if sticky is not None:  # made after the last compaction or clear: they drop it
+            return self.store.view(self.info.id, sticky.request_id), sticky.upto
         for event in reversed(self.store.events(self.info.id)):
             if event.kind in _VIEW_EVENTS:
                 return self._event_view(event), int(event.data["upto"])
@@ -264,6 +270,7 @@ class ChatSession:
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
         client = self._client(hooks)
+        sent = len(self.transcript)
         try:
             reply = client.send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
@@ -278,6 +285,9 @@ class ChatSession:
         self.last_reply = reply
         self._calibrate()
         request_id, cost, recovery = self._record("chat", events, view=reply.view)
+        if client.sticky_view is not None:  # this request's cut: the next ones keep it
+            self.base, self.upto = client.sticky_view.view, sent
+            self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
         return Turn(
             reply=reply,
             request_id=request_id,
@@ -369,6 +379,7 @@ class ChatSession:
         self.base, self.upto = result.messages, len(self.transcript)
         data = {"upto": self.upto}  # the view is the request's, stored by reference
         self._ensure_saved()
+        self._save_sticky(None)
         self.store.record_request(
             self.info.id,
             tag="compaction",
@@ -404,6 +415,12 @@ class ChatSession:
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_event(self.info.id, "clear", text, data)
+        self._save_sticky(None)
+
+    def _save_sticky(self, sticky: StoredStickyView | None) -> None:
+        """Store the recovery cut the view now starts from (None: a compaction or clear made
+        the view since; the events say which)."""
+        self.store.save_sticky_view(self.info.id, sticky)
 
     def context_report(self) -> ContextReport:
         """What the next request would send, message by message (nothing is sent).
