@@ -8,8 +8,9 @@ sometimes a user message) is appended and sent, `REPEATS[size]` times: the table
 median CPU time of those sends (all of it chatcli's: the provider does nothing), with the
 window unknown and with a `WINDOW`-token window declared (then every request is also
 estimated before it is sent, and a conversation past the window is cut by a recovery level,
-which the following requests keep: a sticky view), and the time of the history transforms alone (microcompaction, tool-result budget, pairing repair, called
-in the policy's order on the same transcripts). The transforms' memoised scans
+which the following requests keep: a sticky view), and the time of the history transforms
+alone (microcompaction, tool-result budget, pairing repair, called in the policy's order on
+the same transcripts). The transforms' memoised scans
 (`chatcli.history.memo`) are cleared before each column's first request, so each column
 extends its own. The anchor, side by side: the same `Client.send` with the scans cleared
 before every request, i.e. everything recomputed from the whole transcript.
