@@ -36,6 +36,7 @@ from chatcli.providers.base import Provider, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
+from chatcli.session_cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
 from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
 from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView
@@ -126,6 +127,10 @@ class ChatSession:
         self.transcript = store.transcript(info.id)
         self.base, self.upto = self._stored_base()
         self.last_reply: Reply | None = None
+        # The view the last chat request sent (None: none yet, or not known after a reopen),
+        # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
+        self._sent_view: tuple[Message, ...] | None = None
+        self._view_reset: str | None = None
 
     @classmethod
     def open(
@@ -284,7 +289,10 @@ class ChatSession:
         self.append((reply.message,))
         self.last_reply = reply
         self._calibrate()
-        request_id, cost, recovery = self._record("chat", events, view=reply.view)
+        broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
+        extra = () if broken is None else ((CACHE_BREAK, broken.describe(), broken.data()),)
+        self._sent_view, self._view_reset = reply.view, None
+        request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
             self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
@@ -311,9 +319,15 @@ class ChatSession:
         self._record("cancelled", [], view=None)
 
     def _record(
-        self, tag: str, events: Sequence[Event], *, view: Sequence[Message] | None
+        self,
+        tag: str,
+        events: Sequence[Event],
+        *,
+        view: Sequence[Message] | None,
+        extra: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> tuple[int, float | None, float | None]:
-        """Store one request with the calls the tap saw: (id, cost, recovery cost)."""
+        """Store one request with the calls the tap saw and its events (`extra`: stored ones
+        that are not recovery events): (id, cost, recovery cost)."""
         cost = turn_cost(self.tap.calls, self.model, self.model_info)
         self._ensure_saved()
         request_id = self.store.record_request(
@@ -324,7 +338,7 @@ class ChatSession:
             cost_usd=cost.cost,
             recovery_cost_usd=cost.recovery_cost,
             view=view,
-            events=[_stored(e) for e in events],
+            events=[*(_stored(e) for e in events), *extra],
         )
         return request_id, cost.cost, cost.recovery_cost
 
@@ -380,6 +394,7 @@ class ChatSession:
         data = {"upto": self.upto}  # the view is the request's, stored by reference
         self._ensure_saved()
         self._save_sticky(None)
+        self._view_reset = COMPACTION
         self.store.record_request(
             self.info.id,
             tag="compaction",
@@ -416,6 +431,7 @@ class ChatSession:
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_event(self.info.id, "clear", text, data)
         self._save_sticky(None)
+        self._view_reset = CLEAR
 
     def _save_sticky(self, sticky: StoredStickyView | None) -> None:
         """Store the recovery cut the view now starts from (None: a compaction or clear made
@@ -436,7 +452,12 @@ class ChatSession:
     # -- cost and budget -----------------------------------------------------------------
 
     def cost_summary(self) -> CostSummary:
-        return CostSummary(requests=self.store.requests(self.info.id))
+        breaks = {
+            event.request_id: str(event.data["reason"])
+            for event in self.store.events(self.info.id)
+            if event.kind == CACHE_BREAK and event.request_id is not None
+        }
+        return CostSummary(requests=self.store.requests(self.info.id), cache_breaks=breaks)
 
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);

@@ -17,11 +17,14 @@ from chatcli.context_report import ContextReport, Status
 from chatcli.events import Event
 from chatcli.messages import Message, Role, Usage
 from chatcli.session import Turn
+from chatcli.session_cache import cached_share
 from chatcli.session_cost import CostSummary
 from chatcli.store import SessionInfo
 
 __all__ = [
     "BAR_WIDTH",
+    "RECENT_CACHE_REQUESTS",
+    "cache_lines",
     "context_view",
     "cost_table",
     "event_line",
@@ -29,6 +32,7 @@ __all__ = [
     "model_label",
     "money",
     "sessions_table",
+    "share",
     "transcript_view",
     "turn_footer",
 ]
@@ -118,11 +122,41 @@ def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str,
 
 
 def _requests_table(summary: CostSummary) -> Table:
-    table = _table("Requests", ("#", "kind", "model"), _USAGE_COLUMNS)
+    """One row per request, with the share of its prompt the provider read from its cache
+    and, for a request that broke the cache, why."""
+    table = _table("Requests", ("#", "kind", "model"), (*_USAGE_COLUMNS, "cached"))
+    table.add_column("prompt cache", justify="left")
     for number, r in enumerate(summary.requests, 1):
         cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
-        table.add_row(str(number), r.tag, model_label(r.model), *cells)
+        reason = summary.cache_breaks.get(r.id)
+        broke = Text(f"broken by {reason}", style="yellow") if reason else Text("")
+        row = (str(number), r.tag, model_label(r.model), *cells, share(cached_share(r.usage)))
+        table.add_row(*row, broke)
     return table
+
+
+# How many recent requests /context lists with their cached share.
+RECENT_CACHE_REQUESTS = 5
+
+
+def cache_lines(summary: CostSummary) -> RenderableType:
+    """/context's view of the prompt cache: the cached share of the latest requests (as the
+    provider reported it), and the ones that broke the cache, with why."""
+    numbered = list(enumerate(summary.requests, 1))[-RECENT_CACHE_REQUESTS:]
+    if not numbered:
+        return Text("prompt cache: no request yet", style="dim")
+    shares = ", ".join(f"#{n} {share(cached_share(r.usage))}" for n, r in numbered)
+    lines = [Text(f"prompt cache, share of each prompt read from it: {shares}")]
+    for number, request in numbered:
+        reason = summary.cache_breaks.get(request.id)
+        if reason:
+            lines.append(Text(f"  #{number} broke the cache: {reason}", style="yellow"))
+    return Group(*lines)
+
+
+def share(value: float | None) -> str:
+    """A share as a percentage; unknown as a dash."""
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _models_table(summary: CostSummary) -> Table:
