@@ -70,6 +70,7 @@ class Figures:
     breaks: int
     past_trigger: int
     cost: float
+    broken: tuple[tuple[int, float], ...]  # (step, reuse) of each request that broke the cache
 
 
 class Tokens:
@@ -126,6 +127,11 @@ def figures(
     read, write = prices.cache_read or 0.0, prices.cache_write or 0.0
     cost = sum(r * read + (size - r) * write for r, size in zip(reused, sizes, strict=True))
     later = list(zip(reused[1:], sizes[1:], strict=True))
+    broken = tuple(
+        (step, reused[step] / sizes[step])
+        for step in range(1, len(sizes))
+        if reused[step] < sizes[step - 1]
+    )
     return Figures(
         sent=sum(sizes),
         peak=max(sizes),
@@ -134,6 +140,7 @@ def figures(
         breaks=sum(r < size for r, size in zip(reused[1:], sizes, strict=False)),
         past_trigger=max(0, max(sizes) - trigger),
         cost=cost / 1e6,
+        broken=broken,
     )
 
 
@@ -152,6 +159,7 @@ def main() -> None:
         "| cache breaks | past the trigger | cost | cost vs off |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    breaks = []
     for steps, window in RUNS:
         trigger = MicrocompactConfig().trigger()
         step_tokens = tokens.request(tuple(agent_session(steps))) / steps
@@ -159,6 +167,8 @@ def main() -> None:
         for name, config in POLICIES.items():
             result = figures(tokens, requests(steps, window, config), trigger, prices)
             off_cost = off_cost or result.cost
+            if name == "default":
+                breaks.append((steps, window, result.broken))
             past = (
                 f"{result.past_trigger:,} ({result.past_trigger / step_tokens:.1f} steps)"
                 if result.past_trigger
@@ -171,6 +181,10 @@ def main() -> None:
                 f"| {result.cost / off_cost:.2f}x |"
             )
         print(f"| | (mean step: {step_tokens:,.0f} tokens; trigger {trigger:,}) | | | | | | | |")
+    print("\nThe requests of the default that broke the cache (step: the share it reused):\n")
+    for steps, window, broken in breaks:
+        listed = ", ".join(f"{step}: {reuse:.0%}" for step, reuse in broken)
+        print(f"- {steps} steps, {window // 1000:,}k window: {listed}")
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 
