@@ -93,12 +93,17 @@ def test_without_the_sticky_view_the_cut_slides_every_turn() -> None:
     assert len(set(map(id, firsts))) == len(firsts) > 5  # a new first message each turn
 
 
-def test_a_persisted_sticky_view_is_restored_and_applies_to_the_same_history() -> None:
-    provider = WindowedProvider(window=3_000)
+def cut_chat(provider: WindowedProvider) -> tuple[Client, list[Message], StickyView]:
+    """A client whose chat the window has cut: (it, the history, the cut)."""
     client = Client(provider, microcompact=None)
     history, _ = chat(client, 17)
-    sticky = client.sticky_view
-    assert sticky is not None
+    assert client.sticky_view is not None
+    return client, history, client.sticky_view
+
+
+def test_a_persisted_sticky_view_is_restored_and_applies_to_the_same_history() -> None:
+    provider = WindowedProvider(window=3_000)
+    _, history, sticky = cut_chat(provider)
     # Persisted as JSON, restored in another process: equal messages, other objects.
     restored = StickyView(
         upto=sticky.upto,
@@ -115,10 +120,7 @@ def test_a_persisted_sticky_view_is_restored_and_applies_to_the_same_history() -
 
 def test_a_history_that_does_not_extend_the_cut_one_drops_the_sticky_view() -> None:
     provider = WindowedProvider(window=3_000)
-    client = Client(provider, microcompact=None)
-    history, _ = chat(client, 17)
-    sticky = client.sticky_view
-    assert sticky is not None
+    client, history, sticky = cut_chat(provider)
     # The application edits a message the cut kept: the kept view no longer holds it.
     edited = list(history)
     edited[sticky.upto - 1] = Message.user("an edited question")
