@@ -121,8 +121,9 @@ def test_a_compaction_and_a_clear_are_named_as_what_broke_the_cache(
     session.clear()
     session.send("start again")
     assert breaks(session) == [COMPACTION, CLEAR]
-    assert "broke the cache: a compaction" in screen(cache_lines(session.cost_summary()))
-    assert "broken by a /clear" in screen(cost_table(session.cost_summary()))
+    assert "#8 broke the prompt cache: a compaction" in screen(cache_lines(session.cost_summary()))
+    shown = screen(cost_table(session.cost_summary()))
+    assert "✗ #9 broke the prompt cache: a /clear" in shown and " ✗ 0% " in shown
 
 
 def test_cache_break_judges_only_what_it_knows() -> None:

@@ -23,6 +23,7 @@ from chatcli.store import SessionInfo
 
 __all__ = [
     "BAR_WIDTH",
+    "BROKE",
     "RECENT_CACHE_REQUESTS",
     "cache_lines",
     "context_view",
@@ -108,8 +109,14 @@ _USAGE_COLUMNS = ("in", "out", "cache read", "cache write", "cost", "recovery")
 
 
 def cost_table(summary: CostSummary) -> RenderableType:
-    """Per request, per model and for the session, recovery apart."""
-    return Group(_requests_table(summary), _models_table(summary), _session_line(summary))
+    """Per request (with its cached share, and what broke the cache), per model and for the
+    session, recovery apart."""
+    return Group(
+        _requests_table(summary),
+        *_break_lines(summary),
+        _models_table(summary),
+        _session_line(summary),
+    )
 
 
 def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str, ...]) -> Table:
@@ -123,18 +130,28 @@ def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str,
 
 def _requests_table(summary: CostSummary) -> Table:
     """One row per request, with the share of its prompt the provider read from its cache
-    and, for a request that broke the cache, why."""
+    (marked when the request broke the cache: `_break_lines` says why)."""
     table = _table("Requests", ("#", "kind", "model"), (*_USAGE_COLUMNS, "cached"))
-    table.add_column("prompt cache", justify="left")
     for number, r in enumerate(summary.requests, 1):
         cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
-        reason = summary.cache_breaks.get(r.id)
-        broke = Text(f"broken by {reason}", style="yellow") if reason else Text("")
-        row = (str(number), r.tag, model_label(r.model), *cells, share(cached_share(r.usage)))
-        table.add_row(*row, broke)
+        cached = share(cached_share(r.usage))
+        if r.id in summary.cache_breaks:
+            cached = f"{BROKE} {cached}"
+        table.add_row(str(number), r.tag, model_label(r.model), *cells, cached)
     return table
 
 
+def _break_lines(summary: CostSummary) -> list[Text]:
+    numbers = {r.id: number for number, r in enumerate(summary.requests, 1)}
+    return [
+        Text(f"{BROKE} #{numbers[request_id]} broke the prompt cache: {reason}", style="yellow")
+        for request_id, reason in summary.cache_breaks.items()
+        if request_id in numbers
+    ]
+
+
+# Marks a request that broke the prompt cache, in /cost and /context.
+BROKE = "✗"
 # How many recent requests /context lists with their cached share.
 RECENT_CACHE_REQUESTS = 5
 
@@ -150,7 +167,7 @@ def cache_lines(summary: CostSummary) -> RenderableType:
     for number, request in numbered:
         reason = summary.cache_breaks.get(request.id)
         if reason:
-            lines.append(Text(f"  #{number} broke the cache: {reason}", style="yellow"))
+            lines.append(Text(f"{BROKE} #{number} broke the prompt cache: {reason}", "yellow"))
     return Group(*lines)
 
 
