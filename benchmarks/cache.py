@@ -27,6 +27,9 @@ reads its reused prefix from the cache and writes the rest (a breakpoint at the 
 request, as Anthropic's automatic caching places it), priced with the catalog's cache prices
 for `MODEL` (reads 0.1x, writes 1.25x of input). Output tokens are the same for every policy
 and left out.
+
+`python benchmarks/cache.py --depths 0.2 0.3 0.5 0.8` prices the default with other batch
+depths (how far below the trigger a batch brings the view) on the same sessions.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from benchmarks.agent_session import InstantProvider, agent_session
 
 from chatcli.catalog import Prices, lookup
 from chatcli.config import MicrocompactConfig
+from chatcli.history import microcompact
+from chatcli.history.memo import clear_memos
 from chatcli.messages import Message
 from chatcli.recovery import Client
 from chatcli.tokencount import TiktokenCounter, load_encoding
@@ -70,6 +75,8 @@ class Figures:
     breaks: int
     past_trigger: int
     cost: float
+    broken: tuple[tuple[int, float], ...]  # (step, reuse) of each request that broke the cache
+    losses: tuple[float, ...]  # per request after the first: the share it did not reuse
 
 
 class Tokens:
@@ -126,6 +133,11 @@ def figures(
     read, write = prices.cache_read or 0.0, prices.cache_write or 0.0
     cost = sum(r * read + (size - r) * write for r, size in zip(reused, sizes, strict=True))
     later = list(zip(reused[1:], sizes[1:], strict=True))
+    broken = tuple(
+        (step, reused[step] / sizes[step])
+        for step in range(1, len(sizes))
+        if reused[step] < sizes[step - 1]
+    )
     return Figures(
         sent=sum(sizes),
         peak=max(sizes),
@@ -134,6 +146,8 @@ def figures(
         breaks=sum(r < size for r, size in zip(reused[1:], sizes, strict=False)),
         past_trigger=max(0, max(sizes) - trigger),
         cost=cost / 1e6,
+        broken=broken,
+        losses=tuple(1 - r / size for r, size in later),
     )
 
 
@@ -152,13 +166,17 @@ def main() -> None:
         "| cache breaks | past the trigger | cost | cost vs off |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    breaks: list[tuple[int, int, Figures, Figures]] = []
     for steps, window in RUNS:
         trigger = MicrocompactConfig().trigger()
         step_tokens = tokens.request(tuple(agent_session(steps))) / steps
-        off_cost = None
+        off: Figures | None = None
         for name, config in POLICIES.items():
             result = figures(tokens, requests(steps, window, config), trigger, prices)
-            off_cost = off_cost or result.cost
+            off = off or result
+            off_cost = off.cost
+            if name == "default":
+                breaks.append((steps, window, result, off))
             past = (
                 f"{result.past_trigger:,} ({result.past_trigger / step_tokens:.1f} steps)"
                 if result.past_trigger
@@ -171,8 +189,45 @@ def main() -> None:
                 f"| {result.cost / off_cost:.2f}x |"
             )
         print(f"| | (mean step: {step_tokens:,.0f} tokens; trigger {trigger:,}) | | | | | | | |")
+    print(
+        "\nThe requests of the default that broke the cache (step: the share it reused), and "
+        "the requests' worth of prefix not reused (the sum of 1 - reuse) before the first "
+        "break and from it on, microcompaction off's alongside:\n"
+    )
+    for steps, window, result, off in breaks:
+        listed = ", ".join(f"{step}: {reuse:.0%}" for step, reuse in result.broken)
+        first = result.broken[0][0] - 1 if result.broken else len(result.losses)
+        print(
+            f"- {steps} steps, {window // 1000:,}k window: {listed}; not reused: "
+            f"{sum(result.losses[:first]):.2f} + {sum(result.losses[first:]):.2f} "
+            f"(off: {sum(off.losses[:first]):.2f} + {sum(off.losses[first:]):.2f})"
+        )
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 
+def depths(shares: list[float]) -> None:
+    """`--depths 0.3 0.5 ...`: the default with each batch depth (`BATCH_TARGET_SHARE`, set
+    for the run), on the same sessions: how deep a batch goes against reuse and cost."""
+    info = lookup(MODEL)
+    prices = info.prices if info is not None and info.prices.cache_read else FALLBACK_PRICES
+    tokens = Tokens()
+    trigger = MicrocompactConfig().trigger()
+    print("| steps · window | batch depth | mean prefix reuse | cache breaks | cost vs off |")
+    print("|---|---:|---:|---:|---:|")
+    for steps, window in RUNS:
+        off = figures(tokens, requests(steps, window, None), trigger, prices)
+        for share in shares:
+            microcompact.BATCH_TARGET_SHARE = share
+            clear_memos()  # scans made at another depth hold other decisions
+            result = figures(tokens, requests(steps, window, MicrocompactConfig()), trigger, prices)
+            print(
+                f"| {steps} · {window // 1000:,}k | {share:.0%} of the trigger "
+                f"| {result.reuse:.1%} | {result.breaks} | {result.cost / off.cost:.2f}x |"
+            )
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--depths"]:
+        depths([float(share) for share in sys.argv[2:]])
+    else:
+        main()

@@ -8,6 +8,7 @@ import pytest
 
 from chatcli.compaction import is_summary_message
 from chatcli.errors import CompactionError
+from chatcli.messages import Message
 from chatcli.recovery import Client
 from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
@@ -55,3 +56,18 @@ def test_a_failed_compaction_raises_and_changes_nothing() -> None:
         client.compact(messages)
     assert messages == before
     assert sleeps == [1.0, 2.0]  # the client's injected sleep: the summary call was retried
+
+
+def test_the_next_sends_of_the_compacted_history_start_from_the_compaction() -> None:
+    messages = agent_session(6)
+    provider = ScriptedSummarizer([faithful_summary, "the answer", "the next answer"])
+    client = Client(provider, microcompact=None)
+    result = client.compact(messages)
+    grown = [*messages, Message.user("and now?")]
+    client.send(grown)
+    assert provider.requests[-1].messages == (*result.messages, grown[-1])
+    client.send([*grown, Message.assistant("the answer"), Message.user("more?")])
+    assert provider.requests[-1].messages[: len(result.messages)] == result.messages
+    # Another conversation is not given this one's compaction.
+    client.send([Message.user("a new conversation")])
+    assert [m.text for m in provider.requests[-1].messages] == ["a new conversation"]

@@ -120,13 +120,18 @@ def test_a_long_conversation_overflows_again_and_again_and_always_recovers(
     adapter: OpenAICompatible, count: Count, fits: Fits, n_ctx: int
 ) -> None:
     provider = Recording(adapter)
-    client = Client(provider, CONFIG)
+    learned: dict[str, int] = {}
     transcript = [SYSTEM]
     levels, preflights = [], []
     for turn in range(1, TURNS + 1):
         transcript.append(paste(turn))
         first_call = len(provider.requests)
+        # A Client per turn, as an app that keeps only the transcript and the window learned:
+        # each turn recovers the whole transcript (a kept Client keeps its first cut instead:
+        # sticky views, `test_a_kept_client_sends_its_cut_until_the_window_forces_a_new_one`).
+        client = Client(provider, CONFIG, learned_windows=learned)
         reply = client.send(transcript, max_tokens=MAX_TOKENS)
+        learned.update(client.learned_windows)
         sent = provider.requests[first_call:]
         levels.append(assert_turn(reply, sent, transcript, fits, CONFIG))
         preflights.append(any(isinstance(e, PreflightRecovery) for e in reply.events))

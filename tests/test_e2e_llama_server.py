@@ -257,13 +257,18 @@ def test_a_long_tool_conversation_overflows_again_and_again_and_always_recovers(
     adapter: OpenAICompatible, count: Count, fits: Fits, n_ctx: int
 ) -> None:
     provider = Recording(adapter)
-    client = Client(provider, CONFIG)
+    learned: dict[str, int] = {}
     transcript = [SYSTEM]
     levels, preflights = [], []
     for turn in range(1, TURNS + 1):
         transcript += tool_round(turn)
         first_call = len(provider.requests)
+        # A Client per turn, as an app that keeps only the transcript and the window learned:
+        # each turn recovers the whole transcript (a kept Client keeps its first cut instead:
+        # sticky views, `test_a_kept_client_sends_its_cut_until_the_window_forces_a_new_one`).
+        client = Client(provider, CONFIG, learned_windows=learned)
         reply = client.send(transcript, max_tokens=MAX_TOKENS)
+        learned.update(client.learned_windows)
         sent = provider.requests[first_call:]
         levels.append(assert_turn(reply, sent, transcript, fits))
         preflights.append(any(isinstance(e, PreflightRecovery) for e in reply.events))
@@ -442,3 +447,28 @@ def test_a_streamed_conversation_that_overflows_is_recovered_and_streamed(
     assert isinstance(failure, ProviderError)
     assert failure.info.kind is ErrorKind.CONTEXT_OVERFLOW and failure.info.limit == n_ctx
     assert "".join(deltas) == reply.message.text != ""
+
+
+@pytest.mark.llama_server
+def test_a_kept_client_sends_its_cut_until_the_window_forces_a_new_one(
+    adapter: OpenAICompatible, fits: Fits
+) -> None:
+    # The same conversation through one Client: after a level cut the view, the next requests
+    # start with that cut, byte for byte, and the real server takes them, until the window
+    # forces a new cut (a prompt cache, llama.cpp's KV cache included, reuses the prefix).
+    provider = Recording(adapter)
+    client = Client(provider, CONFIG)
+    transcript = [SYSTEM]
+    cut: tuple[Message, ...] | None = None
+    kept = 0
+    for turn in range(1, TURNS + 1):
+        transcript += tool_round(turn)
+        reply = client.send(transcript, max_tokens=MAX_TOKENS)
+        if any(isinstance(event, LevelApplied) for event in reply.events):
+            cut = reply.view
+        elif cut is not None:
+            assert provider.requests[-1].messages[: len(cut)] == cut
+            kept += 1
+        assert fits(provider.requests[-1].messages)
+        transcript.append(reply.message)
+    assert cut is not None and kept >= 2

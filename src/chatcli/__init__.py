@@ -48,6 +48,7 @@ from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult
+from chatcli.history.sticky import StickyView
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
 from chatcli.providers.anthropic import Anthropic
@@ -120,6 +121,7 @@ __all__ = [
     "Role",
     "Settings",
     "SilentTruncationDetected",
+    "StickyView",
     "StopReason",
     "StreamChunk",
     "StreamingProvider",

@@ -15,7 +15,8 @@ from typing import Any
 
 from chatcli.compaction import CompactionResult, acompact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
-from chatcli.events import Event, Hook, OverflowDetected, logger
+from chatcli.events import Event, Hook, LevelApplied, OverflowDetected, logger
+from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
 from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
@@ -49,6 +50,10 @@ class Client:
     overflow costs a rejected call. Pass what an app persisted; read `learned_windows` back.
     `settings`: the request settings of every call (`chatcli.Settings`); a call's own
     `settings=` win field by field (`Settings.merge`).
+    `sticky_view`: the cut a recovery level or `compact` made (`chatcli.StickyView`): while
+    the messages sent extend the ones it was made for, requests start from it, so they share
+    its prefix byte for byte until the window requires a new cut. Pass what an app persisted;
+    read `sticky_view` back (None: no cut applies).
     """
 
     def __init__(
@@ -67,8 +72,12 @@ class Client:
         microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS,
         learned_windows: Mapping[str, int] | None = None,
         settings: Settings | None = None,
+        sticky_view: StickyView | None = None,
     ) -> None:
         self.provider = provider
+        self._sticky = sticky_view
+        # The messages `_sticky` is known to cover (checked by digest once, then by identity).
+        self._covered: tuple[Message, ...] | None = None
         self.settings = settings if settings is not None else Settings()
         self.learned_windows: dict[str, int] = dict(learned_windows or {})
         self._model = str(getattr(provider, "model", None) or "")
@@ -179,10 +188,42 @@ class Client:
         settings: Settings | None,
         emit: Callable[[Event], None],
     ) -> Flow:
+        """The policy's flow for `messages`, started from the sticky view when one applies;
+        its Reply updates the sticky view."""
+        history = tuple(messages)
+        sticky = self._sticky_for(history)
+        working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
-        return self.policy.flow(
-            messages, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
+        reply = yield from self.policy.flow(
+            working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
         )
+        if any(isinstance(event, LevelApplied) for event in reply.events):
+            self._keep_cut(history, reply.view)
+        return reply
+
+    @property
+    def sticky_view(self) -> StickyView | None:
+        """The cut later requests keep (see the class docstring); None when there is none."""
+        return self._sticky
+
+    def _sticky_for(self, history: tuple[Message, ...]) -> StickyView | None:
+        """The sticky view when `history` extends the messages it was made for; else it is
+        dropped (another conversation, or an edited one)."""
+        sticky = self._sticky
+        if sticky is None:
+            return None
+        covered = self._covered
+        if covered is not None and history[: sticky.upto] == covered:
+            return sticky  # the same objects: a pointer comparison per message
+        if covered is None and sticky.applies_to(history):
+            self._covered = history[: sticky.upto]
+            return sticky
+        self._sticky = self._covered = None
+        return None
+
+    def _keep_cut(self, history: tuple[Message, ...], view: tuple[Message, ...]) -> None:
+        if history:
+            self._sticky, self._covered = StickyView.of(history, view), history
 
     def compact(
         self,
@@ -195,9 +236,12 @@ class Client:
     ) -> CompactionResult:
         """/compact: the working view with the middle of `messages` replaced by a verified
         summary (`chatcli.compaction`). Raises `CompactionError`, with nothing changed, when no
-        valid summary could be made; `messages` are never changed either way."""
+        valid summary could be made; `messages` are never changed either way. The compacted
+        view is the sticky view for `messages` (see the class docstring)."""
         args = self._compaction_args(focus, max_tokens, config, summarizer)
-        return compact(self.provider, messages, sleep=self._sleep, **args)
+        result = compact(self.provider, messages, sleep=self._sleep, **args)
+        self._keep_cut(tuple(messages), result.messages)
+        return result
 
     async def acompact(
         self,
@@ -210,7 +254,9 @@ class Client:
     ) -> CompactionResult:
         """The async `compact`."""
         args = self._compaction_args(focus, max_tokens, config, summarizer)
-        return await acompact(self.provider, messages, asleep=self._asleep, **args)
+        result = await acompact(self.provider, messages, asleep=self._asleep, **args)
+        self._keep_cut(tuple(messages), result.messages)
+        return result
 
     def _compaction_args(
         self,

@@ -265,11 +265,16 @@ SCRIPT: tuple[Step, ...] = (
     ),
     Step(
         title="5. Pre-flight: recovered before sending",
-        explain="In the normal (predictive) mode chatcli estimates the prompt before sending, "
-        "calibrated on this engine's own token counts. It sees that the prompt cannot fit, "
-        "skips the levels predicted not to fit and sends the first one that does: no "
-        "wasted call.",
+        explain="The cut of step 4 is kept: the next requests start with the same messages "
+        "(a provider's prompt cache reuses them) and grow after them. More results fill the "
+        "window again. In the normal (predictive) mode chatcli estimates the prompt before "
+        "sending, calibrated on this engine's own token counts. It sees that the prompt "
+        "cannot fit, skips the levels predicted not to fit and sends the first one that "
+        "does: no wasted call.",
         user="Summarise what you found.",
+        tools=tuple(
+            (_call(11 + i, "read_file", path=f"src/app/cli{i}.py"), _source(6)) for i in range(4)
+        ),
         predictive=True,
     ),
     Step(

@@ -7,7 +7,10 @@ answer right after it. The working view sent to the model is `base + transcript[
 where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
 microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
 and clears are stored as events, with the view they made (a compaction's is its request's,
-stored by reference), so a resumed session rebuilds the same working view.
+stored by reference), so a resumed session rebuilds the same working view. A recovery level's
+cut is sticky (`chatcli.history.sticky`): it becomes the base too, stored with the session
+(`SessionStore.save_sticky_view`, the view by reference to its request), so the next requests
+share its prefix, also after a reopen, until the window forces a new cut.
 
 Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
 (`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
@@ -33,9 +36,10 @@ from chatcli.providers.base import Provider, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
+from chatcli.session_cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
 from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
-from chatcli.store import SessionInfo, SessionStore, StoredEvent
+from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView
 from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 
 __all__ = [
@@ -123,6 +127,10 @@ class ChatSession:
         self.transcript = store.transcript(info.id)
         self.base, self.upto = self._stored_base()
         self.last_reply: Reply | None = None
+        # The view the last chat request sent (None: none yet, or not known after a reopen),
+        # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
+        self._sent_view: tuple[Message, ...] | None = None
+        self._view_reset: str | None = None
 
     @classmethod
     def open(
@@ -225,6 +233,9 @@ class ChatSession:
         return self._policy().apply_microcompaction(self.working_messages())
 
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
+        sticky = self.store.sticky_view(self.info.id) if self.saved else None
+        if sticky is not None:  # made after the last compaction or clear: they drop it
+            return self.store.view(self.info.id, sticky.request_id), sticky.upto
         for event in reversed(self.store.events(self.info.id)):
             if event.kind in _VIEW_EVENTS:
                 return self._event_view(event), int(event.data["upto"])
@@ -264,6 +275,7 @@ class ChatSession:
         hooks = [events.append] + ([on_event] if on_event is not None else [])
         self.tap.calls, self.tap.on_delta, self.tap.on_discard = [], on_delta, on_discard
         client = self._client(hooks)
+        sent = len(self.transcript)
         try:
             reply = client.send(
                 self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
@@ -277,7 +289,13 @@ class ChatSession:
         self.append((reply.message,))
         self.last_reply = reply
         self._calibrate()
-        request_id, cost, recovery = self._record("chat", events, view=reply.view)
+        broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
+        extra = () if broken is None else ((CACHE_BREAK, broken.describe(), broken.data()),)
+        self._sent_view, self._view_reset = reply.view, None
+        request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
+        if client.sticky_view is not None:  # this request's cut: the next ones keep it
+            self.base, self.upto = client.sticky_view.view, sent
+            self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
         return Turn(
             reply=reply,
             request_id=request_id,
@@ -301,9 +319,15 @@ class ChatSession:
         self._record("cancelled", [], view=None)
 
     def _record(
-        self, tag: str, events: Sequence[Event], *, view: Sequence[Message] | None
+        self,
+        tag: str,
+        events: Sequence[Event],
+        *,
+        view: Sequence[Message] | None,
+        extra: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> tuple[int, float | None, float | None]:
-        """Store one request with the calls the tap saw: (id, cost, recovery cost)."""
+        """Store one request with the calls the tap saw and its events (`extra`: stored ones
+        that are not recovery events): (id, cost, recovery cost)."""
         cost = turn_cost(self.tap.calls, self.model, self.model_info)
         self._ensure_saved()
         request_id = self.store.record_request(
@@ -314,7 +338,7 @@ class ChatSession:
             cost_usd=cost.cost,
             recovery_cost_usd=cost.recovery_cost,
             view=view,
-            events=[_stored(e) for e in events],
+            events=[*(_stored(e) for e in events), *extra],
         )
         return request_id, cost.cost, cost.recovery_cost
 
@@ -369,6 +393,8 @@ class ChatSession:
         self.base, self.upto = result.messages, len(self.transcript)
         data = {"upto": self.upto}  # the view is the request's, stored by reference
         self._ensure_saved()
+        self._save_sticky(None)
+        self._view_reset = COMPACTION
         self.store.record_request(
             self.info.id,
             tag="compaction",
@@ -404,6 +430,13 @@ class ChatSession:
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_event(self.info.id, "clear", text, data)
+        self._save_sticky(None)
+        self._view_reset = CLEAR
+
+    def _save_sticky(self, sticky: StoredStickyView | None) -> None:
+        """Store the recovery cut the view now starts from (None: a compaction or clear made
+        the view since; the events say which)."""
+        self.store.save_sticky_view(self.info.id, sticky)
 
     def context_report(self) -> ContextReport:
         """What the next request would send, message by message (nothing is sent).
@@ -419,7 +452,12 @@ class ChatSession:
     # -- cost and budget -----------------------------------------------------------------
 
     def cost_summary(self) -> CostSummary:
-        return CostSummary(requests=self.store.requests(self.info.id))
+        breaks = {
+            event.request_id: str(event.data["reason"])
+            for event in self.store.events(self.info.id)
+            if event.kind == CACHE_BREAK and event.request_id is not None
+        }
+        return CostSummary(requests=self.store.requests(self.info.id), cache_breaks=breaks)
 
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);

@@ -8,7 +8,7 @@ per request (a cache share, say) are computed from `CostSummary.requests` alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chatcli.catalog import ModelInfo
@@ -59,9 +59,12 @@ class ModelTally:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CostSummary:
-    """A session's cost from its stored requests (so a resumed session shows all of it)."""
+    """A session's cost from its stored requests (so a resumed session shows all of it).
+    `cache_breaks`: the requests that broke the prompt cache (by id), and why
+    (`chatcli.session_cache`)."""
 
     requests: tuple[StoredRequest, ...]
+    cache_breaks: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def total(self) -> ModelTally:

@@ -17,11 +17,15 @@ from chatcli.context_report import ContextReport, Status
 from chatcli.events import Event
 from chatcli.messages import Message, Role, Usage
 from chatcli.session import Turn
+from chatcli.session_cache import cached_share
 from chatcli.session_cost import CostSummary
 from chatcli.store import SessionInfo
 
 __all__ = [
     "BAR_WIDTH",
+    "BROKE",
+    "RECENT_CACHE_REQUESTS",
+    "cache_lines",
     "context_view",
     "cost_table",
     "event_line",
@@ -29,6 +33,7 @@ __all__ = [
     "model_label",
     "money",
     "sessions_table",
+    "share",
     "transcript_view",
     "turn_footer",
 ]
@@ -104,8 +109,14 @@ _USAGE_COLUMNS = ("in", "out", "cache read", "cache write", "cost", "recovery")
 
 
 def cost_table(summary: CostSummary) -> RenderableType:
-    """Per request, per model and for the session, recovery apart."""
-    return Group(_requests_table(summary), _models_table(summary), _session_line(summary))
+    """Per request (with its cached share, and what broke the cache), per model and for the
+    session, recovery apart."""
+    return Group(
+        _requests_table(summary),
+        *_break_lines(summary),
+        _models_table(summary),
+        _session_line(summary),
+    )
 
 
 def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str, ...]) -> Table:
@@ -118,11 +129,51 @@ def _table(title: str, text_columns: tuple[str, ...], number_columns: tuple[str,
 
 
 def _requests_table(summary: CostSummary) -> Table:
-    table = _table("Requests", ("#", "kind", "model"), _USAGE_COLUMNS)
+    """One row per request, with the share of its prompt the provider read from its cache
+    (marked when the request broke the cache: `_break_lines` says why)."""
+    table = _table("Requests", ("#", "kind", "model"), (*_USAGE_COLUMNS, "cached"))
     for number, r in enumerate(summary.requests, 1):
         cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
-        table.add_row(str(number), r.tag, model_label(r.model), *cells)
+        cached = share(cached_share(r.usage))
+        if r.id in summary.cache_breaks:
+            cached = f"{BROKE} {cached}"
+        table.add_row(str(number), r.tag, model_label(r.model), *cells, cached)
     return table
+
+
+def _break_lines(summary: CostSummary) -> list[Text]:
+    numbers = {r.id: number for number, r in enumerate(summary.requests, 1)}
+    return [
+        Text(f"{BROKE} #{numbers[request_id]} broke the prompt cache: {reason}", style="yellow")
+        for request_id, reason in summary.cache_breaks.items()
+        if request_id in numbers
+    ]
+
+
+# Marks a request that broke the prompt cache, in /cost and /context.
+BROKE = "✗"
+# How many recent requests /context lists with their cached share.
+RECENT_CACHE_REQUESTS = 5
+
+
+def cache_lines(summary: CostSummary) -> RenderableType:
+    """/context's view of the prompt cache: the cached share of the latest requests (as the
+    provider reported it), and the ones that broke the cache, with why."""
+    numbered = list(enumerate(summary.requests, 1))[-RECENT_CACHE_REQUESTS:]
+    if not numbered:
+        return Text("prompt cache: no request yet", style="dim")
+    shares = ", ".join(f"#{n} {share(cached_share(r.usage))}" for n, r in numbered)
+    lines = [Text(f"prompt cache, share of each prompt read from it: {shares}")]
+    for number, request in numbered:
+        reason = summary.cache_breaks.get(request.id)
+        if reason:
+            lines.append(Text(f"{BROKE} #{number} broke the prompt cache: {reason}", "yellow"))
+    return Group(*lines)
+
+
+def share(value: float | None) -> str:
+    """A share as a percentage; unknown as a dash."""
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _models_table(summary: CostSummary) -> Table:

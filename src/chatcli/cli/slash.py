@@ -15,7 +15,13 @@ from pathlib import Path
 from rich.table import Table
 
 from chatcli.cli.context import ChatContext, reopen
-from chatcli.cli.render import context_view, cost_table, sessions_table, transcript_view
+from chatcli.cli.render import (
+    cache_lines,
+    context_view,
+    cost_table,
+    sessions_table,
+    transcript_view,
+)
 from chatcli.errors import ChatcliError, CompactionError
 from chatcli.export import FORMATS, export_transcript
 from chatcli.providers.registry import model_info
@@ -86,6 +92,7 @@ def _cost(ctx: ChatContext, arg: str) -> None:
 def _context(ctx: ChatContext, arg: str) -> None:
     _no_argument(arg)
     ctx.ui.console.print(context_view(ctx.session.context_report()))
+    ctx.ui.console.print(cache_lines(ctx.session.cost_summary()))
 
 
 def _history(ctx: ChatContext, arg: str) -> None:

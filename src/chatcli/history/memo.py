@@ -21,7 +21,15 @@ from typing import Any, Generic, Protocol, TypeVar
 from chatcli.history.result import TransformResult, build_result
 from chatcli.messages import Message
 
-__all__ = ["MEMOS", "MEMO_SIZE", "Scan", "ScanMemo", "clear_memos", "unchanged"]
+__all__ = [
+    "MEMOS",
+    "MEMO_SIZE",
+    "Scan",
+    "ScanMemo",
+    "TransformScan",
+    "clear_memos",
+    "unchanged",
+]
 
 MEMO_SIZE = 8
 # Every memo, so tests can compare a memoised result with a fresh one (`clear_memos`).
@@ -35,7 +43,7 @@ def clear_memos() -> None:
 
 
 class Scan(Protocol):
-    """A transform's scan: its settings, the messages it has read, and the two steps."""
+    """A scan: its settings, the messages it has read, and the two steps."""
 
     key: Hashable
     messages: list[Message]
@@ -43,14 +51,19 @@ class Scan(Protocol):
     def push(self, message: Message) -> None:
         """Read the next message."""
 
-    def result(self, transcript: tuple[Message, ...]) -> TransformResult:
-        """The transform's result for `transcript`, the messages read so far."""
-
     def rewind(self, count: int) -> bool:
         """Forget all but the first `count` messages read; False when the scan cannot."""
 
 
+class TransformScan(Scan, Protocol):
+    """A transform's scan: its result for the messages read so far."""
+
+    def result(self, transcript: tuple[Message, ...]) -> TransformResult:
+        """The transform's result for `transcript`, the messages read so far."""
+
+
 S = TypeVar("S", bound=Scan)
+T = TypeVar("T", bound=TransformScan)
 
 
 class ScanMemo(Generic[S]):
@@ -62,15 +75,21 @@ class ScanMemo(Generic[S]):
         self.lock = threading.Lock()
         MEMOS.append(self)
 
-    def run(self, key: Hashable, transcript: tuple[Message, ...]) -> TransformResult:
+    def run(self: ScanMemo[T], key: Hashable, transcript: tuple[Message, ...]) -> TransformResult:
         """The transform's result for `transcript`, from the longest kept scan of a prefix
         of it (a scan that raised half-way is not kept)."""
-        scan = self.take(key, transcript)
-        for message in transcript[len(scan.messages) :]:
-            scan.push(message)
+        scan = self.extend(key, transcript)
         result = scan.result(transcript)
         self.keep(scan)
         return result
+
+    def extend(self, key: Hashable, transcript: tuple[Message, ...]) -> S:
+        """The scan of `transcript`: the longest kept scan of a prefix of it, fed the rest.
+        It is out of the memo until given back with `keep`."""
+        scan = self.take(key, transcript)
+        for message in transcript[len(scan.messages) :]:
+            scan.push(message)
+        return scan
 
     def take(self, key: Hashable, transcript: tuple[Message, ...]) -> S:
         """The kept scan sharing the longest prefix with `transcript`, rewound to it when it

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from chatcli.errors import ErrorInfo
 from chatcli.events import MaxTokensFitted, OutputCapLowered
 from chatcli.history.retain import Retention
+from chatcli.history.running import request_chars
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
 from chatcli.request_settings import Settings, output_reserve
@@ -82,7 +83,12 @@ class Prediction:
         self.planned_reserve = reserve if cap is None else min(reserve, cap)
 
     def count(self, messages: Sequence[Message]) -> int:
-        return self.estimator.count(messages)
+        estimator = self.estimator
+        if type(estimator).count is TokenEstimator.count:
+            # An estimate from the total chars: their running sum gives the same count, at
+            # the cost of what is new since the last request (`chatcli.history.running`).
+            return estimator.count_chars(request_chars(messages), len(messages))
+        return estimator.count(messages)
 
     def retention(self) -> Retention | None:
         """What levels 2 and 3 keep by tokens: the room the window leaves next to the planned

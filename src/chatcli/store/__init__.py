@@ -6,6 +6,7 @@ from chatcli.store.sqlite import (
     SessionStore,
     StoredEvent,
     StoredRequest,
+    StoredStickyView,
     default_db_path,
 )
 
@@ -15,5 +16,6 @@ __all__ = [
     "SessionStore",
     "StoredEvent",
     "StoredRequest",
+    "StoredStickyView",
     "default_db_path",
 ]

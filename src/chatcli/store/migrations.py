@@ -163,6 +163,13 @@ def m006_view_parts_by_source(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE view_parts ADD COLUMN {column} INTEGER")
 
 
+def m008_sticky_views(conn: sqlite3.Connection) -> None:
+    """The cut a recovery level made, kept for the session's next requests (a sticky view,
+    `chatcli.history.sticky`): which stored request's view it is and how many transcript
+    messages it covers, as JSON. NULL: no cut; the view follows the last compaction or clear."""
+    _run_script(conn, "ALTER TABLE sessions ADD COLUMN sticky_view TEXT")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
@@ -171,6 +178,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_views_by_reference,
     m005_redact_base_urls,
     m006_view_parts_by_source,
+    m008_sticky_views,
 )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "SessionStore",
     "StoredEvent",
     "StoredRequest",
+    "StoredStickyView",
     "default_db_path",
 ]
 
@@ -72,6 +73,15 @@ class SessionInfo:
     def new(cls, **settings: Any) -> SessionInfo:
         """A new session's info, with a fresh id (nothing is stored yet)."""
         return cls(id=uuid.uuid4().hex[:12], created_at=_now(), **settings)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredStickyView:
+    """A session's sticky view: the view stored with request `request_id`, covering the
+    first `upto` messages of the transcript (see `chatcli.history.sticky`)."""
+
+    request_id: int
+    upto: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +334,23 @@ class SessionStore:
         stored none)."""
         bodies = self._views.bodies(session_id, self._views.refs(request_id))
         return tuple(message_from_dict(json.loads(body)) for body in bodies)
+
+    def sticky_view(self, session_id: str) -> StoredStickyView | None:
+        """The session's sticky view, None when it has none."""
+        row = self._conn.execute(
+            "SELECT sticky_view FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        data = json.loads(row[0])
+        return StoredStickyView(request_id=int(data["request_id"]), upto=int(data["upto"]))
+
+    def save_sticky_view(self, session_id: str, sticky: StoredStickyView | None) -> None:
+        """Keep `sticky` as the session's sticky view (None: it has none any more)."""
+        value = None
+        if sticky is not None:
+            value = dump_json({"request_id": sticky.request_id, "upto": sticky.upto})
+        self._conn.execute("UPDATE sessions SET sticky_view = ? WHERE id = ?", (value, session_id))
 
     def events(self, session_id: str) -> tuple[StoredEvent, ...]:
         rows = self._conn.execute(
