@@ -151,17 +151,17 @@ class _Proxy:
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
         model = parsed.model or self.upstream.model
-        client = self.client(forwarder)
+        library = self.library_client(forwarder)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         if not parsed.stream:
             try:
-                reply = await client.asend(
+                reply = await library.asend(
                     parsed.messages, max_tokens=max_tokens, tools=parsed.tools
                 )
             except Exception as exc:
                 raise Refused(self.failed(exc)) from exc
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
-        engine = client.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(stream_items(engine, live=live))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
@@ -176,7 +176,7 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def client(self, provider: Provider) -> Client:
+    def library_client(self, provider: Provider) -> Client:
         """The library's Client for one request over `provider`; its events feed the metrics."""
         return Client(
             provider,
