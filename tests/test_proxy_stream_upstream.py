@@ -98,3 +98,17 @@ def test_an_event_that_is_not_an_object_is_a_provider_error(server: ReplayServer
     server.add(Scripted(events=["[1, 2]"]))
     with adapter(server) as provider, pytest.raises(ProviderError, match="not a JSON object"):
         list(provider.stream(request()))
+
+
+def test_streams_in_a_row_share_one_connection(server: ReplayServer) -> None:
+    # The rest of a stream after `[DONE]` is read, so its connection goes back to the pool.
+    events = [data for _, data in sse_events("openai-chat-text.txt")]
+    server.add(*(Scripted(events=events) for _ in range(3)))
+
+    async def run() -> None:
+        async with adapter(server) as provider:
+            for _ in range(3):
+                assert [c async for c in provider.astream(request())]
+
+    asyncio.run(run())
+    assert len(server.requests) == 3 and server.connections == 1

@@ -30,8 +30,8 @@ Mapping notes:
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
 - A Chat Completions stream is read raw (`with_streaming_response`) and each event decoded
   with `json` into `_Fields`, not into the SDK's pydantic models: building a model per chunk
-  was most of the CPU an answer cost (the proxy's hot path). Requests, status errors and
-  in-stream errors stay the SDK's.
+  was a large share of the CPU a streamed answer cost (the proxy's hot path). Requests,
+  status errors and in-stream errors stay the SDK's.
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
@@ -622,14 +622,17 @@ def _fields(pairs: dict[str, Any]) -> _Fields:
 
 class _SSE:
     """Server-sent events, line by line: `feed` gives an event's data when the blank line that
-    ends it comes (comments and other fields skipped, a multi-line data joined with newlines);
-    `done` once `[DONE]` came."""
+    ends it comes (comments and other fields skipped, a multi-line data joined with newlines),
+    nothing once `[DONE]` came (the rest is still read, so the connection goes back to the
+    pool)."""
 
     def __init__(self) -> None:
         self.data: list[str] = []
         self.done = False
 
     def feed(self, line: str) -> str | None:
+        if self.done:
+            return None
         if line:
             name, _, value = line.partition(":")
             if name == "data":
@@ -669,8 +672,6 @@ def _events(response: Any) -> Iterator[_Fields]:
     for line in itertools.chain(response.iter_lines(), [""]):  # "": a last event unended
         if (data := sse.feed(line)) is not None:
             yield _event(data, response)
-        if sse.done:
-            return
 
 
 @asynccontextmanager
@@ -685,8 +686,6 @@ async def _aevents(response: Any) -> AsyncIterator[_Fields]:
     async for line in response.iter_lines():
         if (data := sse.feed(line)) is not None:
             yield _event(data, response)
-        if sse.done:
-            return
     if (data := sse.feed("")) is not None:  # a last event without its blank line
         yield _event(data, response)
 
