@@ -9,6 +9,10 @@ proxy, the difference (the proxy's added latency), requests per second, and the 
 peak memory (RSS).
 
     python benchmarks/proxy.py [--clients 200] [--requests 400] [--messages 100,2000]
+                               [--profile proxy.prof]
+
+`--profile FILE` runs the proxy under cProfile and writes its profile to FILE (read it with
+`python -m pstats FILE`): where the proxy's CPU goes.
 
 Bounded: `--requests` per run (default 2x clients), a 120 s deadline per run, loopback only.
 """
@@ -19,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -158,6 +163,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--requests", type=int)
     parser.add_argument("--messages", default="100,2000")
+    parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
@@ -167,8 +173,11 @@ def main() -> None:
     stub_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "CHATCLI_HOME": str(ROOT / ".bench-home")}
     stub = subprocess.Popen([sys.executable, __file__, "--stub", str(stub_port)])
+    code = "from chatcli.cli import main; raise SystemExit(main())"
+    if args.profile:  # written when the proxy stops on SIGINT (see the end)
+        code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
-        [sys.executable, "-c", "from chatcli.cli import main; raise SystemExit(main())", "proxy",
+        [sys.executable, "-c", code, "proxy",
          "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
          "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", str(requests)],
         env=env,
@@ -197,9 +206,10 @@ def main() -> None:
                   f"proxy {pfail}")  # fmt: skip
         print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
     finally:
+        proxy.send_signal(signal.SIGINT)  # a clean stop: the profile is written
+        stub.terminate()
         for process in (proxy, stub):
-            process.terminate()
-            process.wait(10)
+            process.wait(30)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
 
-step "virtualenv .venv + chatcli[dev,all]"
+step "virtualenv .venv + chatcli[dev,all,clients]"
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/pip install -q -U pip
-.venv/bin/pip install -q -e '.[dev,all]'
+.venv/bin/pip install -q -e '.[dev,all,clients]'
 
 step "llama-cpp-python[server] (the embedded engine and its Python server)"
 bash scripts/install-llama-cpp-python.sh .venv/bin/python

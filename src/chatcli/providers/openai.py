@@ -28,18 +28,28 @@ Mapping notes:
   beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or
   `options`) or built the adapter with `prompt_cache_key=False`.
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
+- A Chat Completions stream is read raw (`with_streaming_response`) and each event decoded
+  with `json` into `_Fields`, not into the SDK's pydantic models: building a model per chunk
+  was a large share of the CPU a streamed answer cost (the proxy's hot path). Requests,
+  status errors and in-stream errors stay the SDK's.
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from dataclasses import dataclass, field, replace
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, Literal, Protocol
 
 from chatcli.errors import ConfigError, ProviderError, classify_error
@@ -572,6 +582,7 @@ class _Wire:
     endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
     max_tokens_param: str
     stream_params: Mapping[str, Any]
+    raw_stream: bool = False  # events decoded here (`_Fields`), not into the SDK's models
 
 
 _WIRES: dict[str, _Wire] = {
@@ -583,6 +594,7 @@ _WIRES: dict[str, _Wire] = {
         endpoint=lambda client: client.chat.completions,
         max_tokens_param="max_completion_tokens",
         stream_params={"stream": True, "stream_options": {"include_usage": True}},
+        raw_stream=True,
     ),
     "responses": _Wire(
         body=_responses_body,
@@ -594,6 +606,88 @@ _WIRES: dict[str, _Wire] = {
         stream_params={"stream": True},
     ),
 }
+
+
+class _Fields(SimpleNamespace):
+    """A decoded stream event: its JSON object's fields as attributes, an absent one None (as
+    on the SDK's models, which are built without validation)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return None
+
+
+def _fields(pairs: dict[str, Any]) -> _Fields:
+    return _Fields(**pairs)
+
+
+class _SSE:
+    """Server-sent events, line by line: `feed` gives an event's data when the blank line that
+    ends it comes (comments and other fields skipped, a multi-line data joined with newlines),
+    nothing once `[DONE]` came (the rest is still read, so the connection goes back to the
+    pool)."""
+
+    def __init__(self) -> None:
+        self.data: list[str] = []
+        self.done = False
+
+    def feed(self, line: str) -> str | None:
+        if self.done:
+            return None
+        if line:
+            name, _, value = line.partition(":")
+            if name == "data":
+                self.data.append(value.removeprefix(" "))
+            return None
+        if not self.data:
+            return None
+        data, self.data = "\n".join(self.data), []
+        self.done = data.startswith("[DONE]")
+        return None if self.done else data
+
+
+def _event(data: str, response: Any) -> _Fields:
+    """One event's data decoded; an `error` event raises the SDK's APIError, as its own stream
+    does (so it is classified like any SDK error)."""
+    event = json.loads(data, object_hook=_fields)
+    if not isinstance(event, _Fields):
+        raise _failure(f"a stream event that is not a JSON object: {data[:200]}")
+    if event.error:
+        error = json.loads(data)["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        if not message or not isinstance(message, str):
+            message = "An error occurred during streaming"
+        raise _sdk().APIError(message=message, request=response.http_request, body=error)
+    return event
+
+
+@contextmanager
+def _decoded(endpoint: Any, params: Json) -> Iterator[Iterator[_Fields]]:
+    """The SDK call's event stream, read raw and decoded here (see the module docstring)."""
+    with endpoint.with_streaming_response.create(**params) as response:
+        yield _events(response)
+
+
+def _events(response: Any) -> Iterator[_Fields]:
+    sse = _SSE()
+    for line in itertools.chain(response.iter_lines(), [""]):  # "": a last event unended
+        if (data := sse.feed(line)) is not None:
+            yield _event(data, response)
+
+
+@asynccontextmanager
+async def _adecoded(endpoint: Any, params: Json) -> AsyncIterator[AsyncIterator[_Fields]]:
+    """The async `_decoded`."""
+    async with endpoint.with_streaming_response.create(**params) as response:
+        yield _aevents(response)
+
+
+async def _aevents(response: Any) -> AsyncIterator[_Fields]:
+    sse = _SSE()
+    async for line in response.iter_lines():
+        if (data := sse.feed(line)) is not None:
+            yield _event(data, response)
+    if (data := sse.feed("")) is not None:  # a last event without its blank line
+        yield _event(data, response)
 
 
 @contextmanager
@@ -705,13 +799,17 @@ class OpenAIBase(Adapter):
         return await self._wire.endpoint(client).create(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_stream:
+            return _decoded(endpoint, params)
+        events: AbstractContextManager[Any] = endpoint.create(**params)
         return events
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
-        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
-            **params
-        )
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_stream:
+            return _adecoded(endpoint, params)
+        events: AbstractAsyncContextManager[Any] = await endpoint.create(**params)
         return events
 
     def _parse(self, raw: Any) -> Response:

@@ -4,9 +4,9 @@ Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
 `GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
 it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
-of the library), over a `Forwarder` (what the client's request adds) and, when streamed, a
-`Tap`. The client's messages are only read: the proxy shapes what it forwards, never what
-the client holds.
+of the library), over a `Forwarder` (what the client's request adds); a streamed request is
+`Client.astream`, written as it comes (`chatcli.proxy.items`). The client's messages are only
+read: the proxy shapes what it forwards, never what the client holds.
 
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
 to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
@@ -31,7 +31,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
-from chatcli.events import Event
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
@@ -45,11 +44,11 @@ from chatcli.proxy.dialect import (
 )
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.items import EventItem, Sink, StreamItem, Tap, stream_reply
+from chatcli.proxy.items import EventItem, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
-from chatcli.recovery import Client, Reply
+from chatcli.recovery import Client
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
 
@@ -152,16 +151,19 @@ class _Proxy:
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
         model = parsed.model or self.upstream.model
+        library = self.library_client(forwarder)
+        max_tokens = parsed.max_tokens or self.upstream.max_tokens
         if not parsed.stream:
             try:
-                reply = await self.send(parsed, forwarder, lambda item: None)
+                reply = await library.asend(
+                    parsed.messages, max_tokens=max_tokens, tools=parsed.tools
+                )
             except Exception as exc:
                 raise Refused(self.failed(exc)) from exc
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
+        engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
-        items = await self.started(
-            stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink))
-        )
+        items = await self.started(stream_items(engine, live=live))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
@@ -174,22 +176,15 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def send(self, parsed: ClientRequest, provider: Provider, sink: Sink) -> Awaitable[Reply]:
-        """`Client.asend` of the parsed request over `provider`; events go to `sink` too."""
-
-        def hook(event: Event) -> None:
-            self.metrics.record_event(event)
-            sink(EventItem(event=event))
-
-        client = Client(
+    def library_client(self, provider: Provider) -> Client:
+        """The library's Client for one request over `provider`; its events feed the metrics."""
+        return Client(
             provider,
             self.options.recovery,
-            hooks=(hook,),
+            hooks=(self.metrics.record_event,),
             max_retries=0,
             microcompact=self.options.microcompact,
         )
-        max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        return client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
 
     async def started(self, items: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
         """`items`, once the answer has begun: a request that fails before any of its answer

@@ -4,7 +4,9 @@ library's classified errors (`ErrorInfo.kind`) to what the client is told.
 An overflow recovery could not fix is the client's 400 (its dialect's "context too long"
 error), never a 5xx: a client retries a 5xx forever. Upstream rate limits keep their
 `Retry-After`; the upstream rejecting the proxy's own key is the client's 401/403. Messages
-go through `redact_secrets`, so no key the upstream echoes reaches the client.
+go through `redact_secrets`, so no key the upstream echoes reaches the client. A stream
+that must stop because text already sent was dropped (`Retracted`) is an upstream failure
+(OpenAI `server_error`, Anthropic `api_error`): the request may simply be sent again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from chatcli.errors import (
     redact_secrets,
 )
 from chatcli.proxy.dialect import Failure, FailureKind
+from chatcli.proxy.items import Retracted
 
 __all__ = ["failure_from"]
 
@@ -48,6 +51,8 @@ def failure_from(error: BaseException) -> Failure:
     if isinstance(error, ProviderError):
         kind, status = _BY_KIND[error.info.kind]
         return _from_info(error.info, kind, status, error.info.message or str(error))
+    if isinstance(error, Retracted):
+        return Failure(kind=FailureKind.UPSTREAM, status=502, message=str(error))
     logger.error("upstream call failed: %s", redact_secrets(repr(error)))
     return Failure(kind=FailureKind.UPSTREAM, status=502, message="the upstream call failed")
 

@@ -1,47 +1,55 @@
-"""The typed items a streamed answer is written from, and the feed that makes them today.
+"""The typed items a streamed answer is written from, and the one feed that makes them.
 
 A dialect's stream writer reads an async iterator of `StreamItem`: text deltas, tool-call
-deltas, recovery events and, last, the final `Reply`. `stream_reply` is the one place that
-produces them: it runs `Client.asend` with a `Tap` around the provider, which streams the
-text of the first answer live; everything else the Reply holds (text after a continuation,
-tool calls) is written when the Reply is there. Tool calls are written only from the Reply,
-so a call whose arguments were cut off (dropped by recovery) never reaches the client.
-`Client.astream` (`chatcli.streaming`) now streams continuations live; moving onto it is
-still to do: its `Discard` (text a failed call showed) cannot be taken back from a client.
+deltas, recovery events and, last, the final `Reply`. `stream_items` makes them from
+`Client.astream` (`chatcli.streaming`), which streams the whole send() as one answer: the
+first call's text as the upstream sends it, then, after an escalation (max_tokens) or a
+full window, the continuation's text with the repeat at the seam already taken out. So a
+client sees one message, live, however many calls it took.
 
-An answer with reasoning a client must send back (Anthropic thinking blocks and their
-signatures, requested with `thinking`) is not streamed live: the adapters stream text only,
-and the blocks must come before the text, so the whole answer is written at the end.
+What is not forwarded as it comes, and why:
 
-Why only the first answer is live: a continuation is stitched to the partial answer with
-the text repeated at the seam removed, which a client that has already been sent the seam
-cannot be asked to undo. So once an answer that streamed text has ended, the text of later
-calls is held back and what the stitched answer adds is sent as one delta at the end.
+- **Tool calls** are written from the `Reply`, never from their deltas: a call cut off at
+  max_tokens is dropped by recovery (and asked again), so a delta may belong to a call the
+  answer will not have. They come after the text, as the APIs send them.
+- **`Discard`** (text a failed call showed, which the engine dropped before it tried again)
+  cannot be taken back: neither wire format has a way to retract a delta. Holding every
+  token back until no call can fail any more would mean no live streaming at all, for a
+  case that is rare in the proxy (it is built with no retries: only a failure the engine
+  recovers after text was sent, such as a prompt the server cut silently, discovered from
+  the usage at the end). So the stream ends there with the dialect's error event
+  (`Retracted`): the OpenAI and Anthropic SDKs raise it as an API error, agents such as
+  Claude Code retry the request, and no client takes the shown text plus a second answer
+  as one reply.
+- **Reasoning a client must send back** (Anthropic thinking blocks and their signatures,
+  asked for with `thinking`): the adapters stream text only and the blocks must come before
+  the text, so such an answer is written whole, at the end (`live=False`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chatcli.events import Event
-from chatcli.providers.base import Provider, Request, Response, TextDelta
+from chatcli.providers.base import TextDelta
+from chatcli.providers.base import ToolCallDelta as EngineToolCallDelta
 from chatcli.recovery import Reply
+from chatcli.streaming import Discard
+from chatcli.streaming import StreamItem as EngineItem
 
 __all__ = [
     "EventItem",
     "FinalReply",
     "ReasoningItem",
-    "Sink",
+    "Retracted",
     "StreamItem",
-    "Tap",
     "TextDelta",
     "ToolCallDelta",
     "final_items",
-    "stream_reply",
+    "stream_items",
 ]
 
 logger = logging.getLogger("chatcli.proxy")
@@ -80,64 +88,47 @@ class FinalReply:
 
 
 StreamItem = TextDelta | ToolCallDelta | ReasoningItem | EventItem | FinalReply
-Sink = Callable[[StreamItem], None]
 
 
-class Tap:
-    """A Provider around `inner` that streams the first answer's text to `sink` (see the
-    module docstring); `context_window` and `max_output_tokens` are the inner ones."""
+class Retracted(Exception):
+    """The engine dropped text the client was already sent (a `Discard`): the stream cannot
+    go on as one answer (see the module docstring)."""
 
-    def __init__(self, inner: Provider, sink: Sink, *, live: bool = True) -> None:
-        self.inner = inner
-        self.sink = sink
-        self.live = live
-        self.context_window = getattr(inner, "context_window", None)
-        self.max_output_tokens = getattr(inner, "max_output_tokens", None)
-
-    def complete(self, request: Request) -> Response:
-        return self.inner.complete(request)
-
-    async def acomplete(self, request: Request) -> Response:
-        """The call, streamed from the upstream when it can stream; its text goes to the
-        sink while the answer is live."""
-        astream: Any = getattr(self.inner, "astream", None)
-        if astream is None:
-            return await self.inner.acomplete(request)
-        final: Response | None = None
-        streamed = False
-        try:
-            async for chunk in astream(request):
-                if not isinstance(chunk, TextDelta):
-                    final = chunk
-                elif self.live:
-                    streamed = True
-                    self.sink(chunk)
-        finally:
-            self.live = self.live and not streamed
-        if final is None:
-            raise RuntimeError("the stream ended without a response")
-        return final
+    def __init__(self, text: str) -> None:
+        super().__init__(
+            f"the upstream's answer failed after {len(text)} characters of it were sent, "
+            "and text already streamed cannot be taken back; send the request again"
+        )
+        self.text = text
 
 
-async def stream_reply(run: Callable[[Sink], Awaitable[Reply]]) -> AsyncIterator[StreamItem]:
-    """The items of one answer: `run(sink)` sends the request (a Client built with a `Tap`
-    and a hook, both feeding `sink`) and returns the Reply. Its exception is raised here.
-    The request is cancelled if the reader stops early (the client went away)."""
-    queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
-    task = asyncio.ensure_future(run(queue.put_nowait))
-    task.add_done_callback(lambda _: queue.put_nowait(None))
+async def stream_items(
+    engine: AsyncIterator[EngineItem], *, live: bool = True
+) -> AsyncIterator[StreamItem]:
+    """The items of one answer from `engine` (a `Client.astream`): text as it comes when
+    `live`, else all of it at the end; raises `Retracted` for a `Discard` of text sent. The
+    engine's stream (and so the upstream's) is closed when the reader stops early."""
     streamed: list[str] = []
     try:
-        while (item := await queue.get()) is not None:
+        async for item in engine:
             if isinstance(item, TextDelta):
-                streamed.append(item.text)
-            yield item
-        reply = task.result()
+                if live:
+                    streamed.append(item.text)
+                    yield item
+            elif isinstance(item, Discard):
+                if live and item.text:
+                    raise Retracted(item.text)
+            elif isinstance(item, Reply):
+                for last in final_items(item, "".join(streamed)):
+                    yield last
+                return
+            elif not isinstance(item, EngineToolCallDelta):  # tool calls: from the Reply
+                yield EventItem(event=item)
+        raise RuntimeError("the answer's stream ended without its reply")
     finally:
-        if not task.done():
-            task.cancel()
-    for item in final_items(reply, "".join(streamed)):
-        yield item
+        aclose: Any = getattr(engine, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def final_items(reply: Reply, streamed: str) -> Iterator[StreamItem]:
@@ -149,7 +140,7 @@ def final_items(reply: Reply, streamed: str) -> Iterator[StreamItem]:
     if text.startswith(streamed):
         if rest := text[len(streamed) :]:
             yield TextDelta(text=rest)
-    else:  # a call failed after streaming (then retried): what was sent cannot be taken back
+    else:  # the engine keeps what it streamed equal to the answer: this is a bug
         logger.warning("the streamed text is not a prefix of the final answer")
     for index, call in enumerate(reply.message.tool_calls):
         yield ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments_json)
