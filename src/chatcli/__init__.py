@@ -49,6 +49,7 @@ from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
+from chatcli.integrations.sdk import wrap
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import (
@@ -147,4 +148,5 @@ __all__ = [
     "microcompact",
     "repair_tool_pairing",
     "should_auto_compact",
+    "wrap",
 ]

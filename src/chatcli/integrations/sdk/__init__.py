@@ -1,0 +1,216 @@
+"""`chatcli.wrap(client)`: chatcli's recovery inside an existing OpenAI or Anthropic SDK app.
+
+    client = chatcli.wrap(OpenAI())          # the one changed line
+
+The wrapper has the client's whole API (every attribute it does not override is the
+client's own); `chat.completions.create` (OpenAI, `AsyncOpenAI`) and `messages.create`
+(Anthropic, `AsyncAnthropic`), whole or `stream=True`, recover: an overflowing conversation
+is cut to fit (the recovery levels) and sent again, a window known beforehand is fitted
+before the call, an answer cut at the output limit is continued and returned as one answer.
+The answer is the SDK's own type (`ChatCompletion`, `Message`, their stream chunks and
+events). The caller's arguments are never changed, and a request that needs no recovery is
+sent exactly as the bare SDK sends it. See `chatcli.integrations.sdk.calls` for the details.
+
+Modules: `upstream` (the adapters on the caller's SDK client), `calls` (one wrapped method),
+`chunks` (the stream events recovery writes). The SDKs come with the `openai` and `anthropic`
+extras; nothing here imports them before a client of theirs is wrapped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.errors import ConfigError
+from chatcli.events import Event
+from chatcli.integrations.sdk.calls import AsyncRecovering, Endpoint, Options, Recovering
+from chatcli.integrations.sdk.chunks import AnthropicEvents, OpenAIChunks
+from chatcli.integrations.sdk.upstream import AnthropicCall, OpenAICall, SdkCall
+from chatcli.providers.base import Provider
+from chatcli.proxy.anthropic_dialect import AnthropicDialect
+from chatcli.proxy.openai_dialect import OpenAIDialect
+
+__all__ = ["Wrapped", "wrap"]
+
+
+class Wrapped:
+    """An object with all of `target`'s attributes, except the ones given here."""
+
+    def __init__(self, target: Any, **overrides: Any) -> None:
+        self.__dict__.update(overrides)
+        self.__dict__["_target"] = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_target"], name)
+
+    def __repr__(self) -> str:
+        return f"chatcli.wrap({self.__dict__['_target']!r})"
+
+
+def wrap(
+    client: Any,
+    *,
+    context_window: int | None = None,
+    max_output_tokens: int | None = None,
+    config: RecoveryConfig | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    microcompact: MicrocompactConfig | None = None,
+) -> Any:
+    """`client` (an `openai.OpenAI`, `openai.AsyncOpenAI`, `anthropic.Anthropic` or
+    `anthropic.AsyncAnthropic`) with chatcli's recovery (see the module docstring).
+
+    `context_window` / `max_output_tokens`: the model's limits (tokens) when the offline
+    catalog does not know them (a local server, a fine-tune), for the pre-flight; otherwise
+    the window is learned from the first overflow that states it and kept by the wrapper
+    (`wrapped.learned_windows`, by model). `config`: the recovery settings
+    (`RecoveryConfig.from_env()` reads the CHATCLI_* variables). `on_event` receives every
+    recovery event as it happens; they are also logged under "chatcli". `microcompact`:
+    microcompaction of old tool results in what is sent (off unless given).
+    """
+    options = Options(
+        config=config,
+        context_window=_positive("context_window", context_window),
+        max_output_tokens=_positive("max_output_tokens", max_output_tokens),
+        hooks=(on_event,) if on_event is not None else (),
+        microcompact=microcompact,
+    )
+    kind = _kind(client)
+    method = AsyncRecovering if kind.startswith("async") else Recovering
+    if kind.endswith("openai"):
+        create = method(_OPENAI_CHAT, client, client.chat.completions.create, options)
+        completions = Wrapped(client.chat.completions, create=create)
+        overrides: dict[str, Any] = {"chat": Wrapped(client.chat, completions=completions)}
+    else:
+        create = method(_ANTHROPIC_MESSAGES, client, client.messages.create, options)
+        overrides = {"messages": Wrapped(client.messages, create=create)}
+
+    def with_options(*args: Any, **kwargs: Any) -> Any:
+        return _rewrapped(client.with_options(*args, **kwargs), options)
+
+    return Wrapped(
+        client,
+        **overrides,
+        with_options=with_options,
+        copy=with_options,
+        learned_windows=options.learned_windows,
+        unwrapped=client,
+    )
+
+
+def _rewrapped(client: Any, options: Options) -> Any:
+    """A copy of the client (`with_options`) wrapped with the same options and windows."""
+    wrapped = wrap(
+        client,
+        context_window=options.context_window,
+        max_output_tokens=options.max_output_tokens,
+        config=options.config,
+        on_event=options.hooks[0] if options.hooks else None,
+        microcompact=options.microcompact,
+    )
+    wrapped.learned_windows.update(options.learned_windows)
+    return wrapped
+
+
+_KINDS: Mapping[tuple[str, str], str] = {
+    ("openai", "AsyncOpenAI"): "async openai",
+    ("openai", "OpenAI"): "openai",
+    ("anthropic", "AsyncAnthropic"): "async anthropic",
+    ("anthropic", "Anthropic"): "anthropic",
+}
+
+
+def _kind(client: Any) -> str:
+    """Which SDK client `client` is (a subclass, such as `AzureOpenAI`, counts)."""
+    for (module_name, class_name), kind in _KINDS.items():
+        module = sys.modules.get(module_name)
+        cls = getattr(module, class_name, None) if module is not None else None
+        if cls is not None and isinstance(client, cls):
+            return kind
+    raise TypeError(
+        "chatcli.wrap takes an openai.OpenAI, openai.AsyncOpenAI, anthropic.Anthropic or "
+        f"anthropic.AsyncAnthropic client, not {type(client).__name__}"
+    )
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"chatcli.wrap: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+# -- the endpoints ------------------------------------------------------------------------
+
+
+def _openai_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
+    return OpenAICall(
+        sdk_client,
+        call,
+        api="chat",
+        context_window=options.context_window,
+        max_output_tokens=options.max_output_tokens,
+    )
+
+
+def _anthropic_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
+    return AnthropicCall(
+        sdk_client,
+        call,
+        context_window=options.context_window,
+        max_output_tokens=options.max_output_tokens,
+    )
+
+
+def _chat_completion(body: dict[str, Any]) -> Any:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_validate(body)
+
+
+def _chat_chunk(body: dict[str, Any]) -> Any:
+    from openai.types.chat import ChatCompletionChunk
+
+    return ChatCompletionChunk.model_validate(body)
+
+
+def _message(body: dict[str, Any]) -> Any:
+    from anthropic.types import Message
+
+    return Message.model_validate(body)
+
+
+def _message_event(body: dict[str, Any]) -> Any:
+    from anthropic import types
+
+    classes: dict[str, Any] = {
+        "message_start": types.RawMessageStartEvent,
+        "message_delta": types.RawMessageDeltaEvent,
+        "message_stop": types.RawMessageStopEvent,
+        "content_block_start": types.RawContentBlockStartEvent,
+        "content_block_delta": types.RawContentBlockDeltaEvent,
+        "content_block_stop": types.RawContentBlockStopEvent,
+    }
+    return classes[body["type"]].model_validate(body)
+
+
+_OPENAI_CHAT = Endpoint(
+    name="openai",
+    dialect=OpenAIDialect(),
+    default_max_tokens_arg="max_completion_tokens",
+    stream_args=("stream", "stream_options"),
+    provider=_openai_provider,
+    answer=_chat_completion,
+    event=_chat_chunk,
+    chunks=OpenAIChunks,
+)
+_ANTHROPIC_MESSAGES = Endpoint(
+    name="anthropic",
+    dialect=AnthropicDialect(),
+    default_max_tokens_arg="max_tokens",
+    stream_args=("stream",),
+    provider=_anthropic_provider,
+    answer=_message,
+    event=_message_event,
+    chunks=AnthropicEvents,
+)
