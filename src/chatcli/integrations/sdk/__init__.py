@@ -48,6 +48,21 @@ class Wrapped:
     def __repr__(self) -> str:
         return f"chatcli.wrap({self.__dict__['_target']!r})"
 
+    # `with` and `async with` look these up on the type, never through `__getattr__`.
+    def __enter__(self) -> Any:
+        self.__dict__["_target"].__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.__dict__["_target"].__exit__(*exc)
+
+    async def __aenter__(self) -> Any:
+        await self.__dict__["_target"].__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.__dict__["_target"].__aexit__(*exc)
+
 
 def wrap(
     client: Any,

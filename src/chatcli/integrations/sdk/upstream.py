@@ -56,8 +56,8 @@ class SdkCall:
         caller = {k: v for k, v in self.kwargs.items() if k not in STREAM_ARGS}
         self.calls += 1
         self.verbatim = kwargs == caller
-        if self.verbatim:
-            kwargs = caller
+        if self.verbatim and stream == bool(self.kwargs.get("stream")):
+            return dict(self.kwargs)  # the caller's call, `stream=False` included if given
         return {**kwargs, **self.stream_args} if stream else kwargs
 
     def answered(self, raw: Any) -> None:
@@ -151,8 +151,10 @@ class AnthropicCall(Anthropic):
         self.sdk_client, self.call = sdk_client, call
 
     def params(self, request: Request, *, stream: bool = False) -> Json:
-        # The adapter's `_open` adds `stream=True` itself.
-        return self.call.arguments(request, stream=False)
+        arguments = self.call.arguments(request, stream=stream)
+        if stream:
+            del arguments["stream"]  # the adapter's `_open` adds it
+        return arguments
 
     def _streams_whole_answer(self, params: Json) -> bool:
         return False  # the caller's call is made as the caller made it
