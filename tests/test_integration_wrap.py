@@ -165,7 +165,7 @@ async def test_the_async_clients_send_the_bare_sdks_bytes_too(server: ReplayServ
     assert bodies[:2] == bodies[2:]
 
 
-# -- recovery (a model the catalog does not know: the window is learned, or declared) -------------------------------------------------------------------------------
+# -- recovery (a model the catalog does not know: no window until learned or declared) ---
 
 OPENAI_OVERFLOW = next(r for r in provider_errors("llama.cpp-server") if r["id"] == "pe-043")
 ANTHROPIC_OVERFLOW = next(r for r in provider_errors("anthropic") if r["id"] == "pe-062")
@@ -354,7 +354,7 @@ def test_everything_else_is_the_clients_own(server: ReplayServer) -> None:
 
 
 def test_wrap_refuses_what_it_cannot_wrap(server: ReplayServer) -> None:
-    with pytest.raises(TypeError, match="openai.OpenAI"):
+    with pytest.raises(TypeError, match=r"openai\.OpenAI"):
         chatcli.wrap(object())
     with pytest.raises(chatcli.ConfigError, match="context_window"):
         chatcli.wrap(openai_client(server), context_window=0)

@@ -12,25 +12,23 @@ events). The caller's arguments are never changed, and a request that needs no r
 sent exactly as the bare SDK sends it. See `chatcli.integrations.sdk.calls` for the details.
 
 Modules: `upstream` (the adapters on the caller's SDK client), `calls` (one wrapped method),
-`chunks` (the stream events recovery writes). The SDKs come with the `openai` and `anthropic`
-extras; nothing here imports them before a client of theirs is wrapped.
+`chunks` (the stream events recovery writes), `endpoints` (the wrapped methods). They are
+imported when a client is wrapped (importing chatcli loads none of them); the SDKs come with
+the `openai` and `anthropic` extras.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.events import Event
-from chatcli.integrations.sdk.calls import AsyncRecovering, Endpoint, Options, Recovering
-from chatcli.integrations.sdk.chunks import AnthropicEvents, OpenAIChunks
-from chatcli.integrations.sdk.upstream import AnthropicCall, OpenAICall, SdkCall
-from chatcli.providers.base import Provider
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
-from chatcli.proxy.openai_dialect import OpenAIDialect
+
+if TYPE_CHECKING:
+    from chatcli.integrations.sdk.calls import Options
 
 __all__ = ["Wrapped", "wrap"]
 
@@ -84,7 +82,9 @@ def wrap(
     recovery event as it happens; they are also logged under "chatcli". `microcompact`:
     microcompaction of old tool results in what is sent (off unless given).
     """
-    options = Options(
+    from chatcli.integrations.sdk import calls, endpoints
+
+    options = calls.Options(
         config=config,
         context_window=_positive("context_window", context_window),
         max_output_tokens=_positive("max_output_tokens", max_output_tokens),
@@ -92,13 +92,13 @@ def wrap(
         microcompact=microcompact,
     )
     kind = _kind(client)
-    method = AsyncRecovering if kind.startswith("async") else Recovering
+    method = calls.AsyncRecovering if kind.startswith("async") else calls.Recovering
     if kind.endswith("openai"):
-        create = method(_OPENAI_CHAT, client, client.chat.completions.create, options)
+        create = method(endpoints.OPENAI_CHAT, client, client.chat.completions.create, options)
         completions = Wrapped(client.chat.completions, create=create)
         overrides: dict[str, Any] = {"chat": Wrapped(client.chat, completions=completions)}
     else:
-        create = method(_ANTHROPIC_MESSAGES, client, client.messages.create, options)
+        create = method(endpoints.ANTHROPIC_MESSAGES, client, client.messages.create, options)
         overrides = {"messages": Wrapped(client.messages, create=create)}
 
     def with_options(*args: Any, **kwargs: Any) -> Any:
@@ -153,79 +153,3 @@ def _positive(name: str, value: int | None) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigError(f"chatcli.wrap: {name} must be a positive integer, got {value!r}")
     return value
-
-
-# -- the endpoints ------------------------------------------------------------------------
-
-
-def _openai_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
-    return OpenAICall(
-        sdk_client,
-        call,
-        api="chat",
-        context_window=options.context_window,
-        max_output_tokens=options.max_output_tokens,
-    )
-
-
-def _anthropic_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
-    return AnthropicCall(
-        sdk_client,
-        call,
-        context_window=options.context_window,
-        max_output_tokens=options.max_output_tokens,
-    )
-
-
-def _chat_completion(body: dict[str, Any]) -> Any:
-    from openai.types.chat import ChatCompletion
-
-    return ChatCompletion.model_validate(body)
-
-
-def _chat_chunk(body: dict[str, Any]) -> Any:
-    from openai.types.chat import ChatCompletionChunk
-
-    return ChatCompletionChunk.model_validate(body)
-
-
-def _message(body: dict[str, Any]) -> Any:
-    from anthropic.types import Message
-
-    return Message.model_validate(body)
-
-
-def _message_event(body: dict[str, Any]) -> Any:
-    from anthropic import types
-
-    classes: dict[str, Any] = {
-        "message_start": types.RawMessageStartEvent,
-        "message_delta": types.RawMessageDeltaEvent,
-        "message_stop": types.RawMessageStopEvent,
-        "content_block_start": types.RawContentBlockStartEvent,
-        "content_block_delta": types.RawContentBlockDeltaEvent,
-        "content_block_stop": types.RawContentBlockStopEvent,
-    }
-    return classes[body["type"]].model_validate(body)
-
-
-_OPENAI_CHAT = Endpoint(
-    name="openai",
-    dialect=OpenAIDialect(),
-    default_max_tokens_arg="max_completion_tokens",
-    stream_args=("stream", "stream_options"),
-    provider=_openai_provider,
-    answer=_chat_completion,
-    event=_chat_chunk,
-    chunks=OpenAIChunks,
-)
-_ANTHROPIC_MESSAGES = Endpoint(
-    name="anthropic",
-    dialect=AnthropicDialect(),
-    default_max_tokens_arg="max_tokens",
-    stream_args=("stream",),
-    provider=_anthropic_provider,
-    answer=_message,
-    event=_message_event,
-    chunks=AnthropicEvents,
-)
