@@ -18,7 +18,7 @@ from chatcli import ContextRecoveryError, Event, LevelApplied, OverflowDetected
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, replay_server
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
-from tests.test_openai_adapter import CHAT_TEXT
+from tests.test_openai_adapter import CHAT_TEXT, RESPONSES_TEXT
 
 JSON = {"content-type": "application/json"}
 
@@ -110,6 +110,42 @@ def _openai_call(client: Any, stream: bool) -> Any:
     return list(answer) if stream else answer
 
 
+def responses_input() -> list[dict[str, Any]]:
+    """A Responses API conversation with a function call round trip."""
+    said = [{"type": "output_text", "text": "Let me look.", "annotations": []}]
+    return [
+        {"role": "user", "content": "What is here?"},
+        {"type": "message", "role": "assistant", "content": said},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.txt b.txt"},
+        {"role": "user", "content": [{"type": "input_text", "text": "And the first file?"}]},
+    ]
+
+
+RESPONSES_TOOLS = [{"type": "function", "name": "ls", "parameters": {"type": "object"}}]
+
+
+def _responses_call(client: Any, stream: bool) -> Any:
+    answer = client.responses.create(
+        model="gpt-4o",
+        input=responses_input(),
+        instructions="Be brief.",
+        tools=RESPONSES_TOOLS,
+        max_output_tokens=64,
+        stream=stream,
+        store=False,
+        **OPENAI_EXTRAS,
+    )
+    return list(answer) if stream else answer
+
+
+def _responses_text_call(client: Any, stream: bool) -> Any:
+    answer = client.responses.create(
+        model="gpt-4o", input="Hello", stream=stream, extra_headers={"x-trace": "abc"}
+    )
+    return list(answer) if stream else answer
+
+
 def _anthropic_call(client: Any, stream: bool) -> Any:
     answer = client.messages.create(
         model="claude-sonnet-4-5",
@@ -126,6 +162,8 @@ def _anthropic_call(client: Any, stream: bool) -> Any:
     [
         (openai_client, _openai_call, CHAT_TEXT, "openai-chat-text.txt"),
         (anthropic_client, _anthropic_call, DOCS_TOOL_USE_RESPONSE, "anthropic-text.txt"),
+        (openai_client, _responses_call, RESPONSES_TEXT, "openai-responses-text.txt"),
+        (openai_client, _responses_text_call, RESPONSES_TEXT, "openai-responses-text.txt"),
     ],
 )
 @pytest.mark.parametrize("stream", [False, True])
@@ -383,3 +421,66 @@ def test_asyncio_is_not_needed_for_sync_clients(server: ReplayServer) -> None:
     assert not asyncio.iscoroutinefunction(
         chatcli.wrap(openai_client(server)).chat.completions.create
     )
+
+
+# -- the Responses API -----------------------------------------------------------------------
+
+
+def test_a_responses_overflow_is_recovered_with_function_call_pairs_whole(
+    server: ReplayServer,
+) -> None:
+    server.add(replayed_error(OPENAI_OVERFLOW), Scripted(body=RESPONSES_TEXT, headers=JSON))
+    events: list[Event] = []
+    client = chatcli.wrap(openai_client(server), on_event=events.append)
+    said = [{"type": "output_text", "text": "w " * 300, "annotations": []}]
+    turns = [
+        {"role": "user", "content": "w " * 300},
+        {"type": "message", "role": "assistant", "content": said},
+    ]
+    items = [*turns * 12, *responses_input()]
+    kept = copy.deepcopy(items)
+    answer = client.responses.create(
+        model="local-model", input=items, instructions="Be brief.", max_output_tokens=64
+    )
+    assert isinstance(answer, openai.types.responses.Response)
+    assert answer.output_text == RESPONSES_TEXT["output"][0]["content"][0]["text"]
+    assert items == kept
+    first, second = (r.json() for r in server.requests)
+    assert first["input"] == kept
+    assert second["instructions"] == "Be brief."  # sent as given, never cut
+    assert size(second["input"]) < size(kept)
+    assert second["input"][-4:] == kept[-4:]  # the assistant turn, its call and its output
+    assert any(isinstance(e, LevelApplied) for e in events)
+
+
+def test_an_incomplete_response_is_continued(server: ReplayServer) -> None:
+    cut = copy.deepcopy(RESPONSES_TEXT)
+    cut["status"] = "incomplete"
+    cut["incomplete_details"] = {"reason": "max_output_tokens"}
+    cut["output"][0]["content"][0]["text"] = "The first part"
+    rest = copy.deepcopy(RESPONSES_TEXT)
+    rest["output"][0]["content"][0]["text"] = " and the rest."
+    server.add(Scripted(body=cut, headers=JSON), Scripted(body=rest, headers=JSON))
+    client = chatcli.wrap(openai_client(server))
+    answer = client.responses.create(model="gpt-4o", input="Hello", max_output_tokens=8)
+    assert answer.output_text == "The first part and the rest."
+    assert answer.status == "completed"
+    continued = server.requests[1].json()
+    assert continued["max_output_tokens"] == 16
+    assert continued["input"][0] == {"role": "user", "content": "Hello"}
+    assert continued["input"][-1]["content"] == chatcli.CONTINUATION_MESSAGE
+
+
+def test_a_responses_overflow_before_a_stream_streams_the_recovered_answer(
+    server: ReplayServer,
+) -> None:
+    server.add(replayed_error(OPENAI_OVERFLOW), sse("openai-responses-text.txt"))
+    client = chatcli.wrap(openai_client(server))
+    items = [{"role": "user", "content": f"{i} " + "w " * 400} for i in range(20)]
+    events = list(client.responses.create(model="local-model", input=items, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    numbers = [e.sequence_number for e in events]
+    assert numbers == sorted(set(numbers))  # in order, none repeated
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == events[-1].response.output_text

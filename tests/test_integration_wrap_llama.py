@@ -270,3 +270,50 @@ async def test_async_clients_recover_and_stream(llama_1024: str, wire: Wire) -> 
             kinds_seen = [e.type async for e in astream]
         assert kinds_seen[-1] == "message_stop"
         assert messages == kept
+
+
+def responses_chat() -> list[dict[str, Any]]:
+    """The same three windows as Responses API items (assistant turns typed: llama-server
+    refuses an assistant message without `type`)."""
+    out: list[dict[str, Any]] = []
+    for i in range(30):
+        if i % 2 == 0:
+            out.append({"role": "user", "content": f"{i}: {words(i)}"})
+        else:
+            said = [{"type": "output_text", "text": f"{i}: {words(i)}", "annotations": []}]
+            out.append({"type": "message", "role": "assistant", "content": said})
+    out.append({"type": "function_call", "call_id": "call_7", "name": "ls", "arguments": "{}"})
+    out.append({"type": "function_call_output", "call_id": "call_7", "output": "notes.txt"})
+    out.append({"role": "user", "content": "What is in notes.txt?"})
+    return out
+
+
+def responses_pairs_valid(items: list[dict[str, Any]]) -> bool:
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    return sorted(calls) == sorted(outputs)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_an_overflowing_conversation_is_answered(
+    oa: openai.OpenAI, wire: Wire, stream: bool
+) -> None:
+    events: list[Event] = []
+    client = chatcli.wrap(oa, on_event=events.append)
+    items = responses_chat()
+    answer = client.responses.create(
+        model=MODEL, input=items, instructions="Be brief.", max_output_tokens=16, stream=stream
+    )
+    if stream:
+        streamed = list(answer)
+        assert streamed[-1].type == "response.completed"
+        text = "".join(e.delta for e in streamed if e.type == "response.output_text.delta")
+        assert text and text == streamed[-1].response.output_text
+    else:
+        assert isinstance(answer, openai.types.responses.Response)
+        assert answer.output_text
+    assert items == responses_chat()
+    assert {OverflowDetected, LevelApplied} <= kinds(events)
+    assert all(body["instructions"] == "Be brief." for body in wire.bodies)
+    assert all(responses_pairs_valid(body["input"]) for body in wire.bodies)
+    assert wire.bodies[-1]["input"][-1] == items[-1]

@@ -96,7 +96,11 @@ def wrap(
     if kind.endswith("openai"):
         create = method(endpoints.OPENAI_CHAT, client, client.chat.completions.create, options)
         completions = Wrapped(client.chat.completions, create=create)
-        overrides: dict[str, Any] = {"chat": Wrapped(client.chat, completions=completions)}
+        respond = method(endpoints.OPENAI_RESPONSES, client, client.responses.create, options)
+        overrides: dict[str, Any] = {
+            "chat": Wrapped(client.chat, completions=completions),
+            "responses": Wrapped(client.responses, create=respond),
+        }
     else:
         create = method(endpoints.ANTHROPIC_MESSAGES, client, client.messages.create, options)
         overrides = {"messages": Wrapped(client.messages, create=create)}

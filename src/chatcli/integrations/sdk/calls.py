@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ProviderError
 from chatcli.events import Hook
 from chatcli.integrations.sdk.chunks import Chunks
-from chatcli.integrations.sdk.upstream import SdkCall
+from chatcli.integrations.sdk.upstream import STREAM_ARGS, SdkCall
+from chatcli.messages import Message
 from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta
-from chatcli.proxy.dialect import ClientRequest, Dialect, RequestError
+from chatcli.providers.openai import responses_input
+from chatcli.proxy.dialect import ClientRequest, RequestError
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
 
@@ -51,18 +53,34 @@ class Options:
     learned_windows: dict[str, int] = field(default_factory=dict)
 
 
+class Speaks(Protocol):
+    """What the wrapper needs of a dialect: the arguments in, the Reply out."""
+
+    name: str
+
+    def parse(self, body: Json) -> ClientRequest: ...
+
+    def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json: ...
+
+
+def plain(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments as the Forwarder writes them: all but the stream arguments."""
+    return {k: v for k, v in kwargs.items() if k not in STREAM_ARGS}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Endpoint:
     """What one SDK method needs: its dialect, its adapter, its types."""
 
     name: str
-    dialect: Dialect
+    dialect: Speaks
     default_max_tokens_arg: str
     stream_args: tuple[str, ...]
     provider: Callable[[Any, SdkCall, Options], Provider]
     answer: Callable[[Json], Any]  # the whole answer's wire JSON -> the SDK's type
     event: Callable[[Json], Any]  # a stream event's wire JSON -> the SDK's type
     chunks: Callable[[ClientRequest, str], Chunks]
+    canonical: Callable[[Mapping[str, Any]], Mapping[str, Any]] = plain
 
     def max_tokens_arg(self, kwargs: Mapping[str, Any]) -> str:
         for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
@@ -77,6 +95,29 @@ class _Forwarder(Forwarder):
     def __init__(self, upstream: Upstream, request: ClientRequest) -> None:
         super().__init__(upstream, request, plan(request, upstream.dialect))
         self.model = upstream.model
+        self.instructions = request.messages[0] if request.origins[:1] == (None,) else None
+
+    def verbatim(self, view: Sequence[Message]) -> Json:
+        """The Responses API's fields (see `chatcli.integrations.sdk.responses`): `input`,
+        from the raw turns where recovery left them whole; `instructions` goes as given."""
+        if self.dialect != "responses":
+            return super().verbatim(view)
+        out: Json = {}
+        if self.request.raw_tools is not None:
+            out["tools"] = self.request.raw_tools
+        turns = [m for m in view if m is not self.instructions]
+        items: list[Any] = []
+        for written in self.raw_messages(turns):
+            items.extend(written if isinstance(written, list) else [written])
+        out["input"] = items
+        return out
+
+    def written(self, messages: Sequence[Message]) -> list[Json]:
+        if self.dialect == "responses":  # typed messages: llama-server needs the type
+            return [
+                {"type": "message", **i} if "role" in i else i for i in responses_input(messages)
+            ]
+        return super().written(messages)
 
     def stream(self, request: Request) -> Iterator[StreamChunk]:
         """The sync `astream` (the proxy only streams async)."""
@@ -128,6 +169,7 @@ class Recovering:
             return None
         call = SdkCall(
             kwargs=given,
+            canonical=self.endpoint.canonical(given),
             parsed=parsed,
             max_tokens_arg=self.endpoint.max_tokens_arg(given),
             stream_args={k: given[k] for k in self.endpoint.stream_args if k in given},

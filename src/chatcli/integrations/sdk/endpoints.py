@@ -3,26 +3,33 @@
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from chatcli.integrations.sdk.calls import Endpoint, Options
+from chatcli.integrations.sdk.calls import Endpoint, Options, plain
 from chatcli.integrations.sdk.chunks import AnthropicEvents, OpenAIChunks
+from chatcli.integrations.sdk.responses import ResponsesDialect, ResponsesEvents, canonical_input
 from chatcli.integrations.sdk.upstream import AnthropicCall, OpenAICall, SdkCall
 from chatcli.providers.base import Provider
+from chatcli.providers.openai import Api
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.proxy.openai_dialect import OpenAIDialect
 
-__all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT"]
+__all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT", "OPENAI_RESPONSES"]
 
 
-def _openai_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
-    return OpenAICall(
-        sdk_client,
-        call,
-        api="chat",
-        context_window=options.context_window,
-        max_output_tokens=options.max_output_tokens,
-    )
+def _openai_provider(api: Api) -> Callable[[Any, SdkCall, Options], Provider]:
+    def provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
+        return OpenAICall(
+            sdk_client,
+            call,
+            api=api,
+            context_window=options.context_window,
+            max_output_tokens=options.max_output_tokens,
+        )
+
+    return provider
 
 
 def _anthropic_provider(sdk_client: Any, call: SdkCall, options: Options) -> Provider:
@@ -53,17 +60,33 @@ def _message(body: dict[str, Any]) -> Any:
 
 
 def _message_event(body: dict[str, Any]) -> Any:
-    from anthropic import types
+    from anthropic.types import RawMessageStreamEvent
 
-    classes: dict[str, Any] = {
-        "message_start": types.RawMessageStartEvent,
-        "message_delta": types.RawMessageDeltaEvent,
-        "message_stop": types.RawMessageStopEvent,
-        "content_block_start": types.RawContentBlockStartEvent,
-        "content_block_delta": types.RawContentBlockDeltaEvent,
-        "content_block_stop": types.RawContentBlockStopEvent,
-    }
-    return classes[body["type"]].model_validate(body)
+    return _validated(RawMessageStreamEvent, body)
+
+
+def _response(body: dict[str, Any]) -> Any:
+    from openai.types.responses import Response
+
+    return Response.model_validate(body)
+
+
+def _response_event(body: dict[str, Any]) -> Any:
+    from openai.types.responses import ResponseStreamEvent
+
+    return _validated(ResponseStreamEvent, body)
+
+
+def _validated(union: Any, body: dict[str, Any]) -> Any:
+    """`body` as the member of the SDK's event `union` its `type` names."""
+    for cls in typing.get_args(typing.get_args(union)[0]):
+        if body["type"] in typing.get_args(cls.model_fields["type"].annotation):
+            return cls.model_validate(body)
+    raise ValueError(f"no event type {body['type']!r} in {union}")
+
+
+def _responses_canonical(kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {**plain(kwargs), "input": canonical_input(kwargs.get("input"))}
 
 
 OPENAI_CHAT = Endpoint(
@@ -71,7 +94,7 @@ OPENAI_CHAT = Endpoint(
     dialect=OpenAIDialect(),
     default_max_tokens_arg="max_completion_tokens",
     stream_args=("stream", "stream_options"),
-    provider=_openai_provider,
+    provider=_openai_provider("chat"),
     answer=_chat_completion,
     event=_chat_chunk,
     chunks=OpenAIChunks,
@@ -85,4 +108,15 @@ ANTHROPIC_MESSAGES = Endpoint(
     answer=_message,
     event=_message_event,
     chunks=AnthropicEvents,
+)
+OPENAI_RESPONSES = Endpoint(
+    name="openai",
+    dialect=ResponsesDialect(),
+    default_max_tokens_arg="max_output_tokens",
+    stream_args=("stream", "stream_options"),
+    provider=_openai_provider("responses"),
+    answer=_response,
+    event=_response_event,
+    chunks=ResponsesEvents,
+    canonical=_responses_canonical,
 )

@@ -27,7 +27,7 @@ from chatcli.providers.base import Request, Response, StreamDelta
 from chatcli.providers.openai import Api, OpenAIBase
 from chatcli.proxy.dialect import ClientRequest
 
-__all__ = ["AnthropicCall", "OpenAICall", "SdkCall"]
+__all__ = ["STREAM_ARGS", "AnthropicCall", "OpenAICall", "SdkCall"]
 
 Json = dict[str, Any]
 # Arguments a streamed call adds; recovery's own calls keep the caller's `stream_options`.
@@ -39,6 +39,7 @@ class SdkCall:
     """One call of the caller's (see the module docstring); mutable, private to one create."""
 
     kwargs: Mapping[str, Any]
+    canonical: Mapping[str, Any]  # `kwargs` as the Forwarder writes them, stream args left out
     parsed: ClientRequest
     max_tokens_arg: str
     stream_args: Json = field(default_factory=dict)
@@ -53,9 +54,8 @@ class SdkCall:
         kwargs = {**request.settings.extra, "model": self.kwargs["model"]}
         if request.max_tokens is not None:
             kwargs[self.max_tokens_arg] = request.max_tokens
-        caller = {k: v for k, v in self.kwargs.items() if k not in STREAM_ARGS}
         self.calls += 1
-        self.verbatim = kwargs == caller
+        self.verbatim = kwargs == self.canonical
         if self.verbatim and stream == bool(self.kwargs.get("stream")):
             return dict(self.kwargs)  # the caller's call, `stream=False` included if given
         return {**kwargs, **self.stream_args} if stream else kwargs
