@@ -484,3 +484,44 @@ def test_a_responses_overflow_before_a_stream_streams_the_recovered_answer(
     assert numbers == sorted(set(numbers))  # in order, none repeated
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == events[-1].response.output_text
+
+
+# -- Anthropic's messages.stream(...) helper ---------------------------------------------------
+
+
+def test_the_stream_helper_recovers_and_gives_the_final_message(server: ReplayServer) -> None:
+    server.add(replayed_error(ANTHROPIC_OVERFLOW), sse("anthropic-text.txt"))
+    client = chatcli.wrap(anthropic_client(server))
+    messages = [*[{"role": r, "content": "x " * 300} for r in ("user", "assistant")] * 8]
+    messages.append({"role": "user", "content": "Hello"})
+    with client.messages.stream(model="local-model", max_tokens=64, messages=messages) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text and final.content[0].type == "text" and final.content[0].text == text
+    assert len(server.requests) == 2 and server.requests[1].json()["stream"] is True
+    assert size(server.requests[1].json()["messages"]) < size(messages)
+
+
+async def test_the_async_stream_helper_recovers(server: ReplayServer) -> None:
+    server.add(replayed_error(ANTHROPIC_OVERFLOW), sse("anthropic-text.txt"))
+    raw = anthropic.AsyncAnthropic(base_url=server.url, api_key="k", max_retries=0)
+    messages = [*[{"role": r, "content": "x " * 300} for r in ("user", "assistant")] * 8]
+    messages.append({"role": "user", "content": "Hello"})
+    async with chatcli.wrap(raw) as client:
+        manager = client.messages.stream(model="local-model", max_tokens=64, messages=messages)
+        async with manager as stream:
+            text = "".join([t async for t in stream.text_stream])
+            final = await stream.get_final_message()
+    assert text == final.content[0].text
+    assert len(server.requests) == 2
+
+
+def test_the_stream_helper_sends_the_bare_helpers_body(server: ReplayServer) -> None:
+    server.add(sse("anthropic-text.txt"), sse("anthropic-text.txt"))
+    for client in (anthropic_client(server), chatcli.wrap(anthropic_client(server))):
+        with client.messages.stream(
+            model="claude-sonnet-4-5", max_tokens=64, messages=anthropic_history()
+        ) as stream:
+            stream.get_final_message()
+    bare, wrapped = server.requests
+    assert wrapped.body == bare.body

@@ -255,8 +255,15 @@ async def test_async_clients_recover_and_stream(llama_1024: str, wire: Wire) -> 
             model=MODEL, messages=openai_chat(), max_tokens=16, stream=True
         )
         assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        response = await client.responses.create(
+            model=MODEL, input=responses_chat(), max_output_tokens=16
+        )
+        assert response.output_text
     assert {OverflowDetected, LevelApplied, PreflightRecovery} <= kinds(events)
-    assert all(openai_pairs_valid(body["messages"]) for body in wire.bodies)
+    chats = [body["messages"] for body in wire.bodies if "messages" in body]
+    assert chats and all(openai_pairs_valid(messages) for messages in chats)
+    inputs = [body["input"] for body in wire.bodies if "input" in body]
+    assert len(inputs) >= 2 and all(responses_pairs_valid(items) for items in inputs)
     araw = anthropic.AsyncAnthropic(base_url=llama_1024, api_key="k", max_retries=0)
     async with chatcli.wrap(araw) as aclient:
         messages = anthropic_chat()
@@ -317,3 +324,16 @@ def test_responses_an_overflowing_conversation_is_answered(
     assert all(body["instructions"] == "Be brief." for body in wire.bodies)
     assert all(responses_pairs_valid(body["input"]) for body in wire.bodies)
     assert wire.bodies[-1]["input"][-1] == items[-1]
+
+
+def test_anthropic_stream_helper_of_an_overflowing_conversation(an: anthropic.Anthropic) -> None:
+    events: list[Event] = []
+    client = chatcli.wrap(an, on_event=events.append)
+    messages = anthropic_chat()
+    with client.messages.stream(model=MODEL, messages=messages, max_tokens=16) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text and final.content[0].type == "text" and final.content[0].text == text
+    assert final.stop_reason == "max_tokens"  # the tiny model never ends: escalations used up
+    assert {OverflowDetected, LevelApplied, Continued} <= kinds(events)
+    assert messages == anthropic_chat()

@@ -103,7 +103,8 @@ def wrap(
         }
     else:
         create = method(endpoints.ANTHROPIC_MESSAGES, client, client.messages.create, options)
-        overrides = {"messages": Wrapped(client.messages, create=create)}
+        stream = endpoints.message_stream(create, client.messages.stream)
+        overrides = {"messages": Wrapped(client.messages, create=create, stream=stream)}
 
     def with_options(*args: Any, **kwargs: Any) -> Any:
         return _rewrapped(client.with_options(*args, **kwargs), options)

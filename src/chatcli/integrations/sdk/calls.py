@@ -159,7 +159,7 @@ class Recovering:
     def prepare(self, kwargs: Mapping[str, Any]) -> tuple[SdkCall, Client] | None:
         """The call and the Client that sends it; None when the arguments are not a request
         chatcli can read (the SDK is then called as it is, and says what is wrong)."""
-        given = {k: v for k, v in kwargs.items() if not _omitted(v)}
+        given = {k: v for k, v in kwargs.items() if not omitted(v)}
         if "messages" in given and not isinstance(given["messages"], list):
             given["messages"] = list(given["messages"])
         try:
@@ -320,7 +320,7 @@ class AsyncRecoveringStream:
         await self.close()
 
 
-def _omitted(value: object) -> bool:
+def omitted(value: object) -> bool:
     """The SDKs' "not given" sentinels (`NOT_GIVEN`, `omit`): the SDK leaves such an argument
     out of the body, so chatcli reads the request without it."""
     return type(value).__name__ in ("NotGiven", "Omit")

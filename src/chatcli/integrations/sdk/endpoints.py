@@ -7,7 +7,14 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chatcli.integrations.sdk.calls import Endpoint, Options, plain
+from chatcli.integrations.sdk.calls import (
+    AsyncRecovering,
+    Endpoint,
+    Options,
+    Recovering,
+    omitted,
+    plain,
+)
 from chatcli.integrations.sdk.chunks import AnthropicEvents, OpenAIChunks
 from chatcli.integrations.sdk.responses import ResponsesDialect, ResponsesEvents, canonical_input
 from chatcli.integrations.sdk.upstream import AnthropicCall, OpenAICall, SdkCall
@@ -16,7 +23,7 @@ from chatcli.providers.openai import Api
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.proxy.openai_dialect import OpenAIDialect
 
-__all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT", "OPENAI_RESPONSES"]
+__all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT", "OPENAI_RESPONSES", "message_stream"]
 
 
 def _openai_provider(api: Api) -> Callable[[Any, SdkCall, Options], Provider]:
@@ -75,6 +82,25 @@ def _response_event(body: dict[str, Any]) -> Any:
     from openai.types.responses import ResponseStreamEvent
 
     return _validated(ResponseStreamEvent, body)
+
+
+def message_stream(create: Recovering, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Anthropic's `messages.stream(...)` helper (`with ... as stream`, `text_stream`,
+    `get_final_message()`) over the wrapped `create`: the SDK's own stream manager, fed the
+    recovered events. With `output_format` (structured output parsing) it is the SDK's own
+    helper, without recovery."""
+    from anthropic import NOT_GIVEN
+    from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
+
+    def stream(**kwargs: Any) -> Any:
+        if kwargs.get("output_format") is not None and not omitted(kwargs["output_format"]):
+            return original(**kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != "output_format"}
+        if isinstance(create, AsyncRecovering):
+            return AsyncMessageStreamManager(create(**kwargs, stream=True), output_format=NOT_GIVEN)
+        return MessageStreamManager(lambda: create(**kwargs, stream=True), output_format=NOT_GIVEN)
+
+    return stream
 
 
 def _validated(union: Any, body: dict[str, Any]) -> Any:
