@@ -525,3 +525,46 @@ def test_the_stream_helper_sends_the_bare_helpers_body(server: ReplayServer) -> 
             stream.get_final_message()
     bare, wrapped = server.requests
     assert wrapped.body == bare.body
+
+
+# -- tool calls in a recovered stream: written from the final answer -----------------------------
+
+
+def test_a_recovered_openai_stream_carries_the_answers_tool_calls(server: ReplayServer) -> None:
+    server.add(replayed_error(OPENAI_OVERFLOW), sse("openai-chat-tool-calls.txt"))
+    client = chatcli.wrap(openai_client(server))
+    chunks = list(
+        client.chat.completions.create(model="local-model", messages=long_history(), stream=True)
+    )
+    calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    recorded = [
+        json.loads(data) for _, data in sse_events("openai-chat-tool-calls.txt") if data != "[DONE]"
+    ]
+    names = [
+        call["function"]["name"]
+        for chunk in recorded
+        for choice in chunk["choices"]
+        for call in choice["delta"].get("tool_calls") or ()
+        if call["function"].get("name")
+    ]
+    assert [call.function.name for call in calls] == names
+    assert all(json.loads(call.function.arguments) for call in calls)  # whole, parseable
+    finishes = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
+    assert finishes == ["tool_calls"]
+
+
+def test_a_recovered_anthropic_stream_carries_the_answers_tool_use(server: ReplayServer) -> None:
+    server.add(replayed_error(ANTHROPIC_OVERFLOW), sse("anthropic-tool-use.txt"))
+    raw = anthropic_client(server)
+    messages = [*[{"role": r, "content": "x " * 300} for r in ("user", "assistant")] * 8]
+    messages.append({"role": "user", "content": "Weather?"})
+    with chatcli.wrap(raw).messages.stream(
+        model="local-model", max_tokens=64, messages=messages
+    ) as stream:
+        final = stream.get_final_message()
+    uses = [block for block in final.content if block.type == "tool_use"]
+    assert len(uses) == 1 and uses[0].input  # the SDK's helper rebuilt it from the events
+    assert final.stop_reason == "tool_use"
+    assert [block.type for block in final.content] == ["text", "tool_use"]

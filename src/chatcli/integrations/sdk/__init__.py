@@ -3,18 +3,19 @@
     client = chatcli.wrap(OpenAI())          # the one changed line
 
 The wrapper has the client's whole API (every attribute it does not override is the
-client's own); `chat.completions.create` (OpenAI, `AsyncOpenAI`) and `messages.create`
-(Anthropic, `AsyncAnthropic`), whole or `stream=True`, recover: an overflowing conversation
-is cut to fit (the recovery levels) and sent again, a window known beforehand is fitted
-before the call, an answer cut at the output limit is continued and returned as one answer.
-The answer is the SDK's own type (`ChatCompletion`, `Message`, their stream chunks and
-events). The caller's arguments are never changed, and a request that needs no recovery is
-sent exactly as the bare SDK sends it. See `chatcli.integrations.sdk.calls` for the details.
+client's own); `chat.completions.create` and `responses.create` (OpenAI, `AsyncOpenAI`),
+`messages.create` and the `messages.stream(...)` helper (Anthropic, `AsyncAnthropic`), whole
+or `stream=True`, recover: an overflowing conversation is cut to fit (the recovery levels)
+and sent again, a window known beforehand is fitted before the call, an answer cut at the
+output limit is continued and returned as one answer. The answer is the SDK's own type
+(`ChatCompletion`, `Response`, `Message`, their stream chunks and events). The caller's
+arguments are never changed, and a request that needs no recovery is sent exactly as the bare
+SDK sends it. See `chatcli.integrations.sdk.calls` for the details.
 
 Modules: `upstream` (the adapters on the caller's SDK client), `calls` (one wrapped method),
-`chunks` (the stream events recovery writes), `endpoints` (the wrapped methods). They are
-imported when a client is wrapped (importing chatcli loads none of them); the SDKs come with
-the `openai` and `anthropic` extras.
+`chunks` (the stream events recovery writes), `responses` (the Responses API as a dialect),
+`endpoints` (the wrapped methods). They are imported when a client is wrapped (importing
+chatcli loads none of them); the SDKs come with the `openai` and `anthropic` extras.
 """
 
 from __future__ import annotations

@@ -29,10 +29,12 @@ from chatcli.integrations.sdk.chunks import Chunks
 from chatcli.integrations.sdk.upstream import STREAM_ARGS, SdkCall
 from chatcli.messages import Message
 from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta
+from chatcli.providers.counting import default_estimator
 from chatcli.providers.openai import responses_input
 from chatcli.proxy.dialect import ClientRequest, RequestError
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
+from chatcli.tokens import TokenEstimator
 
 __all__ = ["AsyncRecoveringStream", "Endpoint", "Options", "Recovering", "RecoveringStream"]
 
@@ -43,7 +45,8 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
-    """What `chatcli.wrap` was given; `learned_windows` is shared by the wrapper's calls."""
+    """What `chatcli.wrap` was given; `learned_windows` and `estimators` are shared by the
+    wrapper's calls."""
 
     config: RecoveryConfig | None = None
     context_window: int | None = None
@@ -51,6 +54,8 @@ class Options:
     hooks: tuple[Hook, ...] = ()
     microcompact: MicrocompactConfig | None = None
     learned_windows: dict[str, int] = field(default_factory=dict)
+    # By model: a calibrated estimate learns its margin from every call, so it is kept.
+    estimators: dict[str, TokenEstimator] = field(default_factory=dict)
 
 
 class Speaks(Protocol):
@@ -179,9 +184,13 @@ class Recovering:
         upstream = Upstream(
             provider=provider, name=self.endpoint.name, model=model, dialect=parsed.dialect
         )
+        forwarder = _Forwarder(upstream, parsed)
+        estimator = self.options.estimators.get(model) or default_estimator(forwarder)
+        self.options.estimators[model] = estimator
         client = Client(
-            _Forwarder(upstream, parsed),
+            forwarder,
             self.options.config,
+            estimator=estimator,
             hooks=self.options.hooks,
             max_retries=0,
             microcompact=self.options.microcompact,
