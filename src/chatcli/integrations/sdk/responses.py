@@ -23,14 +23,13 @@ from typing import Any
 from chatcli.messages import Message, Role, StopReason, TextPart
 from chatcli.providers.base import ToolSpec
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
-from chatcli.proxy.dialect import ClientRequest, Json, RequestError, split_fields
+from chatcli.proxy.dialect import ClientRequest, Json, RequestError, split_fields, text_of
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "ResponsesDialect", "ResponsesEvents", "canonical_input"]
 
 HANDLED = frozenset({"model", "input", "max_output_tokens", "tools", "stream"})
 _ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
-_TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 
 
 class ResponsesDialect:
@@ -157,16 +156,16 @@ def _turn(items: list[Any], index: int) -> Message:
     kind = _kind(first)
     if kind == "function_call_output":
         output = first.get("output")
-        return Message.tool(str(first.get("call_id") or ""), _text(output))
+        return Message.tool(str(first.get("call_id") or ""), text_of(output))
     if kind == "message":
         role = first.get("role")
         if role in ("system", "developer"):
-            return Message.system(_text(first.get("content")))
+            return Message.system(text_of(first.get("content")))
         if role != "user":
             raise RequestError(f"input[{index}]: role {role!r} is not read by chatcli")
-        return Message.user(_text(first.get("content")))
+        return Message.user(text_of(first.get("content")))
     text = "".join(
-        _text(i.get("content")) for i in items if (i.get("type") or "message") == "message"
+        text_of(i.get("content")) for i in items if (i.get("type") or "message") == "message"
     )
     calls = tuple(
         parse_tool_call(
@@ -182,20 +181,6 @@ def _turn(items: list[Any], index: int) -> Message:
         tool_calls=calls,
         provider_details={REASONING_KEY: reasoning} if reasoning else None,
     )
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
-        )
-    raise RequestError(f"content must be a string or a list of parts, not {type(content).__name__}")
 
 
 def _tool(tool: Mapping[str, Any]) -> ToolSpec:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatcli.providers._common import model_limits
-from chatcli.providers.adapter import Fold
+from chatcli.providers.adapter import Adapter, Fold
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import Request, Response, StreamDelta
 from chatcli.providers.openai import Api, OpenAIBase
@@ -88,7 +88,29 @@ class _KeepingFold:
         return self.inner.finish()
 
 
-class OpenAICall(OpenAIBase):
+class _OnCallersClient(Adapter):
+    """What both adapters change: the SDK client is the caller's, and what the caller's own
+    call answers is kept for the caller (`SdkCall.answered`, `SdkCall.fold`)."""
+
+    sdk_client: Any
+    call: SdkCall
+
+    def _new_client(self) -> Any:
+        return self.sdk_client
+
+    def _new_async_client(self) -> Any:
+        return self.sdk_client
+
+    # `super()` is the adapter these are mixed into (`OpenAIBase`, `Anthropic`), never Adapter.
+    def _parse(self, raw: Any) -> Response:
+        self.call.answered(raw)
+        return super()._parse(raw)  # type: ignore[safe-super]
+
+    def _fold(self) -> Any:
+        return self.call.fold(super()._fold())  # type: ignore[safe-super]
+
+
+class OpenAICall(_OnCallersClient, OpenAIBase):
     """chatcli's OpenAI adapter (Chat Completions or Responses) on the caller's SDK client."""
 
     def __init__(
@@ -116,21 +138,8 @@ class OpenAICall(OpenAIBase):
     def params(self, request: Request, *, stream: bool = False) -> Json:
         return self.call.arguments(request, stream=stream)
 
-    def _new_client(self) -> Any:
-        return self.sdk_client
 
-    def _new_async_client(self) -> Any:
-        return self.sdk_client
-
-    def _parse(self, raw: Any) -> Response:
-        self.call.answered(raw)
-        return super()._parse(raw)
-
-    def _fold(self) -> Any:
-        return self.call.fold(super()._fold())
-
-
-class AnthropicCall(Anthropic):
+class AnthropicCall(_OnCallersClient, Anthropic):
     """chatcli's Anthropic adapter on the caller's SDK client."""
 
     def __init__(
@@ -158,16 +167,3 @@ class AnthropicCall(Anthropic):
 
     def _streams_whole_answer(self, params: Json) -> bool:
         return False  # the caller's call is made as the caller made it
-
-    def _new_client(self) -> Any:
-        return self.sdk_client
-
-    def _new_async_client(self) -> Any:
-        return self.sdk_client
-
-    def _parse(self, raw: Any) -> Response:
-        self.call.answered(raw)
-        return super()._parse(raw)
-
-    def _fold(self) -> Any:
-        return self.call.fold(super()._fold())
