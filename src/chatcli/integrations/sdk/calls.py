@@ -11,7 +11,7 @@ its own answer object is returned; otherwise the answer is written by the proxy'
 
 Errors: an SDK error recovery does not handle (authentication, rate limits, ...) is raised
 as the SDK raised it; a conversation that cannot be made to fit raises
-`chatcli.ContextRecoveryError` (the SDK's overflow error chained as its cause).
+`chatcli.ContextRecoveryError` (the classified overflow chained, and the SDK's error to it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,17 @@ from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
 from chatcli.tokens import TokenEstimator
 
-__all__ = ["AsyncRecoveringStream", "Endpoint", "Options", "Recovering", "RecoveringStream"]
+__all__ = [
+    "AsyncRecovering",
+    "AsyncRecoveringStream",
+    "Endpoint",
+    "Options",
+    "Recovering",
+    "RecoveringStream",
+    "Speaks",
+    "omitted",
+    "plain",
+]
 
 logger = logging.getLogger("chatcli.integrations.sdk")
 
@@ -273,9 +283,7 @@ class RecoveringStream:
             break
 
     def __iter__(self) -> Iterator[Any]:
-        yield from self._first
-        self._first = []
-        yield from self._events
+        return self
 
     def __next__(self) -> Any:
         if self._first:
