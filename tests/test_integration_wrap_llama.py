@@ -337,3 +337,16 @@ def test_anthropic_stream_helper_of_an_overflowing_conversation(an: anthropic.An
     assert final.stop_reason == "max_tokens"  # the tiny model never ends: escalations used up
     assert {OverflowDetected, LevelApplied, Continued} <= kinds(events)
     assert messages == anthropic_chat()
+
+
+def test_anthropic_a_cut_stream_goes_on_in_the_same_text_block(an: anthropic.Anthropic) -> None:
+    events: list[Event] = []
+    client = chatcli.wrap(an, on_event=events.append)
+    question = [{"role": "user", "content": "Tell me a long story."}]
+    with client.messages.stream(model=MODEL, messages=question, max_tokens=4) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert [block.type for block in final.content] == ["text"]  # one block, continued
+    assert final.content[0].text == text
+    assert {Escalated, Continued} <= kinds(events)
+    assert final.usage.output_tokens > 4

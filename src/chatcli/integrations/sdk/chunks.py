@@ -6,7 +6,8 @@ chunk after it; Anthropic: `message_delta` and `message_stop`), which is held ba
 answer is known to be whole. What recovery adds (an answer to a recovered request, the text a
 continuation adds) is written here, in the same wire shapes the proxy's dialects write, and
 validated into the SDK's own chunk types; then the ending: the held one when nothing was
-added, else one written from the final `Reply`.
+added, else one written from the final `Reply`. The stop of an Anthropic text block of the
+caller's call is held too while it is the last event: a continuation goes on in that block.
 
 Tool calls are written from the Reply only (a call cut off by the output limit is dropped by
 recovery and never reaches the caller), unless the caller's own call already streamed them.
@@ -100,6 +101,9 @@ class AnthropicEvents:
         self.passed_any = False
         self.next_index = 0
         self.open_text: int | None = None
+        self.text_blocks: set[int] = set()
+        # The stop of the caller's call's last text block, held: a continuation goes on in it.
+        self.text_stop: Any = None
         self.held: list[Any] = []
 
     def passed(self, event: Any) -> list[Any]:
@@ -107,16 +111,24 @@ class AnthropicEvents:
         if self.held or kind in ("message_delta", "message_stop"):
             self.held.append(event)
             return []
+        out = self._release_text_stop()
         self.passed_any = True
         self.started = self.started or kind == "message_start"
         if kind == "content_block_start":
             self.next_index = max(self.next_index, int(event.index) + 1)
-        return [event]
+            if event.content_block.type == "text":
+                self.text_blocks.add(int(event.index))
+        if kind == "content_block_stop" and int(event.index) in self.text_blocks:
+            self.text_stop = event
+            return out
+        return [*out, event]
 
     def text(self, text: str) -> list[Any]:
         if not text:
             return []
         out = self._start()
+        if self.open_text is None and self.text_stop is not None:
+            self.open_text, self.text_stop = int(self.text_stop.index), None
         if self.open_text is None:
             out.append(self._block_start({"type": "text", "text": ""}))
             self.open_text = self.next_index - 1
@@ -126,9 +138,8 @@ class AnthropicEvents:
 
     def ending(self, reply: Reply, *, whole: bool) -> list[Any]:
         if whole:
-            return self.held
-        out = self._start()
-        out.extend(self._close_text())
+            return [*self._release_text_stop(), *self.held]
+        out = [*self._start(), *self._release_text_stop(), *self._close_text()]
         body = AnthropicDialect().reply(self.request, reply, model=self.model)
         if not self.passed_any:
             for block in body["content"]:
@@ -157,6 +168,10 @@ class AnthropicEvents:
     def _block_start(self, block: Json) -> Json:
         index, self.next_index = self.next_index, self.next_index + 1
         return {"type": "content_block_start", "index": index, "content_block": block}
+
+    def _release_text_stop(self) -> list[Any]:
+        stop, self.text_stop = self.text_stop, None
+        return [] if stop is None else [stop]
 
     def _close_text(self) -> list[Json]:
         if self.open_text is None:
