@@ -389,6 +389,7 @@ def test_everything_else_is_the_clients_own(server: ReplayServer) -> None:
     copied = wrapped.with_options(timeout=5)
     assert copied.unwrapped is not client and copied.unwrapped.timeout == 5
     assert copied.chat.completions.create is not client.chat.completions.create
+    assert copied.learned_windows is wrapped.learned_windows  # one memory of windows
 
 
 def test_wrap_refuses_what_it_cannot_wrap(server: ReplayServer) -> None:

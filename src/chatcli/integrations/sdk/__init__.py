@@ -83,15 +83,23 @@ def wrap(
     recovery event as it happens; they are also logged under "chatcli". `microcompact`:
     microcompaction of old tool results in what is sent (off unless given).
     """
-    from chatcli.integrations.sdk import calls, endpoints
+    from chatcli.integrations.sdk.calls import Options
 
-    options = calls.Options(
+    options = Options(
         config=config,
         context_window=_positive("context_window", context_window),
         max_output_tokens=_positive("max_output_tokens", max_output_tokens),
         hooks=(on_event,) if on_event is not None else (),
         microcompact=microcompact,
     )
+    return _wrapped(client, options)
+
+
+def _wrapped(client: Any, options: Options) -> Wrapped:
+    """`client` with its create methods recovered; a copy made with `with_options` shares
+    `options` (and so the windows learned)."""
+    from chatcli.integrations.sdk import calls, endpoints
+
     kind = _kind(client)
     method = calls.AsyncRecovering if kind.startswith("async") else calls.Recovering
     if kind.endswith("openai"):
@@ -107,8 +115,8 @@ def wrap(
         stream = endpoints.message_stream(create, client.messages.stream)
         overrides = {"messages": Wrapped(client.messages, create=create, stream=stream)}
 
-    def with_options(*args: Any, **kwargs: Any) -> Any:
-        return _rewrapped(client.with_options(*args, **kwargs), options)
+    def with_options(*args: Any, **kwargs: Any) -> Wrapped:
+        return _wrapped(client.with_options(*args, **kwargs), options)
 
     return Wrapped(
         client,
@@ -118,20 +126,6 @@ def wrap(
         learned_windows=options.learned_windows,
         unwrapped=client,
     )
-
-
-def _rewrapped(client: Any, options: Options) -> Any:
-    """A copy of the client (`with_options`) wrapped with the same options and windows."""
-    wrapped = wrap(
-        client,
-        context_window=options.context_window,
-        max_output_tokens=options.max_output_tokens,
-        config=options.config,
-        on_event=options.hooks[0] if options.hooks else None,
-        microcompact=options.microcompact,
-    )
-    wrapped.learned_windows.update(options.learned_windows)
-    return wrapped
 
 
 _KINDS: Mapping[tuple[str, str], str] = {
