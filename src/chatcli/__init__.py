@@ -50,6 +50,7 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult
 from chatcli.history.sticky import StickyView
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
+from chatcli.integrations.sdk import wrap
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import (
@@ -149,4 +150,5 @@ __all__ = [
     "microcompact",
     "repair_tool_pairing",
     "should_auto_compact",
+    "wrap",
 ]

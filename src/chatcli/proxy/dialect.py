@@ -176,7 +176,8 @@ def text_of(content: Any) -> str:
         return "".join(
             block.get("text", "")
             for block in content
-            if isinstance(block, dict) and block.get("type") in ("text", "input_text")
+            if isinstance(block, dict)
+            and block.get("type") in ("text", "input_text", "output_text")
         )
     raise RequestError(
         f"content must be a string or a list of blocks, not {type(content).__name__}"
