@@ -1,4 +1,5 @@
-"""The session store (SQLite): the full transcript, working views, events, usage and cost."""
+"""The session store (SQLite, or PostgreSQL with `CHATCLI_DATABASE_URL`): the full transcript,
+working views, events, usage and cost, and the model windows overflows stated."""
 
 from chatcli.store.sqlite import (
     SessionInfo,
@@ -7,6 +8,7 @@ from chatcli.store.sqlite import (
     StoredEvent,
     StoredRequest,
     default_db_path,
+    open_store,
 )
 
 __all__ = [
@@ -16,4 +18,5 @@ __all__ = [
     "StoredEvent",
     "StoredRequest",
     "default_db_path",
+    "open_store",
 ]
