@@ -8,6 +8,8 @@ Fixtures (load them with `pytest_plugins = ("tests.postgres",)`):
   through `runuser -u postgres --`). It is stopped and its directory removed at the end.
   Yields its admin URL.
 - `postgres_url`: a new, empty database on that server for one test; its URL.
+- `location`: parametrized over both backends, where a test opens its store: a new SQLite
+  file, or `postgres_url` (the PostgreSQL server is started only for that case).
 
 Without the binaries the tests are skipped with a message saying how to install them; with
 CHATCLI_REQUIRE_SERVERS=1 (CI, after installing them) they fail instead.
@@ -27,7 +29,7 @@ import pytest
 
 from tests.proxy_harness import free_port
 
-__all__ = ["create_database", "pg_bin", "postgres_server", "postgres_url"]
+__all__ = ["create_database", "location", "pg_bin", "postgres_server", "postgres_url"]
 
 DEFAULT_PG_BIN = "/usr/lib/postgresql/15/bin"
 START_TIMEOUT_S = 60
@@ -102,3 +104,11 @@ def create_database(server: str) -> str:
 @pytest.fixture
 def postgres_url(postgres_server: str) -> str:
     return create_database(postgres_server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    if request.param == "sqlite":
+        return tmp_path / "db"
+    url: str = request.getfixturevalue("postgres_url")
+    return url

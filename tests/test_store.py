@@ -27,6 +27,7 @@ from chatcli.store.views import ViewRecord, from_runs, plan_record, to_runs
 from tests.proxy_harness import free_port
 
 # The PostgreSQL server fixture; a plugin, not imported by name before pytest loads it.
+# `location`: each backend-neutral test runs on a new SQLite file and a new PostgreSQL database.
 pytest_plugins = ("tests.postgres",)
 
 WRITER = """
@@ -39,16 +40,6 @@ for i in range(int(sys.argv[3])):
     store.append_messages(session, [Message.user(f"{sys.argv[4]}-{i} " + "x" * 2000)])
     print(i, flush=True)  # acknowledged: the append has returned
 """
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
-    """Where a backend-neutral test opens its store: a new SQLite file, or a new database
-    on the test session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return tmp_path / "db"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
 
 
 def rows(store: SessionStore, sql: str) -> list[tuple[object, ...]]:

@@ -51,6 +51,7 @@ __all__ = [
     "Turn",
     "check_budget",
     "describe_compaction",
+    "stored_event",
     "usd",
 ]
 
@@ -314,7 +315,7 @@ class ChatSession:
             cost_usd=cost.cost,
             recovery_cost_usd=cost.recovery_cost,
             view=view,
-            events=[_stored(e) for e in events],
+            events=[stored_event(e) for e in events],
         )
         return request_id, cost.cost, cost.recovery_cost
 
@@ -439,7 +440,7 @@ class ChatSession:
         return check
 
 
-def _stored(event: Event) -> tuple[str, str, dict[str, Any]]:
+def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
     """(kind, text, data) for the store: the event's plain fields as JSON data."""
     data: dict[str, Any] = {}
     for f in fields(event):

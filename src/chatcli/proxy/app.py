@@ -8,6 +8,10 @@ of the library), over a `Forwarder` (what the client's request adds) and, when s
 `Tap`. The client's messages are only read: the proxy shapes what it forwards, never what
 the client holds.
 
+With a `SessionRecorder` (`ProxyOptions.sessions`; `chatcli.proxy.sessions`), each request is
+recorded in the session store before the end of its answer is sent, and a window another
+replica learned pre-flights the request.
+
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
 to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
 of holding the connection while the proxy waits.
@@ -48,6 +52,7 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, Sink, StreamItem, Tap, stream_reply
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
 
@@ -64,12 +69,14 @@ ANTHROPIC = AnthropicDialect()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
-    """How the app serves: body limit, CORS origins (none: no CORS), library settings."""
+    """How the app serves: body limit, CORS origins (none: no CORS), library settings, and
+    where requests are recorded (None: nowhere)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
+    sessions: SessionRecorder | None = None
 
 
 class _Proxy:
@@ -80,6 +87,9 @@ class _Proxy:
         self.guard = guard
         self.options = options
         self.metrics = Metrics()
+        self.sessions = options.sessions
+        if self.sessions is not None:
+            self.sessions.on_error = self.store_failed
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
         started = time.perf_counter()
@@ -90,7 +100,7 @@ class _Proxy:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
             parsed = dialect.parse(await self.body(request))
-            response = await self.answer(parsed, dialect)
+            response = await self.answer(parsed, dialect, self.session_of(request, parsed))
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -146,7 +156,9 @@ class _Proxy:
             raise RequestError("the body must be a JSON object")
         return body
 
-    async def answer(self, parsed: ClientRequest, dialect: Dialect) -> Response:
+    async def answer(
+        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+    ) -> Response:
         """The answer to a parsed request: JSON, or a stream once its answer has begun."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
@@ -154,13 +166,15 @@ class _Proxy:
         model = parsed.model or self.upstream.model
         if not parsed.stream:
             try:
-                reply = await self.send(parsed, forwarder, lambda item: None)
+                reply = await self.send(parsed, forwarder, lambda item: None, session)
             except Exception as exc:
                 raise Refused(self.failed(exc)) from exc
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(
-            stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink))
+            stream_reply(
+                lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink, session)
+            )
         )
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
@@ -174,11 +188,19 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def send(self, parsed: ClientRequest, provider: Provider, sink: Sink) -> Awaitable[Reply]:
-        """`Client.asend` of the parsed request over `provider`; events go to `sink` too."""
+    async def send(
+        self, parsed: ClientRequest, provider: Provider, sink: Sink, session: str | None = None
+    ) -> Reply:
+        """`Client.asend` of the parsed request over `provider`; events go to `sink` too. With
+        a `session`, the request is recorded before this returns (its answer's end is sent
+        after: see `chatcli.proxy.sessions`)."""
+        events: list[Event] = []
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
+            events.append(event)
+            if self.sessions is not None:
+                self.sessions.learned(event, self.upstream.model)
             sink(EventItem(event=event))
 
         client = Client(
@@ -187,9 +209,46 @@ class _Proxy:
             hooks=(hook,),
             max_retries=0,
             microcompact=self.options.microcompact,
+            context_window=await self.shared_window(provider),
         )
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        return client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        try:
+            reply = await client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        except Exception:
+            await self.record(session, parsed, None, events)
+            raise
+        await self.record(session, parsed, reply, events)
+        return reply
+
+    # the session store (chatcli.proxy.sessions) ------------------------------------------
+
+    def session_of(self, request: Request, parsed: ClientRequest) -> str | None:
+        if self.sessions is None:
+            return None
+        return session_key(request.headers, parsed.messages)
+
+    async def shared_window(self, provider: Provider) -> int | None:
+        """The window a replica learned, for an upstream that states none of its own."""
+        if self.sessions is None or getattr(provider, "context_window", None):
+            return None
+        return await self.sessions.window(self.upstream.model)
+
+    async def record(
+        self, session: str | None, parsed: ClientRequest, reply: Reply | None, events: list[Event]
+    ) -> None:
+        if self.sessions is None or session is None:
+            return
+        record = ProxyRecord(
+            key=session,
+            messages=parsed.messages,
+            reply=reply,
+            events=tuple(events),
+            model=self.upstream.model,
+        )
+        await self.sessions.record(record)
+
+    def store_failed(self, error: BaseException) -> None:
+        self.metrics.store_errors += 1
 
     async def started(self, items: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
         """`items`, once the answer has begun: a request that fails before any of its answer
@@ -261,11 +320,14 @@ class _Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """On shutdown, close the upstream's connections (its SDK client's pool)."""
+        """On shutdown, close the upstream's connections (its SDK client's pool) and write what
+        the session recorder holds."""
         yield
         aclose = getattr(self.upstream.provider, "aclose", None)
         if aclose is not None:
             await aclose()
+        if self.sessions is not None:
+            await asyncio.to_thread(self.sessions.close)
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")

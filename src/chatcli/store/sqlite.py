@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,6 +156,11 @@ class SessionStore:
 
     def close(self) -> None:
         self._conn.close()
+
+    def locked(self, name: str) -> AbstractContextManager[None]:
+        """A transaction that holds the lock `name` (any process on this database waits for
+        it): the store's calls inside it commit together, or not at all."""
+        return _locked(self._conn, name)
 
     def __enter__(self) -> SessionStore:
         return self
@@ -406,6 +412,13 @@ class SessionStore:
             )
             for r in rows
         )
+
+
+@contextmanager
+def _locked(db: Database, name: str) -> Iterator[None]:
+    with transaction(db):
+        db.lock(name)
+        yield
 
 
 def _open_sqlite(path: Path, *, data_directory: bool) -> SqliteDatabase:
