@@ -49,7 +49,7 @@ from chatcli.proxy.dialect import (
 )
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.items import EventItem, Sink, StreamItem, Tap, stream_reply
+from chatcli.proxy.items import EventItem, FinalReply, Sink, StreamItem, Tap, stream_reply
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
@@ -165,15 +165,20 @@ class _Proxy:
         forwarder = Forwarder(self.upstream, parsed, forwarding)
         model = parsed.model or self.upstream.model
         if not parsed.stream:
+            events: list[Event] = []
             try:
-                reply = await self.send(parsed, forwarder, lambda item: None, session)
+                reply = await self.send(parsed, forwarder, _events_into(events))
             except Exception as exc:
+                await self.record(session, parsed, None, events)
                 raise Refused(self.failed(exc)) from exc
+            await self.record(session, parsed, reply, reply.events)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(
-            stream_reply(
-                lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink, session)
+            self.recorded(
+                session,
+                parsed,
+                stream_reply(lambda sink: self.send(parsed, Tap(forwarder, sink, live=live), sink)),
             )
         )
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
@@ -188,17 +193,11 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    async def send(
-        self, parsed: ClientRequest, provider: Provider, sink: Sink, session: str | None = None
-    ) -> Reply:
-        """`Client.asend` of the parsed request over `provider`; events go to `sink` too. With
-        a `session`, the request is recorded before this returns (its answer's end is sent
-        after: see `chatcli.proxy.sessions`)."""
-        events: list[Event] = []
+    async def send(self, parsed: ClientRequest, provider: Provider, sink: Sink) -> Reply:
+        """`Client.asend` of the parsed request over `provider`; events go to `sink` too."""
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
-            events.append(event)
             if self.sessions is not None:
                 self.sessions.learned(event, self.upstream.model)
             sink(EventItem(event=event))
@@ -212,13 +211,7 @@ class _Proxy:
             context_window=await self.shared_window(provider),
         )
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        try:
-            reply = await client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
-        except Exception:
-            await self.record(session, parsed, None, events)
-            raise
-        await self.record(session, parsed, reply, events)
-        return reply
+        return await client.asend(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
 
     # the session store (chatcli.proxy.sessions) ------------------------------------------
 
@@ -233,9 +226,32 @@ class _Proxy:
             return None
         return await self.sessions.window(self.upstream.model)
 
+    async def recorded(
+        self, session: str | None, parsed: ClientRequest, items: AsyncIterator[StreamItem]
+    ) -> AsyncIterator[StreamItem]:
+        """`items`, with the request recorded before the final one (from which the dialect
+        writes the answer's end), or when they fail. A client that goes away first ends
+        this with GeneratorExit: nothing is recorded for an answer it did not get."""
+        events: list[Event] = []
+        try:
+            async for item in items:
+                if isinstance(item, EventItem):
+                    events.append(item.event)
+                elif isinstance(item, FinalReply):
+                    await self.record(session, parsed, item.reply, item.reply.events)
+                yield item
+        except Exception:
+            await self.record(session, parsed, None, events)
+            raise
+
     async def record(
-        self, session: str | None, parsed: ClientRequest, reply: Reply | None, events: list[Event]
+        self,
+        session: str | None,
+        parsed: ClientRequest,
+        reply: Reply | None,
+        events: Sequence[Event],
     ) -> None:
+        """Record the request in its session (nothing without a recorder)."""
         if self.sessions is None or session is None:
             return
         record = ProxyRecord(
@@ -331,6 +347,16 @@ class _Proxy:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def _events_into(events: list[Event]) -> Sink:
+    """A sink that keeps the events of a request (for its record if it fails)."""
+
+    def sink(item: StreamItem) -> None:
+        if isinstance(item, EventItem):
+            events.append(item.event)
+
+    return sink
 
 
 async def _chained(
