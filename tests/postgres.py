@@ -19,17 +19,24 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.proxy_harness import free_port
-
-__all__ = ["create_database", "location", "pg_bin", "postgres_server", "postgres_url"]
+__all__ = [
+    "create_database",
+    "location",
+    "pg_bin",
+    "postgres_server",
+    "postgres_url",
+    "running_postgres",
+]
 
 DEFAULT_PG_BIN = "/usr/lib/postgresql/15/bin"
 START_TIMEOUT_S = 60
@@ -53,34 +60,41 @@ def _as_postgres(command: Sequence[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command]
 
 
+class ServerFailed(RuntimeError):
+    """initdb or pg_ctl failed (the message holds their output)."""
+
+
 def _run(command: Sequence[str], log: Path) -> None:
     with log.open("ab") as out:
         done = subprocess.run(
             _as_postgres(command), stdout=out, stderr=subprocess.STDOUT, timeout=START_TIMEOUT_S
         )
     if done.returncode != 0:
-        pytest.fail(f"{command[0]} exited with {done.returncode}:\n{log.read_text()[-3000:]}")
+        raise ServerFailed(
+            f"{command[0]} exited with {done.returncode}:\n{log.read_text()[-3000:]}"
+        )
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    pytest.importorskip(
-        "psycopg", reason="psycopg is not installed: pip install 'chatcli[postgres]'"
-    )
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a free loopback port while the block runs; its admin
+    URL (also for benchmarks/proxy_store.py). FileNotFoundError: no binaries."""
     initdb, pg_ctl = pg_bin() / "initdb", pg_bin() / "pg_ctl"
     if not os.access(initdb, os.X_OK):
-        _unavailable(f"PostgreSQL's initdb not found at {initdb}")
+        raise FileNotFoundError(f"PostgreSQL's initdb not found at {initdb}")
     # Not pytest's tmp_path: its parents are root's, 0700, where `postgres` cannot enter.
     root = Path(tempfile.mkdtemp(prefix="chatcli-pg-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    data, log, port = root / "data", root / "setup.log", free_port()
-    _run([str(initdb), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"], log)
-    # fsync off: this cluster lives for one test run; the tests kill clients, never it.
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    server_log = root / "server.log"  # written by the server, as `postgres`
-    _run([str(pg_ctl), "-D", str(data), "-l", str(server_log), "-o", options, "-w", "start"], log)
+    data, log, port = root / "data", root / "setup.log", _free_port()
     try:
+        _run([str(initdb), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"], log)
+        # fsync off: this cluster lives for one run; the tests kill clients, never it.
+        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        server_log = root / "server.log"  # written by the server, as `postgres`
+        _run(
+            [str(pg_ctl), "-D", str(data), "-l", str(server_log), "-o", options, "-w", "start"], log
+        )
         yield f"postgresql://postgres@127.0.0.1:{port}"
     finally:
         subprocess.run(
@@ -89,6 +103,27 @@ def postgres_server() -> Iterator[str]:
             timeout=START_TIMEOUT_S,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    pytest.importorskip(
+        "psycopg", reason="psycopg is not installed: pip install 'chatcli[postgres]'"
+    )
+    try:
+        with running_postgres() as url:
+            yield url
+    except FileNotFoundError as exc:
+        _unavailable(str(exc))
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def create_database(server: str) -> str:

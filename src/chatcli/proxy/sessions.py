@@ -11,10 +11,13 @@ or regenerated earlier history extends none of them: a new branch session `KEY~N
 holding the conversation as sent. Nothing stored is ever rewritten. Messages are compared as
 a client resends them (role, text, tool calls, tool result), not byte for byte.
 
-Recording. `SessionRecorder` writes on one background thread, so no request waits for
-another's write, and the event loop never waits for the database. A request's record (its
-new messages, the answer, usage, cost, recovery events and the view it sent) is committed
-in one transaction before the end of its answer is sent (the JSON body; for a stream, the
+Recording. `SessionRecorder` writes on one background thread, so the event loop never waits
+for the database; the records that arrive while it commits are committed together next, in
+one transaction (one fsync for all of them: group commit), in the order of their
+conversations' keys (so two replicas' batches never wait on each other's locks in a cycle).
+If a batch fails, its records are written one by one, each failing alone. A request's
+record (its new messages, the answer, usage, cost, recovery events and the view it sent) is
+committed in one transaction before the end of its answer is sent (the JSON body; for a stream, the
 rest of the text, the finish and the end events): a request is *acknowledged* when the
 client has that end, and an acknowledged request is recorded, exactly once. A stream cut
 before its end (the client went away, the replica died) is not acknowledged; its record may
@@ -31,6 +34,7 @@ window of its own is pre-flighted against the learned one: the failed call is pa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import re
@@ -65,6 +69,7 @@ logger = logging.getLogger("chatcli.proxy")
 
 SESSION_HEADER = "x-chatcli-session"
 WINDOW_REFRESH_S = 1.0  # how stale a replica's copy of the learned windows may be
+MAX_BATCH = 64  # records per group commit: a bound on one transaction's size and locks
 BRANCH = "~"  # KEY~N: a branch of conversation KEY (never in a header's key)
 _HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 _TITLE_CHARS = 60
@@ -167,7 +172,7 @@ class SessionRecorder:
         self._known: dict[str, _Known] = {}
         self._windows: dict[str, int] = {}
         self._windows_read = -WINDOW_REFRESH_S  # monotonic time of the last read
-        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[str, Callable[[], Any], Future[Any]] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="chatcli-recorder", daemon=True)
         self._thread.start()
 
@@ -177,7 +182,7 @@ class SessionRecorder:
         """Commit `record` (on the writer thread); returns once it is committed. A store
         error is logged and handed to `on_error`, never raised: the answer still goes out."""
         try:
-            await asyncio.wrap_future(self._submit(lambda: self._write(record)))
+            await asyncio.wrap_future(self._submit(lambda: self._write(record), record.key))
         except Exception as exc:
             logger.error("chatcli proxy: recording a request failed: %s", exc)
             self.on_error(exc)
@@ -201,7 +206,7 @@ class SessionRecorder:
             return
         limit = event.limit
         self._windows[model] = limit
-        self._submit(lambda: self.store.learn_window(self.upstream, model, limit))
+        self._submit(lambda: self.store.learn_window(self.upstream, model, limit), "")
 
     def close(self) -> None:
         """Write what is queued, stop the writer, close the store."""
@@ -211,37 +216,67 @@ class SessionRecorder:
 
     # the writer thread ---------------------------------------------------------------------
 
-    def _submit(self, job: Callable[[], Any]) -> Future[Any]:
+    def _submit(self, job: Callable[[], Any], key: str = "") -> Future[Any]:
         done: Future[Any] = Future()
-        self._jobs.put((job, done))
+        self._jobs.put((key, job, done))
         return done
 
     def _work(self) -> None:
-        while (item := self._jobs.get()) is not None:
-            job, done = item
-            try:
-                done.set_result(job())
-            except BaseException as exc:
-                done.set_exception(exc)
+        """The writer thread: batches of what is queued, until `close`."""
+        while (first := self._jobs.get()) is not None:
+            batch = [first]
+            while len(batch) < MAX_BATCH and not self._jobs.empty():
+                item = self._jobs.get()
+                if item is None:  # closing: write this batch, then stop
+                    self._jobs.put(None)
+                    break
+                batch.append(item)
+            self._commit(sorted(batch, key=lambda job: job[0]))
+
+    def _commit(self, batch: Sequence[tuple[str, Callable[[], Any], Future[Any]]]) -> None:
+        """Run `batch` in one transaction; its results are given once it committed. If it
+        fails, each job again on its own (the failed batch wrote nothing)."""
+        try:
+            with self.store.transaction():
+                results = [job() for _, job, _ in batch]
+        except Exception as exc:
+            self._known.clear()  # it may hold what was rolled back
+            if len(batch) == 1:
+                batch[0][2].set_exception(exc)
+                return
+            for _, job, done in batch:
+                _settle(done, functools.partial(self._alone, job))
+            return
+        for (_, _, done), result in zip(batch, results, strict=True):
+            done.set_result(result)
+
+    def _alone(self, job: Callable[[], Any]) -> Any:
+        try:
+            with self.store.transaction():
+                return job()
+        except Exception:
+            self._known.clear()
+            raise
 
     def _write(self, record: ProxyRecord) -> int:
-        """One transaction: find (or start) the session, append what is new, the request."""
+        """Find (or start) the session, append what is new, then the request (inside the
+        batch's transaction)."""
         prints = [fingerprint(m) for m in record.messages]
-        with self.store.locked(f"chatcli.conversation:{record.key}"):
-            session, held = place(self.store, record.key, prints, self._known)
-            if session is None:
-                session = record.key if held == 0 else f"{record.key}{BRANCH}{held}"
-                self.store.save_session(self._new_session(session, record.messages))
-                held = 0
-            new = list(record.messages[held:])
-            if record.reply is not None:
-                new.append(record.reply.message)
-            if new:
-                self.store.append_messages(session, new)
-                self._known.setdefault(session, _Known()).prints.extend(
-                    [*prints[held:], *([] if record.reply is None else [fingerprint(new[-1])])]
-                )
-            return self._request(session, record)
+        self.store.lock(f"chatcli.conversation:{record.key}")
+        session, held = place(self.store, record.key, prints, self._known)
+        if session is None:
+            session = record.key if held == 0 else f"{record.key}{BRANCH}{held}"
+            self.store.save_session(self._new_session(session, record.messages))
+            held = 0
+        new = list(record.messages[held:])
+        if record.reply is not None:
+            new.append(record.reply.message)
+        if new:
+            self.store.append_messages(session, new)
+            self._known.setdefault(session, _Known()).prints.extend(
+                [*prints[held:], *([] if record.reply is None else [fingerprint(new[-1])])]
+            )
+        return self._request(session, record)
 
     def _request(self, session: str, record: ProxyRecord) -> int:
         reply = record.reply
@@ -261,3 +296,10 @@ class SessionRecorder:
         first = next((m.text for m in messages if m.role is Role.USER), "")
         title = " ".join(first.split())[:_TITLE_CHARS] or None
         return replace(SessionInfo.new(**self.settings), id=session_id, title=title)
+
+
+def _settle(done: Future[Any], job: Callable[[], Any]) -> None:
+    try:
+        done.set_result(job())
+    except Exception as exc:
+        done.set_exception(exc)

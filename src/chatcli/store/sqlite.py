@@ -14,7 +14,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,10 +157,22 @@ class SessionStore:
     def close(self) -> None:
         self._conn.close()
 
-    def locked(self, name: str) -> AbstractContextManager[None]:
-        """A transaction that holds the lock `name` (any process on this database waits for
-        it): the store's calls inside it commit together, or not at all."""
-        return _locked(self._conn, name)
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The store's calls inside commit together (one commit: one fsync), or not at all;
+        if not, what this store remembers of the database (`ViewIndex`) is dropped with
+        them. Nested: one transaction."""
+        try:
+            with transaction(self._conn):
+                yield
+        except BaseException:
+            self._views = ViewIndex(self._conn)
+            raise
+
+    def lock(self, name: str) -> None:
+        """Inside `transaction()`: wait for, then hold until it ends, the lock `name` (any
+        process on this database waits for it)."""
+        self._conn.lock(name)
 
     def __enter__(self) -> SessionStore:
         return self
@@ -232,6 +244,7 @@ class SessionStore:
         """Append to the transcript in one transaction; returns the new sequence numbers.
         Appends to one session take turns, whichever process makes them."""
         bodies = [dump_json(message_to_dict(m)) for m in messages]
+        now = _now()
         with transaction(self._conn):
             self._conn.lock(f"chatcli.session:{session_id}")
             (last,) = self._conn.execute(
@@ -242,7 +255,7 @@ class SessionStore:
                 "INSERT INTO messages(session_id, seq, created_at, role, body)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [
-                    (session_id, seq, _now(), m.role.value, body)
+                    (session_id, seq, now, m.role.value, body)
                     for seq, m, body in zip(seqs, messages, bodies, strict=True)
                 ],
             )
@@ -412,13 +425,6 @@ class SessionStore:
             )
             for r in rows
         )
-
-
-@contextmanager
-def _locked(db: Database, name: str) -> Iterator[None]:
-    with transaction(db):
-        db.lock(name)
-        yield
 
 
 def _open_sqlite(path: Path, *, data_directory: bool) -> SqliteDatabase:
