@@ -9,7 +9,8 @@ concurrent streaming clients, each request its own conversation (`x-chatcli-sess
 record appends 101 messages and a request with its view: the worst case for a writer, since a
 conversation that continues appends only its new turn and answer. It prints the p50/p99 time
 to the first token and to the whole answer (which now waits for the record's commit), and
-what each store adds to the anchor.
+what each store adds to the anchor, and the proxy process's CPU time per request (user +
+system: on a busy machine the latencies are mostly waiting for a core; the CPU is not).
 
     python benchmarks/proxy_store.py [--clients 20] [--requests 200] [--messages 100]
 
@@ -34,7 +35,14 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.proxy import DEADLINE_S, conversation, free_port, pct, wait_listening  # noqa: E402
+from benchmarks.proxy import (  # noqa: E402
+    DEADLINE_S,
+    conversation,
+    cpu_seconds,
+    free_port,
+    pct,
+    wait_listening,
+)
 
 
 async def one(
@@ -72,7 +80,8 @@ async def load(
 
 
 @contextmanager
-def proxy(stub_port: int, env: Mapping[str, str], *flags: str) -> Iterator[str]:
+def proxy(stub_port: int, env: Mapping[str, str], *flags: str) -> Iterator[tuple[str, int]]:
+    """A `chatcli proxy` process in front of the stub: its URL and pid."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", "from chatcli.cli import main; raise SystemExit(main())", "proxy",
@@ -82,7 +91,7 @@ def proxy(stub_port: int, env: Mapping[str, str], *flags: str) -> Iterator[str]:
     )  # fmt: skip
     try:
         wait_listening(port)
-        yield f"http://127.0.0.1:{port}/v1/chat/completions"
+        yield f"http://127.0.0.1:{port}/v1/chat/completions", process.pid
     finally:
         process.terminate()
         process.wait(30)
@@ -119,10 +128,12 @@ def main() -> None:
         anchor: tuple[list[float], list[float]] | None = None
         with tempfile.TemporaryDirectory() as home, ExitStack() as stack:
             for name, env, flags in stores(stack, Path(home)):
-                with proxy(stub_port, env, *flags) as url:
+                with proxy(stub_port, env, *flags) as (url, pid):
+                    cpu = cpu_seconds(pid)
                     first, whole = asyncio.run(
                         load(url, name.replace(" ", ""), args.messages, args.clients, args.requests)
                     )
+                    cpu_ms = (cpu_seconds(pid) - cpu) * 1000 / (args.requests + 1)
                 anchor = anchor or (first, whole)
                 line = [f"{name:>10}:"]
                 for label, values, base in (
@@ -135,6 +146,7 @@ def main() -> None:
                         f"{label} p50 {p50:6.1f} ms p99 {p99:6.1f} ms"
                         f" (added p50 {added[0]:+5.1f} p99 {added[1]:+5.1f})"
                     )
+                line.append(f"proxy CPU per request {cpu_ms:.1f} ms")
                 print(" | ".join(line))
     finally:
         stub.terminate()
