@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -28,6 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.proxy_harness import free_port
 
 __all__ = [
     "create_database",
@@ -86,7 +87,7 @@ def running_postgres() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="chatcli-pg-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    data, log, port = root / "data", root / "setup.log", _free_port()
+    data, log, port = root / "data", root / "setup.log", free_port()
     try:
         _run([str(initdb), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"], log)
         # fsync off: this cluster lives for one run; the tests kill clients, never it.
@@ -117,13 +118,6 @@ def postgres_server() -> Iterator[str]:
         _unavailable(str(exc))
     except ServerFailed as exc:
         pytest.fail(str(exc))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def create_database(server: str) -> str:

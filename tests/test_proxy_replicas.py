@@ -42,8 +42,6 @@ pytestmark = pytest.mark.llama_server
 
 __all__ = ["llama_1024"]  # a fixture, used by name
 
-STARTUP_TIMEOUT_S = 60.0
-
 
 class Front:
     """A pass-through to llama-server that counts chat calls (see the module docstring)."""
@@ -134,27 +132,15 @@ def replica(
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    from tests import servers  # a plugin: not imported before pytest loads it
+
     try:
-        _wait_ready(process, url, log)
+        servers._wait_ready(process, url + "/healthz", log)
         yield url, process
     finally:
         if process.poll() is None:
             process.terminate()
             process.wait(10)
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"chatcli proxy exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"chatcli proxy did not start:\n{log.read_text()}")
 
 
 def new_database(server: str) -> str:

@@ -6,6 +6,7 @@ ends, and a window one proxy learned pre-flights another's first request."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -221,3 +222,52 @@ def test_chatcli_proxy_records_in_the_chats_store_unless_told_not_to(tmp_path: P
         options.sessions.close()
     _, _, options = _configured(build_parser().parse_args([*flags, "--no-sessions"]), env)
     assert options.sessions is None
+
+
+async def test_records_are_committed_together_and_a_bad_one_fails_alone(
+    location: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatcli.messages import StopReason, Usage
+    from chatcli.proxy.sessions import ProxyRecord
+    from chatcli.recovery import Reply
+
+    errors: list[BaseException] = []
+    recorder = SessionRecorder(SessionStore(location), upstream=UPSTREAM, on_error=errors.append)
+    store = recorder.store
+    batches: list[int] = []
+    real_commit, real_request = recorder._commit, store.record_request
+
+    def commit(batch: Any) -> None:
+        batches.append(len(batch))
+        real_commit(batch)
+
+    def request(session: str, **fields: Any) -> int:
+        if session == "bad":
+            raise RuntimeError("this one cannot be stored")
+        return real_request(session, **fields)
+
+    monkeypatch.setattr(recorder, "_commit", commit)
+    monkeypatch.setattr(store, "record_request", request)
+    answer = Message.assistant("answer")
+    reply = Reply(
+        message=answer,
+        usage=Usage(),
+        events=(),
+        truncated=False,
+        view=(),
+        stop_reason=StopReason.END_TURN,
+        calls=1,
+    )
+    keys = [f"c{i}" for i in range(10)] + ["bad"] + [f"d{i}" for i in range(9)]
+    records = [
+        ProxyRecord(key=k, messages=(Message.user(f"q {k}"),), reply=reply, model="m") for k in keys
+    ]
+    await asyncio.gather(*(recorder.record(r) for r in records))
+    recorder.close()
+    assert [str(e) for e in errors] == ["this one cannot be stored"]
+    assert sum(batches) == len(records) and max(batches) > 1  # committed together
+    with SessionStore(location) as again:
+        assert {s.id for s in again.list_sessions()} == set(keys) - {"bad"}
+        for key in set(keys) - {"bad"}:
+            assert [m.text for m in again.transcript(key)] == [f"q {key}", "answer"]
+            assert len(again.requests(key)) == 1

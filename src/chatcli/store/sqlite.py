@@ -407,7 +407,8 @@ class SessionStore:
         rows = self._conn.execute(
             "SELECT s.id, s.created_at, s.title, s.provider, s.model, s.base_url,"
             " s.context_window, s.max_tokens,"
-            " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            # MAX(seq), not COUNT(*): the same (seqs run 1..n), read from the key's index.
+            " COALESCE((SELECT MAX(seq) FROM messages m WHERE m.session_id = s.id), 0)"
             f" FROM sessions s {where} ORDER BY s.last_active DESC",
             args,
         )
