@@ -506,3 +506,25 @@ def test_sqlite_spelling_becomes_postgresql_spelling() -> None:
     assert postgres_sql("SELECT 'integer' FROM t WHERE a LIKE ? AND b = '%'") == (
         "SELECT 'integer' FROM t WHERE a LIKE %s AND b = '%%'"
     )
+
+
+@pytest.mark.parametrize(("require", "outcome"), [(None, "1 skipped"), ("1", "1 error")])
+def test_without_postgresql_a_test_skips_unless_servers_are_required(
+    require: str | None, outcome: str
+) -> None:
+    """CI (CHATCLI_REQUIRE_SERVERS=1) cannot pass by skipping the PostgreSQL tests."""
+    env = {k: v for k, v in os.environ.items() if k != "CHATCLI_REQUIRE_SERVERS"}
+    env["CHATCLI_PG_BIN"] = "/nonexistent/postgresql/bin"
+    if require is not None:
+        env["CHATCLI_REQUIRE_SERVERS"] = require
+    node = "tests/test_store.py::test_open_store_opens_the_postgresql_database_the_url_names"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert outcome in done.stdout, done.stdout[-2000:]
+    assert "initdb not found at /nonexistent/postgresql/bin/initdb" in done.stdout
