@@ -271,3 +271,28 @@ async def test_records_are_committed_together_and_a_bad_one_fails_alone(
         for key in set(keys) - {"bad"}:
             assert [m.text for m in again.transcript(key)] == [f"q {key}", "answer"]
             assert len(again.requests(key)) == 1
+
+
+def test_chatcli_sessions_lists_and_exports_proxy_traffic(
+    location: str | Path, upstream: ReplayServer, tmp_path: Path
+) -> None:
+    import json
+
+    from tests.test_cli_inprocess import run
+
+    home = tmp_path / "home"
+    if isinstance(location, Path):  # the chat's own file: $CHATCLI_HOME/sessions.db
+        home.mkdir()
+        location, env = home / "sessions.db", {}
+    else:
+        env = {"CHATCLI_DATABASE_URL": location}
+    upstream.add(Scripted(body=CHAT_TEXT))
+    with proxy(location, upstream) as url:
+        ask(url, turns("from another tool"), **{SESSION_HEADER: "tool-7"})
+    code, listing = run(home, [], ("sessions", "list", "--json"), env=env)
+    (listed,) = json.loads(listing)
+    assert code == 0 and listed["id"] == "tool-7" and listed["message_count"] == 3
+    code, exported = run(home, [], ("sessions", "export", "tool-7", "--format", "json"), env=env)
+    assert code == 0
+    messages = json.loads(exported)["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant"]
