@@ -296,3 +296,24 @@ def test_chatcli_sessions_lists_and_exports_proxy_traffic(
     assert code == 0
     messages = json.loads(exported)["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+
+
+async def test_the_writer_keeps_fingerprints_of_the_latest_sessions_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatcli.proxy import sessions
+    from chatcli.proxy.sessions import ProxyRecord
+
+    monkeypatch.setattr(sessions, "KNOWN_SESSIONS", 3)
+    recorder = SessionRecorder(SessionStore(tmp_path / "db"), upstream=UPSTREAM)
+    for key in ("a", "b", "c", "d", "a"):
+        messages = (Message.user(f"q {key}"),)
+        await recorder.record(ProxyRecord(key=key, messages=messages, reply=None))
+    assert list(recorder._known) == ["c", "d", "a"]  # "a" read again, "b" the oldest
+    await recorder.record(
+        ProxyRecord(key="b", messages=(Message.user("q b"), Message.user("more")), reply=None)
+    )
+    recorder.close()
+    with SessionStore(tmp_path / "db") as store:  # b's transcript was read again, extended
+        assert [m.text for m in store.transcript("b")] == ["q b", "more"]
+        assert [s.id for s in store.find_sessions("b")] == ["b"]

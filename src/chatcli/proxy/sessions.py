@@ -70,6 +70,7 @@ logger = logging.getLogger("chatcli.proxy")
 SESSION_HEADER = "x-chatcli-session"
 WINDOW_REFRESH_S = 1.0  # how stale a replica's copy of the learned windows may be
 MAX_BATCH = 64  # records per group commit: a bound on one transaction's size and locks
+KNOWN_SESSIONS = 1000  # sessions whose fingerprints the writer keeps (the latest used)
 BRANCH = "~"  # KEY~N: a branch of conversation KEY (never in a header's key)
 _HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 _TITLE_CHARS = 60
@@ -143,7 +144,8 @@ def _branch_of(session_id: str, key: str) -> bool:
 
 def _prints(store: SessionStore, info: SessionInfo, known: dict[str, _Known]) -> list[str]:
     """The session's fingerprints, reading only the messages not read before."""
-    cached = known.setdefault(info.id, _Known())
+    cached = known.pop(info.id, None) or _Known()
+    known[info.id] = cached  # the most recently used last: the first to go is the oldest
     if len(cached.prints) != info.message_count:
         if len(cached.prints) > info.message_count:  # deleted and made again: start over
             cached.prints = []
@@ -276,6 +278,8 @@ class SessionRecorder:
             self._known.setdefault(session, _Known()).prints.extend(
                 [*prints[held:], *([] if record.reply is None else [fingerprint(new[-1])])]
             )
+        while len(self._known) > KNOWN_SESSIONS:  # a cache: a session dropped is read again
+            del self._known[next(iter(self._known))]
         return self._request(session, record)
 
     def _request(self, session: str, record: ProxyRecord) -> int:
