@@ -1,4 +1,5 @@
-"""The session store: migrations, round trips, crash safety, two processes at once."""
+"""The session store: migrations, round trips, crash safety, two processes at once; the
+backend-neutral tests run on SQLite and on a real PostgreSQL server (tests/postgres.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chatcli.errors import ConfigError
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.serialize import message_to_dict
-from chatcli.store import SessionNotFound, SessionStore, default_db_path
+from chatcli.store import SessionNotFound, SessionStore, default_db_path, open_store
+from chatcli.store.db import SqliteDatabase, postgres_sql
 from chatcli.store.migrations import MIGRATIONS, transaction
 from chatcli.store.views import ViewRecord, from_runs, plan_record, to_runs
+from tests.proxy_harness import free_port
+
+# The PostgreSQL server fixture; a plugin, not imported by name before pytest loads it.
+# `location`: each backend-neutral test runs on a new SQLite file and a new PostgreSQL database.
+pytest_plugins = ("tests.postgres",)
 
 WRITER = """
 import sys
@@ -32,6 +40,10 @@ for i in range(int(sys.argv[3])):
     store.append_messages(session, [Message.user(f"{sys.argv[4]}-{i} " + "x" * 2000)])
     print(i, flush=True)  # acknowledged: the append has returned
 """
+
+
+def rows(store: SessionStore, sql: str) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in store._conn.execute(sql)]
 
 
 def conversation() -> list[Message]:
@@ -58,8 +70,9 @@ def test_migrates_an_empty_file_and_records_versions(tmp_path: Path) -> None:
     assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone() == (len(MIGRATIONS),)
 
 
-def migrate_to(conn: sqlite3.Connection, version: int) -> None:
+def migrate_to(raw: sqlite3.Connection, version: int) -> None:
     """The database as a chatcli with only the first `version` migrations left it."""
+    conn = SqliteDatabase(raw)
     conn.execute(
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT"
         " NOT NULL, applied_at TEXT NOT NULL DEFAULT 'then')"
@@ -119,8 +132,8 @@ def test_migration_3_turns_stored_clear_requests_into_events(tmp_path: Path) -> 
         ]
 
 
-def test_session_settings_are_stored_and_updated(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_session_settings_are_stored_and_updated(location: str | Path) -> None:
+    with SessionStore(location) as store:
         info = store.create_session(
             provider="openai-compatible",
             model="qwen",
@@ -136,8 +149,8 @@ def test_session_settings_are_stored_and_updated(tmp_path: Path) -> None:
     )
 
 
-def test_transcript_round_trips_every_message_in_full(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_transcript_round_trips_every_message_in_full(location: str | Path) -> None:
+    with SessionStore(location) as store:
         session = store.create_session(provider="openai", model="gpt-4o")
         assert store.append_messages(session.id, conversation()) == (1, 2, 3, 4, 5)
         assert store.append_messages(session.id, [Message.user("more")]) == (6,)
@@ -145,8 +158,8 @@ def test_transcript_round_trips_every_message_in_full(tmp_path: Path) -> None:
         assert store.get_session(session.id[:5]).message_count == 6
 
 
-def test_requests_views_and_events_are_stored_beside_the_transcript(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_requests_views_and_events_are_stored_beside_the_transcript(location: str | Path) -> None:
+    with SessionStore(location) as store:
         sid = store.create_session().id
         store.append_messages(sid, conversation())
         view = (Message.system("be brief"), Message.user("héllo 👋"))
@@ -191,8 +204,8 @@ def test_an_existing_database_keeps_its_page_size(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
 
 
-def test_sessions_list_latest_and_delete(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_sessions_list_latest_and_delete(location: str | Path) -> None:
+    with SessionStore(location) as store:
         first = store.create_session(title="a")
         second = store.create_session(title="b")
         store.append_messages(first.id, [Message.user("latest activity")])
@@ -214,7 +227,7 @@ def test_default_path_honours_chatcli_home(tmp_path: Path) -> None:
     assert default_db_path({"HOME": "/h"}) == Path("/h/.local/share/chatcli/sessions.db")
 
 
-def _writer(db: Path, session: str, count: int, tag: str) -> subprocess.Popen[str]:
+def _writer(db: str | Path, session: str, count: int, tag: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db), session, str(count), tag],
         stdout=subprocess.PIPE,
@@ -224,9 +237,9 @@ def _writer(db: Path, session: str, count: int, tag: str) -> subprocess.Popen[st
 
 @pytest.mark.parametrize("kill_after", [1, 37, 150])
 def test_sigkill_mid_write_keeps_every_acknowledged_message(
-    tmp_path: Path, kill_after: int
+    location: str | Path, kill_after: int
 ) -> None:
-    db = tmp_path / "db"
+    db = location
     with SessionStore(db) as store:
         sid = store.create_session().id
     proc = _writer(db, sid, 100_000, "w")
@@ -238,14 +251,15 @@ def test_sigkill_mid_write_keeps_every_acknowledged_message(
     proc.wait()
     proc.stdout.close()
     with SessionStore(db) as store:
-        assert store._conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        if store.dialect == "sqlite":
+            assert store._conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         texts = [m.text.split()[0] for m in store.transcript(sid)]
     assert len(texts) >= acked + 1
     assert texts[: acked + 1] == [f"w-{i}" for i in range(acked + 1)]
 
 
-def test_two_processes_on_one_database_do_not_corrupt_it(tmp_path: Path) -> None:
-    db = tmp_path / "db"
+def test_two_processes_on_one_database_do_not_corrupt_it(location: str | Path) -> None:
+    db = location
     with SessionStore(db) as store:
         sid = store.create_session().id
     procs = [_writer(db, sid, 150, tag) for tag in ("a", "b")]
@@ -265,8 +279,8 @@ def test_two_processes_on_one_database_do_not_corrupt_it(tmp_path: Path) -> None
     assert time.monotonic() - started < 120
 
 
-def test_corrupt_row_is_a_clear_error(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_corrupt_row_is_a_clear_error(location: str | Path) -> None:
+    with SessionStore(location) as store:
         sid = store.create_session().id
         store._conn.execute(
             "INSERT INTO messages VALUES (?, 1, 'now', 'user', ?)", (sid, json.dumps({"x": 1}))
@@ -275,18 +289,16 @@ def test_corrupt_row_is_a_clear_error(tmp_path: Path) -> None:
             store.transcript(sid)
 
 
-def _view_bytes(db: Path) -> int:
-    conn = sqlite3.connect(db)
-    views = conn.execute("SELECT SUM(LENGTH(view)) FROM requests").fetchone()[0] or 0
-    parts = conn.execute("SELECT SUM(LENGTH(body)) FROM view_parts").fetchone()[0] or 0
-    conn.close()
+def _view_bytes(store: SessionStore) -> int:
+    views = store._conn.execute("SELECT SUM(LENGTH(view)) FROM requests").fetchone()[0] or 0
+    parts = store._conn.execute("SELECT SUM(LENGTH(body)) FROM view_parts").fetchone()[0] or 0
     return int(views) + int(parts)
 
 
-def test_views_are_stored_by_reference_not_copied_per_request(tmp_path: Path) -> None:
+def test_views_are_stored_by_reference_not_copied_per_request(location: str | Path) -> None:
     """200 requests whose views hold the whole growing transcript (~1 MB) plus a cut copy of
     its first message: stored as full JSON copies they took ~100 MB."""
-    db = tmp_path / "db"
+    db = location
     with SessionStore(db) as store:
         sid = store.create_session().id
         first = Message.user("q0 " + "x" * 2_500)
@@ -302,13 +314,13 @@ def test_views_are_stored_by_reference_not_copied_per_request(tmp_path: Path) ->
         assert store.latest_view(sid) == view
         rid = store.requests(sid)[10].id
         assert store.view(sid, rid) == (Message.system("be brief"), cut, *transcript[1:23])
-    assert _view_bytes(db) < 20_000
+        assert _view_bytes(store) < 20_000
 
 
 def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(
-    tmp_path: Path,
+    location: str | Path,
 ) -> None:
-    db = tmp_path / "db"
+    db = location
     results = [Message.tool(f"c{i}", f"result {i} " + "z" * 400) for i in range(60)]
     stubs = [Message.tool(f"c{i}", f"[stub {i}]") for i in range(60)]
     with SessionStore(db) as store, SessionStore(db) as other:
@@ -320,8 +332,8 @@ def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(
             view = tuple(stubs[j] if j % 2 and j < i else results[j] for j in range(i + 1))
             store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
             views.append(view)
-        rows = store._conn.execute("SELECT view FROM requests ORDER BY id").fetchall()
-        assert any('"base"' in r[0] for r in rows)  # some are deltas
+        stored = rows(store, "SELECT view FROM requests ORDER BY id")
+        assert any('"base"' in str(r[0]) for r in stored)  # some are deltas
         assert [store.view(sid, r.id) for r in store.requests(sid)] == views
     with SessionStore(db) as reopened:  # a new process bases its deltas on what is stored
         reopened.record_request(sid, tag="chat", model="m", usage=Usage(), view=views[-1])
@@ -329,11 +341,11 @@ def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(
 
 
 def test_a_cut_result_is_stored_as_a_reference_to_its_transcript_message(
-    tmp_path: Path,
+    location: str | Path,
 ) -> None:
     """A tool result cut to head and tail in the view shares nearly all its text with the
     transcript's result: only the marker is stored again, in this process or another."""
-    db = tmp_path / "db"
+    db = location
     lines = [f"line {i}: " + "w" * 40 for i in range(600)]  # ~30,000 chars, all distinct
     result = Message.tool("c1", "\n".join(lines))
     cut = Message.tool("c1", "\n".join([*lines[:200], "[... 20,000 chars cut ...]", *lines[-200:]]))
@@ -347,9 +359,7 @@ def test_a_cut_result_is_stored_as_a_reference_to_its_transcript_message(
         assert [store.view(sid, r.id) for r in store.requests(sid)] == [(call, cut), (call, stub)]
         assert other.latest_view(sid) == (call, stub)
         assert other.view(sid, store.requests(sid)[0].id) == (call, cut)
-    conn = sqlite3.connect(db)
-    parts = conn.execute("SELECT body, source_seq FROM view_parts ORDER BY id").fetchall()
-    conn.close()
+        parts = rows(store, "SELECT body, source_seq FROM view_parts ORDER BY id")
     (marker, source), (whole, no_source) = parts
     assert source == 3 and marker == "[... 20,000 chars cut ...]"  # what is between the ends
     assert no_source is None and "[old result removed]" in whole  # too short to refer
@@ -373,11 +383,11 @@ def test_migration_6_adds_part_sources_and_old_parts_read_whole(tmp_path: Path) 
         assert store.latest_view(sid) == (old_part,)
 
 
-def test_a_failed_request_leaves_no_view_part_behind(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "db") as store:
+def test_a_failed_request_leaves_no_view_part_behind(location: str | Path) -> None:
+    with SessionStore(location) as store:
         sid = store.create_session().id
         view = (Message.user("only in the view"),)
-        with pytest.raises(sqlite3.IntegrityError):  # an event that cannot be stored
+        with pytest.raises(Exception, match=r"(?i)not.null"):  # an event that cannot be stored
             store.record_request(
                 sid, tag="chat", model="m", usage=Usage(), view=view, events=[("k", None, {})]
             )  # type: ignore[list-item]
@@ -456,3 +466,89 @@ def test_view_records_round_trip_and_resolve_to_the_view(
     assert again == record
     resolved = (tuple(base_refs)[: again.keep] if again.base == 7 else ()) + again.add
     assert resolved == tuple(refs)
+
+
+def test_every_migration_is_applied_once_on_either_backend(location: str | Path) -> None:
+    with SessionStore(location) as store:
+        assert store.schema_version == len(MIGRATIONS)
+    with SessionStore(location) as again:  # re-opening applies nothing twice
+        applied = rows(again, "SELECT version, name FROM schema_migrations ORDER BY version")
+    assert applied == [(n, m.__name__) for n, m in enumerate(MIGRATIONS, 1)]
+    assert applied[6] == (7, "m007_model_windows")
+
+
+def test_a_learned_window_is_seen_by_every_store_on_the_database(location: str | Path) -> None:
+    upstream = "openai-compatible http://127.0.0.1:8080/v1"
+    with SessionStore(location) as one, SessionStore(location) as other:
+        assert other.learned_windows(upstream) == {}
+        one.learn_window(upstream, "qwen", 32_768)
+        one.learn_window(upstream, "qwen", 16_384)  # a later overflow states a smaller one
+        one.learn_window("anthropic", "qwen", 200_000)
+        assert other.learned_windows(upstream) == {"qwen": 16_384}
+        assert other.learned_windows("anthropic") == {"qwen": 200_000}
+
+
+def test_an_exact_id_wins_over_longer_ids_it_prefixes(location: str | Path) -> None:
+    with SessionStore(location) as store:
+        for sid in ("conv", "conv~1", "conv~2"):
+            store.save_session(replace(store.create_session(), id=sid))
+        assert store.get_session("conv").id == "conv"
+        assert [s.id for s in store.find_sessions("conv~")] == ["conv~2", "conv~1"]
+        with pytest.raises(SessionNotFound, match="2 sessions"):
+            store.get_session("conv~")
+
+
+def test_open_store_is_sqlite_unless_the_url_names_postgresql(tmp_path: Path) -> None:
+    with open_store({"CHATCLI_HOME": str(tmp_path)}) as store:
+        assert store.dialect == "sqlite" and store.path == tmp_path / "sessions.db"
+    expected = r"CHATCLI_DATABASE_URL='mysql://\*\*\*@h/db': not a postgresql"
+    with pytest.raises(ConfigError, match=expected):
+        open_store({"CHATCLI_HOME": str(tmp_path), "CHATCLI_DATABASE_URL": "mysql://u:pw@h/db"})
+
+
+def test_open_store_opens_the_postgresql_database_the_url_names(postgres_url: str) -> None:
+    with open_store({"CHATCLI_DATABASE_URL": postgres_url}) as store:
+        assert store.dialect == "postgresql" and store.path is None
+        sid = store.create_session(title="on postgres").id
+    with SessionStore(postgres_url) as again:
+        assert again.get_session(sid).title == "on postgres"
+
+
+def test_an_unreachable_postgresql_is_a_clear_error_without_the_password() -> None:
+    url = f"postgresql://chatcli:s3cret@127.0.0.1:{free_port()}/nothing"
+    with pytest.raises(ConfigError, match="cannot connect to PostgreSQL") as error:
+        SessionStore(url)
+    assert "s3cret" not in str(error.value)
+
+
+def test_sqlite_spelling_becomes_postgresql_spelling() -> None:
+    ddl = "CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER, c REAL)"
+    assert postgres_sql(ddl) == (
+        "CREATE TABLE t (id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, n BIGINT,"
+        " c DOUBLE PRECISION)"
+    )
+    assert postgres_sql("SELECT 'integer' FROM t WHERE a LIKE ? AND b = '%'") == (
+        "SELECT 'integer' FROM t WHERE a LIKE %s AND b = '%%'"
+    )
+
+
+@pytest.mark.parametrize(("require", "outcome"), [(None, "1 skipped"), ("1", "1 error")])
+def test_without_postgresql_a_test_skips_unless_servers_are_required(
+    require: str | None, outcome: str
+) -> None:
+    """CI (CHATCLI_REQUIRE_SERVERS=1) cannot pass by skipping the PostgreSQL tests."""
+    env = {k: v for k, v in os.environ.items() if k != "CHATCLI_REQUIRE_SERVERS"}
+    env["CHATCLI_PG_BIN"] = "/nonexistent/postgresql/bin"
+    if require is not None:
+        env["CHATCLI_REQUIRE_SERVERS"] = require
+    node = "tests/test_store.py::test_open_store_opens_the_postgresql_database_the_url_names"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert outcome in done.stdout, done.stdout[-2000:]
+    assert "initdb not found at /nonexistent/postgresql/bin/initdb" in done.stdout

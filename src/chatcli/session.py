@@ -55,6 +55,7 @@ __all__ = [
     "Turn",
     "check_budget",
     "describe_compaction",
+    "stored_event",
     "usd",
 ]
 
@@ -338,7 +339,7 @@ class ChatSession:
             cost_usd=cost.cost,
             recovery_cost_usd=cost.recovery_cost,
             view=view,
-            events=[*(_stored(e) for e in events), *extra],
+            events=[*(stored_event(e) for e in events), *extra],
         )
         return request_id, cost.cost, cost.recovery_cost
 
@@ -477,7 +478,7 @@ class ChatSession:
         return check
 
 
-def _stored(event: Event) -> tuple[str, str, dict[str, Any]]:
+def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
     """(kind, text, data) for the store: the event's plain fields as JSON data."""
     data: dict[str, Any] = {}
     for f in fields(event):

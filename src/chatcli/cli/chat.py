@@ -20,7 +20,7 @@ from chatcli.errors import ChatcliError
 from chatcli.events import Continued, Event
 from chatcli.providers.registry import detect_provider, setup_help
 from chatcli.settings import default_config_path, load_settings
-from chatcli.store import SessionNotFound, SessionStore
+from chatcli.store import SessionNotFound, open_store
 
 __all__ = ["StreamView", "answer", "run_chat"]
 
@@ -34,7 +34,7 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "max_tokens": args.max_tokens,
     }
     settings = load_settings(flags, environ)
-    with SessionStore(settings.db_path, data_directory=True) as store:
+    with open_store(environ) as store:
         try:
             reopened = store.get_session(args.resume) if args.resume else None
         except SessionNotFound as exc:

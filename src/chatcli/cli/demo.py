@@ -28,7 +28,7 @@ from chatcli.demo import (
 from chatcli.session import ChatSession
 from chatcli.session_text import describe_compaction
 from chatcli.settings import load_settings
-from chatcli.store import SessionStore
+from chatcli.store import open_store
 
 __all__ = ["run_demo"]
 
@@ -47,7 +47,7 @@ def run_demo(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
     model = _model_path(args, ui, settings.cache_dir)
     if model is None:
         return 2
-    with SessionStore(settings.db_path, data_directory=True) as store:
+    with open_store(environ) as store:
         with ui.console.status(f"loading {model.name} into llama.cpp (n_ctx={args.n_ctx})…"):
             session = open_demo_session(store, model, args.n_ctx)
         ui.note(f"session {session.info.id} · database {settings.db_path}")

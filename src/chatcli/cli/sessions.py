@@ -16,7 +16,7 @@ from chatcli.cli.render import sessions_table, transcript_view
 from chatcli.cli.ui import Ui
 from chatcli.export import export_transcript
 from chatcli.settings import load_settings
-from chatcli.store import SessionNotFound, SessionStore
+from chatcli.store import SessionNotFound, SessionStore, open_store
 
 __all__ = ["run_sessions"]
 
@@ -66,8 +66,8 @@ _ACTIONS: dict[str, Callable[[SessionStore, argparse.Namespace, Ui], int]] = {
 
 
 def run_sessions(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
-    db_path = load_settings(None, environ).db_path
-    with SessionStore(db_path, data_directory=True) as store:
+    load_settings(None, environ)  # a bad config file or variable is reported as for the chat
+    with open_store(environ) as store:
         try:
             return _ACTIONS[args.action](store, args, ui)
         except (SessionNotFound, OSError) as exc:  # OSError: -o names an unwritable file

@@ -8,6 +8,10 @@ of the library), over a `Forwarder` (what the client's request adds); a streamed
 `Client.astream`, written as it comes (`chatcli.proxy.items`). The client's messages are only
 read: the proxy shapes what it forwards, never what the client holds.
 
+With a `SessionRecorder` (`ProxyOptions.sessions`; `chatcli.proxy.sessions`), each request is
+recorded in the session store before the end of its answer is sent, and a window another
+replica learned pre-flights the request.
+
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
 to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
 of holding the connection while the proxy waits.
@@ -31,6 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.events import Event
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
@@ -44,11 +49,12 @@ from chatcli.proxy.dialect import (
 )
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.items import EventItem, StreamItem, stream_items
+from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
-from chatcli.recovery import Client
+from chatcli.recovery import Client, Reply
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
 
@@ -63,12 +69,14 @@ ANTHROPIC = AnthropicDialect()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
-    """How the app serves: body limit, CORS origins (none: no CORS), library settings."""
+    """How the app serves: body limit, CORS origins (none: no CORS), library settings, and
+    where requests are recorded (None: nowhere)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
+    sessions: SessionRecorder | None = None
 
 
 class _Proxy:
@@ -79,6 +87,9 @@ class _Proxy:
         self.guard = guard
         self.options = options
         self.metrics = Metrics()
+        self.sessions = options.sessions
+        if self.sessions is not None:
+            self.sessions.on_error = self.store_failed
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
         started = time.perf_counter()
@@ -89,7 +100,7 @@ class _Proxy:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
             parsed = dialect.parse(await self.body(request))
-            response = await self.answer(parsed, dialect)
+            response = await self.answer(parsed, dialect, self.session_of(request, parsed))
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -145,13 +156,17 @@ class _Proxy:
             raise RequestError("the body must be a JSON object")
         return body
 
-    async def answer(self, parsed: ClientRequest, dialect: Dialect) -> Response:
+    async def answer(
+        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+    ) -> Response:
         """The answer to a parsed request: JSON, or a stream once its answer has begun."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
         model = parsed.model or self.upstream.model
-        library = self.library_client(forwarder)
+        events: list[Event] = []
+        window = await self.shared_window(forwarder)
+        library = self.library_client(forwarder, window, events)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         if not parsed.stream:
             try:
@@ -159,11 +174,13 @@ class _Proxy:
                     parsed.messages, max_tokens=max_tokens, tools=parsed.tools
                 )
             except Exception as exc:
+                await self.record(session, parsed, None, events)
                 raise Refused(self.failed(exc)) from exc
+            await self.record(session, parsed, reply, reply.events)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
-        items = await self.started(stream_items(engine, live=live))
+        items = await self.started(self.recorded(session, parsed, stream_items(engine, live=live)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
@@ -176,15 +193,77 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def library_client(self, provider: Provider) -> Client:
-        """The library's Client for one request over `provider`; its events feed the metrics."""
+    def library_client(self, provider: Provider, window: int | None, events: list[Event]) -> Client:
+        """The library's Client for one request over `provider`; its events feed the metrics,
+        the windows the replicas share, and `events` (the request's record if it fails)."""
+
+        def hook(event: Event) -> None:
+            self.metrics.record_event(event)
+            if self.sessions is not None:
+                self.sessions.learned(event, self.upstream.model)
+            events.append(event)
+
         return Client(
             provider,
             self.options.recovery,
-            hooks=(self.metrics.record_event,),
+            hooks=(hook,),
             max_retries=0,
             microcompact=self.options.microcompact,
+            context_window=window,
         )
+
+    # the session store (chatcli.proxy.sessions) ------------------------------------------
+
+    def session_of(self, request: Request, parsed: ClientRequest) -> str | None:
+        if self.sessions is None:
+            return None
+        return session_key(request.headers, parsed.messages)
+
+    async def shared_window(self, provider: Provider) -> int | None:
+        """The window a replica learned, for an upstream that states none of its own."""
+        if self.sessions is None or getattr(provider, "context_window", None):
+            return None
+        return await self.sessions.window(self.upstream.model)
+
+    async def recorded(
+        self, session: str | None, parsed: ClientRequest, items: AsyncIterator[StreamItem]
+    ) -> AsyncIterator[StreamItem]:
+        """`items`, with the request recorded before the final one (from which the dialect
+        writes the answer's end), or when they fail. A client that goes away first ends
+        this with GeneratorExit: nothing is recorded for an answer it did not get."""
+        events: list[Event] = []
+        try:
+            async for item in items:
+                if isinstance(item, EventItem):
+                    events.append(item.event)
+                elif isinstance(item, FinalReply):
+                    await self.record(session, parsed, item.reply, item.reply.events)
+                yield item
+        except Exception:
+            await self.record(session, parsed, None, events)
+            raise
+
+    async def record(
+        self,
+        session: str | None,
+        parsed: ClientRequest,
+        reply: Reply | None,
+        events: Sequence[Event],
+    ) -> None:
+        """Record the request in its session (nothing without a recorder)."""
+        if self.sessions is None or session is None:
+            return
+        record = ProxyRecord(
+            key=session,
+            messages=parsed.messages,
+            reply=reply,
+            events=tuple(events),
+            model=self.upstream.model,
+        )
+        await self.sessions.record(record)
+
+    def store_failed(self, error: BaseException) -> None:
+        self.metrics.store_errors += 1
 
     async def started(self, items: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
         """`items`, once the answer has begun: a request that fails before any of its answer
@@ -256,11 +335,14 @@ class _Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """On shutdown, close the upstream's connections (its SDK client's pool)."""
+        """On shutdown, close the upstream's connections (its SDK client's pool) and write what
+        the session recorder holds."""
         yield
         aclose = getattr(self.upstream.provider, "aclose", None)
         if aclose is not None:
             await aclose()
+        if self.sessions is not None:
+            await asyncio.to_thread(self.sessions.close)
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")

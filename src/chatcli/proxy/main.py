@@ -4,7 +4,9 @@ The upstream flags are the chat's (`--provider`, `--model`, `--base-url`,
 `--context-window`, `--max-tokens`, with the same variables and config file, resolved by
 `chatcli.settings.load_settings`); the proxy adds `--host`/`--port` (127.0.0.1:8787),
 client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`, ...) come
-from the environment, as for the chat.
+from the environment, as for the chat. Requests are recorded in the chat's session store
+(`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
+which replicas share) unless `--no-sessions`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import TYPE_CHECKING
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
-from chatcli.settings import load_settings, positive_int
+from chatcli.redact import redact_url
+from chatcli.settings import Settings, load_settings, positive_int
 
 if TYPE_CHECKING:
     from chatcli.proxy.app import ProxyOptions
     from chatcli.proxy.guard import Guard
+    from chatcli.proxy.sessions import SessionRecorder
     from chatcli.proxy.upstream import Upstream
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main"]
@@ -84,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="allow browser requests from ORIGIN (repeatable; default: no CORS)",
     )
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="record nothing in the session store (default: every request, grouped into"
+        " sessions; CHATCLI_DATABASE_URL=postgresql://... for a store replicas share)",
+    )
     return parser
 
 
@@ -128,11 +138,33 @@ def _configured(
     guard = Guard(
         parse_keys(args.api_key, env), host=args.host, max_concurrency=args.max_concurrency
     )
-    upstream = open_upstream(load_settings(flags, env), env)
+    settings = load_settings(flags, env)
+    upstream = open_upstream(settings, env)
     options = ProxyOptions(
         max_body_bytes=args.max_body_bytes,
         cors_origins=tuple(args.cors_origin),
         recovery=RecoveryConfig.from_env(env),
         microcompact=MicrocompactConfig.from_env(env),
+        sessions=None if args.no_sessions else _recorder(upstream, settings, env),
     )
     return upstream, guard, options
+
+
+def _recorder(upstream: Upstream, settings: Settings, env: Mapping[str, str]) -> SessionRecorder:
+    """The session recorder over the chat's store; learned windows are scoped to this
+    upstream (its provider and redacted URL)."""
+    from chatcli.proxy.sessions import SessionRecorder
+    from chatcli.store import open_store
+
+    base_url = redact_url(settings.base_url)
+    return SessionRecorder(
+        open_store(env),
+        upstream=f"{upstream.name} {base_url or ''}".strip(),
+        settings={
+            "provider": upstream.name,
+            "model": upstream.model,
+            "base_url": base_url,
+            "context_window": settings.context_window,
+            "max_tokens": upstream.max_tokens,
+        },
+    )

@@ -1,8 +1,9 @@
 """The proxy's counters, served as Prometheus text at `GET /metrics`.
 
 Requests (by endpoint and status), recoveries by level, max_tokens escalations, upstream
-errors (by classified kind) and request latency (a histogram, by endpoint). Labels hold only
-these names and numbers: never a key, a model answer or a client's text.
+errors (by classified kind), session-store errors and request latency (a histogram, by
+endpoint). Labels hold only these names and numbers: never a key, a model answer or a
+client's text.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Metrics:
         self.recoveries: Counter[int] = Counter()
         self.escalations = 0
         self.upstream_errors: Counter[str] = Counter()
+        self.store_errors = 0  # records or window reads the session store failed
         self._buckets: dict[str, list[int]] = {}
         self._sums: dict[str, float] = {}
 
@@ -57,6 +59,8 @@ class Metrics:
         yield from _header("chatcli_proxy_upstream_errors_total", "counter", "failed requests")
         for kind, n in sorted(self.upstream_errors.items()):
             yield f'chatcli_proxy_upstream_errors_total{{kind="{kind}"}} {n}'
+        yield from _header("chatcli_proxy_store_errors_total", "counter", "session-store errors")
+        yield f"chatcli_proxy_store_errors_total {self.store_errors}"
         yield from self._latency()
 
     def _latency(self) -> Iterator[str]:

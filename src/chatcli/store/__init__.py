@@ -1,4 +1,5 @@
-"""The session store (SQLite): the full transcript, working views, events, usage and cost."""
+"""The session store (SQLite, or PostgreSQL with `CHATCLI_DATABASE_URL`): the full transcript,
+working views, events, usage and cost, and the model windows overflows stated."""
 
 from chatcli.store.sqlite import (
     SessionInfo,
@@ -8,6 +9,7 @@ from chatcli.store.sqlite import (
     StoredRequest,
     StoredStickyView,
     default_db_path,
+    open_store,
 )
 
 __all__ = [
@@ -18,4 +20,5 @@ __all__ = [
     "StoredRequest",
     "StoredStickyView",
     "default_db_path",
+    "open_store",
 ]

@@ -1,22 +1,26 @@
 """Schema migrations of the session store: named functions, applied in order, recorded.
 
 Add a migration by appending a function to `MIGRATIONS`; never edit one that has shipped.
+They run on SQLite and PostgreSQL alike: write them in SQLite's spelling (`?` placeholders,
+`INTEGER PRIMARY KEY AUTOINCREMENT`, `REAL`), which `chatcli.store.db` translates, and ask
+`conn.columns(table)` instead of a PRAGMA.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 
 from chatcli.redact import redact_url
+from chatcli.store.db import Database
 from chatcli.store.views import ViewIndex, dump_json
 
 __all__ = ["MIGRATIONS", "migrate", "transaction"]
 
 
-def m001_initial(conn: sqlite3.Connection) -> None:
+def m001_initial(conn: Database) -> None:
     _run_script(
         conn,
         """
@@ -66,7 +70,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
-def m002_session_settings(conn: sqlite3.Connection) -> None:
+def m002_session_settings(conn: Database) -> None:
     """The provider settings a session runs with (never a key), so a reopened session runs
     on the same window and output limit: a local model's n_ctx is not in any catalog."""
     _run_script(
@@ -79,7 +83,7 @@ def m002_session_settings(conn: sqlite3.Connection) -> None:
     )
 
 
-def m003_clear_is_an_event(conn: sqlite3.Connection) -> None:
+def m003_clear_is_an_event(conn: Database) -> None:
     """A /clear is an event of the session, not a request: it made no call, and as a request
     it showed in the cost table and counted as one."""
     _run_script(
@@ -92,7 +96,7 @@ def m003_clear_is_an_event(conn: sqlite3.Connection) -> None:
     )
 
 
-def m004_views_by_reference(conn: sqlite3.Connection) -> None:
+def m004_views_by_reference(conn: Database) -> None:
     """Views are stored by reference (`chatcli.store.views`): a full JSON copy of the view per
     request grew the database with the square of the conversation (a 0.3 MB transcript made
     a 9 MB file). Converts every stored view, and drops the copy of the view that compaction
@@ -128,7 +132,7 @@ def m004_views_by_reference(conn: sqlite3.Connection) -> None:
         index.stored(session_id, request_id, record)
 
 
-def _drop_event_view_copies(conn: sqlite3.Connection) -> None:
+def _drop_event_view_copies(conn: Database) -> None:
     """A compaction event's "view" is dropped where its request stores the same view (the
     session reads it from there); any other is kept."""
     events = conn.execute(
@@ -142,7 +146,7 @@ def _drop_event_view_copies(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE events SET data = ? WHERE id = ?", (dump_json(fields), event_id))
 
 
-def m005_redact_base_urls(conn: sqlite3.Connection) -> None:
+def m005_redact_base_urls(conn: Database) -> None:
     """Sessions stored a `base_url` as given, credentials and all (`https://user:token@host`,
     `?api-key=...`): store it redacted, as new sessions are."""
     rows = conn.execute("SELECT id, base_url FROM sessions WHERE base_url IS NOT NULL")
@@ -152,25 +156,43 @@ def m005_redact_base_urls(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE sessions SET base_url = ? WHERE id = ?", (redacted, session_id))
 
 
-def m006_view_parts_by_source(conn: sqlite3.Connection) -> None:
+def m006_view_parts_by_source(conn: Database) -> None:
     """A view part made from a transcript message (a cut tool result) can be stored as a
     reference to it plus its middle (see `chatcli.store.views`); parts stored before stay
     whole (NULL source). m004 creates the table with these columns now (its conversion
     writes such parts); a table an older chatcli made gets them here."""
-    present = {row[1] for row in conn.execute("PRAGMA table_info(view_parts)")}
+    present = conn.columns("view_parts")
     for column in ("source_seq", "head", "tail"):
         if column not in present:
             conn.execute(f"ALTER TABLE view_parts ADD COLUMN {column} INTEGER")
 
 
-def m008_sticky_views(conn: sqlite3.Connection) -> None:
+def m007_model_windows(conn: Database) -> None:
+    """The context windows overflows stated, by upstream and model: one process (a proxy
+    replica, a chat) learns a window from a rejected call, and every other one pre-flights
+    its requests against it instead of paying for the same rejection."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE model_windows (
+            upstream TEXT NOT NULL,  -- the provider and its base URL (redacted)
+            model TEXT NOT NULL,
+            context_window INTEGER NOT NULL,
+            learned_at TEXT NOT NULL,
+            PRIMARY KEY (upstream, model)
+        );
+        """,
+    )
+
+
+def m008_sticky_views(conn: Database) -> None:
     """The cut a recovery level made, kept for the session's next requests (a sticky view,
     `chatcli.history.sticky`): which stored request's view it is and how many transcript
     messages it covers, as JSON. NULL: no cut; the view follows the last compaction or clear."""
     _run_script(conn, "ALTER TABLE sessions ADD COLUMN sticky_view TEXT")
 
 
-Migration = Callable[[sqlite3.Connection], None]
+Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_session_settings,
@@ -178,45 +200,41 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_views_by_reference,
     m005_redact_base_urls,
     m006_view_parts_by_source,
+    m007_model_windows,
     m008_sticky_views,
 )
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every pending migration, each in its own transaction. Returns the schema version."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT"
-        " (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"
-    )
+def migrate(conn: Database) -> int:
+    """Apply every pending migration, each in its own transaction. Returns the schema version.
+    Processes opening one database at once migrate one at a time (`Database.lock`)."""
+    with transaction(conn):
+        conn.lock("chatcli.migrate")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
     for version, migration in enumerate(MIGRATIONS, start=1):
-        # IMMEDIATE: two processes opening a new file migrate one at a time.
         with transaction(conn):
+            conn.lock("chatcli.migrate")
             done = conn.execute(
                 "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
             ).fetchone()
             if not done:
                 migration(conn)
                 conn.execute(
-                    "INSERT INTO schema_migrations(version, name) VALUES (?, ?)",
-                    (version, migration.__name__),
+                    "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, migration.__name__, datetime.now(UTC).isoformat()),
                 )
     return len(MIGRATIONS)
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (autocommit connections)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def transaction(conn: Database) -> AbstractContextManager[None]:
+    """The database's transaction: committed at the end, rolled back on any exception."""
+    return conn.transaction()
 
 
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
+def _run_script(conn: Database, script: str) -> None:
     # Not executescript(): it COMMITs first, which would break the migration's transaction.
     lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
     for statement in "\n".join(lines).split(";"):

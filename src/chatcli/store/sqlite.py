@@ -1,27 +1,32 @@
-"""The SQLite session store: the full transcript (append-only), requests, views and events.
+"""The session store: the full transcript (append-only), requests, views and events, on
+SQLite (a file: the default) or PostgreSQL (`CHATCLI_DATABASE_URL`; `chatcli.store.postgres`).
 
 Nothing recovery or compaction does to the working view ever touches the transcript: every
 message and every tool result is kept in full. Each append is its own committed transaction,
-so a message is durable once the call returns ("acknowledged"). WAL mode and a busy timeout let
-two chatcli processes share one database safely.
+so a message is durable once the call returns ("acknowledged"). On SQLite, WAL mode and a busy
+timeout let two chatcli processes share one file safely; on PostgreSQL any number of processes
+share one database. `open_store` is the one place an entry point opens the store.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from chatcli.errors import ConfigError
 from chatcli.messages import Message, Usage
 from chatcli.redact import redact_url
 from chatcli.serialize import message_from_dict, message_to_dict, usage_from_dict, usage_to_dict
+from chatcli.store.db import Database, SqliteDatabase
 from chatcli.store.migrations import migrate, transaction
+from chatcli.store.postgres import PostgresDatabase, is_postgres_url
 from chatcli.store.private import private_directory, private_file
 from chatcli.store.views import ViewIndex, dump_json
 
@@ -33,7 +38,10 @@ __all__ = [
     "StoredRequest",
     "StoredStickyView",
     "default_db_path",
+    "open_store",
 ]
+
+DATABASE_URL_ENV = "CHATCLI_DATABASE_URL"
 
 BUSY_TIMEOUT_SECONDS = 10.0
 FREE_PAGES_TO_VACUUM = 256  # 1 MiB of 4 KiB pages: below that, not worth a rewrite
@@ -114,31 +122,44 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(data).expanduser() / "chatcli" / "sessions.db"
 
 
+def open_store(environ: Mapping[str, str] | None = None) -> SessionStore:
+    """The store every entry point uses: PostgreSQL when `CHATCLI_DATABASE_URL` names it,
+    else the SQLite file at `default_db_path` (ConfigError: a URL of another kind)."""
+    env = os.environ if environ is None else environ
+    url = env.get(DATABASE_URL_ENV, "").strip()
+    if not url:
+        return SessionStore(default_db_path(env), data_directory=True)
+    if not is_postgres_url(url):
+        raise ConfigError(
+            f"{DATABASE_URL_ENV}={redact_url(url)!r}: not a postgresql:// URL"
+            " (leave it unset for the SQLite file)"
+        )
+    return SessionStore(url)
+
+
 class SessionStore:
     """One open database. Use as a context manager or call `close()`."""
 
     def __init__(self, path: str | Path, *, data_directory: bool = False) -> None:
-        """Open (or create) the database at `path`. Directories it creates are 0700; the
-        database and its -wal/-shm files are 0600, tightened when they exist. An existing
-        directory is tightened to 0700 only when it is chatcli's own (`data_directory`):
-        another is the caller's to set."""
-        self.path = Path(path)
-        if data_directory or not self.path.parent.exists():
-            private_directory(self.path.parent)
-        private_file(self.path)
-        for suffix in ("-wal", "-shm"):
-            private_file(Path(f"{self.path}{suffix}"), create=False)
-        self._conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-        )
-        # Before anything is written: it applies to a new file only (see PAGE_SIZE).
-        self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        # FULL: a committed append survives power loss too, not only a killed process.
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self.schema_version = migrate(self._conn)
-        self._give_back_free_space()
+        """Open (or create) the database at `path`: a file (SQLite), or a postgresql:// URL.
+        Directories it creates are 0700; an SQLite database and its -wal/-shm files are
+        0600, tightened when they exist. An existing directory is tightened to 0700 only
+        when it is chatcli's own (`data_directory`): another is the caller's to set."""
+        self.path: Path | None = None
+        self._conn: Database
+        if isinstance(path, str) and is_postgres_url(path):
+            self._conn = PostgresDatabase(path)
+        else:
+            self.path = Path(path)
+            self._conn = _open_sqlite(self.path, data_directory=data_directory)
+        self.dialect = self._conn.dialect
+        try:
+            self.schema_version = migrate(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
+        if isinstance(self._conn, SqliteDatabase):
+            self._give_back_free_space()
         self._views = ViewIndex(self._conn)
 
     def _give_back_free_space(self) -> None:
@@ -151,6 +172,23 @@ class SessionStore:
 
     def close(self) -> None:
         self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The store's calls inside commit together (one commit: one fsync), or not at all;
+        if not, what this store remembers of the database (`ViewIndex`) is dropped with
+        them. Nested: one transaction."""
+        try:
+            with transaction(self._conn):
+                yield
+        except BaseException:
+            self._views = ViewIndex(self._conn)
+            raise
+
+    def lock(self, name: str) -> None:
+        """Inside `transaction()`: wait for, then hold until it ends, the lock `name` (any
+        process on this database waits for it)."""
+        self._conn.lock(name)
 
     def __enter__(self) -> SessionStore:
         return self
@@ -186,8 +224,9 @@ class SessionStore:
         )
 
     def get_session(self, session_id: str) -> SessionInfo:
-        """By full id or a unique prefix of it."""
-        rows = self._session_rows("WHERE s.id LIKE ? ESCAPE '\\'", (_like_prefix(session_id),))
+        """By full id, else a unique prefix of it."""
+        rows = self.find_sessions(session_id)
+        rows = tuple(r for r in rows if r.id == session_id) or rows
         if len(rows) != 1:
             found = "no session" if not rows else f"{len(rows)} sessions"
             raise SessionNotFound(f"{found} matching {session_id!r}")
@@ -211,12 +250,19 @@ class SessionStore:
         self._conn.execute("DELETE FROM sessions WHERE id = ?", (info.id,))
         self._views.forget(info.id)
 
+    def find_sessions(self, prefix: str) -> tuple[SessionInfo, ...]:
+        """The sessions whose id starts with `prefix`, most recently active first."""
+        return self._session_rows("WHERE s.id LIKE ? ESCAPE '\\'", (_like_prefix(prefix),))
+
     # transcript -------------------------------------------------------------------------
 
     def append_messages(self, session_id: str, messages: Sequence[Message]) -> tuple[int, ...]:
-        """Append to the transcript in one transaction; returns the new sequence numbers."""
+        """Append to the transcript in one transaction; returns the new sequence numbers.
+        Appends to one session take turns, whichever process makes them."""
         bodies = [dump_json(message_to_dict(m)) for m in messages]
+        now = _now()
         with transaction(self._conn):
+            self._conn.lock(f"chatcli.session:{session_id}")
             (last,) = self._conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -225,7 +271,7 @@ class SessionStore:
                 "INSERT INTO messages(session_id, seq, created_at, role, body)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [
-                    (session_id, seq, _now(), m.role.value, body)
+                    (session_id, seq, now, m.role.value, body)
                     for seq, m, body in zip(seqs, messages, bodies, strict=True)
                 ],
             )
@@ -240,9 +286,11 @@ class SessionStore:
             (session_id,),
         )
 
-    def transcript(self, session_id: str) -> tuple[Message, ...]:
+    def transcript(self, session_id: str, *, after: int = 0) -> tuple[Message, ...]:
+        """The session's messages (those after sequence number `after`), in order."""
         rows = self._conn.execute(
-            "SELECT body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            "SELECT body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+            (session_id, after),
         )
         return tuple(message_from_dict(json.loads(body)) for (body,) in rows)
 
@@ -266,9 +314,9 @@ class SessionStore:
         try:
             with transaction(self._conn):
                 record = None if bodies is None else self._views.record(session_id, bodies)
-                cur = self._conn.execute(
+                (request_id,) = self._conn.execute(
                     "INSERT INTO requests(session_id, created_at, tag, model, usage, cost_usd,"
-                    " recovery_cost_usd, view) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " recovery_cost_usd, view) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         session_id,
                         _now(),
@@ -279,8 +327,7 @@ class SessionStore:
                         recovery_cost_usd,
                         None if record is None else record.to_json(),
                     ),
-                )
-                request_id = int(cur.lastrowid or 0)
+                ).fetchone()
                 self._conn.executemany(
                     "INSERT INTO events(session_id, request_id, created_at, kind, text, data)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -291,7 +338,7 @@ class SessionStore:
             raise
         if record is not None:
             self._views.stored(session_id, request_id, record)
-        return request_id
+        return int(request_id)
 
     def record_event(self, session_id: str, kind: str, text: str, data: Mapping[str, Any]) -> None:
         """An event that belongs to no request (a /clear)."""
@@ -370,11 +417,31 @@ class SessionStore:
             for r in rows
         )
 
+    # what was learned about models ------------------------------------------------------
+
+    def learn_window(self, upstream: str, model: str, context_window: int) -> None:
+        """An overflow stated `model`'s window at `upstream` (a provider and its redacted
+        URL): every process sharing this store pre-flights against it from now on."""
+        self._conn.execute(
+            "INSERT INTO model_windows(upstream, model, context_window, learned_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (upstream, model) DO UPDATE SET"
+            " context_window = excluded.context_window, learned_at = excluded.learned_at",
+            (upstream, model, context_window, _now()),
+        )
+
+    def learned_windows(self, upstream: str) -> dict[str, int]:
+        """The windows learned at `upstream`, by model."""
+        rows = self._conn.execute(
+            "SELECT model, context_window FROM model_windows WHERE upstream = ?", (upstream,)
+        )
+        return {model: int(window) for model, window in rows}
+
     def _session_rows(self, where: str, args: tuple[Any, ...]) -> tuple[SessionInfo, ...]:
         rows = self._conn.execute(
             "SELECT s.id, s.created_at, s.title, s.provider, s.model, s.base_url,"
             " s.context_window, s.max_tokens,"
-            " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            # MAX(seq), not COUNT(*): the same (seqs run 1..n), read from the key's index.
+            " COALESCE((SELECT MAX(seq) FROM messages m WHERE m.session_id = s.id), 0)"
             f" FROM sessions s {where} ORDER BY s.last_active DESC",
             args,
         )
@@ -392,6 +459,22 @@ class SessionStore:
             )
             for r in rows
         )
+
+
+def _open_sqlite(path: Path, *, data_directory: bool) -> SqliteDatabase:
+    if data_directory or not path.parent.exists():
+        private_directory(path.parent)
+    private_file(path)
+    for suffix in ("-wal", "-shm"):
+        private_file(Path(f"{path}{suffix}"), create=False)
+    db = SqliteDatabase.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
+    # Before anything is written: it applies to a new file only (see PAGE_SIZE).
+    db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    # FULL: a committed append survives power loss too, not only a killed process.
+    db.execute("PRAGMA synchronous=FULL")
+    return db
 
 
 def _settings(info: SessionInfo) -> tuple[Any, ...]:

@@ -28,10 +28,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from chatcli.store.db import Database
 
 __all__ = [
     "Ref",
@@ -179,7 +180,7 @@ class ViewIndex:
     Its caches only speed things up: a message another process appended is looked up when a
     view holds it, and a record is correct whatever full view it was based on."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Database) -> None:
         self._conn = conn
         self._sessions: dict[str, _SessionIndex] = {}
 
@@ -241,8 +242,8 @@ class ViewIndex:
             source, head, tail = self._source(session_id, index, body)
             middle = body[head : len(body) - tail]
             self._conn.execute(
-                "INSERT OR IGNORE INTO view_parts(session_id, digest, body, source_seq, head,"
-                " tail) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO view_parts(session_id, digest, body, source_seq, head, tail)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (session_id, digest, middle, source, head, tail),
             )
             (part_id,) = self._conn.execute(

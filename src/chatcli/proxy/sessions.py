@@ -1,0 +1,309 @@
+"""Proxy traffic in the session store: each client conversation is a session, so
+`chatcli sessions list`, `/cost` and the exporters see it; and what one replica learns about
+the upstream's window is every replica's.
+
+Grouping. A request names its conversation with the `x-chatcli-session` header; without it,
+the conversation is known by a hash of its system prompt and first user message (`px` and 14
+hex digits), which every request of it repeats. The session is the one of that key whose
+transcript the client's messages extend: the client resends its whole history each time,
+and only what is new (its new messages, then the answer) is appended. A client that edited
+or regenerated earlier history extends none of them: a new branch session `KEY~N` starts,
+holding the conversation as sent. Nothing stored is ever rewritten. Messages are compared as
+a client resends them (role, text, tool calls, tool result), not byte for byte.
+
+Recording. `SessionRecorder` writes on one background thread, so the event loop never waits
+for the database; the records that arrive while it commits are committed together next, in
+one transaction (one fsync for all of them: group commit), in the order of their
+conversations' keys (so two replicas' batches never wait on each other's locks in a cycle).
+If a batch fails, its records are written one by one, each failing alone. A request's
+record (its new messages, the answer, usage, cost, recovery events and the view it sent) is
+committed in one transaction before the end of its answer is sent (the JSON body; for a stream, the
+rest of the text, the finish and the end events): a request is *acknowledged* when the
+client has that end, and an acknowledged request is recorded, exactly once. A stream cut
+before its end (the client went away, the replica died) is not acknowledged; its record may
+be missing. A request that failed is recorded too (tag `proxy-failed`, no answer). If the
+store itself fails, the answer is still sent and the error is logged and counted
+(`chatcli_proxy_store_errors_total`): the proxy keeps serving without its store.
+
+Windows. An overflow that states the window (`OverflowDetected.limit`) is stored with
+`SessionStore.learn_window` under the upstream's name and redacted URL; each replica reads
+them back (at most every `WINDOW_REFRESH_S`), and a request to an upstream that states no
+window of its own is pre-flighted against the learned one: the failed call is paid once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chatcli.catalog import lookup
+from chatcli.cost import usage_cost
+from chatcli.events import Event, OverflowDetected
+from chatcli.messages import Message, Role, Usage
+from chatcli.proxy.dialect import RequestError
+from chatcli.recovery import Reply
+from chatcli.session import stored_event
+from chatcli.store import SessionInfo, SessionStore
+from chatcli.store.views import body_digest, dump_json
+
+__all__ = [
+    "SESSION_HEADER",
+    "WINDOW_REFRESH_S",
+    "ProxyRecord",
+    "SessionRecorder",
+    "fingerprint",
+    "place",
+    "session_key",
+]
+
+logger = logging.getLogger("chatcli.proxy")
+
+SESSION_HEADER = "x-chatcli-session"
+WINDOW_REFRESH_S = 1.0  # how stale a replica's copy of the learned windows may be
+MAX_BATCH = 64  # records per group commit: a bound on one transaction's size and locks
+KNOWN_SESSIONS = 1000  # sessions whose fingerprints the writer keeps (the latest used)
+BRANCH = "~"  # KEY~N: a branch of conversation KEY (never in a header's key)
+_HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+_TITLE_CHARS = 60
+
+
+def session_key(headers: Mapping[str, str], messages: Sequence[Message]) -> str:
+    """The conversation a request belongs to (module docstring); RequestError: a header
+    value that cannot be a session id."""
+    named = headers.get(SESSION_HEADER)
+    if named is not None:
+        if not _HEADER_KEY.fullmatch(named):
+            raise RequestError(
+                f"{SESSION_HEADER}: {named[:80]!r} is not a session id (1-64 letters, digits,"
+                " '.', '_', ':' or '-', starting with a letter or digit)"
+            )
+        return named
+    system = [m.text for m in messages if m.role is Role.SYSTEM]
+    first = next((m.text for m in messages if m.role is Role.USER), "")
+    return "px" + body_digest(dump_json([system, first]))[:14]
+
+
+def fingerprint(message: Message) -> str:
+    """What a client resends of a message, as a digest: the role, the text, the tool calls
+    and the tool result (not provider details, which a client may drop or reshape)."""
+    calls = [[c.id, c.name, c.arguments] for c in message.tool_calls]
+    result = message.tool_result
+    shown = None if result is None else [result.call_id, result.content, result.is_error]
+    return body_digest(dump_json([message.role.value, message.text, calls, shown]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyRecord:
+    """One request as the store keeps it: the conversation as the client sent it, the answer
+    (None: the request failed), and what the request cost and did."""
+
+    key: str
+    messages: tuple[Message, ...]
+    reply: Reply | None
+    events: tuple[Event, ...] = ()
+    model: str | None = None
+
+
+@dataclass(kw_only=True)
+class _Known:
+    """The fingerprints of a session's transcript this process has read (a cache)."""
+
+    prints: list[str] = field(default_factory=list)
+
+
+def place(
+    store: SessionStore, key: str, prints: Sequence[str], known: dict[str, _Known]
+) -> tuple[str | None, int]:
+    """The session of conversation `key` whose transcript the client's messages (their
+    `prints`) extend, the longest one, and how many of them it holds; (None, n): no session
+    does, and the new one is named `KEY~n` (or `KEY` when n is 0)."""
+    candidates = [s for s in store.find_sessions(key) if s.id == key or _branch_of(s.id, key)]
+    best: tuple[str | None, int] = (None, -1)
+    for info in candidates:
+        stored = _prints(store, info, known)
+        extended = len(stored) <= len(prints) and stored == list(prints[: len(stored)])
+        if extended and len(stored) > best[1]:
+            best = (info.id, len(stored))
+    if best[0] is None:
+        return None, len(candidates)
+    return best
+
+
+def _branch_of(session_id: str, key: str) -> bool:
+    return session_id.startswith(key + BRANCH) and session_id[len(key) + 1 :].isdigit()
+
+
+def _prints(store: SessionStore, info: SessionInfo, known: dict[str, _Known]) -> list[str]:
+    """The session's fingerprints, reading only the messages not read before."""
+    cached = known.pop(info.id, None) or _Known()
+    known[info.id] = cached  # the most recently used last: the first to go is the oldest
+    if len(cached.prints) != info.message_count:
+        if len(cached.prints) > info.message_count:  # deleted and made again: start over
+            cached.prints = []
+        new = store.transcript(info.id, after=len(cached.prints))
+        cached.prints.extend(fingerprint(m) for m in new)
+    return cached.prints
+
+
+class SessionRecorder:
+    """Records proxy requests in `store` on a background thread, and shares learned windows
+    (module docstring). `upstream`: the provider and its redacted URL (the windows' scope);
+    `settings`: the SessionInfo fields a new session gets (provider, model, base_url, ...)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        upstream: str,
+        settings: Mapping[str, Any] | None = None,
+        on_error: Callable[[BaseException], None] = lambda exc: None,
+    ) -> None:
+        self.store = store
+        self.upstream = upstream
+        self.settings = dict(settings or {})
+        self.on_error = on_error
+        self._known: dict[str, _Known] = {}
+        self._windows: dict[str, int] = {}
+        self._windows_read = -WINDOW_REFRESH_S  # monotonic time of the last read
+        self._jobs: queue.Queue[tuple[str, Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="chatcli-recorder", daemon=True)
+        self._thread.start()
+
+    # the request path --------------------------------------------------------------------
+
+    async def record(self, record: ProxyRecord) -> None:
+        """Commit `record` (on the writer thread); returns once it is committed. A store
+        error is logged and handed to `on_error`, never raised: the answer still goes out."""
+        try:
+            await asyncio.wrap_future(self._submit(lambda: self._write(record), record.key))
+        except Exception as exc:
+            logger.error("chatcli proxy: recording a request failed: %s", exc)
+            self.on_error(exc)
+
+    async def window(self, model: str) -> int | None:
+        """The window learned for `model` at this upstream (by any replica), if any."""
+        if time.monotonic() - self._windows_read > WINDOW_REFRESH_S:
+            self._windows_read = time.monotonic()
+            try:
+                read = await asyncio.to_thread(self.store.learned_windows, self.upstream)
+            except Exception as exc:
+                logger.error("chatcli proxy: reading learned windows failed: %s", exc)
+                self.on_error(exc)
+            else:
+                self._windows |= read
+        return self._windows.get(model)
+
+    def learned(self, event: Event, model: str) -> None:
+        """An event hook: an overflow that states the window is stored for every replica."""
+        if not isinstance(event, OverflowDetected) or event.limit is None:
+            return
+        limit = event.limit
+        self._windows[model] = limit
+        self._submit(lambda: self.store.learn_window(self.upstream, model, limit), "")
+
+    def close(self) -> None:
+        """Write what is queued, stop the writer, close the store."""
+        self._jobs.put(None)
+        self._thread.join()
+        self.store.close()
+
+    # the writer thread ---------------------------------------------------------------------
+
+    def _submit(self, job: Callable[[], Any], key: str = "") -> Future[Any]:
+        done: Future[Any] = Future()
+        self._jobs.put((key, job, done))
+        return done
+
+    def _work(self) -> None:
+        """The writer thread: batches of what is queued, until `close`."""
+        while (first := self._jobs.get()) is not None:
+            batch = [first]
+            while len(batch) < MAX_BATCH and not self._jobs.empty():
+                item = self._jobs.get()
+                if item is None:  # closing: write this batch, then stop
+                    self._jobs.put(None)
+                    break
+                batch.append(item)
+            self._commit(sorted(batch, key=lambda job: job[0]))
+
+    def _commit(self, batch: Sequence[tuple[str, Callable[[], Any], Future[Any]]]) -> None:
+        """Run `batch` in one transaction; its results are given once it committed. If it
+        fails, each job again on its own (the failed batch wrote nothing)."""
+        try:
+            with self.store.transaction():
+                results = [job() for _, job, _ in batch]
+        except Exception as exc:
+            self._known.clear()  # it may hold what was rolled back
+            if len(batch) == 1:
+                batch[0][2].set_exception(exc)
+                return
+            for _, job, done in batch:
+                _settle(done, functools.partial(self._alone, job))
+            return
+        for (_, _, done), result in zip(batch, results, strict=True):
+            done.set_result(result)
+
+    def _alone(self, job: Callable[[], Any]) -> Any:
+        try:
+            with self.store.transaction():
+                return job()
+        except Exception:
+            self._known.clear()
+            raise
+
+    def _write(self, record: ProxyRecord) -> int:
+        """Find (or start) the session, append what is new, then the request (inside the
+        batch's transaction)."""
+        prints = [fingerprint(m) for m in record.messages]
+        self.store.lock(f"chatcli.conversation:{record.key}")
+        session, held = place(self.store, record.key, prints, self._known)
+        if session is None:
+            session = record.key if held == 0 else f"{record.key}{BRANCH}{held}"
+            self.store.save_session(self._new_session(session, record.messages))
+            held = 0
+        new = list(record.messages[held:])
+        if record.reply is not None:
+            new.append(record.reply.message)
+        if new:
+            self.store.append_messages(session, new)
+            self._known.setdefault(session, _Known()).prints.extend(
+                [*prints[held:], *([] if record.reply is None else [fingerprint(new[-1])])]
+            )
+        while len(self._known) > KNOWN_SESSIONS:  # a cache: a session dropped is read again
+            del self._known[next(iter(self._known))]
+        return self._request(session, record)
+
+    def _request(self, session: str, record: ProxyRecord) -> int:
+        reply = record.reply
+        usage = reply.usage if reply is not None else Usage()
+        info = lookup(record.model, self.settings.get("provider")) if record.model else None
+        return self.store.record_request(
+            session,
+            tag="proxy" if reply is not None else "proxy-failed",
+            model=record.model,
+            usage=usage,
+            cost_usd=usage_cost(usage, info).total,
+            view=None if reply is None else reply.view,
+            events=[stored_event(e) for e in record.events],
+        )
+
+    def _new_session(self, session_id: str, messages: Sequence[Message]) -> SessionInfo:
+        first = next((m.text for m in messages if m.role is Role.USER), "")
+        title = " ".join(first.split())[:_TITLE_CHARS] or None
+        return replace(SessionInfo.new(**self.settings), id=session_id, title=title)
+
+
+def _settle(done: Future[Any], job: Callable[[], Any]) -> None:
+    try:
+        done.set_result(job())
+    except Exception as exc:
+        done.set_exception(exc)
