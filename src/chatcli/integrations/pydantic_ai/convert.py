@@ -31,7 +31,13 @@ __all__ = ["INSTRUCTIONS", "KEY", "to_chatcli", "to_pydantic_ai"]
 # The `provider_details` key under which each chatcli value keeps its pydantic-ai original.
 KEY = "pydantic_ai"
 # The request parts whose `content` is the text the model sees (a user prompt's may be a list).
-_TEXT_PARTS = (pai.SystemPromptPart, pai.UserPromptPart, pai.ToolReturnPart, pai.RetryPromptPart)
+_TEXT_PARTS = (
+    pai.SystemPromptPart,
+    pai.UserPromptPart,
+    pai.ToolReturnPart,
+    pai.RetryFeedbackPart,
+    pai.RetryPromptPart,
+)
 # The mark of the system message that stands for the agent's instructions.
 INSTRUCTIONS = "instructions"
 
@@ -57,16 +63,26 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[pai.ModelMessage]:
     converted: list[pai.ModelMessage] = []
     group: list[Message] = []
     for message in messages:
-        if _source(message) == INSTRUCTIONS:
+        source = _source(message)
+        if source == INSTRUCTIONS:
             continue
-        if message.role is Role.ASSISTANT:
+        if message.role is Role.ASSISTANT or _starts_request(group, source):
             converted.extend(_request(group, names))
             group = []
+        if message.role is Role.ASSISTANT:
             converted.append(_response(message))
         else:
             group.append(message)
     converted.extend(_request(group, names))
     return converted
+
+
+def _starts_request(group: Sequence[Message], source: Any) -> bool:
+    """A message from another original request than the group's starts a request of its own
+    (two requests in a row stay two)."""
+    if not isinstance(source, pai.ModelRequest):
+        return False
+    return any(isinstance(s, pai.ModelRequest) and s is not source for s in map(_source, group))
 
 
 # -- pydantic-ai -> chatcli -----------------------------------------------------------------
@@ -106,7 +122,9 @@ def _request_part_text(part: pai.ModelRequestPart) -> tuple[Role, str]:
         return Role.USER, _user_text(part.content)
     if isinstance(part, pai.ToolReturnPart):
         return Role.TOOL, part.model_response_str()
-    if isinstance(part, pai.RetryPromptPart):
+    if isinstance(part, pai.RetryFeedbackPart):
+        return Role.USER, part.model_response()
+    if isinstance(part, pai.RetryPromptPart):  # deprecated, still in stored histories
         return (Role.USER if part.tool_name is None else Role.TOOL), part.model_response()
     return Role.USER, ""  # another kind of part (e.g. speech): carried along, not counted
 
@@ -118,7 +136,8 @@ def _user_text(content: str | Sequence[pai.UserContent]) -> str:
 
 
 def _is_error(part: pai.ModelRequestPart) -> bool:
-    return isinstance(part, pai.RetryPromptPart) or getattr(part, "outcome", None) == "failed"
+    outcome = getattr(part, "outcome", None)
+    return isinstance(part, pai.RetryPromptPart) or outcome in ("failed", "retried")
 
 
 def assistant_message(response: pai.ModelResponse) -> Message:
