@@ -176,12 +176,14 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         model = request_context.model
         name = model.model_name
         info = lookup(name, model.system)
-        window = self.context_window or (info.context_window if info else None)
+        # Declared, then learned (what the server itself stated), then the catalog's.
+        window = self.context_window or self.learned_windows.get(name)
+        window = window or (info.context_window if info else None)
         cap = self.max_output_tokens or (info.max_output_tokens if info else None)
         policy = RecoveryPolicy(
             config=self.config,
             estimator=self.estimator,
-            context_window=window or self.learned_windows.get(name),
+            context_window=window,
             max_output_tokens=cap,
             max_retries=0,  # transient errors never reach the policy (see the module)
         )
