@@ -14,21 +14,21 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from anthropic import AsyncAnthropic  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai import messages as pai  # noqa: E402
-from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError  # noqa: E402
-from pydantic_ai.models.anthropic import AnthropicModel  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.models.test import TestModel  # noqa: E402
-from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+from pydantic_ai import Agent
+from pydantic_ai import messages as pai
+from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.openai import OpenAIProvider
 
-from chatcli.config import RecoveryConfig  # noqa: E402
-from chatcli.continuation import CONTINUATION_MESSAGE  # noqa: E402
-from chatcli.errors import ConfigError, ContextRecoveryError  # noqa: E402
-from chatcli.events import (  # noqa: E402
+from chatcli.config import RecoveryConfig
+from chatcli.continuation import CONTINUATION_MESSAGE
+from chatcli.errors import ConfigError, ContextRecoveryError
+from chatcli.events import (
     Continued,
     Escalated,
     Event,
@@ -38,11 +38,11 @@ from chatcli.events import (  # noqa: E402
     PreflightRecovery,
     RecoveryFailed,
 )
-from chatcli.integrations.pydantic_ai import ContextRecovery  # noqa: E402
-from tests.recorded import DATA, replayed_error, sse_events  # noqa: E402
-from tests.replay import ReplayServer, Scripted, replay_server  # noqa: E402
-from tests.test_compaction import _anthropic_message  # noqa: E402
-from tests.test_openai_adapter import CHAT_TEXT  # noqa: E402
+from chatcli.integrations.pydantic_ai import ContextRecovery
+from tests.recorded import DATA, replayed_error, sse_events
+from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_compaction import _anthropic_message
+from tests.test_openai_adapter import CHAT_TEXT
 
 ANSWER: str = CHAT_TEXT["choices"][0]["message"]["content"]  # type: ignore[index]
 MODEL = "chatcli-tiny"  # not in chatcli's catalog: the window is declared or learned
@@ -55,13 +55,22 @@ def recorded(kind: str) -> list[dict[str, Any]]:
 
 
 OVERFLOWS = recorded("context_overflow")
+# One overflow per provider (the SDK's request encoding dominates the time a run takes).
+EACH_PROVIDER = list({r["provider"]: r for r in reversed(OVERFLOWS)}.values())
 NOT_OVERFLOWS = [r for r in recorded("not_overflow") if r["http_status"] == 429]
 
 
+@pytest.fixture(scope="module")
+def replay() -> Iterator[ReplayServer]:
+    with replay_server() as started:  # one server: stopping one takes half a second
+        yield started
+
+
 @pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as replay:
-        yield replay
+def server(replay: ReplayServer) -> ReplayServer:
+    replay.requests.clear()
+    replay.queue.clear()
+    return replay
 
 
 @pytest.fixture
@@ -89,13 +98,13 @@ def agent_with(model: Any, events: list[Event], **options: Any) -> Agent[None, s
     return Agent(model, instructions="Be brief.", capabilities=[recovery])
 
 
-@pytest.mark.parametrize("record", OVERFLOWS, ids=[r["id"] for r in OVERFLOWS])
+@pytest.mark.parametrize("record", EACH_PROVIDER, ids=[r["provider"] for r in EACH_PROVIDER])
 async def test_an_overflow_of_any_provider_is_recovered_and_the_history_is_kept(
     server: ReplayServer, model: OpenAIChatModel, record: dict[str, Any]
 ) -> None:
     server.add(replayed_error(record), Scripted(body=CHAT_TEXT))
     events: list[Event] = []
-    history = long_history()
+    history = long_history(12)
     snapshot = copy.deepcopy(history)
     result = await agent_with(model, events).run("And the last question?", message_history=history)
     assert result.output == ANSWER

@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import messages as pai  # noqa: E402
+from pydantic_ai import messages as pai
 
-from chatcli.config import RecoveryConfig  # noqa: E402
-from chatcli.history.truncate import apply_recovery_level  # noqa: E402
-from chatcli.integrations.pydantic_ai.convert import (  # noqa: E402
+from chatcli.config import RecoveryConfig
+from chatcli.history.truncate import apply_recovery_level
+from chatcli.integrations.pydantic_ai.convert import (
     to_chatcli,
     to_pydantic_ai,
 )
-from chatcli.messages import Role  # noqa: E402
+from chatcli.messages import Role
 
 RETRIED = pai.RetryInfo(cause="model_retry")
 PROPERTY = settings(max_examples=150, deadline=None)
