@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any, Final, cast
 
 from pydantic_ai import messages as pai
@@ -87,7 +89,10 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
     in chatcli's catalog by model name, else learned from the first overflow that states them.
     `config`: the recovery levels and escalations (`RecoveryConfig`, or
     `RecoveryConfig.from_env()` for the CHATCLI_* variables); `max_token_escalations=0` turns
-    continuation off. `estimator`: how prompts are counted before sending.
+    continuation off. `estimator`: how prompts are counted before sending; by default what
+    `Client` uses (`chatcli.providers.counting.default_estimator`): tiktoken for an OpenAI
+    model name, else the calibrated estimate with a learned margin. For a llama.cpp server,
+    `CountingEstimator(counter=RemoteCounter(LlamaServerTokens(...)))` counts exactly.
     `on_event`: receives every chatcli event (they are also logged under "chatcli"); kept as
     `event_callback`, since `on_event` is the name of pydantic-ai's own hook for run events.
     `learned_windows`: windows learned from overflows, by model name; shared by the runs of
@@ -111,7 +116,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         self.id, self.description, self.defer_loading = id, description, False
         self.context_window, self.max_output_tokens = context_window, max_output_tokens
         self.config = config if config is not None else RecoveryConfig()
-        self.estimator = estimator if estimator is not None else TokenEstimator()
+        self.estimator = estimator
         self.event_callback = on_event
         self.learned_windows = learned_windows if learned_windows is not None else {}
         self._step: _Step | None = None
@@ -182,7 +187,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         cap = self.max_output_tokens or (info.max_output_tokens if info else None)
         policy = RecoveryPolicy(
             config=self.config,
-            estimator=self.estimator,
+            estimator=self.estimator or _default_estimator(name),
             context_window=window,
             max_output_tokens=cap,
             max_retries=0,  # transient errors never reach the policy (see the module)
@@ -225,6 +230,14 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
             self.learned_windows[model] = event.limit
         if self.event_callback is not None:
             self.event_callback(event)
+
+
+@functools.lru_cache(maxsize=32)
+def _default_estimator(model: str) -> TokenEstimator:
+    """`Client`'s default estimator for a provider serving `model` (frozen: safe to share)."""
+    from chatcli.providers.counting import default_estimator
+
+    return default_estimator(SimpleNamespace(model=model))
 
 
 def _response(response: pai.ModelResponse) -> Response:
