@@ -34,6 +34,7 @@ from chatcli.events import (
     Event,
     LevelApplied,
     MaxTokensFitted,
+    OutputCapLowered,
     OverflowDetected,
     PreflightRecovery,
     RecoveryFailed,
@@ -167,14 +168,48 @@ async def test_a_known_window_is_fitted_before_sending(
 async def test_a_window_learned_from_an_overflow_fits_the_next_run_before_sending(
     server: ReplayServer, model: OpenAIChatModel
 ) -> None:
-    (record,) = [r for r in OVERFLOWS if r["id"] == "pe-001"] or OVERFLOWS[:1]
+    (record,) = [r for r in OVERFLOWS if r["id"] == "pe-080"]  # llama.cpp: 1,140 > 1,024
     events: list[Event] = []
     recovery = ContextRecovery(on_event=events.append)
     agent = Agent(model, capabilities=[recovery])
     server.add(replayed_error(record), Scripted(body=CHAT_TEXT), Scripted(body=CHAT_TEXT))
     await agent.run("first", message_history=long_history())
-    limit = events[0].limit if isinstance(events[0], OverflowDetected) else None
-    assert limit is not None and recovery.learned_windows == {MODEL: limit}
+    assert recovery.learned_windows == {MODEL: 1024}
+    events.clear()
+    await agent.run("second", message_history=long_history(60))  # a new run, a longer history
+    assert len(server.requests) == 3  # the second run sent once: fitted before sending
+    assert isinstance(events[0], PreflightRecovery) and events[0].window == 1024
+
+
+async def test_an_output_limit_above_the_model_cap_is_lowered(
+    server: ReplayServer, model: OpenAIChatModel
+) -> None:
+    (record,) = [r for r in recorded("output_cap_error") if r["id"] == "pe-024"]
+    server.add(replayed_error(record), Scripted(body=CHAT_TEXT))
+    events: list[Event] = []
+    agent = agent_with(model, events)
+    result = await agent.run("hi", model_settings={"max_tokens": 8192})
+    assert result.output == ANSWER and isinstance(events[0], OutputCapLowered)
+    assert sent(server, 1)["max_completion_tokens"] == 4096
+
+
+async def test_an_answer_cut_by_a_full_window_is_recovered_and_continued(
+    server: ReplayServer,
+) -> None:
+    # Anthropic's `model_context_window_exceeded` stop: a 200 answer, cut because the window
+    # filled up while answering; pydantic-ai keeps the raw stop reason in provider_details.
+    cut = {**_anthropic_message("Lisbon is"), "stop_reason": "model_context_window_exceeded"}
+    server.add(Scripted(body=cut), Scripted(body=_anthropic_message(" the capital.")))
+    events: list[Event] = []
+    async with AsyncAnthropic(base_url=server.url, api_key="sk-ant-test", max_retries=0) as client:
+        provider = AnthropicProvider(anthropic_client=client)
+        agent = agent_with(AnthropicModel(MODEL, provider=provider), events)
+        result = await agent.run("Capital of Portugal?", message_history=long_history())
+    assert result.output == "Lisbon is the capital."
+    assert isinstance(events[0], OverflowDetected) and any(isinstance(e, Continued) for e in events)
+    first, second = sent(server, 0)["messages"], sent(server, 1)["messages"]
+    assert len(second) < len(first)
+    assert second[-2]["role"] == "assistant" and second[-1]["role"] == "user"
 
 
 async def test_a_cut_answer_is_continued_and_stitched(
