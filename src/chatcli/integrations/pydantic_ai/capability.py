@@ -25,7 +25,6 @@ Every event goes to `on_event` and to the "chatcli" logger.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 from collections.abc import Callable, Sequence
@@ -46,7 +45,7 @@ from chatcli.errors import ErrorKind, ProviderError, classify_error, is_context_
 from chatcli.events import Event, OverflowDetected, logger
 from chatcli.integrations.pydantic_ai.convert import assistant_message, to_chatcli, to_pydantic_ai
 from chatcli.messages import Message, StopReason, Usage
-from chatcli.policy.actions import Flow, Outcome, Reply, Send, Sleep
+from chatcli.policy.actions import Flow, Outcome, Reply, Send
 from chatcli.policy.policy import RecoveryPolicy
 from chatcli.providers.base import Response
 from chatcli.tokens import TokenEstimator
@@ -159,7 +158,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
             raise error
         failure = ProviderError(info)
         failure.__cause__ = error  # what a `ContextRecoveryError` chains to
-        return await self._advance(failure, None, error)
+        return self._advance(failure, None, error)
 
     async def after_model_request(
         self,
@@ -173,7 +172,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         if request_context.streaming:
             self._step = None  # already streamed to the caller: cannot be continued
             return response
-        return await self._advance(_response(response), response, None)
+        return self._advance(_response(response), response, None)
 
     # -- the policy run ---------------------------------------------------------------------
 
@@ -202,7 +201,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         assert isinstance(action, Send)  # a flow starts with a request
         return _Step(flow=flow, action=action, transcript=transcript, max_tokens=max_tokens)
 
-    async def _advance(
+    def _advance(
         self, outcome: Outcome, response: pai.ModelResponse | None, error: Exception | None
     ) -> pai.ModelResponse:
         """Give the policy the attempt's outcome: raise `RetryModelRequest` for the request it
@@ -211,9 +210,6 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         assert step is not None  # for the type checker: the hooks checked it
         try:
             action = step.flow.send(outcome)
-            while isinstance(action, Sleep):  # bounded by the policy's call limit
-                await asyncio.sleep(action.seconds)
-                action = step.flow.send(None)
         except StopIteration as done:
             self._step = None
             reply: Reply = done.value
@@ -221,6 +217,8 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
         except BaseException:
             self._step = None
             raise
+        # No Sleep: no error the policy would wait on reaches it (see `_RECOVERABLE`).
+        assert isinstance(action, Send)
         step.action = action
         raise RetryModelRequest() from error
 
