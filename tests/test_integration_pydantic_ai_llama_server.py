@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,35 +26,16 @@ from chatcli.integrations.pydantic_ai import ContextRecovery
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokencount import CountingEstimator
+from tests import test_proxy_llama
+from tests.test_integration_pydantic_ai import long_history
 
 pytest_plugins = ("tests.servers",)
 
-MODEL_NAME = "chatcli-tiny"  # the alias the server is started with
-WINDOW = 1024  # the window the issue asks these tests to use (tests/servers.py runs 512)
+# llama-server with a 1,024-token window, the one the issue asks for (tests/servers.py runs 512).
+server_1024 = test_proxy_llama.llama_1024  # the proxy tests' fixture, reused
+WINDOW = test_proxy_llama.N_CTX
+MODEL_NAME = test_proxy_llama.MODEL_NAME
 SETTINGS: Any = {"max_tokens": 24, "temperature": 0.0, "seed": 1}
-
-
-@pytest.fixture(scope="module")
-def server_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """llama-server as tests/servers.py starts it, with a 1,024-token window."""
-    # Imported here, once the plugin is registered (a module import would come first).
-    from tests.servers import _free_port, _running, llama_server_binary
-
-    binary = llama_server_binary()
-    if not binary.exists():
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    port = _free_port()
-    command = [
-        str(binary),
-        *("--model", str(tiny_model), "--alias", MODEL_NAME),
-        *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(WINDOW), "--parallel", "1", "--threads", "1", "--seed", "1"),
-    ]
-    log = tmp_path_factory.mktemp("llama-server-1024") / "server.log"
-    with _running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
-        yield base_url
 
 
 class Wire:
@@ -87,14 +67,6 @@ async def model(server_1024: str, wire: Wire) -> AsyncIterator[OpenAIChatModel]:
         yield OpenAIChatModel(MODEL_NAME, provider=OpenAIProvider(openai_client=client))
 
 
-def chat_history(turns: int = 30) -> list[pai.ModelMessage]:
-    history: list[pai.ModelMessage] = []
-    for i in range(turns):
-        prompt = pai.UserPromptPart(content=f"question {i}: " + "tell me more " * 8)
-        history += [pai.ModelRequest(parts=[prompt]), pai.ModelResponse(parts=[pai.TextPart("ok")])]
-    return history
-
-
 def agent_with(events: list[Event], **options: Any) -> Agent[None, str]:
     recovery = ContextRecovery(on_event=events.append, **options)
     return Agent(instructions="Be brief.", capabilities=[recovery], model_settings=SETTINGS)
@@ -105,7 +77,7 @@ async def test_an_overflowing_conversation_is_answered_and_the_history_kept(
     model: OpenAIChatModel, wire: Wire
 ) -> None:
     events: list[Event] = []
-    history = chat_history()
+    history = long_history()
     snapshot = copy.deepcopy(history)
     result = await agent_with(events).run(
         "And the last question?", model=model, message_history=history
@@ -159,7 +131,7 @@ async def test_a_streamed_run_is_recovered_before_its_stream_opens(
 ) -> None:
     events: list[Event] = []
     agent = agent_with(events)
-    async with agent.run_stream("Last?", model=model, message_history=chat_history()) as run:
+    async with agent.run_stream("Last?", model=model, message_history=long_history()) as run:
         output = await run.get_output()
     assert output and wire.statuses[0] == 400 and wire.statuses[-1] == 200
     assert isinstance(events[0], OverflowDetected) and events[0].limit == WINDOW
@@ -174,7 +146,7 @@ async def test_a_declared_window_is_fitted_before_sending(
     # far from the ~4 characters a token that the estimate starts from.
     counter = RemoteCounter(LlamaServerTokens(OpenAICompatible(server_1024, MODEL_NAME)))
     agent = agent_with(events, context_window=WINDOW, estimator=CountingEstimator(counter=counter))
-    result = await agent.run("Last?", model=model, message_history=chat_history())
+    result = await agent.run("Last?", model=model, message_history=long_history())
     assert result.output and 400 not in wire.statuses  # no rejected call
     assert isinstance(events[0], PreflightRecovery)
     assert not any(isinstance(e, OverflowDetected) for e in events)
