@@ -165,6 +165,23 @@ async def test_a_known_window_is_fitted_before_sending(
     assert len(sent(server, 0)["messages"]) < 1 + 2 * 30 + 1
 
 
+async def test_the_tools_definitions_count_in_the_window(
+    server: ReplayServer, model: OpenAIChatModel
+) -> None:
+    server.add(Scripted(body=CHAT_TEXT))
+    events: list[Event] = []
+    agent = agent_with(model, events, context_window=1024)
+
+    @agent.tool_plain(description="Search the build log. " + "Matches are listed in order. " * 150)
+    def search_log(pattern: str) -> str:
+        return pattern
+
+    # The history alone (~250 tokens) fits; with the tool's ~1,100 tokens it does not.
+    await agent.run("Last?", message_history=long_history(6), model_settings={"max_tokens": 16})
+    assert isinstance(events[0], PreflightRecovery)
+    assert len(sent(server, 0)["messages"]) < 1 + 12 + 1
+
+
 async def test_a_window_learned_from_an_overflow_fits_the_next_run_before_sending(
     server: ReplayServer, model: OpenAIChatModel
 ) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -191,10 +192,7 @@ class ContextRecovery(AbstractCapability[AgentDepsT]):
             max_output_tokens=cap,
             max_retries=0,  # transient errors never reach the policy (see the module)
         )
-        instructions = pai.InstructionPart.join(
-            request_context.model_request_parameters.instruction_parts or []
-        )
-        transcript = to_chatcli(request_context.messages, instructions)
+        transcript = to_chatcli(request_context.messages, _preamble(request_context))
         max_tokens = (request_context.model_settings or {}).get("max_tokens")
         flow = policy.flow(transcript, max_tokens=max_tokens, emit=lambda e: self._emit(e, name))
         action = next(flow)
@@ -236,6 +234,19 @@ def _default_estimator(model: str) -> TokenEstimator:
     from chatcli.providers.counting import default_estimator
 
     return default_estimator(SimpleNamespace(model=model))
+
+
+def _preamble(request_context: ModelRequestContext) -> str | None:
+    """What the model is sent besides the history, for the window estimate: the agent's
+    instructions and its tools' definitions (each tool's name, description and schema)."""
+    parameters = request_context.model_request_parameters
+    tools = [*parameters.function_tools, *parameters.output_tools]
+    schemas = [
+        json.dumps([t.name, t.description, t.parameters_json_schema], ensure_ascii=False)
+        for t in tools
+    ]
+    instructions = pai.InstructionPart.join(parameters.instruction_parts or [])
+    return "\n\n".join(filter(None, [instructions, *schemas])) or None
 
 
 def _response(response: pai.ModelResponse) -> Response:

@@ -9,10 +9,10 @@ files, native tool parts, part order), and only a cut part is rebuilt (`dataclas
 of its original, with the cut text). Messages chatcli made itself (the compaction notice, a
 result for an interrupted call, a continuation request) become new parts.
 
-The agent's instructions are sent as a system message by the model classes but are not part
-of the message history: `to_chatcli` prepends them as a system message marked `INSTRUCTIONS`
-(so the window estimate counts them, and recovery keeps them as it keeps every system
-message), and `to_pydantic_ai` leaves it out again.
+The agent's instructions (and its tools' definitions) are sent by the model classes but are
+not part of the message history: `to_chatcli` prepends them as a system message marked
+`INSTRUCTIONS` (so the window estimate counts them, and recovery keeps them as it keeps every
+system message), and `to_pydantic_ai` leaves it out again.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ INSTRUCTIONS = "instructions"
 def to_chatcli(
     messages: Sequence[pai.ModelMessage], instructions: str | None = None
 ) -> tuple[Message, ...]:
-    """`messages` as chatcli messages, `instructions` (if any) first as a system message."""
+    """`messages` as chatcli messages, `instructions` (what else the model is sent, if
+    anything) first as a system message."""
     head = () if not instructions else (_instructions_message(instructions),)
     converted: list[Message] = list(head)
     for message in messages:
