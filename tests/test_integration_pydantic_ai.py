@@ -251,7 +251,7 @@ async def test_a_cut_answer_is_continued_and_stitched(
     ]
     messages = result.all_messages()
     assert len(messages) == 2 and messages[-1].finish_reason == "stop"  # type: ignore[union-attr]
-    assert result.usage.requests >= 1 and result.usage.output_tokens == 2 * 37
+    assert result.usage.output_tokens == 2 * 37  # the cut answer's tokens are counted too
 
 
 async def test_a_streamed_cut_answer_is_returned_as_it_was_streamed(
