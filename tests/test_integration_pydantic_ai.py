@@ -331,3 +331,11 @@ async def test_anthropic_models_are_recovered_too(server: ReplayServer) -> None:
 def test_a_bad_window_is_an_error_that_names_it() -> None:
     with pytest.raises(ConfigError, match="context_window=0"):
         ContextRecovery(context_window=0)
+
+
+async def test_each_run_has_its_own_state_and_shares_the_learned_windows() -> None:
+    recovery: ContextRecovery[None] = ContextRecovery()
+    first, second = await recovery.for_run(None), await recovery.for_run(None)  # type: ignore[arg-type]
+    assert first is not recovery and second is not first
+    assert isinstance(first, ContextRecovery) and isinstance(second, ContextRecovery)
+    assert first.learned_windows is second.learned_windows is recovery.learned_windows

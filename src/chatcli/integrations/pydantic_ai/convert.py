@@ -26,7 +26,7 @@ from pydantic_ai import messages as pai
 
 from chatcli.messages import Message, Role, TextPart, ToolCall, ToolResult
 
-__all__ = ["INSTRUCTIONS", "KEY", "to_chatcli", "to_pydantic_ai"]
+__all__ = ["INSTRUCTIONS", "KEY", "assistant_message", "to_chatcli", "to_pydantic_ai"]
 
 # The `provider_details` key under which each chatcli value keeps its pydantic-ai original.
 KEY = "pydantic_ai"
