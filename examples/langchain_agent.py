@@ -83,12 +83,14 @@ with tempfile.TemporaryDirectory() as tmp:
         )
         agent = create_agent(model, tools=[read_log], middleware=[recovery])
         messages = history()
+        before = [m.model_copy(deep=True) for m in messages]  # to compare with, afterwards
         state = agent.invoke({"messages": messages})
     finally:
         server.terminate()
         server.wait()
 
 answer = state["messages"][-1]
-kept = state["messages"][: len(messages)] == messages
+kept = [(m.type, m.content) for m in state["messages"][: len(before)]]
+kept_whole = kept == [(m.type, m.content) for m in before]
 print(f"answer: {len(answer.text)} chars, {answer.response_metadata['chatcli']['calls']} calls")
-print(f"the agent's {len(messages)} messages are unchanged: {kept}")
+print(f"the agent's {len(before)} messages are unchanged: {kept_whole}")
