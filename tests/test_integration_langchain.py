@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_openai import ChatOpenAI
 
 from chatcli.continuation import CONTINUATION_MESSAGE
-from chatcli.errors import ContextRecoveryError
+from chatcli.errors import ConfigError, ContextRecoveryError
 from chatcli.events import (
     Continued,
     Escalated,
@@ -325,6 +325,12 @@ def test_the_output_limit_field_follows_the_model_settings(mode: str) -> None:
 
     assert handler.requests[0].model_settings == {"max_tokens": 40}
     assert handler.requests[1].model_settings == {"max_tokens": 80}
+
+
+@pytest.mark.parametrize("window", [0, -5, "1024", 1.5, True])
+def test_a_bad_window_is_refused_with_its_value(window: Any) -> None:
+    with pytest.raises(ConfigError, match=f"context_window={window!r}"):
+        ContextRecoveryMiddleware(context_window=window)
 
 
 # -- create_agent + ChatOpenAI against recorded bodies -------------------------------------------

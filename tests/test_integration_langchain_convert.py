@@ -136,6 +136,32 @@ def test_a_cut_answer_keeps_its_id_and_metadata_and_loses_its_cut_call() -> None
     assert shaped.response_metadata == answer.response_metadata
 
 
+def test_a_dropped_call_leaves_the_content_blocks_too_and_other_blocks_stay() -> None:
+    """ChatAnthropic keeps each call as a `tool_use` block in the content as well; a server
+    tool's block (not a call for the agent to run) is not chatcli's to drop."""
+    content = [
+        {"type": "text", "text": "Searching"},
+        {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}},
+        {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "Lisbon"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "search", "input": {"q": "Por"}},
+    ]
+    calls = [
+        {"name": "search", "args": {"q": "Lisbon"}, "id": "toolu_1"},
+        {"name": "search", "args": {"q": "Por"}, "id": "toolu_2"},
+    ]
+    answer = AIMessage(content, tool_calls=calls, response_metadata={"stop_reason": "max_tokens"})
+    first = message_to_chatcli(answer).tool_calls[:1]
+
+    shaped = replace_answer(answer, Message.assistant("Searching", tool_calls=first))
+
+    assert [b.get("id") for b in shaped.content if isinstance(b, dict)] == [
+        None,
+        "srv_1",
+        "toolu_1",
+    ]
+    assert [c["id"] for c in shaped.tool_calls] == ["toolu_1"]
+
+
 def test_a_message_chatcli_has_no_role_for_is_user_text_and_comes_back_as_it_was() -> None:
     odd = ChatMessage(role="developer", content="Be brief.")
     converted = to_chatcli([odd])

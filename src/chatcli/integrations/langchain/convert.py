@@ -69,6 +69,9 @@ _STOPS: Mapping[str, StopReason] = {
     "safety": StopReason.REFUSAL,
 }
 _STOP_KEYS = ("finish_reason", "stop_reason", "done_reason")
+# Content block types that hold a tool call: a cut call dropped from `tool_calls` is dropped
+# from the content too, where an integration keeps a copy (ChatAnthropic, the Responses API).
+_CALL_BLOCKS = frozenset({"tool_use", "function_call", "tool_call"})
 _M = TypeVar("_M", bound=BaseMessage)
 _ROLES: Mapping[str, Role] = {
     "system": Role.SYSTEM,
@@ -176,13 +179,18 @@ def _langchain_calls(message: Message) -> list[LangChainToolCall]:
 
 def _edited(original: _M, message: Message, **updates: Any) -> _M:
     """A copy of `original` with the text (and an assistant's tool calls) of `message`."""
-    fields: dict[str, Any] = {"content": _with_text(original.content, message.text), **updates}
+    content = _with_text(original.content, message.text)
+    fields: dict[str, Any] = {"content": content, **updates}
     if isinstance(original, AIMessage):
-        kept = {call.id for call in message.tool_calls if call.incomplete}
-        fields["tool_calls"] = _langchain_calls(message)
+        calls = _langchain_calls(message)
+        cut = {call.id for call in message.tool_calls if call.incomplete}
+        fields["tool_calls"] = calls
         fields["invalid_tool_calls"] = [
-            call for call in original.invalid_tool_calls if (call["id"] or "") in kept
+            call for call in original.invalid_tool_calls if (call["id"] or "") in cut
         ]
+        if isinstance(content, list):
+            kept = {call["id"] for call in calls} | cut
+            fields["content"] = [b for b in content if _call_id(b) in kept or _call_id(b) is None]
         # The raw calls of the wire answer: OpenAI's converter sends them when `tool_calls` is
         # empty, so a dropped (cut) call would come back from here.
         extra = dict(original.additional_kwargs)
@@ -190,6 +198,14 @@ def _edited(original: _M, message: Message, **updates: Any) -> _M:
         extra.pop("function_call", None)
         fields["additional_kwargs"] = extra
     return original.model_copy(update=fields)
+
+
+def _call_id(block: str | dict[str, Any]) -> str | None:
+    """The call id of a content block that holds a tool call (Anthropic `tool_use`, the
+    Responses API's `function_call`, LangChain's standard `tool_call`), else None."""
+    if isinstance(block, str) or block.get("type") not in _CALL_BLOCKS:
+        return None
+    return str(block.get("call_id") or block.get("id") or "")
 
 
 def _with_text(content: str | list[str | dict[str, Any]], text: str) -> Any:

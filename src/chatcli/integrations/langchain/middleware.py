@@ -47,7 +47,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from chatcli.client import Client
 from chatcli.config import RecoveryConfig
-from chatcli.errors import ErrorKind, ProviderError, classify_error
+from chatcli.errors import ConfigError, ErrorKind, ProviderError, classify_error
 from chatcli.events import Event
 from chatcli.integrations.langchain.convert import (
     Converted,
@@ -94,11 +94,19 @@ class ContextRecoveryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         learned_windows: dict[str, int] | None = None,
     ) -> None:
         super().__init__()
+        if context_window is not None and (
+            not isinstance(context_window, int)
+            or isinstance(context_window, bool)
+            or context_window < 1
+        ):
+            raise ConfigError(
+                f"context_window={context_window!r} must be a positive integer or None"
+            )
         self.context_window = context_window
         self.config = config if config is not None else RecoveryConfig()
         self.estimator = estimator
         self.on_event = on_event
-        self.learned_windows: dict[str, int] = learned_windows if learned_windows else {}
+        self.learned_windows: dict[str, int] = {} if learned_windows is None else learned_windows
         self._estimators: dict[str, TokenEstimator] = {}
 
     def wrap_model_call(
@@ -107,16 +115,11 @@ class ContextRecoveryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
         model = _HandlerModel(request, handler)
-        client = self._client(model)
         try:
-            return model.result(client.send(**model.send_args()))
+            outcome: Reply | ProviderError = self._client(model).send(**model.send_args())
         except ProviderError as exc:
-            error = model.original(exc)
-            if error is None:
-                raise
-        finally:
-            self.learned_windows.update(client.learned_windows)
-        raise error  # outside the except block, so its own chain is left as it was
+            outcome = exc
+        return model.finish(outcome)  # raised outside the except block: see `finish`
 
     async def awrap_model_call(
         self,
@@ -124,23 +127,18 @@ class ContextRecoveryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         model = _HandlerModel(request, handler)
-        client = self._client(model)
         try:
-            return model.result(await client.asend(**model.send_args()))
+            outcome: Reply | ProviderError = await self._client(model).asend(**model.send_args())
         except ProviderError as exc:
-            error = model.original(exc)
-            if error is None:
-                raise
-        finally:
-            self.learned_windows.update(client.learned_windows)
-        raise error
+            outcome = exc
+        return model.finish(outcome)
 
     def _client(self, model: _HandlerModel) -> Client:
         """A Client for one model call: its provider is the handler of this call; what lasts
         across calls (learned windows, the estimator's calibration) is kept here."""
         window, cap = model_limits(model.model, "", self.context_window, None)
         hooks = () if self.on_event is None else (self.on_event,)
-        return Client(
+        client = Client(
             model,
             self.config,
             hooks=hooks,
@@ -150,6 +148,8 @@ class ContextRecoveryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             max_retries=0,  # the chat model and LangChain's retry middleware retry already
             learned_windows=self.learned_windows,
         )
+        client.learned_windows = self.learned_windows  # shared: what it learns lasts
+        return client
 
     def _estimator(self, model: _HandlerModel) -> TokenEstimator:
         if self.estimator is not None:
@@ -232,11 +232,15 @@ class _HandlerModel:
             raise ProviderError(overflow) from exc
         raise exc
 
-    def original(self, error: ProviderError) -> Exception | None:
-        """The handler's own exception behind a `ProviderError` the policy re-raised, else None."""
-        if self.raised is not None and error.__cause__ is self.raised:
-            return self.raised
-        return None
+    def finish(self, outcome: Reply | ProviderError) -> ModelResponse[Any]:
+        """The answer, or the error: the handler's own exception when the policy re-raised it
+        as a `ProviderError` (an error recovery does not handle reaches the caller as it was;
+        raised here, outside any except block, its own chain is left as it was)."""
+        if isinstance(outcome, Reply):
+            return self.result(outcome)
+        if self.raised is not None and outcome.__cause__ is self.raised:
+            raise self.raised
+        raise outcome
 
     def result(self, reply: Reply) -> ModelResponse[Any]:
         """The last `ModelResponse`, as it came when chatcli changed nothing; else with its
