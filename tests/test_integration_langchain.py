@@ -5,8 +5,10 @@ against the replay server answering with real recorded provider bodies."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -427,3 +429,14 @@ def test_an_agents_cut_tool_call_is_not_run(replay: ReplayServer) -> None:
     sent_back = _bodies(replay)[1]["messages"]
     assert [m["role"] for m in sent_back] == ["user", "assistant", "tool"]
     assert [c["id"] for c in sent_back[1]["tool_calls"]] == [sent_back[2]["tool_call_id"]]
+
+
+def test_without_langchain_the_import_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [n for n in sys.modules if n.startswith(("chatcli.integrations", "langchain"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langchain", None)  # import langchain fails
+
+    with pytest.raises(ImportError, match=r"pip install 'chatcli\[langchain\]'"):
+        importlib.import_module("chatcli.integrations.langchain")
