@@ -14,7 +14,8 @@ chatcli's recovery into LangChain messages again:
 Tool pairs stay valid: an assistant message's `tool_calls` and a `ToolMessage`'s
 `tool_call_id` map to chatcli's `ToolCall.id` / `ToolResult.call_id`, which recovery repairs
 as pairs. A LangChain `invalid_tool_calls` entry (arguments that did not parse, typically cut
-off at max_tokens) is a chatcli call marked `incomplete`: chatcli never forwards one to run.
+off at max_tokens) is a chatcli call marked `incomplete`: chatcli never forwards one to run,
+and a message it edits keeps none.
 
 `answer_to_chatcli` reads a model's answer: its text and calls, the stop reason from
 `response_metadata` (OpenAI `finish_reason`, Anthropic `stop_reason`, Gemini `finish_reason`,
@@ -183,13 +184,9 @@ def _edited(original: _M, message: Message, **updates: Any) -> _M:
     fields: dict[str, Any] = {"content": content, **updates}
     if isinstance(original, AIMessage):
         calls = _langchain_calls(message)
-        cut = {call.id for call in message.tool_calls if call.incomplete}
-        fields["tool_calls"] = calls
-        fields["invalid_tool_calls"] = [
-            call for call in original.invalid_tool_calls if (call["id"] or "") in cut
-        ]
+        fields["tool_calls"], fields["invalid_tool_calls"] = calls, []  # cut calls never go on
         if isinstance(content, list):
-            kept = {call["id"] for call in calls} | cut
+            kept = {call["id"] for call in calls}
             fields["content"] = [b for b in content if _call_id(b) in kept or _call_id(b) is None]
         # The raw calls of the wire answer: OpenAI's converter sends them when `tool_calls` is
         # empty, so a dropped (cut) call would come back from here.
