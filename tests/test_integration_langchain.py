@@ -103,8 +103,10 @@ class Handler:
         return self(request)
 
 
-def model_request(messages: list[BaseMessage], **model: Any) -> ModelRequest[Any]:
-    chat = ChatOpenAI(model=MODEL, api_key="sk-test", max_tokens=100, **model)
+def model_request(
+    messages: list[BaseMessage], model: str = MODEL, **fields: Any
+) -> ModelRequest[Any]:
+    chat = ChatOpenAI(model=model, api_key="sk-test", max_tokens=100, **fields)
     system = SystemMessage("You are terse.")
     return ModelRequest(
         model=chat, messages=messages, system_message=system, state={"messages": messages}
@@ -301,6 +303,20 @@ def test_a_known_window_recovers_before_sending(mode: str) -> None:
     assert response.result[0].text == "Lisbon."
     assert len(handler.requests) == 1 and len(handler.requests[0].messages) < len(messages)
     assert isinstance(events[0], PreflightRecovery)
+
+
+def test_the_catalog_knows_the_window_of_a_known_model(mode: str) -> None:
+    events: list[Event] = []
+    middleware = ContextRecoveryMiddleware(on_event=events.append)
+    messages = history(3)
+    # About 8 tokens a repeat: 160k tokens, over gpt-4o's 128k window on its own.
+    messages[0] = HumanMessage("The logs: " + "error at line 42 in module parser; " * 20_000)
+    handler = Handler(answer("Lisbon."))
+
+    call(middleware, model_request(messages, model="gpt-4o"), handler, mode)
+
+    assert len(handler.requests) == 1  # recovered before sending: no rejected call
+    assert isinstance(events[0], PreflightRecovery) and events[0].window <= 128_000
 
 
 def test_a_window_stated_by_an_overflow_serves_the_next_calls(mode: str) -> None:

@@ -16,7 +16,10 @@ working view chatcli chose. So the engine is chatcli's own, unchanged:
   continuation request, and the parts are stitched into one `AIMessage`.
 
 The agent state is never touched: only the request the model sees is shaped (like
-`ContextEditingMiddleware`), so `state["messages"]` keeps every message whole. What chatcli
+`ContextEditingMiddleware`), so `state["messages"]` keeps every message whole. The request's
+other fields (tools, tool_choice, response_format, model settings) go with every call as they
+came; only the output limit changes, when chatcli raises it for a continuation or fits it to
+the room an overflow error states. What chatcli
 did is in `on_event` and the "chatcli" logger, and in the answer's
 `response_metadata["chatcli"]` when it changed the call.
 
