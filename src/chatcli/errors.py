@@ -467,7 +467,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "api_error server_error internal unavailable deadline_exceeded InternalServerError"
         " ServiceUnavailableError ServerError InternalServerException"
         " ServiceUnavailableException ModelNotReadyException APIConnectionError APITimeoutError"
-        " TimeoutError ConnectionError TimeoutException TransportError",
+        " TimeoutError ConnectionError TimeoutException TransportError"
+        # aiohttp (google-genai's async transport when installed, litellm's): a refused or
+        # dropped connection, a response cut off mid-body.
+        " ClientConnectionError ClientPayloadError",
     ),
     _code(
         _K.INVALID_REQUEST,
