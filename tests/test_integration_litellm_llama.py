@@ -1,0 +1,222 @@
+"""`chatcli.integrations.litellm` for real: the real litellm from PyPI (`openai/<model>` with
+`api_base`) driving the real C++ llama-server with the tiny random model and a 1,024-token
+window. The overflows are llama-server's own errors, raised by litellm as its own exceptions;
+the answers really stop at max_tokens (the model never emits an end token)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no download at import
+
+import litellm
+
+from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecovery
+from chatcli.integrations.litellm import acompletion, completion
+from chatcli.tinymodel import TRAINING_TEXT
+from tests.proxy_harness import free_port
+from tests.test_integration_litellm import LITELLM_WARNINGS, thread_loop
+
+pytest_plugins = ("tests.servers",)
+__all__ = ["thread_loop"]  # the fixture, used by the sync tests
+pytestmark = [pytest.mark.llama_server, *LITELLM_WARNINGS]
+
+N_CTX = 1024
+MODEL = "openai/chatcli-tiny"
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def api_base(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests import servers
+
+    binary = servers.llama_server_binary()
+    if not binary.exists():
+        pytest.skip(
+            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
+        )
+    port = free_port()
+    command = [
+        str(binary),
+        *("--model", str(tiny_model), "--alias", "chatcli-tiny"),
+        *("--host", "127.0.0.1", "--port", str(port)),
+        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
+    ]
+    log = tmp_path_factory.mktemp("llama-litellm") / "server.log"
+    with servers._running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
+        yield base_url + "/v1"
+
+
+def long_chat(turns: int = 30) -> list[dict[str, Any]]:
+    """About 3,000 tokens of the model's own training text (three windows), with a tool
+    call and its result in the middle, ending with a question."""
+    words = TRAINING_TEXT.split()
+    out: list[dict[str, Any]] = [{"role": "system", "content": "Answer briefly."}]
+    for i in range(turns):
+        text = " ".join(words[(i * 60) % max(1, len(words) - 60) :][:60])
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {text}"})
+    call = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    out[20:20] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "grep: " + " ".join(words[:200])},
+    ]
+    out.append({"role": "user", "content": "What is the last thing I asked?"})
+    return out
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, Any]]]:
+    """The `messages` of every call litellm was asked to make (litellm itself still runs)."""
+    calls: list[list[dict[str, Any]]] = []
+    real, areal = litellm.completion, litellm.acompletion
+
+    def spy(**kwargs: Any) -> Any:
+        calls.append(copy.deepcopy(kwargs["messages"]))
+        return real(**kwargs)
+
+    async def aspy(**kwargs: Any) -> Any:
+        calls.append(copy.deepcopy(kwargs["messages"]))
+        return await areal(**kwargs)
+
+    monkeypatch.setattr(litellm, "completion", spy)
+    monkeypatch.setattr(litellm, "acompletion", aspy)
+    return calls
+
+
+def assert_tool_pairs_valid(messages: list[dict[str, Any]]) -> None:
+    """Every tool result answers a call of the assistant message before it, and every call
+    has its result."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, messages
+            open_calls.discard(message["tool_call_id"])
+        else:
+            assert not open_calls, messages
+            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+    assert not open_calls
+
+
+def check_recovered(
+    response: Any, history: list[dict[str, Any]], before: list[dict[str, Any]], sent: Any
+) -> None:
+    assert isinstance(response, litellm.ModelResponse)
+    assert response.choices[0].message.content
+    assert history == before  # the caller's conversation, untouched
+    assert len(sent) >= 2  # the rejected call, then the recovered ones
+    assert len(sent[0]) == len(history)  # the first call was the whole conversation
+    for messages in sent:
+        assert_tool_pairs_valid(messages)
+    assert len(sent[1]) < len(history)
+    assert sent[1][-1] == history[-1]  # the latest request survives
+
+
+@pytest.mark.usefixtures("thread_loop")
+def test_an_overflowing_conversation_is_answered(
+    api_base: str, sent: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    history = long_chat()
+    before = copy.deepcopy(history)
+    events: list[Event] = []
+    with caplog.at_level(logging.INFO, logger="chatcli"):
+        response = completion(
+            model=MODEL,
+            messages=history,
+            api_base=api_base,
+            api_key="k",
+            max_tokens=MAX_TOKENS,
+            on_event=events.append,
+        )
+    check_recovered(response, history, before, sent)
+    overflow = next(e for e in events if isinstance(e, OverflowDetected))
+    assert overflow.limit == N_CTX  # llama-server's own numbers, through litellm's exception
+    assert any(isinstance(e, LevelApplied) for e in events)
+    assert "context overflow" in caplog.text
+    # Cut at max_tokens, continued: one answer, the usage of every call that answered.
+    assert response.usage.completion_tokens > MAX_TOKENS
+
+
+async def test_an_overflowing_conversation_is_answered_async(
+    api_base: str, sent: list[Any]
+) -> None:
+    history = long_chat()
+    before = copy.deepcopy(history)
+    events: list[Event] = []
+    response = await acompletion(
+        model=MODEL,
+        messages=history,
+        api_base=api_base,
+        api_key="k",
+        max_tokens=MAX_TOKENS,
+        on_event=events.append,
+    )
+    check_recovered(response, history, before, sent)
+    assert any(isinstance(e, OverflowDetected) for e in events)
+
+
+@pytest.mark.usefixtures("thread_loop")
+def test_a_known_window_is_fitted_before_sending(api_base: str, sent: list[Any]) -> None:
+    history = long_chat()
+    events: list[Event] = []
+    response = completion(
+        model=MODEL,
+        messages=history,
+        api_base=api_base,
+        api_key="k",
+        max_tokens=MAX_TOKENS,
+        context_window=N_CTX,
+        on_event=events.append,
+    )
+    assert response.choices[0].message.content
+    assert any(isinstance(e, PreflightRecovery) for e in events)
+    # Fitted before the first call. (The tiny model's tokens are denser than chatcli's
+    # estimate, so llama-server may still reject that view; it is then recovered further.)
+    assert all(len(messages) < len(history) for messages in sent)
+
+
+@pytest.mark.usefixtures("thread_loop")
+def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
+    history = long_chat()
+    before = copy.deepcopy(history)
+    with completion(
+        model=MODEL,
+        messages=history,
+        api_base=api_base,
+        api_key="k",
+        max_tokens=MAX_TOKENS,
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as stream:
+        chunks = list(stream)
+    assert history == before
+    assert all(isinstance(c, litellm.ModelResponseStream) for c in chunks)
+    assert len(chunks) > 3 * MAX_TOKENS // 2  # token by token, not one piece per call
+    built = litellm.stream_chunk_builder(chunks)
+    assert stream.reply is not None
+    assert built.choices[0].message.content == stream.reply.message.text
+    assert built.usage.completion_tokens == stream.reply.usage.output_tokens
+    assert any(isinstance(e, OverflowDetected) for e in stream.events)
+
+
+async def test_an_async_stream_recovers(api_base: str) -> None:
+    history = long_chat()
+    stream = await acompletion(
+        model=MODEL,
+        messages=history,
+        api_base=api_base,
+        api_key="k",
+        max_tokens=MAX_TOKENS,
+        stream=True,
+    )
+    async with stream:
+        text = "".join([c.choices[0].delta.content or "" async for c in stream])
+    assert stream.reply is not None
+    assert text == stream.reply.message.text
+    assert any(isinstance(e, LevelApplied) for e in stream.events)
