@@ -8,8 +8,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,37 +19,32 @@ import litellm
 from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecovery
 from chatcli.integrations.litellm import acompletion, completion
 from chatcli.tinymodel import TRAINING_TEXT
-from tests.proxy_harness import free_port
 from tests.test_integration_litellm import LITELLM_WARNINGS, thread_loop
+from tests.test_proxy_llama import N_CTX, llama_1024
 
 pytest_plugins = ("tests.servers",)
-__all__ = ["thread_loop"]  # the fixture, used by the sync tests
+__all__ = ["llama_1024", "thread_loop"]  # fixtures used here
 pytestmark = [pytest.mark.llama_server, *LITELLM_WARNINGS]
 
-N_CTX = 1024
 MODEL = "openai/chatcli-tiny"
 MAX_TOKENS = 16
 
 
 @pytest.fixture(scope="module")
-def api_base(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests import servers
+def api_base(llama_1024: str) -> str:
+    return llama_1024 + "/v1"
 
-    binary = servers.llama_server_binary()
-    if not binary.exists():
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    port = free_port()
-    command = [
-        str(binary),
-        *("--model", str(tiny_model), "--alias", "chatcli-tiny"),
-        *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
-    ]
-    log = tmp_path_factory.mktemp("llama-litellm") / "server.log"
-    with servers._running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
-        yield base_url + "/v1"
+
+def args(api_base: str, history: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """`completion`'s arguments: litellm's OpenAI-compatible route to the server."""
+    return {
+        "model": MODEL,
+        "messages": history,
+        "api_base": api_base,
+        "api_key": "k",
+        "max_tokens": MAX_TOKENS,
+        **more,
+    }
 
 
 def long_chat(turns: int = 30) -> list[dict[str, Any]]:
@@ -126,14 +119,7 @@ def test_an_overflowing_conversation_is_answered(
     before = copy.deepcopy(history)
     events: list[Event] = []
     with caplog.at_level(logging.INFO, logger="chatcli"):
-        response = completion(
-            model=MODEL,
-            messages=history,
-            api_base=api_base,
-            api_key="k",
-            max_tokens=MAX_TOKENS,
-            on_event=events.append,
-        )
+        response = completion(**args(api_base, history, on_event=events.append))
     check_recovered(response, history, before, sent)
     overflow = next(e for e in events if isinstance(e, OverflowDetected))
     assert overflow.limit == N_CTX  # llama-server's own numbers, through litellm's exception
@@ -149,14 +135,7 @@ async def test_an_overflowing_conversation_is_answered_async(
     history = long_chat()
     before = copy.deepcopy(history)
     events: list[Event] = []
-    response = await acompletion(
-        model=MODEL,
-        messages=history,
-        api_base=api_base,
-        api_key="k",
-        max_tokens=MAX_TOKENS,
-        on_event=events.append,
-    )
+    response = await acompletion(**args(api_base, history, on_event=events.append))
     check_recovered(response, history, before, sent)
     assert any(isinstance(e, OverflowDetected) for e in events)
 
@@ -165,15 +144,7 @@ async def test_an_overflowing_conversation_is_answered_async(
 def test_a_known_window_is_fitted_before_sending(api_base: str, sent: list[Any]) -> None:
     history = long_chat()
     events: list[Event] = []
-    response = completion(
-        model=MODEL,
-        messages=history,
-        api_base=api_base,
-        api_key="k",
-        max_tokens=MAX_TOKENS,
-        context_window=N_CTX,
-        on_event=events.append,
-    )
+    response = completion(**args(api_base, history, context_window=N_CTX, on_event=events.append))
     assert response.choices[0].message.content
     assert any(isinstance(e, PreflightRecovery) for e in events)
     # Fitted before the first call. (The tiny model's tokens are denser than chatcli's
@@ -186,13 +157,7 @@ def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
     history = long_chat()
     before = copy.deepcopy(history)
     with completion(
-        model=MODEL,
-        messages=history,
-        api_base=api_base,
-        api_key="k",
-        max_tokens=MAX_TOKENS,
-        stream=True,
-        stream_options={"include_usage": True},
+        **args(api_base, history, stream=True, stream_options={"include_usage": True})
     ) as stream:
         chunks = list(stream)
     assert history == before
@@ -207,14 +172,7 @@ def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
 
 async def test_an_async_stream_recovers(api_base: str) -> None:
     history = long_chat()
-    stream = await acompletion(
-        model=MODEL,
-        messages=history,
-        api_base=api_base,
-        api_key="k",
-        max_tokens=MAX_TOKENS,
-        stream=True,
-    )
+    stream = await acompletion(**args(api_base, history, stream=True))
     async with stream:
         text = "".join([c.choices[0].delta.content or "" async for c in stream])
     assert stream.reply is not None
