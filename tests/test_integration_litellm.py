@@ -198,6 +198,14 @@ def record_of(kind: str, status: int) -> dict[str, Any]:
     return next(r for r in RECORDS if r["kind"] == kind and r["http_status"] == status)
 
 
+def openai_overflow() -> dict[str, Any]:
+    return next(
+        r
+        for r in RECORDS
+        if r["kind"] == "context_overflow" and r["provider"] == "openai" and r["http_status"]
+    )
+
+
 def test_an_error_it_does_not_recover_is_litellms_own(server: ReplayServer) -> None:
     """A rate limit reaches the caller as the exception litellm raised (not chatcli's), so
     `except litellm.RateLimitError` keeps working; litellm's own context chain is kept."""
@@ -214,11 +222,7 @@ def test_an_error_it_does_not_recover_is_litellms_own(server: ReplayServer) -> N
 def test_a_conversation_that_cannot_fit_raises_context_recovery_error(
     server: ReplayServer,
 ) -> None:
-    overflow = next(
-        r
-        for r in RECORDS
-        if r["kind"] == "context_overflow" and r["provider"] == "openai" and r["http_status"]
-    )
+    overflow = openai_overflow()
     server.queue.clear()
     server.add(*[replayed_error(overflow)] * 8)
     history = [{"role": "user", "content": f"question {i}"} for i in range(3)]
@@ -232,6 +236,21 @@ def test_a_conversation_that_cannot_fit_raises_context_recovery_error(
     assert isinstance(error.__cause__, litellm.BadRequestError)  # litellm's, chained
     assert error.info.is_overflow
     assert history == [{"role": "user", "content": f"question {i}"} for i in range(3)]
+
+
+def test_the_recovery_settings_come_from_the_environment(
+    server: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHATCLI_MAX_RECOVERY_ATTEMPTS", "0")
+    overflow = openai_overflow()
+    server.queue.clear()
+    server.add(*[replayed_error(overflow)] * 4)
+    sent = len(server.requests)
+    error = raised(lambda: completion("openai/m", USER, api_base=f"{server.url}/v1", api_key="k"))
+    server.queue.clear()
+    assert isinstance(error, ContextRecoveryError)
+    assert error.attempts == ()  # recovery is off: no level was tried
+    assert len(server.requests) == sent + 1
 
 
 def test_importing_the_integration_does_not_import_litellm() -> None:

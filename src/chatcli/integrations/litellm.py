@@ -212,6 +212,7 @@ class _Call:
         forwarder = _Forwarder(upstream, parsed, plan(parsed, "openai"))
         hooks = (on_event,) if on_event is not None else ()
         # max_retries=0: litellm retries by itself (`num_retries`); chatcli only recovers.
+        config = config if config is not None else RecoveryConfig.from_env()
         client = Client(forwarder, config, hooks=hooks, max_retries=0)
         return cls(parsed=parsed, provider=provider, client=client)
 
