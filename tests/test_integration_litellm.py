@@ -259,3 +259,16 @@ def test_importing_the_integration_does_not_import_litellm() -> None:
         " assert 'litellm' not in sys.modules, 'litellm imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_aiohttp_transport_errors_are_transient() -> None:
+    """litellm's async transport (and google-genai's, with aiohttp installed) is aiohttp: a
+    refused connection, a dropped one and a body cut mid-stream are worth a retry."""
+    import aiohttp
+
+    cut = aiohttp.ClientPayloadError(
+        "Response payload is not completed: <TransferEncodingError: 400, message='Not enough"
+        " data to satisfy transfer length header.'>"
+    )
+    for error in (cut, aiohttp.ServerDisconnectedError(), aiohttp.ClientConnectionError()):
+        assert classify_error(error).kind is ErrorKind.TRANSIENT, error
