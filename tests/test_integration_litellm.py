@@ -272,3 +272,33 @@ def test_aiohttp_transport_errors_are_transient() -> None:
     )
     for error in (cut, aiohttp.ServerDisconnectedError(), aiohttp.ClientConnectionError()):
         assert classify_error(error).kind is ErrorKind.TRANSIENT, error
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(r, id=r["id"])
+        for r in RECORDS
+        if r["kind"] in ("not_overflow", "output_cap_error")
+        # The body says what it is (not only the HTTP family: pe-168's generic
+        # "invalid_request_error" says less than litellm's class name would).
+        and classify_error(r["body"], status=r["http_status"]).reason != "code:invalid"
+    ],
+)
+def test_litellms_context_window_guess_does_not_decide(record: dict[str, Any]) -> None:
+    """litellm names its exception ContextWindowExceededError from substrings of the message;
+    a look-alike (rate limit, quota, byte cap, output cap) wrapped so is classified by what
+    the provider said, as its body is."""
+    error = litellm.ContextWindowExceededError(
+        message=record["body"], model="m", llm_provider="openai"
+    )
+    body = classify_error(record["body"], status=record["http_status"])
+    assert classify_error(error).kind is body.kind
+    assert not body.is_overflow
+
+
+def test_litellms_context_window_class_alone_is_overflow() -> None:
+    error = litellm.ContextWindowExceededError(
+        message="the request failed", model="m", llm_provider="openai"
+    )
+    assert classify_error(error).kind is ErrorKind.CONTEXT_OVERFLOW
