@@ -128,11 +128,9 @@ def test_the_table_covers_every_route() -> None:
     assert len(routed_records()) == 87  # every error record of the corpus
 
 
-def test_a_refused_connection_is_transient() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again before the call: nobody listens
-    error = raised(
+def error_from_port(port: int, **more: Any) -> Exception:
+    """What litellm raises calling a local port, without retries."""
+    return raised(
         lambda: litellm.completion(
             model="openai/m",
             messages=USER,
@@ -140,8 +138,16 @@ def test_a_refused_connection_is_transient() -> None:
             api_key="k",
             num_retries=0,
             max_retries=0,
+            **more,
         )
     )
+
+
+def test_a_refused_connection_is_transient() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the call: nobody listens
+    error = error_from_port(port)
     # litellm raises it as an InternalServerError ("Connection error.") on this route.
     assert type(error).__module__ == "litellm.exceptions", type(error)
     assert classify_error(error).kind is ErrorKind.TRANSIENT
@@ -151,18 +157,7 @@ def test_a_timeout_is_transient() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)  # accepts (in the backlog) and never answers
-        port = sock.getsockname()[1]
-        error = raised(
-            lambda: litellm.completion(
-                model="openai/m",
-                messages=USER,
-                api_base=f"http://127.0.0.1:{port}/v1",
-                api_key="k",
-                timeout=0.5,
-                num_retries=0,
-                max_retries=0,
-            )
-        )
+        error = error_from_port(sock.getsockname()[1], timeout=0.5)
     assert isinstance(error, litellm.Timeout)
     assert classify_error(error).kind is ErrorKind.TRANSIENT
 

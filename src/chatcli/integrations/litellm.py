@@ -216,25 +216,10 @@ class _Call:
         client = Client(forwarder, config, hooks=hooks, max_retries=0)
         return cls(parsed=parsed, provider=provider, client=client)
 
-    def send(self) -> Reply:
-        return self.client.send(
-            self.parsed.messages, max_tokens=self.parsed.max_tokens, tools=self.parsed.tools
-        )
-
-    async def asend(self) -> Reply:
-        return await self.client.asend(
-            self.parsed.messages, max_tokens=self.parsed.max_tokens, tools=self.parsed.tools
-        )
-
-    def stream(self) -> Iterator[StreamItem]:
-        return self.client.stream(
-            self.parsed.messages, max_tokens=self.parsed.max_tokens, tools=self.parsed.tools
-        )
-
-    def astream(self) -> AsyncIterator[StreamItem]:
-        return self.client.astream(
-            self.parsed.messages, max_tokens=self.parsed.max_tokens, tools=self.parsed.tools
-        )
+    def args(self) -> Json:
+        """`Client.send`'s (and `stream`'s) arguments for the parsed body."""
+        parsed = self.parsed
+        return {"messages": parsed.messages, "max_tokens": parsed.max_tokens, "tools": parsed.tools}
 
     def response(self, reply: Reply) -> Any:
         """litellm's `ModelResponse` for `reply` (see the module docstring)."""
@@ -266,9 +251,9 @@ def completion(
     body = _body(model, messages, kwargs)
     call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
     if call.parsed.stream:
-        return RecoveringStream(call.stream(), _Chunks.of(call.parsed))
+        return RecoveringStream(call.client.stream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(call.send())
+        return call.response(call.client.send(**call.args()))
     except ProviderError as exc:
         error = _foreign(exc)
     raise error
@@ -287,9 +272,9 @@ async def acompletion(
     body = _body(model, messages, kwargs)
     call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
     if call.parsed.stream:
-        return AsyncRecoveringStream(call.astream(), _Chunks.of(call.parsed))
+        return AsyncRecoveringStream(call.client.astream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(await call.asend())
+        return call.response(await call.client.asend(**call.args()))
     except ProviderError as exc:
         error = _foreign(exc)
     raise error
