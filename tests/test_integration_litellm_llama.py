@@ -65,22 +65,22 @@ def long_chat(turns: int = 30) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, Any]]]:
-    """The `messages` of every call litellm was asked to make (litellm itself still runs)."""
-    calls: list[list[dict[str, Any]]] = []
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The arguments of every call litellm was asked to make (litellm itself still runs)."""
+    made: list[dict[str, Any]] = []
     real, areal = litellm.completion, litellm.acompletion
 
     def spy(**kwargs: Any) -> Any:
-        calls.append(copy.deepcopy(kwargs["messages"]))
+        made.append(copy.deepcopy(kwargs))
         return real(**kwargs)
 
     async def aspy(**kwargs: Any) -> Any:
-        calls.append(copy.deepcopy(kwargs["messages"]))
+        made.append(copy.deepcopy(kwargs))
         return await areal(**kwargs)
 
     monkeypatch.setattr(litellm, "completion", spy)
     monkeypatch.setattr(litellm, "acompletion", aspy)
-    return calls
+    return made
 
 
 def assert_tool_pairs_valid(messages: list[dict[str, Any]]) -> None:
@@ -98,8 +98,9 @@ def assert_tool_pairs_valid(messages: list[dict[str, Any]]) -> None:
 
 
 def check_recovered(
-    response: Any, history: list[dict[str, Any]], before: list[dict[str, Any]], sent: Any
+    response: Any, history: list[dict[str, Any]], before: list[dict[str, Any]], calls: Any
 ) -> None:
+    sent = [call["messages"] for call in calls]
     assert isinstance(response, litellm.ModelResponse)
     assert response.choices[0].message.content
     assert history == before  # the caller's conversation, untouched
@@ -113,14 +114,14 @@ def check_recovered(
 
 @pytest.mark.usefixtures("thread_loop")
 def test_an_overflowing_conversation_is_answered(
-    api_base: str, sent: list[Any], caplog: pytest.LogCaptureFixture
+    api_base: str, calls: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
 ) -> None:
     history = long_chat()
     before = copy.deepcopy(history)
     events: list[Event] = []
     with caplog.at_level(logging.INFO, logger="chatcli"):
         response = completion(**args(api_base, history, on_event=events.append))
-    check_recovered(response, history, before, sent)
+    check_recovered(response, history, before, calls)
     overflow = next(e for e in events if isinstance(e, OverflowDetected))
     assert overflow.limit == N_CTX  # llama-server's own numbers, through litellm's exception
     assert any(isinstance(e, LevelApplied) for e in events)
@@ -130,18 +131,20 @@ def test_an_overflowing_conversation_is_answered(
 
 
 async def test_an_overflowing_conversation_is_answered_async(
-    api_base: str, sent: list[Any]
+    api_base: str, calls: list[dict[str, Any]]
 ) -> None:
     history = long_chat()
     before = copy.deepcopy(history)
     events: list[Event] = []
     response = await acompletion(**args(api_base, history, on_event=events.append))
-    check_recovered(response, history, before, sent)
+    check_recovered(response, history, before, calls)
     assert any(isinstance(e, OverflowDetected) for e in events)
 
 
 @pytest.mark.usefixtures("thread_loop")
-def test_a_known_window_is_fitted_before_sending(api_base: str, sent: list[Any]) -> None:
+def test_a_known_window_is_fitted_before_sending(
+    api_base: str, calls: list[dict[str, Any]]
+) -> None:
     history = long_chat()
     events: list[Event] = []
     response = completion(**args(api_base, history, context_window=N_CTX, on_event=events.append))
@@ -149,7 +152,7 @@ def test_a_known_window_is_fitted_before_sending(api_base: str, sent: list[Any])
     assert any(isinstance(e, PreflightRecovery) for e in events)
     # Fitted before the first call. (The tiny model's tokens are denser than chatcli's
     # estimate, so llama-server may still reject that view; it is then recovered further.)
-    assert all(len(messages) < len(history) for messages in sent)
+    assert all(len(call["messages"]) < len(history) for call in calls)
 
 
 @pytest.mark.usefixtures("thread_loop")
@@ -178,3 +181,22 @@ async def test_an_async_stream_recovers(api_base: str) -> None:
     assert stream.reply is not None
     assert text == stream.reply.message.text
     assert any(isinstance(e, LevelApplied) for e in stream.events)
+
+
+@pytest.mark.usefixtures("thread_loop")
+def test_a_call_that_fits_is_sent_as_the_caller_wrote_it(
+    api_base: str, calls: list[dict[str, Any]]
+) -> None:
+    """No recovery needed: litellm gets the caller's messages verbatim (a name, content
+    blocks), and every other argument as given."""
+    history = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "name": "ana", "content": [{"type": "text", "text": "Hello there"}]},
+    ]
+    response = completion(**args(api_base, history, temperature=0.0, seed=7, user="u-1"))
+    assert response.choices[0].finish_reason == "length"  # cut at 16, then continued
+    first = calls[0]
+    assert first["messages"] == history
+    assert (first["temperature"], first["seed"], first["user"]) == (0.0, 7, "u-1")
+    assert first["max_tokens"] == MAX_TOKENS
+    assert "context_window" not in first and "on_event" not in first
