@@ -769,6 +769,8 @@ def all_samples() -> list[ErrorInfo]:
         classify_error({"error": {"type": "invalid_request_error", "message": "bad role"}}),
         classify_error({"error": {"type": "overloaded_error", "message": "Overloaded"}}),
         classify_error({"error": {"code": "invalid_api_key", "message": "Incorrect key"}}),
+        # LiteLLM's class name, alone (tests/test_integration_litellm.py raises the real one).
+        classify_error("litellm.ContextWindowExceededError: the request failed"),
     ]
     return corpus + documented + exceptions
 

@@ -332,8 +332,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _K.CONTEXT_OVERFLOW,
         "code:overflow",
         "context_length_exceeded exceed_context_size_error model_max_prompt_tokens_exceeded"
-        " tokens_limit_reached input_too_large ContextWindowExceededError "
-        + " ".join(_CONTEXT_WINDOW_STOPS),
+        " tokens_limit_reached input_too_large " + " ".join(_CONTEXT_WINDOW_STOPS),
     ),
     _code(
         _K.INVALID_REQUEST,
@@ -502,13 +501,21 @@ _RULES: Final[tuple[_Rule, ...]] = (
     #    come after every message pattern. (SDK status errors need no class rule: they carry
     #    `status_code`, and the status hint below covers them.) Connection failures and
     #    timeouts have no status at all: their class names are the only evidence.
+    # LiteLLM's ContextWindowExceededError is its guess from substrings of the provider's
+    # message (litellm_core_utils/exception_mapping_utils.py): the message it carries, read
+    # by the patterns above, decides first; the class name says overflow only when they
+    # found nothing.
+    _code(_K.CONTEXT_OVERFLOW, "code:overflow_class", "ContextWindowExceededError"),
     _code(
         _K.TRANSIENT,
         "code:server",
         "api_error server_error internal unavailable deadline_exceeded InternalServerError"
         " ServiceUnavailableError ServerError InternalServerException"
         " ServiceUnavailableException ModelNotReadyException APIConnectionError APITimeoutError"
-        " TimeoutError ConnectionError TimeoutException TransportError",
+        " TimeoutError ConnectionError TimeoutException TransportError"
+        # aiohttp (google-genai's async transport when installed, litellm's): a refused or
+        # dropped connection, a response cut off mid-body.
+        " ClientConnectionError ClientPayloadError",
     ),
     _code(
         _K.INVALID_REQUEST,

@@ -63,11 +63,17 @@ def raise_classified(exc: BaseException, *, status: int | None = None) -> NoRetu
 
 def transport_errors() -> tuple[type[BaseException], ...]:
     """The HTTP libraries' errors: some SDK versions let a connection dropped mid-stream
-    through unwrapped (the SDKs use httpx or its successor httpx2)."""
+    through unwrapped. The SDKs use httpx or its successor httpx2; google-genai's async
+    client uses aiohttp instead whenever aiohttp is installed (litellm brings it), and lets
+    its `ClientPayloadError` through when a stream is cut."""
     found: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
+    for name, error in (
+        ("httpx2", "HTTPError"),
+        ("httpx", "HTTPError"),
+        ("aiohttp", "ClientError"),
+    ):
         try:
-            found.append(importlib.import_module(name).HTTPError)
+            found.append(getattr(importlib.import_module(name), error))
         except ImportError:
             continue
     return tuple(found)
