@@ -57,6 +57,23 @@ def llama_server_binary() -> Path:
     return cache / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / "bin" / "llama-server"
 
 
+def run_example(name: str) -> subprocess.CompletedProcess[str]:
+    """Run `examples/<name>` as a user would, against the llama-server the suite built (the
+    example starts it itself): skipped without the binary; its exit checked."""
+    binary = llama_server_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.skip(
+            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
+        )
+    example = Path(__file__).resolve().parent.parent / "examples" / name
+    env = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
+    run = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 @pytest.fixture(scope="session")
 def n_ctx() -> int:
     """The context window (tokens) both servers are started with."""

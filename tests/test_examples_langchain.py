@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests import servers
+from tests.servers import run_example
 
 pytestmark = pytest.mark.llama_server
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "langchain_agent.py"
-
 
 def test_the_langchain_example_recovers_the_agents_conversation() -> None:
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    environ = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
-
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=environ, timeout=300
-    )
-
-    assert run.returncode == 0, run.stderr
+    run = run_example("langchain_agent.py")
     lines = run.stdout.splitlines()
     assert lines[0].startswith("  chatcli: context overflow (")
     assert any("level 2 (emergency truncation)" in line for line in lines)

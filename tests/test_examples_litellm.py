@@ -3,30 +3,15 @@ conversation three times the real llama-server's 1,024-token window."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests import servers
+from tests.servers import run_example
 
 pytestmark = pytest.mark.llama_server
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "litellm_completion.py"
 
 
 def test_the_litellm_example_recovers_an_overflowing_conversation() -> None:
-    binary = servers.llama_server_binary()
-    if not binary.exists():
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    env = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert run.returncode == 0, run.stderr
+    run = run_example("litellm_completion.py")
     lines = run.stdout.splitlines()
     assert lines[0].startswith("  chatcli: context overflow (") and "> 1,024 tokens)" in lines[0]
     assert any(line.startswith("  chatcli: level 2 (emergency truncation)") for line in lines)

@@ -3,32 +3,15 @@ tokens), an overflow recovered, the agent's history unchanged and its tool pairs
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.servers import llama_server_binary
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pydantic_ai_agent.py"
+from tests.servers import run_example
 
 
 @pytest.mark.llama_server
 def test_the_pydantic_ai_example_recovers_an_overflow_on_the_real_server() -> None:
     pytest.importorskip("pydantic_ai")
-    pytest.importorskip("gguf")
-    binary = llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    env = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert run.returncode == 0, run.stderr
+    run = run_example("pydantic_ai_agent.py")
     lines = run.stdout.splitlines()
     assert lines[0].startswith("  chatcli: context overflow (") and "> 1,024 tokens)" in lines[0]
     assert any(line.startswith("  chatcli: level ") and "retrying" in line for line in lines)

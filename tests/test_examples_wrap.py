@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests import servers
+from tests.servers import run_example
 
 pytestmark = pytest.mark.llama_server
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wrap_sdk.py"
-
 
 def test_the_wrap_example_recovers_through_both_sdks() -> None:
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    env = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_example("wrap_sdk.py")
     out = done.stdout
     assert "chatcli: context overflow" in out  # the server refused the whole conversation
     assert "chatcli: level 2 (emergency truncation)" in out
