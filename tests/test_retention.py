@@ -33,7 +33,7 @@ from chatcli.history.retain import (
     retain,
 )
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
-from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
+from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.recovery import Client, Reply
 from chatcli.session import CallRecord, Turn
 from chatcli.tokencount import TiktokenCounter, load_encoding
@@ -219,6 +219,22 @@ def test_a_latest_request_larger_than_the_room_is_cut_and_kept() -> None:
     assert CUT_NOTE in marker
     assert count(result.messages) <= room * 75 // 100
     assert paste.text == messages[-1].text  # the input is not changed
+
+
+def test_a_latest_request_too_short_to_cut_is_kept_as_it_is() -> None:
+    # Over the target, but shorter than any marker: a "cut" would only merge its parts (and
+    # drop the second part's provider_details) without removing a char.
+    parts = (
+        TextPart(text="0", provider_details={"n": 1}),
+        TextPart(text="0", provider_details={"n": 2}),
+    )
+    request = Message(role=Role.USER, parts=parts)
+    tiny = TokenEstimator(chars_per_token=1.5, per_message=9)
+    config = replace(FIT, target_pct=40)
+    result = retain([Message.system(""), request], 2, config, Retention(room=30, count=tiny.count))
+    assert tiny.count(result.messages) > 30 * 40 // 100  # nothing fits the target
+    assert result.messages[-1] == request
+    assert result.report.cut == ()
 
 
 def test_the_seed_count_is_the_floor_when_it_fits() -> None:

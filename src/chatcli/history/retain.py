@@ -34,10 +34,11 @@ then the kept span: the newest messages, taken whole turns at a time from the en
 - Nothing else is added, and the view is never empty when the input has a non-system message.
 
 The view fits the target by `Retention.count` whenever the system messages, the notice and the
-latest request cut to its shortest (a marker) fit it. `count` must be subadditive (the count
-of a sequence is at most the sum of the counts of its parts), as every counter of chat
-prompts is: each message adds its own tokens plus its template's. Work is linear in messages
-and characters, plus a handful of `count` calls per cut message.
+latest request cut to its shortest (a marker, or the request itself, parts and all, when its
+text is shorter than one) fit it. `count` must be subadditive (the count of a sequence is at
+most the sum of the counts of its parts), as every counter of chat prompts is: each message
+adds its own tokens plus its template's. Work is linear in messages and characters, plus a
+handful of `count` calls per cut message.
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
     overhead = count((message.with_text(""),))
     chars = len(text) * max(tokens - overhead, 0) // max(cost - overhead, 1)
     for _ in range(_CUT_TRIES):  # bounded: each try shrinks the text
-        cut = message.with_text(cut_middle(text, chars, note=CUT_NOTE))
+        cut = _cut(message, chars)
         measured = count((cut,))
         if measured <= tokens:
             return cut
@@ -332,7 +333,15 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
 
 def _shortest(message: Message) -> Message:
     """The latest request cut to its bare marker: what is left when nothing else fits."""
-    return message.with_text(cut_middle(message.text, 0, note=CUT_NOTE))
+    return _cut(message, 0)
+
+
+def _cut(message: Message, chars: int) -> Message:
+    """`message` with its text cut to `chars` (head + tail around the marker); itself when the
+    text is too short to cut: `with_text` would merge its parts (and drop all but the first
+    part's provider_details) while removing nothing."""
+    text = cut_middle(message.text, chars, note=CUT_NOTE)
+    return message if text == message.text else message.with_text(text)
 
 
 def _last_real_request(others: tuple[Message, ...]) -> int | None:
