@@ -465,6 +465,37 @@ def test_a_prompt_the_server_cut_silently_is_not_answered_as_if_whole(
     assert upstream.requests and all(r.path == "/v1/chat/completions" for r in upstream.requests)
 
 
+def test_a_turn_the_server_dropped_is_caught_with_the_window_unknown(
+    upstream: ReplayServer,
+) -> None:
+    # As the adapter does (tests/test_silent_truncation.py): with no window known, a prompt
+    # count that holds what came before the last answer but not the tool result after it is
+    # a server that dropped the result (llama-cpp-python's guessed chat format), not an answer.
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Read the log and say what it shows."},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_log", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "GET /index.html 200 0.003s\n" * 100},
+    ]
+    dropped = {**CHAT_TEXT, "usage": {**CHAT_TEXT["usage"], "prompt_tokens": 40}}
+    upstream.add(*(Scripted(body=dropped) for _ in range(8)))
+    env = {"CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai-compatible", upstream.url + "/v1", environ=env)
+    with running_proxy(up) as url, pytest.raises(openai.BadRequestError) as caught:
+        oa(url).chat.completions.create(model="x", messages=messages, max_tokens=100)
+    assert "silently truncated" in caught.value.message
+    assert upstream.requests
+
+
 def test_a_failure_after_the_answer_began_ends_the_stream_with_an_error_event(
     upstream: ReplayServer, openai_proxy: str
 ) -> None:

@@ -159,10 +159,12 @@ class OpenAICompatible(OpenAIBase):
             return self._client().post(url, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
-        self._raise_if_truncated(response, request)
+        self.raise_if_truncated(response, request)
         return self._window_stop(response, request)
 
-    def _raise_if_truncated(self, response: Response, request: Request) -> None:
+    def raise_if_truncated(self, response: Response, request: Request) -> None:
+        """Raise the overflow a silently cut prompt is (`TruncationCheck`), judged from the
+        usage `response` reports for `request`'s messages; nothing without a check."""
         if self.truncation_check is None:
             return
         check = self.truncation_check

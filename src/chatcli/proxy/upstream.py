@@ -24,12 +24,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chatcli.errors import SILENT_TRUNCATION, ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role
 from chatcli.providers.anthropic import wire_messages
 from chatcli.providers.base import Provider, Request, Response, StreamChunk
 from chatcli.providers.openai import chat_messages
-from chatcli.providers.openai_compat import TruncationCheck
+from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
 from chatcli.proxy.dialect import ClientRequest, RequestError
 from chatcli.request_settings import Settings as RequestSettings
@@ -195,22 +194,9 @@ class Forwarder:
     def checked(self, response: Response, request: Request) -> Response:
         """The silent-truncation check of `OpenAICompatible` (Ollama cutting a prompt and
         answering 200), made here on the view, since the adapter was given no messages."""
-        check: TruncationCheck | None = getattr(self.inner, "truncation_check", None)
-        if check is None or not self.forwarding.same_dialect:
-            return response
-        estimate = check.estimator.count(request.messages)
-        reported = response.usage.prompt_tokens
-        why = check.truncation(response.usage, estimate, self.context_window)
-        if why is None:
-            return response
-        info = ErrorInfo(
-            kind=ErrorKind.CONTEXT_OVERFLOW,
-            message=f"prompt silently truncated by the server (detected from usage): {why}",
-            prompt_tokens=estimate,
-            limit=self.context_window if self.context_window is not None else reported,
-            reason=SILENT_TRUNCATION,
-        )
-        raise ProviderError(info)
+        if isinstance(self.inner, OpenAICompatible) and self.forwarding.same_dialect:
+            self.inner.raise_if_truncated(response, request)
+        return response
 
     def verbatim(self, view: Sequence[Message]) -> Json:
         """Body fields that replace what the adapter wrote from the view: the messages (raw
