@@ -6,7 +6,8 @@ clients against the stub directly and then through the proxy, with the same conv
 (real text: this repository's README, cut into messages). It prints, for each conversation
 length, the p50/p99 time to first token and to the whole answer, direct and through the
 proxy, the difference (the proxy's added latency), requests per second, and the proxy's
-peak memory (RSS).
+peak memory (RSS). The proxy runs with `--no-sessions`: what recording each request in the
+session store adds is benchmarks/proxy_store.py's measure.
 
     python benchmarks/proxy.py [--clients 200] [--requests 400] [--messages 100,2000]
                                [--profile proxy.prof]
@@ -179,7 +180,8 @@ def main() -> None:
     proxy = subprocess.Popen(
         [sys.executable, "-c", code, "proxy",
          "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
-         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", str(requests)],
+         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", str(requests),
+         "--no-sessions"],
         env=env,
     )  # fmt: skip
     try:
