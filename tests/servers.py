@@ -42,8 +42,9 @@ __all__ = [
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 N_CTX = 512  # the servers' context window: small, so overflow is cheap to provoke
+SMALL_N_CTX = 1024  # `llama_1024`'s window (the proxy and integration tests)
 MODEL_NAME = "chatcli-tiny"  # the name both servers report, instead of the model's temp path
-MODEL_CONTEXT_LENGTH = 2048  # llama.context_length in the GGUF; must be >= N_CTX
+MODEL_CONTEXT_LENGTH = 2048  # llama.context_length in the GGUF; must be >= both windows
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 
@@ -89,6 +90,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def llama_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _llama_server(tiny_model, tmp_path_factory, N_CTX) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A llama-server with a 1,024-token window, one per test module: the proxy's and the
+    integrations' overflows happen at the server's own limit."""
+    with _llama_server(tiny_model, tmp_path_factory, SMALL_N_CTX) as base_url:
+        yield base_url
+
+
+@contextmanager
+def _llama_server(
+    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, n_ctx: int
+) -> Iterator[str]:
     binary = llama_server_binary()
     if not os.access(binary, os.X_OK):
         pytest.skip(
@@ -99,7 +116,7 @@ def llama_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         str(binary),
         *("--model", str(tiny_model), "--alias", MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
+        *("--ctx-size", str(n_ctx), "--parallel", "1", "--threads", "1", "--seed", "1"),
     ]
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with _running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:

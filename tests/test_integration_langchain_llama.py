@@ -30,12 +30,11 @@ from chatcli.integrations.langchain import ContextRecoveryMiddleware
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokencount import CountingEstimator
-from tests.test_proxy_llama import MODEL_NAME, N_CTX, llama_1024
+from tests.test_proxy_llama import MODEL_NAME, N_CTX
 
-# The fixtures of tests/servers.py (tiny_model); llama_1024 is test_proxy_llama's server.
+# The fixtures of tests/servers.py (tiny_model, llama_1024).
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server
-__all__ = ["llama_1024"]
 
 MAX_TOKENS = 16
 LOG_LINE = "request served in 12 ms; "

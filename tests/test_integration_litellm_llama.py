@@ -20,10 +20,10 @@ from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecov
 from chatcli.integrations.litellm import acompletion, completion
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.test_integration_litellm import LITELLM_WARNINGS, thread_loop
-from tests.test_proxy_llama import N_CTX, llama_1024
+from tests.test_proxy_llama import N_CTX
 
 pytest_plugins = ("tests.servers",)
-__all__ = ["llama_1024", "thread_loop"]  # fixtures used here
+__all__ = ["thread_loop"]  # a fixture used here
 pytestmark = [pytest.mark.llama_server, *LITELLM_WARNINGS]
 
 MODEL = "openai/chatcli-tiny"

@@ -32,7 +32,6 @@ from tests.test_integration_pydantic_ai import long_history
 pytest_plugins = ("tests.servers",)
 
 # llama-server with a 1,024-token window, the one the issue asks for (tests/servers.py runs 512).
-server_1024 = test_proxy_llama.llama_1024  # the proxy tests' fixture, reused
 WINDOW = test_proxy_llama.N_CTX
 MODEL_NAME = test_proxy_llama.MODEL_NAME
 SETTINGS: Any = {"max_tokens": 24, "temperature": 0.0, "seed": 1}
@@ -58,11 +57,11 @@ def wire() -> Wire:
 
 
 @pytest.fixture
-async def model(server_1024: str, wire: Wire) -> AsyncIterator[OpenAIChatModel]:
+async def model(llama_1024: str, wire: Wire) -> AsyncIterator[OpenAIChatModel]:
     hooks = {"request": [wire.request], "response": [wire.response]}
     async with httpx.AsyncClient(event_hooks=hooks) as http:
         client = AsyncOpenAI(
-            base_url=f"{server_1024}/v1", api_key="none", max_retries=0, http_client=http
+            base_url=f"{llama_1024}/v1", api_key="none", max_retries=0, http_client=http
         )
         yield OpenAIChatModel(MODEL_NAME, provider=OpenAIProvider(openai_client=client))
 
@@ -139,12 +138,12 @@ async def test_a_streamed_run_is_recovered_before_its_stream_opens(
 
 @pytest.mark.llama_server
 async def test_a_declared_window_is_fitted_before_sending(
-    model: OpenAIChatModel, wire: Wire, server_1024: str
+    model: OpenAIChatModel, wire: Wire, llama_1024: str
 ) -> None:
     events: list[Event] = []
     # Counted exactly, by the server's own template and tokenizer: the tiny model's BPE is
     # far from the ~4 characters a token that the estimate starts from.
-    counter = RemoteCounter(LlamaServerTokens(OpenAICompatible(server_1024, MODEL_NAME)))
+    counter = RemoteCounter(LlamaServerTokens(OpenAICompatible(llama_1024, MODEL_NAME)))
     agent = agent_with(events, context_window=WINDOW, estimator=CountingEstimator(counter=counter))
     result = await agent.run("Last?", model=model, message_history=long_history())
     assert result.output and 400 not in wire.statuses  # no rejected call

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -32,27 +31,6 @@ pytestmark = pytest.mark.llama_server
 
 N_CTX = 1024
 MODEL = "chatcli-tiny"
-
-
-@pytest.fixture(scope="module")
-def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests import servers
-
-    binary = servers.llama_server_binary()
-    if not binary.exists():
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    port = servers._free_port()
-    command = [
-        str(binary),
-        *("--model", str(tiny_model), "--alias", MODEL),
-        *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
-    ]
-    log = tmp_path_factory.mktemp("llama-wrap") / "server.log"
-    with servers._running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
-        yield base_url
 
 
 class Wire:

@@ -18,8 +18,7 @@ from chatcli.tinymodel import TRAINING_TEXT
 from tests import test_proxy_llama as base
 from tests.test_proxy_llama import MAX_TOKENS, counter, long_chat, recoveries
 
-# The fixtures of tests/test_proxy_llama.py: llama-server (1,024-token window), the proxy.
-llama_1024 = base.llama_1024
+# The proxy of tests/test_proxy_llama.py, in front of tests/servers.py's `llama_1024`.
 proxy = base.proxy
 
 langchain_openai = pytest.importorskip("langchain_openai", reason="pip install -e '.[clients]'")

@@ -6,7 +6,6 @@ errors, the answers really stop at max_tokens (the model never emits an end toke
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -15,37 +14,16 @@ import openai
 import pytest
 
 from chatcli.tinymodel import TRAINING_TEXT
-from tests.proxy_harness import free_port, running_proxy, upstream_at
+from tests.proxy_harness import running_proxy, upstream_at
 
 # The fixtures (tiny_model) and helpers of tests/servers.py; not imported by name at the top:
 # a plugin must not be imported before pytest loads it.
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server
 
-N_CTX = 1024
+N_CTX = 1024  # the window of tests/servers.py's `llama_1024`
 MODEL_NAME = "chatcli-tiny"  # the alias the server is started with
 MAX_TOKENS = 16
-
-
-@pytest.fixture(scope="module")
-def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests import servers
-
-    binary = servers.llama_server_binary()
-    if not binary.exists():
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    port = free_port()
-    command = [
-        str(binary),
-        *("--model", str(tiny_model), "--alias", MODEL_NAME),
-        *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
-    ]
-    log = tmp_path_factory.mktemp("llama-1024") / "server.log"
-    with servers._running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:
-        yield base_url
 
 
 @pytest.fixture(scope="module")

@@ -34,13 +34,12 @@ from starlette.routing import Route
 from chatcli.store import SessionStore
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import free_port
-from tests.test_proxy_llama import MODEL_NAME, N_CTX, llama_1024
+from tests.test_proxy_llama import MODEL_NAME, N_CTX
 
-# The fixtures of tests/servers.py (tiny_model) and tests/postgres.py (postgres_server).
+# The fixtures of tests/servers.py (tiny_model, llama_1024) and tests/postgres.py
+# (postgres_server).
 pytest_plugins = ("tests.servers", "tests.postgres")
 pytestmark = pytest.mark.llama_server
-
-__all__ = ["llama_1024"]  # a fixture, used by name
 
 
 class Front:
