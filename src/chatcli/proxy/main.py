@@ -154,12 +154,12 @@ def _recorder(upstream: Upstream, settings: Settings, env: Mapping[str, str]) ->
     """The session recorder over the chat's store; learned windows are scoped to this
     upstream (its provider and redacted URL)."""
     from chatcli.proxy.sessions import SessionRecorder
-    from chatcli.store import open_store
+    from chatcli.store import open_store, window_scope
 
     base_url = redact_url(settings.base_url)
     return SessionRecorder(
         open_store(env),
-        upstream=f"{upstream.name} {base_url or ''}".strip(),
+        upstream=window_scope(upstream.name, base_url),
         settings={
             "provider": upstream.name,
             "model": upstream.model,

@@ -10,6 +10,7 @@ from chatcli.store.sqlite import (
     StoredStickyView,
     default_db_path,
     open_store,
+    window_scope,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "StoredStickyView",
     "default_db_path",
     "open_store",
+    "window_scope",
 ]

@@ -192,6 +192,21 @@ def m008_sticky_views(conn: Database) -> None:
     _run_script(conn, "ALTER TABLE sessions ADD COLUMN sticky_view TEXT")
 
 
+def m009_conversation_cuts(conn: Database) -> None:
+    """Which session holds a proxied conversation's latest sticky cut, by conversation key
+    (`chatcli.proxy.sessions`): one indexed read per request finds the cut whichever branch
+    session (KEY, KEY~N) it was made in. The cut itself stays in `sessions.sticky_view`."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE conversation_cuts (
+            conversation TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE
+        );
+        """,
+    )
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
@@ -202,6 +217,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m006_view_parts_by_source,
     m007_model_windows,
     m008_sticky_views,
+    m009_conversation_cuts,
 )
 
 

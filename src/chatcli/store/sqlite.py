@@ -86,10 +86,13 @@ class SessionInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredStickyView:
     """A session's sticky view: the view stored with request `request_id`, covering the
-    first `upto` messages of the transcript (see `chatcli.history.sticky`)."""
+    first `upto` messages of the transcript (see `chatcli.history.sticky`). `digest`: the
+    `history_digest` of those messages, when the writer knew it (the proxy: so a replica
+    tells whether a request extends the cut history without reading the transcript)."""
 
     request_id: int
     upto: int
+    digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -389,15 +392,40 @@ class SessionStore:
         ).fetchone()
         if row is None or row[0] is None:
             return None
-        data = json.loads(row[0])
-        return StoredStickyView(request_id=int(data["request_id"]), upto=int(data["upto"]))
+        return _sticky_from_json(row[0])
 
     def save_sticky_view(self, session_id: str, sticky: StoredStickyView | None) -> None:
         """Keep `sticky` as the session's sticky view (None: it has none any more)."""
         value = None
         if sticky is not None:
-            value = dump_json({"request_id": sticky.request_id, "upto": sticky.upto})
+            data: dict[str, Any] = {"request_id": sticky.request_id, "upto": sticky.upto}
+            value = dump_json(data if sticky.digest is None else {**data, "digest": sticky.digest})
         self._conn.execute("UPDATE sessions SET sticky_view = ? WHERE id = ?", (value, session_id))
+
+    def cut_conversation(
+        self, conversation: str, session_id: str, sticky: StoredStickyView
+    ) -> None:
+        """Keep `sticky` as session `session_id`'s sticky view and as the latest cut of
+        `conversation` (a proxied conversation's key: its sessions are KEY and KEY~N)."""
+        with transaction(self._conn):
+            self.save_sticky_view(session_id, sticky)
+            self._conn.execute(
+                "INSERT INTO conversation_cuts(conversation, session_id) VALUES (?, ?)"
+                " ON CONFLICT (conversation) DO UPDATE SET session_id = excluded.session_id",
+                (conversation, session_id),
+            )
+
+    def conversation_cut(self, conversation: str) -> tuple[str, StoredStickyView] | None:
+        """The latest cut of `conversation` (`cut_conversation`) and the session holding it;
+        None: it has none (never cut, or a compaction or clear of that session dropped it)."""
+        row = self._conn.execute(
+            "SELECT s.id, s.sticky_view FROM conversation_cuts c JOIN sessions s"
+            " ON s.id = c.session_id WHERE c.conversation = ?",
+            (conversation,),
+        ).fetchone()
+        if row is None or row[1] is None:
+            return None
+        return row[0], _sticky_from_json(row[1])
 
     def events(self, session_id: str) -> tuple[StoredEvent, ...]:
         rows = self._conn.execute(
@@ -475,6 +503,20 @@ def _open_sqlite(path: Path, *, data_directory: bool) -> SqliteDatabase:
     # FULL: a committed append survives power loss too, not only a killed process.
     db.execute("PRAGMA synchronous=FULL")
     return db
+
+
+def _sticky_from_json(text: str) -> StoredStickyView:
+    data = json.loads(text)
+    return StoredStickyView(
+        request_id=int(data["request_id"]), upto=int(data["upto"]), digest=data.get("digest")
+    )
+
+
+def window_scope(provider: str | None, base_url: str | None) -> str:
+    """The `upstream` that `learn_window` and `learned_windows` key windows by: the provider
+    and its base URL, redacted (a URL's credentials are never stored). The one definition,
+    so the chat and every proxy replica on one upstream share what each learns."""
+    return f"{provider or ''} {redact_url(base_url) or ''}".strip()
 
 
 def _settings(info: SessionInfo) -> tuple[Any, ...]:
