@@ -10,7 +10,9 @@ read: the proxy shapes what it forwards, never what the client holds.
 
 With a `SessionRecorder` (`ProxyOptions.sessions`; `chatcli.proxy.sessions`), each request is
 recorded in the session store before the end of its answer is sent, and a window another
-replica learned pre-flights the request.
+replica learned pre-flights the request. A conversation a recovery level cut starts its next
+requests from that cut (`_Proxy.cuts`, a `StickyViews`: in memory, and with a recorder in
+the store every replica reads), so the upstream's prompt cache keeps the cut prefix.
 
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
 to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
@@ -36,6 +38,7 @@ from starlette.routing import Route
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
+from chatcli.history.sticky import StickyView
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
@@ -52,7 +55,7 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
+from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
 
@@ -88,6 +91,7 @@ class _Proxy:
         self.options = options
         self.metrics = Metrics()
         self.sessions = options.sessions
+        self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:
             self.sessions.on_error = self.store_failed
 
@@ -159,14 +163,16 @@ class _Proxy:
     async def answer(
         self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
     ) -> Response:
-        """The answer to a parsed request: JSON, or a stream once its answer has begun."""
+        """The answer to a parsed request: JSON, or a stream once its answer has begun.
+        `session`: the conversation's key (None: no sticky cut, nothing recorded)."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
         model = parsed.model or self.upstream.model
         events: list[Event] = []
         window = await self.shared_window(forwarder)
-        library = self.library_client(forwarder, window, events)
+        sticky = None if session is None else await self.cuts.get(session)
+        library = self.library_client(forwarder, window, events, sticky)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         if not parsed.stream:
             try:
@@ -176,11 +182,13 @@ class _Proxy:
             except Exception as exc:
                 await self.record(session, parsed, None, events)
                 raise Refused(self.failed(exc)) from exc
-            await self.record(session, parsed, reply, reply.events)
+            cut = self.new_cut(session, sticky, library)
+            await self.record(session, parsed, reply, reply.events, cut)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
-        items = await self.started(self.recorded(session, parsed, stream_items(engine, live=live)))
+        cuts = _CutOf(self, session, sticky, library)
+        items = await self.started(self.recorded(cuts, parsed, stream_items(engine, live=live)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
@@ -193,9 +201,16 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
-    def library_client(self, provider: Provider, window: int | None, events: list[Event]) -> Client:
-        """The library's Client for one request over `provider`; its events feed the metrics,
-        the windows the replicas share, and `events` (the request's record if it fails)."""
+    def library_client(
+        self,
+        provider: Provider,
+        window: int | None,
+        events: list[Event],
+        sticky: StickyView | None = None,
+    ) -> Client:
+        """The library's Client for one request over `provider`, starting from the
+        conversation's `sticky` cut; its events feed the metrics, the windows the replicas
+        share, and `events` (the request's record if it fails)."""
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
@@ -210,13 +225,19 @@ class _Proxy:
             max_retries=0,
             microcompact=self.options.microcompact,
             context_window=window,
+            sticky_view=sticky,
         )
+
+    def new_cut(
+        self, session: str | None, given: StickyView | None, library: Client
+    ) -> StickyView | None:
+        """The cut the request made, if any (kept for the conversation's next requests)."""
+        return None if session is None else self.cuts.kept(session, given, library.sticky_view)
 
     # the session store (chatcli.proxy.sessions) ------------------------------------------
 
-    def session_of(self, request: Request, parsed: ClientRequest) -> str | None:
-        if self.sessions is None:
-            return None
+    def session_of(self, request: Request, parsed: ClientRequest) -> str:
+        """The conversation's key: its sticky cut's and its session's."""
         return session_key(request.headers, parsed.messages)
 
     async def shared_window(self, provider: Provider) -> int | None:
@@ -226,18 +247,20 @@ class _Proxy:
         return await self.sessions.window(self.upstream.model)
 
     async def recorded(
-        self, session: str | None, parsed: ClientRequest, items: AsyncIterator[StreamItem]
+        self, cuts: _CutOf, parsed: ClientRequest, items: AsyncIterator[StreamItem]
     ) -> AsyncIterator[StreamItem]:
         """`items`, with the request recorded before the final one (from which the dialect
         writes the answer's end), or when they fail. A client that goes away first ends
         this with GeneratorExit: nothing is recorded for an answer it did not get."""
         events: list[Event] = []
+        session = cuts.session
         try:
             async for item in items:
                 if isinstance(item, EventItem):
                     events.append(item.event)
                 elif isinstance(item, FinalReply):
-                    await self.record(session, parsed, item.reply, item.reply.events)
+                    reply = item.reply
+                    await self.record(session, parsed, reply, reply.events, cuts.made())
                 yield item
         except Exception:
             await self.record(session, parsed, None, events)
@@ -249,6 +272,7 @@ class _Proxy:
         parsed: ClientRequest,
         reply: Reply | None,
         events: Sequence[Event],
+        cut: StickyView | None = None,
     ) -> None:
         """Record the request in its session (nothing without a recorder)."""
         if self.sessions is None or session is None:
@@ -259,6 +283,7 @@ class _Proxy:
             reply=reply,
             events=tuple(events),
             model=self.upstream.model,
+            cut=cut,
         )
         await self.sessions.record(record)
 
@@ -346,6 +371,19 @@ class _Proxy:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@dataclass(frozen=True, slots=True)
+class _CutOf:
+    """What a streamed request's record needs to tell the cut it made, once it has made it."""
+
+    proxy: _Proxy
+    session: str | None
+    given: StickyView | None
+    library: Client
+
+    def made(self) -> StickyView | None:
+        return self.proxy.new_cut(self.session, self.given, self.library)
 
 
 async def _chained(

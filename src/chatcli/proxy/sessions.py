@@ -25,6 +25,16 @@ be missing. A request that failed is recorded too (tag `proxy-failed`, no answer
 store itself fails, the answer is still sent and the error is logged and counted
 (`chatcli_proxy_store_errors_total`): the proxy keeps serving without its store.
 
+Sticky cuts. Once a recovery level has cut a conversation's view, its next requests keep the
+cut and grow after it (`chatcli.history.sticky`), so the upstream's prompt cache keeps its
+prefix. `StickyViews` keeps each conversation's latest cut, by its key: in memory (the
+latest used `KNOWN_CUTS`) and, with a recorder, in the store, by reference as the chat keeps
+its own (the session's `sticky_view`: the request whose stored view it is, how many messages
+it covers and their digest; `conversation_cuts` names the session, KEY or KEY~N, that holds
+the latest one), written in the transaction of the request that made it. So every replica
+on the store starts the next request from the same cut; one whose history does not extend
+the cut one (edited, rewound) gets a fresh cut.
+
 Windows. An overflow that states the window (`OverflowDetected.limit`) is stored with
 `SessionStore.learn_window` under the upstream's name and redacted URL; each replica reads
 them back (at most every `WINDOW_REFRESH_S`), and a request to an upstream that states no
@@ -40,6 +50,7 @@ import queue
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -48,11 +59,12 @@ from typing import Any
 from chatcli.catalog import lookup
 from chatcli.cost import usage_cost
 from chatcli.events import Event, OverflowDetected
+from chatcli.history.sticky import StickyView
 from chatcli.messages import Message, Role, Usage
 from chatcli.proxy.dialect import RequestError
 from chatcli.recovery import Reply
 from chatcli.session import stored_event
-from chatcli.store import SessionInfo, SessionStore
+from chatcli.store import SessionInfo, SessionStore, StoredStickyView
 from chatcli.store.views import body_digest, dump_json
 
 __all__ = [
@@ -60,6 +72,7 @@ __all__ = [
     "WINDOW_REFRESH_S",
     "ProxyRecord",
     "SessionRecorder",
+    "StickyViews",
     "fingerprint",
     "place",
     "session_key",
@@ -71,6 +84,7 @@ SESSION_HEADER = "x-chatcli-session"
 WINDOW_REFRESH_S = 1.0  # how stale a replica's copy of the learned windows may be
 MAX_BATCH = 64  # records per group commit: a bound on one transaction's size and locks
 KNOWN_SESSIONS = 1000  # sessions whose fingerprints the writer keeps (the latest used)
+KNOWN_CUTS = 1000  # conversations whose sticky cut a replica keeps in memory (the latest used)
 BRANCH = "~"  # KEY~N: a branch of conversation KEY (never in a header's key)
 _HEADER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 _TITLE_CHARS = 60
@@ -104,13 +118,15 @@ def fingerprint(message: Message) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyRecord:
     """One request as the store keeps it: the conversation as the client sent it, the answer
-    (None: the request failed), and what the request cost and did."""
+    (None: the request failed), what the request cost and did, and the sticky cut it made
+    (None: it made none), which is its view."""
 
     key: str
     messages: tuple[Message, ...]
     reply: Reply | None
     events: tuple[Event, ...] = ()
     model: str | None = None
+    cut: StickyView | None = None
 
 
 @dataclass(kw_only=True)
@@ -202,6 +218,28 @@ class SessionRecorder:
                 self._windows |= read
         return self._windows.get(model)
 
+    async def cut(self, key: str, held: StickyView | None) -> StickyView | None:
+        """Conversation `key`'s latest cut in the store, made by any replica (None: it has
+        none, or one that names no digest: a chat that resumed the session cut it). `held`:
+        this replica's copy, returned as is when it is the stored cut (its view is not read
+        again). A store error is logged and handed to `on_error`; then `held` is the answer."""
+        try:
+            found = await asyncio.to_thread(self.store.conversation_cut, key)
+            if found is None:
+                return None
+            session, stored = found
+            digest = stored.digest
+            if digest is None:
+                return None
+            if held is not None and (held.upto, held.digest) == (stored.upto, digest):
+                return held
+            view = await asyncio.to_thread(self.store.view, session, stored.request_id)
+        except Exception as exc:
+            logger.error("chatcli proxy: reading a sticky cut failed: %s", exc)
+            self.on_error(exc)
+            return held
+        return StickyView(upto=stored.upto, view=view, digest=digest)
+
     def learned(self, event: Event, model: str) -> None:
         """An event hook: an overflow that states the window is stored for every replica."""
         if not isinstance(event, OverflowDetected) or event.limit is None:
@@ -280,7 +318,13 @@ class SessionRecorder:
             )
         while len(self._known) > KNOWN_SESSIONS:  # a cache: a session dropped is read again
             del self._known[next(iter(self._known))]
-        return self._request(session, record)
+        request_id = self._request(session, record)
+        if record.cut is not None and record.reply is not None:
+            cut = StoredStickyView(
+                request_id=request_id, upto=record.cut.upto, digest=record.cut.digest
+            )
+            self.store.cut_conversation(record.key, session, cut)
+        return request_id
 
     def _request(self, session: str, record: ProxyRecord) -> int:
         reply = record.reply
@@ -300,6 +344,49 @@ class SessionRecorder:
         first = next((m.text for m in messages if m.role is Role.USER), "")
         title = " ".join(first.split())[:_TITLE_CHARS] or None
         return replace(SessionInfo.new(**self.settings), id=session_id, title=title)
+
+
+class StickyViews:
+    """Each proxied conversation's sticky cut, by its session key (module docstring): in
+    memory, the latest used `size`; with `recorder`, the store's is the one used (another
+    replica may have cut since), this replica's copy only when the store cannot be read."""
+
+    def __init__(self, recorder: SessionRecorder | None = None, *, size: int = KNOWN_CUTS) -> None:
+        self.recorder = recorder
+        self.size = size
+        self._cuts: OrderedDict[str, StickyView] = OrderedDict()
+
+    def has_cut(self, key: str) -> bool:
+        """Whether this replica holds a cut for conversation `key`: a dict lookup, for a path
+        that must not wait for the store (a request of such a conversation must go through
+        `Client` with `get`'s cut, or the cut prefix is lost). Another replica's cut is
+        found by `get` only."""
+        return key in self._cuts
+
+    async def get(self, key: str) -> StickyView | None:
+        """The cut a request of conversation `key` starts from (`Client(sticky_view=)`),
+        None: none. `Client` checks that the request's history extends the cut one."""
+        held = self._cuts.get(key)
+        cut = held if self.recorder is None else await self.recorder.cut(key, held)
+        if cut is None:
+            self._cuts.pop(key, None)
+        else:
+            self.keep(key, cut)
+        return cut
+
+    def kept(self, key: str, given: StickyView | None, now: StickyView | None) -> StickyView | None:
+        """After a request that started from `given`, its Client holds `now`: the new cut it
+        made (kept here, and returned for the request's record), or None: it made none."""
+        if now is None or now is given:
+            return None
+        self.keep(key, now)
+        return now
+
+    def keep(self, key: str, cut: StickyView) -> None:
+        self._cuts[key] = cut
+        self._cuts.move_to_end(key)
+        while len(self._cuts) > self.size:
+            self._cuts.popitem(last=False)
 
 
 def _settle(done: Future[Any], job: Callable[[], Any]) -> None:
