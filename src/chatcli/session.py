@@ -10,7 +10,10 @@ and clears are stored as events, with the view they made (a compaction's is its 
 stored by reference), so a resumed session rebuilds the same working view. A recovery level's
 cut is sticky (`chatcli.history.sticky`): it becomes the base too, stored with the session
 (`SessionStore.save_sticky_view`, the view by reference to its request), so the next requests
-share its prefix, also after a reopen, until the window forces a new cut.
+share its prefix, also after a reopen, until the window forces a new cut. The windows
+overflows state are read from the store at start and stored as learned, keyed by the
+session's provider and URL (`window_scope`): the chat and the proxy replicas on one upstream
+share them.
 
 Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
 (`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
@@ -39,7 +42,7 @@ from chatcli.serialize import message_from_dict
 from chatcli.session_cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
 from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
-from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView
+from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView, window_scope
 from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 
 __all__ = [
@@ -123,7 +126,10 @@ class ChatSession:
         self.estimator = default_estimator(provider)
         # Windows stated by overflow errors, by model: each send's Client starts from them,
         # so one rejected call teaches the whole session, not only the turn that paid it.
-        self.learned_windows: dict[str, int] = {}
+        # Shared through the store with every chat and proxy replica on the same upstream
+        # (`window_scope`): what one of them paid for, the others do not pay again.
+        self.window_scope = window_scope(info.provider, info.base_url)
+        self.learned_windows: dict[str, int] = store.learned_windows(self.window_scope)
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
         self.base, self.upto = self._stored_base()
@@ -286,7 +292,7 @@ class ChatSession:
             raise
         finally:
             self.tap.on_delta = self.tap.on_discard = None
-            self.learned_windows.update(client.learned_windows)
+            self._learn_windows(client.learned_windows)
         self.append((reply.message,))
         self.last_reply = reply
         self._calibrate()
@@ -304,6 +310,14 @@ class ChatSession:
             recovery_cost=recovery,
             calls=tuple(self.tap.calls),
         )
+
+    def _learn_windows(self, learned: dict[str, int]) -> None:
+        """Keep the windows `send`'s Client learned, and store the new ones for the others
+        on this upstream."""
+        for model, window in learned.items():
+            if self.learned_windows.get(model) != window:
+                self.learned_windows[model] = window
+                self.store.learn_window(self.window_scope, model, window)
 
     def _calibrate(self) -> None:
         """Learn the provider's tokens per char from the prompt it last counted, so the next

@@ -45,6 +45,13 @@ class StreamingTap:
         self.last_prompt: tuple[tuple[Message, ...], int] | None = None
 
     @property
+    def model(self) -> str | None:
+        """The inner provider's model: what `Client` keys the windows it learns by (without
+        it, a window learned in the chat was kept under no model and never applied)."""
+        model = getattr(self.inner, "model", None)
+        return model if isinstance(model, str) else None
+
+    @property
     def context_window(self) -> int | None:
         return _int_attr(self.inner, "context_window")
 
