@@ -58,7 +58,7 @@ from typing import Any
 
 from chatcli.catalog import lookup
 from chatcli.cost import usage_cost
-from chatcli.events import Event, OverflowDetected
+from chatcli.events import Continued, Escalated, Event, OverflowDetected
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message, Role, Usage
 from chatcli.proxy.dialect import RequestError
@@ -330,12 +330,14 @@ class SessionRecorder:
         reply = record.reply
         usage = reply.usage if reply is not None else Usage()
         info = lookup(record.model, self.settings.get("provider")) if record.model else None
+        cost = usage_cost(usage, info).total
         return self.store.record_request(
             session,
             tag="proxy" if reply is not None else "proxy-failed",
             model=record.model,
             usage=usage,
-            cost_usd=usage_cost(usage, info).total,
+            cost_usd=cost,
+            recovery_cost_usd=_recovery_cost(reply, cost),
             view=None if reply is None else reply.view,
             events=[stored_event(e) for e in record.events],
         )
@@ -387,6 +389,18 @@ class StickyViews:
         self._cuts.move_to_end(key)
         while len(self._cuts) > self.size:
             self._cuts.popitem(last=False)
+
+
+def _recovery_cost(reply: Reply | None, cost: float | None) -> float | None:
+    """The part of a request's `cost` that was recovery, as the chat counts it (failed calls
+    and continuations, `chatcli.session_cost`), so `/cost` shows it for proxied sessions
+    too: all of a failed request; none of an answer made by one call (a failed call adds no
+    usage to a Reply); unknown with continuations (a Reply sums its calls' usage)."""
+    if reply is None:
+        return cost
+    if any(isinstance(event, (Escalated, Continued)) for event in reply.events):
+        return None
+    return 0.0
 
 
 def _settle(done: Future[Any], job: Callable[[], Any]) -> None:
