@@ -66,7 +66,8 @@ def streamed(chunks: Any) -> tuple[AIMessageChunk, int]:
 @pytest.mark.parametrize("make", [chat_openai, chat_anthropic], ids=["ChatOpenAI", "ChatAnthropic"])
 def test_langchain_gets_an_overflowing_conversation_answered(proxy: str, make: Any) -> None:
     before = recoveries(proxy)
-    reply = make(proxy, max_tokens=MAX_TOKENS).invoke(long_chat())
+    messages = long_chat(conversation=f"{make.__name__} invoke")
+    reply = make(proxy, max_tokens=MAX_TOKENS).invoke(messages)
     assert reply.text and reply.usage_metadata["output_tokens"] > 0
     assert recoveries(proxy) > before  # it did not fit: a level was applied
 
@@ -74,7 +75,8 @@ def test_langchain_gets_an_overflowing_conversation_answered(proxy: str, make: A
 @pytest.mark.parametrize("make", [chat_openai, chat_anthropic], ids=["ChatOpenAI", "ChatAnthropic"])
 def test_langchain_streams_an_overflowing_conversation(proxy: str, make: Any) -> None:
     before = recoveries(proxy)
-    total, texts = streamed(make(proxy, max_tokens=MAX_TOKENS).stream(long_chat()))
+    messages = long_chat(conversation=f"{make.__name__} stream")
+    total, texts = streamed(make(proxy, max_tokens=MAX_TOKENS).stream(messages))
     assert texts > 1 and total.text  # token by token, not one block at the end
     assert recoveries(proxy) > before
 

@@ -52,13 +52,16 @@ def an(proxy: str) -> Iterator[anthropic.Anthropic]:
         yield c
 
 
-def long_chat(turns: int = 30) -> list[dict[str, Any]]:
-    """About 3,000 tokens of the model's own training text: three windows."""
+def long_chat(turns: int = 30, *, conversation: str = "") -> list[dict[str, Any]]:
+    """About 3,000 tokens of the model's own training text: three windows. `conversation`
+    starts its first message, so that each test's is a conversation of its own: the proxy
+    starts a conversation it cut before from that cut (a sticky view), without recovering."""
     words = TRAINING_TEXT.split()
     out = []
     for i in range(turns):
         text = " ".join(words[(i * 60) % max(1, len(words) - 60) :][:60])
-        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {text}"})
+        said = f"{conversation} {i}: {text}" if conversation else f"{i}: {text}"
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": said})
     out[-1] = {"role": "user", "content": "What is the last thing I asked?"}
     return out
 
@@ -83,19 +86,20 @@ def test_an_overflowing_conversation_is_answered_through_the_openai_sdk(
     proxy: str, oa: openai.OpenAI
 ) -> None:
     before = recoveries(proxy)
-    messages = long_chat()
+    messages = long_chat(conversation="openai")
     reply = oa.chat.completions.create(model="any", messages=messages)
     assert reply.choices[0].message.content
     assert reply.usage is not None and 0 < reply.usage.prompt_tokens < N_CTX * 3
     assert recoveries(proxy) > before  # it did not fit: a level was applied
-    assert messages == long_chat()  # the client's history is untouched
+    assert messages == long_chat(conversation="openai")  # the client's history is untouched
 
 
 def test_an_overflowing_conversation_streams_through_the_anthropic_sdk(
     proxy: str, an: anthropic.Anthropic
 ) -> None:
     before = recoveries(proxy)
-    with an.messages.stream(model="any", max_tokens=MAX_TOKENS, messages=long_chat()) as stream:
+    messages = long_chat(conversation="anthropic")
+    with an.messages.stream(model="any", max_tokens=MAX_TOKENS, messages=messages) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text and final.content[0].type == "text" and final.content[0].text == text
