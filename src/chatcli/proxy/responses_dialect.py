@@ -85,7 +85,9 @@ class ResponsesDialect:
         if instructions is not None and not isinstance(instructions, str):
             raise RequestError("instructions must be a string", param="instructions")
         system = (Message.system(instructions),) if instructions else ()
-        tools = body.get("tools") or ()
+        tools = body.get("tools") or []
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise RequestError("tools must be a list of objects", param="tools")
         fields = split_fields(body, HANDLED, SETTINGS)
         return ClientRequest(
             dialect=self.name,
@@ -103,7 +105,7 @@ class ResponsesDialect:
         )
 
     def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json:
-        return response_body(request, reply, model=model, output=output_items(reply.message))
+        return _response_body(request, reply, model=model, output=output_items(reply.message))
 
     async def stream(
         self, request: ClientRequest, items: AsyncIterator[StreamItem], *, model: str
@@ -160,7 +162,7 @@ def canonical_input(value: Any) -> list[Any]:
     return value
 
 
-def response_body(
+def _response_body(
     request: ClientRequest, reply: Reply, *, model: str, output: list[Json], rid: str = ""
 ) -> Json:
     """The `Response` object of a finished answer whose `output` items are given."""
@@ -255,7 +257,7 @@ class ResponseEvents:
             written = reply.message.tool_calls
             out.extend(self.items([_call_item(c.id, c.name, c.arguments_json) for c in written]))
         output = self.output if output is None else output
-        body = response_body(self.request, reply, model=self.model, output=output, rid=self.id)
+        body = _response_body(self.request, reply, model=self.model, output=output, rid=self.id)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         out.append(self.event(kind, response={**body, "created_at": self.created}))
         return out
