@@ -103,7 +103,7 @@ class Adapter(ABC):
     # -- the four entry points ------------------------------------------------------------
 
     def complete(self, request: Request) -> Response:
-        params = self.params(request)
+        params = self._params(request)
         if self._streams_whole_answer(params):
             return _last(self.stream(request))
         with self._errors():
@@ -111,7 +111,7 @@ class Adapter(ABC):
         return self._checked(self._parse(raw), request)
 
     async def acomplete(self, request: Request) -> Response:
-        params = self.params(request)
+        params = self._params(request)
         if self._streams_whole_answer(params):
             return _last([chunk async for chunk in self.astream(request)])
         with self._errors():
@@ -122,7 +122,7 @@ class Adapter(ABC):
         fold = self._fold()
         with (
             self._errors(),
-            self._open(self._client(), self.params(request, stream=True)) as events,
+            self._open(self._client(), self._params(request, stream=True)) as events,
         ):
             for event in events:  # leaving early (the caller closed us) closes the SDK stream
                 yield from fold.feed(event)
@@ -131,12 +131,19 @@ class Adapter(ABC):
     async def astream(self, request: Request) -> AsyncIterator[StreamChunk]:
         fold = self._fold()
         with self._errors():
-            params = self.params(request, stream=True)
+            params = self._params(request, stream=True)
             async with await self._aopen(self._aclient(), params) as events:
                 async for event in events:
                     for delta in fold.feed(event):
                         yield delta
         yield self._checked(fold.finish(), request)
+
+    def _params(self, request: Request, *, stream: bool = False) -> Json:
+        """`params`, with the request's headers (`Request.headers`) when it has any."""
+        params = self.params(request, stream=stream)
+        if request.headers:
+            params["extra_headers"] = {**params.get("extra_headers", {}), **request.headers}
+        return params
 
     # -- the SDK clients ------------------------------------------------------------------
 

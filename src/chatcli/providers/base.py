@@ -42,7 +42,9 @@ class Request:
     """One call to a model: the working view to send, the output limit and the settings.
 
     `options` are SDK keyword arguments an adapter passes through as they are (last, so they
-    win); `settings.extra` is the neutral way to add fields to the request body.
+    win); `settings.extra` is the neutral way to add fields to the request body. `headers`
+    are HTTP headers the call adds (a proxy passing on a client's `anthropic-beta`); the
+    SDK adapters send them as `extra_headers`, which the OpenAI and Anthropic SDKs take.
     """
 
     messages: tuple[Message, ...]
@@ -51,6 +53,7 @@ class Request:
     model: str | None = None
     settings: Settings = field(default_factory=Settings)
     options: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
 """The proxy's ASGI app (Starlette): the routes, and one request from body to answer.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and
+Routes: `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
 `GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
 it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
@@ -55,8 +55,9 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
-from chatcli.proxy.upstream import Forwarder, Upstream, plan
+from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
 from chatcli.recovery import Client, Reply
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
@@ -68,6 +69,7 @@ DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
 
 OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
+RESPONSES = ResponsesDialect()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +105,7 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            parsed = dialect.parse(await self.body(request))
+            parsed = passed_headers(dialect.parse(await self.body(request)), request.headers)
             response = await self.answer(parsed, dialect, self.session_of(request, parsed))
         except Refused as refused:
             self.guard.release(client)
@@ -400,6 +402,7 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
     proxy = _Proxy(upstream, guard, options or ProxyOptions())
     routes = [
         Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
+        Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
         Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
         Route("/v1/models", proxy.models, methods=["GET"]),

@@ -1,9 +1,10 @@
 """What every client dialect of the proxy shares: the parsed request, the failure value, and
 the protocol a dialect implements.
 
-A dialect (`openai_dialect`, `anthropic_dialect`) is the only code that knows one client wire
-format. It turns a request body into a `ClientRequest` (neutral messages plus what rides
-along) and a `Reply`, a stream of `StreamItem`s or a `Failure` back into that wire format.
+A dialect (`openai_dialect`, `anthropic_dialect`, `responses_dialect`) is the only code that
+knows one client wire format. It turns a request body into a `ClientRequest` (neutral
+messages plus what rides along) and a `Reply`, a stream of `StreamItem`s or a `Failure` back
+into that wire format.
 
 Fields of a request body fall in three groups, one table per dialect:
 
@@ -51,6 +52,11 @@ class ClientRequest:
     `origins[i]` is the index in `raw_messages` of the wire message `messages[i]` came from
     (None for a message from the top-level `raw_system`). A wire message may give several
     neutral ones (an Anthropic user turn with three tool results gives three).
+
+    `unreadable` names what the neutral view lacks but an upstream of the same dialect would
+    take verbatim (a hosted tool, an image): another dialect's upstream cannot be sent it, so
+    the proxy refuses the request rather than drop it silently. `headers` are the client's
+    headers an upstream of its dialect may need (`chatcli.proxy.upstream.passed_headers`).
     """
 
     dialect: str
@@ -67,6 +73,8 @@ class ClientRequest:
     settings: Mapping[str, Any] = field(default_factory=dict)
     setting_fields: Mapping[str, str] = field(default_factory=dict)  # setting -> its field
     passthrough: Mapping[str, Any] = field(default_factory=dict)
+    unreadable: tuple[str, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class FailureKind(StrEnum):

@@ -12,9 +12,14 @@ beyond messages, output limit and tools:
   verbatim, and so is every message recovery left whole (its raw JSON: images,
   `cache_control`, thinking signatures, unknown fields); only messages recovery changed are
   written anew. The system prompt and the tool definitions are sent verbatim too.
+  The client's feature headers (`PASSED_HEADERS`: `anthropic-beta`, `openai-beta`, ...) go
+  with each call, since the body may use what they turn on; its auth headers never do (the
+  proxy's own key is used), nor any other header.
 - another dialect: the settings of `CROSS_SETTINGS` become `chatcli.Settings`, which the
   upstream's adapter writes in its own field names; the other fields cannot be expressed
-  there and are reported as dropped.
+  there and are reported as dropped. What the neutral view lacks (`ClientRequest.unreadable`:
+  a hosted tool, an image in a Responses input) is refused with a 400 naming it, never
+  dropped silently.
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ from chatcli.proxy.dialect import ClientRequest, RequestError
 from chatcli.request_settings import Settings as RequestSettings
 from chatcli.settings import Settings
 
-__all__ = ["CROSS_SETTINGS", "Forwarder", "Forwarding", "Upstream", "open_upstream", "plan"]
+__all__ = [
+    "CROSS_SETTINGS",
+    "PASSED_HEADERS",
+    "Forwarder",
+    "Forwarding",
+    "Upstream",
+    "open_upstream",
+    "passed_headers",
+    "plan",
+]
 
 Json = dict[str, Any]
 
@@ -73,6 +87,14 @@ CROSS_SETTINGS: Mapping[str | None, frozenset[str]] = {
     ),
     "anthropic": frozenset({"temperature", "top_p", "stop", "tool_choice"}),
     None: frozenset({"temperature"}),
+}
+# Client dialect -> the request headers an upstream of that dialect is sent (lower case): the
+# ones that turn on features a body may use. An allow-list, so that no credential
+# (`authorization`, `x-api-key`, `api-key`) and no routing header of the client's account
+# (`openai-organization`, `openai-project`) can reach the upstream, which gets the proxy's.
+PASSED_HEADERS: Mapping[str, frozenset[str]] = {
+    "anthropic": frozenset({"anthropic-beta", "anthropic-version"}),
+    "openai": frozenset({"openai-beta"}),
 }
 # Neutral setting -> how a client's value becomes a `Settings` value (the others are the same).
 _NEUTRAL: Mapping[str, Callable[[Any], Any]] = {"tool_choice": _neutral_tool_choice}
@@ -113,21 +135,40 @@ def open_upstream(settings: Settings, environ: Mapping[str, str]) -> Upstream:
     )
 
 
+def passed_headers(request: ClientRequest, headers: Mapping[str, str]) -> ClientRequest:
+    """`request` with the client's `headers` its dialect passes on (`PASSED_HEADERS`)."""
+    names = PASSED_HEADERS.get(request.dialect, frozenset())
+    kept = {k.lower(): v for k, v in headers.items() if k.lower() in names}
+    return replace(request, headers=kept) if kept else request
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Forwarding:
     """What a request adds to each call: its settings (same dialect: every field it does not
-    handle, verbatim in `extra`), and the fields an upstream of another dialect cannot take."""
+    handle, verbatim in `extra`) and headers, and the fields an upstream of another dialect
+    cannot take."""
 
     settings: RequestSettings = field(default_factory=RequestSettings)
+    headers: Mapping[str, str] = field(default_factory=dict)
     dropped: tuple[str, ...] = ()
     same_dialect: bool = False
 
 
 def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
     """The settings a request forwards to an upstream of `upstream_dialect` (module
-    docstring). A setting `Settings` refuses is the client's error (a 400 naming it)."""
+    docstring). A setting `Settings` refuses, or a part of the request the upstream cannot
+    be sent, is the client's error (a 400 naming it)."""
     if upstream_dialect == request.dialect:
-        return Forwarding(settings=RequestSettings(extra=request.passthrough), same_dialect=True)
+        return Forwarding(
+            settings=RequestSettings(extra=request.passthrough),
+            headers=request.headers,
+            same_dialect=True,
+        )
+    if request.unreadable:
+        raise RequestError(
+            f"this upstream cannot be sent {'; '.join(request.unreadable)}: chatcli forwards "
+            "no part of a request it cannot convert"
+        )
     taken = CROSS_SETTINGS.get(upstream_dialect, frozenset())
     values = {
         setting: _NEUTRAL.get(setting, lambda v: v)(value)
@@ -189,7 +230,13 @@ class Forwarder:
             verbatim = self.verbatim(request.messages)
             settings = replace(settings, extra={**settings.extra, **verbatim})
             messages = _written(messages, self.dialect)
-        return replace(request, messages=messages, settings=request.settings.merge(settings))
+        headers = {**request.headers, **self.forwarding.headers}
+        return replace(
+            request,
+            messages=messages,
+            settings=request.settings.merge(settings),
+            headers=headers,
+        )
 
     def checked(self, response: Response, request: Request) -> Response:
         """The silent-truncation check of `OpenAICompatible` (Ollama cutting a prompt and

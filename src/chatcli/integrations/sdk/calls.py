@@ -113,13 +113,15 @@ class _Forwarder(Forwarder):
         self.instructions = request.messages[0] if request.origins[:1] == (None,) else None
 
     def verbatim(self, view: Sequence[Message]) -> Json:
-        """The Responses API's fields (see `chatcli.integrations.sdk.responses`): `input`,
+        """The Responses API's fields (see `chatcli.proxy.responses_dialect`): `input`,
         from the raw turns where recovery left them whole; `instructions` goes as given."""
         if self.dialect != "responses":
             return super().verbatim(view)
         out: Json = {}
         if self.request.raw_tools is not None:
             out["tools"] = self.request.raw_tools
+        if self.request.raw_system is not None:
+            out["instructions"] = self.request.raw_system
         turns = [m for m in view if m is not self.instructions]
         items: list[Any] = []
         for written in self.raw_messages(turns):
