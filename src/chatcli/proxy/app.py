@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from chatcli.client import StreamStart
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.providers.base import Provider
@@ -52,6 +53,7 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.passthrough import FastPath, first_unchanged, passthrough_of
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
@@ -99,8 +101,11 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            parsed = dialect.parse(await self.body(request))
-            response = await self.answer(parsed, dialect, self.session_of(request, parsed))
+            raw = await self.raw_body(request)
+            body = _json_object(raw)
+            parsed = dialect.parse(body)
+            session = self.session_of(request, parsed)
+            response = await self.answer(parsed, dialect, session, sent=(raw, body))
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -132,6 +137,9 @@ class _Proxy:
         return client
 
     async def body(self, request: Request) -> dict[str, Any]:
+        return _json_object(await self.raw_body(request))
+
+    async def raw_body(self, request: Request) -> bytes:
         limit = self.options.max_body_bytes
         too_large = Refused(
             Failure(
@@ -148,18 +156,17 @@ class _Proxy:
             if size > limit:
                 raise too_large
             chunks.append(chunk)
-        try:
-            body = json.loads(b"".join(chunks))
-        except ValueError as exc:
-            raise RequestError(f"the body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise RequestError("the body must be a JSON object")
-        return body
+        return b"".join(chunks)
 
     async def answer(
-        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+        self,
+        parsed: ClientRequest,
+        dialect: Dialect,
+        session: str | None = None,
+        sent: tuple[bytes, dict[str, Any]] | None = None,
     ) -> Response:
-        """The answer to a parsed request: JSON, or a stream once its answer has begun."""
+        """The answer to a parsed request (`sent`: its body, raw and decoded): JSON, or a
+        stream once its answer has begun, on the fast path when it can take it."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
@@ -178,7 +185,24 @@ class _Proxy:
                 raise Refused(self.failed(exc)) from exc
             await self.record(session, parsed, reply, reply.events)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
-        engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        performed = None
+        if sent is not None and (fast := self.fast_path(parsed, library, start)) is not None:
+            performed = await fast.open(*sent)
+            if performed is None:
+                body = fast.piped(
+                    lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
+                        parsed,
+                        self.recorded(session, parsed, stream_items(engine, shown=shown)),
+                        model=model,
+                        continued=True,
+                    ),
+                    lambda reply: self.record(session, parsed, reply, reply.events),
+                )
+                return StreamingResponse(
+                    self.guarded(dialect, body), media_type="text/event-stream", headers=headers
+                )
+        engine = library.resume_stream(start, performed=performed)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(self.recorded(session, parsed, stream_items(engine, live=live)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
@@ -192,6 +216,16 @@ class _Proxy:
                 yield chunk
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
+
+    def fast_path(
+        self, parsed: ClientRequest, library: Client, start: StreamStart
+    ) -> FastPath | None:
+        """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
+        provider = passthrough_of(self.upstream, parsed)
+        first = first_unchanged(start, parsed) if provider is not None else None
+        if provider is None or first is None:
+            return None
+        return FastPath(provider, library, start, first, parsed)
 
     def library_client(self, provider: Provider, window: int | None, events: list[Event]) -> Client:
         """The library's Client for one request over `provider`; its events feed the metrics,
@@ -346,6 +380,16 @@ class _Proxy:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise RequestError(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    return body
 
 
 async def _chained(
