@@ -52,7 +52,7 @@ class StreamStart:
         return self.step.request if isinstance(self.step, Send) else None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Performed:
     """The first call of a `StreamStart`, made by the caller: the text it showed, and its
     outcome (the Response, or the exception the provider would have raised)."""

@@ -71,14 +71,15 @@ ANTHROPIC = AnthropicDialect()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
-    """How the app serves: body limit, CORS origins (none: no CORS), library settings, and
-    where requests are recorded (None: nowhere)."""
+    """How the app serves: body limit, CORS origins (none: no CORS), library settings, where
+    requests are recorded (None: nowhere), and whether the fast path is taken."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
     sessions: SessionRecorder | None = None
+    fast_path: bool = True  # chatcli.proxy.passthrough (False: every request the library's)
 
 
 class _Proxy:
@@ -221,7 +222,7 @@ class _Proxy:
         self, parsed: ClientRequest, library: Client, start: StreamStart
     ) -> FastPath | None:
         """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
-        provider = passthrough_of(self.upstream, parsed)
+        provider = passthrough_of(self.upstream, parsed) if self.options.fast_path else None
         first = first_unchanged(start, parsed) if provider is not None else None
         if provider is None or first is None:
             return None

@@ -154,10 +154,10 @@ class FastPath:
         finally:
             await self.stack.aclose()
         shown = self.provider.streamed_text(b"".join(self.sent)) if self.sent else ""
-        performed = Performed(shown=shown, outcome=self.outcome())
-        engine = self.library.resume_stream(self.start, performed=performed)
+        outcome = self.outcome()
+        engine = self.library.resume_stream(self.start, performed=Performed(shown, outcome))
         head = await anext(engine)
-        if isinstance(head, Reply):
+        if isinstance(head, Reply) and _as_sent(head, outcome):
             await record(head)
             yield self.tail()
             return
@@ -205,6 +205,12 @@ class FastPath:
         event when the client did not ask for usage (the proxy did, to record it)."""
         kept = [e for e in self.held if self.parsed.include_usage or not _usage_only(e)]
         return b"".join(kept) + self.buffer
+
+
+def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
+    """Whether the library took the upstream's answer as it is: its Reply (come at once) has
+    the answer's message (not, say, without a tool call cut by the output limit)."""
+    return isinstance(outcome, Response) and reply.message == outcome.message
 
 
 def _usage_only(event: bytes) -> bool:
