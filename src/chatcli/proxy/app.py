@@ -53,7 +53,7 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.passthrough import FastPath, first_unchanged, passthrough_of
+from chatcli.proxy.passthrough import FastPath, PipedResponse, first_unchanged, passthrough_of
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
@@ -200,7 +200,7 @@ class _Proxy:
                     ),
                     lambda reply: self.record(session, parsed, reply, reply.events),
                 )
-                return StreamingResponse(
+                return PipedResponse(
                     self.guarded(dialect, body), media_type="text/event-stream", headers=headers
                 )
         engine = library.resume_stream(start, performed=performed)

@@ -31,12 +31,16 @@ the fast path skips it:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import operator
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from chatcli.client import Client, Performed, StreamStart
 from chatcli.providers.base import Request, Response
@@ -46,7 +50,7 @@ from chatcli.proxy.upstream import Upstream
 from chatcli.recovery import Reply
 from chatcli.streaming import StreamItem
 
-__all__ = ["FastPath", "first_unchanged", "forwarded_body", "passthrough_of"]
+__all__ = ["FastPath", "PipedResponse", "first_unchanged", "forwarded_body", "passthrough_of"]
 
 # An event that can go to the client as it comes: a choice still open, and nothing to judge.
 _OPEN = re.compile(rb'"finish_reason"\s*:\s*null')
@@ -205,6 +209,34 @@ class FastPath:
         event when the client did not ask for usage (the proxy did, to record it)."""
         kept = [e for e in self.held if self.parsed.include_usage or not _usage_only(e)]
         return b"".join(kept) + self.buffer
+
+
+class PipedResponse(StreamingResponse):
+    """A streamed answer written straight to the ASGI server, each chunk one `send`.
+
+    Starlette's own, under a server of ASGI spec 2.3 (uvicorn), runs the stream in an anyio
+    task group beside a task that waits for the client to go away; here that watch is one
+    plain asyncio task, which cancels the stream (and so the upstream's) when it fires."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streaming = asyncio.current_task()
+        assert streaming is not None
+
+        def gone(watch: asyncio.Task[None]) -> None:
+            if not watch.cancelled():
+                streaming.cancel()
+
+        watch = asyncio.create_task(self.listen_for_disconnect(receive))
+        watch.add_done_callback(gone)
+        try:
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not watch.done() or watch.cancelled() or streaming.cancelling() > 1:
+                raise
+            streaming.uncancel()  # the client went away: the stream ends, quietly
+        finally:
+            watch.remove_done_callback(gone)
+            watch.cancel()
 
 
 def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
