@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from chatcli.proxy.app import ProxyOptions
+from chatcli.proxy.passthrough import forwarded_body
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests.proxy_harness import running_proxy, upstream_at
@@ -130,6 +131,18 @@ def test_missing_fields_are_spliced_in_front_of_the_clients_bytes(upstream: Repl
     assert forwarded.endswith(b"," + body[1:])  # the client's bytes, unchanged, after them
     added = json.loads(forwarded).keys() - json.loads(body).keys()
     assert added == {"stream_options", "prompt_cache_key"}
+
+
+def test_forwarded_body_keeps_splices_or_re_encodes() -> None:
+    raw = b' {"model": "m", "x": [1,2]}'
+    body = json.loads(raw)
+    assert forwarded_body(raw, body, {"model": "m"}) is raw
+    assert (
+        forwarded_body(raw, body, {"s": {"u": True}})
+        == b'{"s": {"u": true},"model": "m", "x": [1,2]}'
+    )
+    assert forwarded_body(b"{ }", {}, {"a": 1}) == b'{"a": 1}'
+    assert json.loads(forwarded_body(raw, body, {"model": "up"})) == {"model": "up", "x": [1, 2]}
 
 
 # --- the answer ----------------------------------------------------------------------------

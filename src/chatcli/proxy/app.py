@@ -188,7 +188,8 @@ class _Proxy:
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         performed = None
-        if sent is not None and (fast := self.fast_path(parsed, library, start)) is not None:
+        fast = self.fast_path(parsed, library, start, max_tokens) if sent is not None else None
+        if sent is not None and fast is not None:
             performed = await fast.open(*sent)
             if performed is None:
                 body = fast.piped(
@@ -219,11 +220,11 @@ class _Proxy:
             yield dialect.stream_error(self.failed(exc))
 
     def fast_path(
-        self, parsed: ClientRequest, library: Client, start: StreamStart
+        self, parsed: ClientRequest, library: Client, start: StreamStart, max_tokens: int | None
     ) -> FastPath | None:
         """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
         provider = passthrough_of(self.upstream, parsed) if self.options.fast_path else None
-        first = first_unchanged(start, parsed) if provider is not None else None
+        first = first_unchanged(start, parsed, max_tokens) if provider is not None else None
         if provider is None or first is None:
             return None
         return FastPath(provider, library, start, first, parsed)

@@ -60,13 +60,16 @@ _EVENT_END = re.compile(rb"\r?\n\r?\n")
 Handover = Callable[[AsyncIterator[StreamItem], str], AsyncIterator[bytes]]
 
 
-def first_unchanged(start: StreamStart, parsed: ClientRequest) -> Request | None:
+def first_unchanged(
+    start: StreamStart, parsed: ClientRequest, max_tokens: int | None
+) -> Request | None:
     """The library's first request, when it is the client's own: its view is the client's
     messages themselves (nothing microcompacted, cut or taken from a sticky view: those are
-    new objects), with the client's tools, and nothing happened before it (no pre-flight
-    level). None: the library changes something, so it forwards the request itself."""
+    new objects), with the client's tools and the output limit asked (`max_tokens`), and
+    nothing happened before it (no pre-flight level). None: the library changes something,
+    so it forwards the request itself."""
     first = start.first
-    if first is None or start.events:
+    if first is None or start.events or first.max_tokens != max_tokens:
         return None
     view, messages = first.messages, parsed.messages
     if len(view) != len(messages) or not all(map(operator.is_, view, messages)):
@@ -138,7 +141,11 @@ class FastPath:
             return Performed(shown="", outcome=exc)
         self.http_request = stream.request
         self.reads = self.judged(stream.chunks)
-        self.early = await anext(self.reads, b"")
+        try:
+            self.early = await anext(self.reads, b"")
+        except BaseException:  # cancelled: the upstream's response is released
+            await self.stack.aclose()
+            raise
         if not self.early and not self.held:
             await self.stack.aclose()
             return Performed(shown="", outcome=self.outcome())
