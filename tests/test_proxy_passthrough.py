@@ -7,6 +7,7 @@ path (`ProxyOptions(fast_path=False)`), with the same calls upstream and the sam
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,11 +24,13 @@ from chatcli.store import SessionStore
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_proxy_stream import GATE_TIMEOUT_S, Gate, GatedUpstream, gated, gated_after
 
 ENV = {"OPENAI_API_KEY": "sk-upstream-SECRET", "CHATCLI_HOME": "/nonexistent"}
 # pe-056: OpenAI's own overflow, stating a 4,097-token window.
 OVERFLOW = next(r for r in provider_errors("openai") if r["id"] == "pe-056")
 URL_PATH = "/v1/chat/completions"
+__all__ = ["gated"]  # a fixture of tests/test_proxy_stream.py, used here
 
 
 @pytest.fixture
@@ -271,3 +274,27 @@ def test_a_piped_answer_is_recorded(upstream: ReplayServer, tmp_path: Path) -> N
         assert reader.transcript(info.id)[-1].text == answer["text"]
         (request,) = reader.requests(info.id)
     assert request is not None
+
+
+def test_a_client_that_goes_away_ends_the_piped_stream_at_once(gated: GatedUpstream) -> None:
+    # The upstream holds its answer after the first words until a gate opens (it never does
+    # here); the client reads them and leaves: the proxy must notice and end the request
+    # (counted in /metrics) without waiting for the upstream's end.
+    gate = Gate()
+    gated.streams.append(gated_after(sse_events("openai-chat-text.txt"), '" unable"', gate))
+    up = upstream_at("openai", gated.url + "/v1", model="gpt-4o", environ=ENV)
+    body = {"model": "gpt-4o", "messages": chat(1), "stream": True}
+    with running_proxy(up) as url:
+        with httpx.stream("POST", url + URL_PATH, json=body, timeout=30) as answer:
+            read = ""
+            for text in answer.iter_text():  # the words before the gate, as they come
+                read += text
+                if '" unable"' in read:
+                    break
+        deadline = time.monotonic() + GATE_TIMEOUT_S / 2
+        counted = f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1'
+        while counted not in httpx.get(url + "/metrics").text:
+            assert time.monotonic() < deadline, "the request did not end when its client left"
+            time.sleep(0.05)
+        assert not gate.event.is_set()
+        gate.open()
