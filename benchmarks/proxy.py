@@ -11,12 +11,15 @@ session store adds is benchmarks/proxy_store.py's measure.
 
     python benchmarks/proxy.py [--clients 200] [--requests 400] [--messages 100,2000]
                                [--workers N] [--no-fast-path] [--profile proxy.prof]
+    python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
 `--workers N` runs `chatcli proxy --workers N` (requests/s per worker is printed);
 `--no-fast-path` sends every request through the library's path (`chatcli.proxy.passthrough`
 is the fast path), to compare the two on the same machine. The load average is printed with
 each run: the machine's other work shows in every latency here, the stub's included.
 
+`--breakdown` times, in process, the proxy's own work per request (decoding, parsing, the
+Client, the fast path's verdict, the forwarded body): what the fast path still pays.
 `--profile FILE` runs the proxy under cProfile and writes its profile to FILE (read it with
 `python -m pstats FILE`): where the proxy's CPU goes.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -179,6 +183,58 @@ def rss_kib(pid: int) -> int:
     return total
 
 
+def breakdown(sizes: list[int]) -> None:
+    """The proxy's own work per request, in process (CPU time, mean of several): decoding the
+    body, parsing its messages, building the library's Client, the fast path's verdict (the
+    library's first request: `Client.start_stream`) and the body it forwards."""
+    from chatcli.config import MicrocompactConfig, RecoveryConfig
+    from chatcli.proxy.openai_dialect import OpenAIDialect
+    from chatcli.proxy.passthrough import first_unchanged, forwarded_body, passthrough_of
+    from chatcli.proxy.upstream import Forwarder, open_upstream, plan
+    from chatcli.recovery import Client
+    from chatcli.settings import load_settings
+
+    env = {"CHATCLI_HOME": str(ROOT / ".bench-home")}
+    flags = {"provider": "openai-compatible", "model": "stub", "base_url": "http://127.0.0.1:9/v1"}
+    upstream = open_upstream(load_settings(flags, env), env)
+    dialect = OpenAIDialect()
+    print("\nthe proxy's own work per request (in process, no HTTP):")
+    for n in sizes:
+        body = {"model": "stub", "messages": conversation(n), "stream": True, "max_tokens": 64}
+        raw = json.dumps(body).encode()
+        rounds = max(5, 20_000 // n)
+        spent: dict[str, float] = {}
+        timed = functools.partial(_spent, spent)
+        for _ in range(rounds):
+            started = time.process_time()
+            decoded = json.loads(raw)
+            timed("decode", started)
+            started = time.process_time()
+            parsed = dialect.parse(decoded)
+            timed("parse", started)
+            started = time.process_time()
+            forwarder = Forwarder(upstream, parsed, plan(parsed, upstream.dialect))
+            library = Client(
+                forwarder, RecoveryConfig(), max_retries=0, microcompact=MicrocompactConfig()
+            )
+            timed("client", started)
+            started = time.process_time()
+            start = library.start_stream(parsed.messages, max_tokens=64, tools=parsed.tools)
+            first = first_unchanged(start, parsed, 64)
+            timed("verdict", started)
+            provider = passthrough_of(upstream, parsed)
+            assert first is not None and provider is not None  # the fast path takes it
+            started = time.process_time()
+            forwarded_body(raw, decoded, provider.passthrough_fields(first, decoded))
+            timed("body", started)
+        steps = ", ".join(f"{k} {v / rounds * 1000:.2f}" for k, v in spent.items())
+        print(f"  {n} messages, ms: {steps}")
+
+
+def _spent(totals: dict[str, float], step: str, started: float) -> None:
+    totals[step] = totals.get(step, 0.0) + time.process_time() - started
+
+
 def wait_listening(port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -197,10 +253,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
     parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="only the proxy's own work, in process"
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
         run_stub(args.stub)
+        return
+    if args.breakdown:
+        breakdown([int(x) for x in args.messages.split(",")])
         return
     requests = args.requests or 2 * args.clients
     stub_port, proxy_port = free_port(), free_port()
