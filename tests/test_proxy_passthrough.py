@@ -114,13 +114,16 @@ def test_the_fields_the_proxy_sets_are_what_the_librarys_path_sends(
     # usage in the stream (to record it) and the conversation's cache key, as the library's
     # path does; the rest is the client's.
     sent = {"model": "my-model", "messages": chat(3), "stream": True, "metadata": {"a": "b"}}
-    bodies = []
+    bodies, agents = [], []
     for fast in (True, False):
         upstream.add(Scripted(events=events("openai-chat-text.txt")))
         with proxy(upstream, fast=fast) as url:
             assert post(url, json.dumps(sent).encode()).status_code == 200
         bodies.append(upstream.requests[-1].json())
+        headers = {k.lower(): v for k, v in upstream.requests[-1].headers.items()}
+        agents.append((headers["user-agent"], headers["authorization"]))
     assert bodies[0] == bodies[1]
+    assert agents[0] == agents[1]  # the SDK client's headers: the same caller upstream
     assert bodies[0]["model"] == "gpt-4o" and bodies[0]["stream_options"]["include_usage"]
     assert bodies[0]["messages"] == sent["messages"]
 

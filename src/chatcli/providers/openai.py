@@ -888,17 +888,16 @@ class OpenAIBase(Adapter):
         return "".join(accumulator.texts)
 
     def _passthrough_client(self) -> Any:
-        """The passthrough's httpx client: one per adapter and event loop, like the SDK's."""
+        """The passthrough's httpx client: one per adapter and event loop, like the SDK's,
+        with the SDK client's URL and headers (organization, project, user agent)."""
         import httpx
 
         loop = asyncio.get_running_loop()
         if self._raw_client is None or self._raw_loop is not loop:
-            base = str(self.base_url or "https://api.openai.com/v1").rstrip("/") + "/"
-            headers = {
-                "authorization": f"Bearer {self.__api_key}",
-                "content-type": "application/json",
-                "accept": "text/event-stream",
-            }
+            sdk = self._aclient()
+            base = str(sdk.base_url).rstrip("/") + "/"
+            given = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
+            headers = {**given, "authorization": f"Bearer {self.__api_key}"}
             self._raw_client = httpx.AsyncClient(
                 base_url=base, headers=headers, timeout=self.timeout
             )
