@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from chatcli import Client, Message, Settings
+from chatcli.client import Performed
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.events import Continued, Escalated, Event, LevelApplied, OverflowDetected, Retried
 from chatcli.messages import StopReason, Usage
@@ -290,3 +291,42 @@ def test_a_window_filled_mid_stream_is_continued_in_the_same_stream() -> None:
     events = [type(item) for item in items if isinstance(item, Event)]
     assert events[0] is OverflowDetected and LevelApplied in events and events[-1] is Continued
     assert len(inner.requests) == 2 and len(inner.requests[1].messages) < len(history)
+
+
+async def test_a_first_call_the_caller_made_goes_on_as_astream_would() -> None:
+    # The proxy's fast path makes the first call itself and hands over its outcome: the rest
+    # of the stream is what astream yields after that call, and no call is made twice.
+    def client() -> tuple[Client, Streaming]:
+        inner = WindowedProvider(window=100_000, answer=long_answer, repeat=25)
+        provider = Streaming(inner=inner, size=5)
+        return Client(provider), provider
+
+    reference, _ = client()
+    expected = [item async for item in reference.astream(HISTORY, max_tokens=300)]
+    library, provider = client()
+    start = library.start_stream(HISTORY, max_tokens=300)
+    assert start.first is not None and start.first.messages == HISTORY and not start.events
+    first = provider.inner.complete(start.first)  # the caller's own call
+    performed = Performed(first.message.text, first)
+    items = [item async for item in library.resume_stream(start, performed=performed)]
+    reply = items[-1]
+    assert isinstance(reply, Reply) and reply == expected[-1]
+    assert first.message.text + shown_text(items) == shown_text(expected)
+    assert [type(i) for i in items if isinstance(i, Event)] == [Escalated, Continued]
+    assert len(provider.requests) == 1  # only the continuation: the first call was the caller's
+
+
+async def test_a_first_call_the_caller_made_that_failed_is_discarded_and_recovered() -> None:
+    async def no_asleep(seconds: float) -> None:
+        return None
+
+    provider = Streaming(inner=ScriptedProvider(script=[response("the answer")]))
+    library = Client(provider, asleep=no_asleep)
+    start = library.start_stream(HISTORY)
+    failure = ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message="dropped"))
+    items = [
+        item async for item in library.resume_stream(start, performed=Performed("abc", failure))
+    ]
+    assert items[0] == Discard(text="abc")
+    assert isinstance(items[-1], Reply) and items[-1].message.text == "the answer"
+    assert shown_text(items[1:]) == "the answer" and isinstance(items[1], Retried)

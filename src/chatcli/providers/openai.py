@@ -37,6 +37,7 @@ Mapping notes:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -47,6 +48,7 @@ from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
+    suppress,
 )
 from dataclasses import dataclass, field, replace
 from types import ModuleType, SimpleNamespace
@@ -78,7 +80,7 @@ from chatcli.providers.base import (
 from chatcli.redact import redact_url
 from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
-__all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
+__all__ = ["OpenAI", "OpenAIBase", "RawStream", "prompt_cache_key"]
 
 Api = Literal["chat", "responses"]
 Json = dict[str, Any]
@@ -608,6 +610,15 @@ _WIRES: dict[str, _Wire] = {
 }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawStream:
+    """A Chat Completions stream read raw (`OpenAIBase.apassthrough`): its HTTP request, and
+    its bytes as they come (a failure to read raises the classified ProviderError)."""
+
+    request: Any
+    chunks: AsyncIterator[bytes]
+
+
 class _Fields(SimpleNamespace):
     """A decoded stream event: its JSON object's fields as attributes, an absent one None (as
     on the SDK's models, which are built without validation)."""
@@ -645,7 +656,7 @@ class _SSE:
         return None if self.done else data
 
 
-def _event(data: str, response: Any) -> _Fields:
+def _event(data: str, http_request: Any) -> _Fields:
     """One event's data decoded; an `error` event raises the SDK's APIError, as its own stream
     does (so it is classified like any SDK error)."""
     event = json.loads(data, object_hook=_fields)
@@ -656,8 +667,15 @@ def _event(data: str, response: Any) -> _Fields:
         message = error.get("message") if isinstance(error, dict) else None
         if not message or not isinstance(message, str):
             message = "An error occurred during streaming"
-        raise _sdk().APIError(message=message, request=response.http_request, body=error)
+        raise _sdk().APIError(message=message, request=http_request, body=error)
     return event
+
+
+def _raw_events(stream: bytes, http_request: Any) -> Iterator[_Fields]:
+    sse = _SSE()
+    for line in itertools.chain(stream.decode().splitlines(), [""]):  # "": a last event unended
+        if (data := sse.feed(line)) is not None:
+            yield _event(data, http_request)
 
 
 @contextmanager
@@ -671,7 +689,7 @@ def _events(response: Any) -> Iterator[_Fields]:
     sse = _SSE()
     for line in itertools.chain(response.iter_lines(), [""]):  # "": a last event unended
         if (data := sse.feed(line)) is not None:
-            yield _event(data, response)
+            yield _event(data, response.http_request)
 
 
 @asynccontextmanager
@@ -685,9 +703,29 @@ async def _aevents(response: Any) -> AsyncIterator[_Fields]:
     sse = _SSE()
     async for line in response.iter_lines():
         if (data := sse.feed(line)) is not None:
-            yield _event(data, response)
+            yield _event(data, response.http_request)
     if (data := sse.feed("")) is not None:  # a last event without its blank line
-        yield _event(data, response)
+        yield _event(data, response.http_request)
+
+
+def _given_limit(body: Mapping[str, Any]) -> bool:
+    return body.get("max_completion_tokens") is not None or body.get("max_tokens") is not None
+
+
+def _status_error(response: Any, content: bytes) -> Exception:
+    """The SDK's error for an error status (its message and body), so it is classified as
+    the SDK call's own would be."""
+    text = content.decode(errors="replace").strip()
+    body: Any = text
+    with suppress(ValueError):
+        body = json.loads(text)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    detail = message if isinstance(message, str) else text
+    status_error: Exception = _sdk().APIStatusError(
+        f"Error code: {response.status_code} - {detail}", response=response, body=body
+    )
+    return status_error
 
 
 @contextmanager
@@ -751,6 +789,8 @@ class OpenAIBase(Adapter):
         self.max_output_tokens = max_output_tokens
         self._wire = _WIRES[api]
         self._max_tokens_param = max_tokens_param or self._wire.max_tokens_param
+        self._raw_client: Any = None  # the passthrough's httpx client (`apassthrough`)
+        self._raw_loop: asyncio.AbstractEventLoop | None = None
         self.__api_key = api_key  # never shown: not in repr, logs or errors
 
     def __repr__(self) -> str:
@@ -791,6 +831,85 @@ class OpenAIBase(Adapter):
 
     def _body_extra(self, request: Request) -> Json:
         return {}
+
+    # -- a body the caller wrote (the proxy's passthrough) ----------------------------------
+
+    def passthrough_fields(self, request: Request, given: Mapping[str, Any]) -> Json:
+        """The fields this adapter would set in a streamed Chat Completions body that a caller
+        wrote itself (`given`, whose messages are `request`'s): the model, the output limit
+        when `given` has none, usage in the stream, and the adapter's own extras."""
+        fields: Json = {"model": request.model or self.model}
+        if request.max_tokens is not None and not _given_limit(given):
+            fields[self._max_tokens_param] = request.max_tokens
+        options = given.get("stream_options")
+        options = options if isinstance(options, dict) else {}
+        fields["stream_options"] = {**options, "include_usage": True}
+        extra = self._body_extra(replace(request, settings=replace(request.settings, extra=given)))
+        return {**fields, **extra}
+
+    @asynccontextmanager
+    async def apassthrough(self, body: bytes) -> AsyncIterator[RawStream]:
+        """A streamed Chat Completions call of `body`, written by the caller, with plain
+        httpx (no SDK request building): its bytes as they are read. An error status raises
+        the ProviderError the SDK call would; so does a connection error, before or while
+        the caller reads."""
+        client = self._passthrough_client()
+        with self._errors():
+            request = client.build_request("POST", "chat/completions", content=body)
+            response = await client.send(request, stream=True)
+        try:
+            if response.status_code >= 400:
+                with self._errors():
+                    raise _status_error(response, await response.aread())
+            yield RawStream(request=request, chunks=self._read(response))
+        finally:
+            await response.aclose()
+
+    async def _read(self, response: Any) -> AsyncIterator[bytes]:
+        with self._errors():
+            async for data in response.aiter_bytes():
+                yield data
+
+    def folded(self, stream: bytes, request: Request, http_request: Any = None) -> Response:
+        """The Response `astream` ends with, from a whole Chat Completions event stream read
+        raw (the passthrough's, decoded once, at its end): the same fold, the same checks."""
+        fold = self._fold()
+        with self._errors():
+            for event in _raw_events(stream, http_request):
+                fold.feed(event)
+        return self._checked(fold.finish(), request)
+
+    def streamed_text(self, stream: bytes) -> str:
+        """The answer text in the Chat Completions events of `stream` (a part of one)."""
+        accumulator = _ChatAccumulator()
+        with self._errors():
+            for event in _raw_events(stream, None):
+                accumulator.add(event)
+        return "".join(accumulator.texts)
+
+    def _passthrough_client(self) -> Any:
+        """The passthrough's httpx client: one per adapter and event loop, like the SDK's,
+        with the SDK client's URL and headers (organization, project, user agent)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._raw_client is None or self._raw_loop is not loop:
+            sdk = self._aclient()
+            base = str(sdk.base_url).rstrip("/") + "/"
+            given = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
+            headers = {**given, "authorization": f"Bearer {self.__api_key}"}
+            self._raw_client = httpx.AsyncClient(
+                base_url=base, headers=headers, timeout=self.timeout
+            )
+            self._raw_loop = loop
+        return self._raw_client
+
+    async def aclose(self) -> None:
+        """Release the SDK clients' connections and the passthrough's."""
+        await super().aclose()
+        client, self._raw_client = self._raw_client, None
+        if client is not None and self._raw_loop is asyncio.get_running_loop():
+            await client.aclose()
 
     def _send(self, client: Any, params: Json) -> Any:
         return self._wire.endpoint(client).create(**params)

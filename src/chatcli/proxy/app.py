@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from chatcli.client import StreamStart
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.history.sticky import StickyView
@@ -55,6 +56,7 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.passthrough import FastPath, PipedResponse, first_unchanged, passthrough_of
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
@@ -74,14 +76,15 @@ RESPONSES = ResponsesDialect()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
-    """How the app serves: body limit, CORS origins (none: no CORS), library settings, and
-    where requests are recorded (None: nowhere)."""
+    """How the app serves: body limit, CORS origins (none: no CORS), library settings, where
+    requests are recorded (None: nowhere), and whether the fast path is taken."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
     sessions: SessionRecorder | None = None
+    fast_path: bool = True  # chatcli.proxy.passthrough (False: every request the library's)
 
 
 class _Proxy:
@@ -105,8 +108,11 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            parsed = passed_headers(dialect.parse(await self.body(request)), request.headers)
-            response = await self.answer(parsed, dialect, self.session_of(request, parsed))
+            raw = await self.raw_body(request)
+            body = _json_object(raw)
+            parsed = passed_headers(dialect.parse(body), request.headers)
+            session = self.session_of(request, parsed)
+            response = await self.answer(parsed, dialect, session, sent=(raw, body))
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -138,6 +144,9 @@ class _Proxy:
         return client
 
     async def body(self, request: Request) -> dict[str, Any]:
+        return _json_object(await self.raw_body(request))
+
+    async def raw_body(self, request: Request) -> bytes:
         limit = self.options.max_body_bytes
         too_large = Refused(
             Failure(
@@ -154,19 +163,18 @@ class _Proxy:
             if size > limit:
                 raise too_large
             chunks.append(chunk)
-        try:
-            body = json.loads(b"".join(chunks))
-        except ValueError as exc:
-            raise RequestError(f"the body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise RequestError("the body must be a JSON object")
-        return body
+        return b"".join(chunks)
 
     async def answer(
-        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+        self,
+        parsed: ClientRequest,
+        dialect: Dialect,
+        session: str | None = None,
+        sent: tuple[bytes, dict[str, Any]] | None = None,
     ) -> Response:
-        """The answer to a parsed request: JSON, or a stream once its answer has begun.
-        `session`: the conversation's key (None: no sticky cut, nothing recorded)."""
+        """The answer to a parsed request (`sent`: its body, raw and decoded): JSON, or a
+        stream once its answer has begun, on the fast path when it can take it. `session`: the
+        conversation's key (None: no sticky cut, nothing recorded)."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
         forwarder = Forwarder(self.upstream, parsed, forwarding)
@@ -187,9 +195,27 @@ class _Proxy:
             cut = self.new_cut(session, sticky, library)
             await self.record(session, parsed, reply, reply.events, cut)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
-        engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
-        live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
+        start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         cuts = _CutOf(self, session, sticky, library)
+        performed = None
+        fast = self.fast_path(parsed, library, start, max_tokens) if sent is not None else None
+        if sent is not None and fast is not None:
+            performed = await fast.open(*sent)
+            if performed is None:
+                body = fast.piped(
+                    lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
+                        parsed,
+                        self.recorded(cuts, parsed, stream_items(engine, shown=shown)),
+                        model=model,
+                        continued=True,
+                    ),
+                    lambda reply: self.record(session, parsed, reply, reply.events, cuts.made()),
+                )
+                return PipedResponse(
+                    self.guarded(dialect, body), media_type="text/event-stream", headers=headers
+                )
+        engine = library.resume_stream(start, performed=performed)
+        live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(self.recorded(cuts, parsed, stream_items(engine, live=live)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
@@ -202,6 +228,16 @@ class _Proxy:
                 yield chunk
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
+
+    def fast_path(
+        self, parsed: ClientRequest, library: Client, start: StreamStart, max_tokens: int | None
+    ) -> FastPath | None:
+        """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
+        provider = passthrough_of(self.upstream, parsed) if self.options.fast_path else None
+        first = first_unchanged(start, parsed, max_tokens) if provider is not None else None
+        if provider is None or first is None:
+            return None
+        return FastPath(provider, library, start, first, parsed)
 
     def library_client(
         self,
@@ -386,6 +422,16 @@ class _CutOf:
 
     def made(self) -> StickyView | None:
         return self.proxy.new_cut(self.session, self.given, self.library)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise RequestError(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    return body
 
 
 async def _chained(

@@ -103,12 +103,14 @@ class Retracted(Exception):
 
 
 async def stream_items(
-    engine: AsyncIterator[EngineItem], *, live: bool = True
+    engine: AsyncIterator[EngineItem], *, live: bool = True, shown: str = ""
 ) -> AsyncIterator[StreamItem]:
     """The items of one answer from `engine` (a `Client.astream`): text as it comes when
     `live`, else all of it at the end; raises `Retracted` for a `Discard` of text sent. The
-    engine's stream (and so the upstream's) is closed when the reader stops early."""
-    streamed: list[str] = []
+    engine's stream (and so the upstream's) is closed when the reader stops early. `shown`:
+    the answer's text the client was already sent (by the fast path, `chatcli.proxy.
+    passthrough`), which the items go on from."""
+    streamed: list[str] = [shown]
     try:
         async for item in engine:
             if isinstance(item, TextDelta):

@@ -6,16 +6,19 @@ The upstream flags are the chat's (`--provider`, `--model`, `--base-url`,
 client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`, ...) come
 from the environment, as for the chat. Requests are recorded in the chat's session store
 (`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
-which replicas share) unless `--no-sessions`.
+which replicas share) unless `--no-sessions`. `--workers N` runs N processes on the port
+(uvicorn's supervisor), each a proxy of its own; `--no-fast-path` turns off
+`chatcli.proxy.passthrough`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from chatcli.proxy.sessions import SessionRecorder
     from chatcli.proxy.upstream import Upstream
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main", "worker_app"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -89,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow browser requests from ORIGIN (repeatable; default: no CORS)",
     )
     parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="worker processes sharing the port (%(default)s); each one is a proxy of its own",
+    )
+    parser.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="send every request through the library's path (default: a request it would "
+        "forward unchanged is piped, chatcli.proxy.passthrough)",
+    )
+    parser.add_argument(
         "--no-sessions",
         action="store_true",
         help="record nothing in the session store (default: every request, grouped into"
@@ -109,7 +124,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             raise
         print(PROXY_EXTRA_MISSING, file=sys.stderr)
         return 2
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(given)
     try:
         app = create_app(*_configured(args, env))
     except (ConfigError, ImportError) as exc:
@@ -117,11 +133,34 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return 2
     print(
         f"chatcli proxy: http://{args.host}:{args.port} -> {app.state.proxy.upstream.name} "
-        f"({app.state.proxy.upstream.model})",
+        f"({app.state.proxy.upstream.model}), {args.workers} worker(s)",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    if args.workers == 1:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        return 0
+    # Each worker process builds its own app from the same flags (`worker_app`).
+    os.environ[_WORKER_ARGV] = json.dumps(given)
+    uvicorn.run(
+        f"{__name__}:worker_app",
+        factory=True,
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+    )
     return 0
+
+
+_WORKER_ARGV = "CHATCLI_PROXY_WORKER_ARGV"  # the flags, for `worker_app` in each worker
+
+
+def worker_app() -> Any:
+    """The app of one worker process of `chatcli proxy --workers N` (uvicorn's factory)."""
+    from chatcli.proxy.app import create_app
+
+    args = build_parser().parse_args(json.loads(os.environ[_WORKER_ARGV]))
+    return create_app(*_configured(args, os.environ))
 
 
 def _configured(
@@ -146,6 +185,7 @@ def _configured(
         recovery=RecoveryConfig.from_env(env),
         microcompact=MicrocompactConfig.from_env(env),
         sessions=None if args.no_sessions else _recorder(upstream, settings, env),
+        fast_path=not args.no_fast_path,
     )
     return upstream, guard, options
 

@@ -120,15 +120,23 @@ class OpenAIDialect:
         return {**_envelope("chat.completion", model), "choices": [choice], "usage": _usage(reply)}
 
     async def stream(
-        self, request: ClientRequest, items: AsyncIterator[StreamItem], *, model: str
+        self,
+        request: ClientRequest,
+        items: AsyncIterator[StreamItem],
+        *,
+        model: str,
+        continued: bool = False,
     ) -> AsyncIterator[bytes]:
+        """The answer's chunks; `continued`: the client was sent its beginning already (the
+        fast path, `chatcli.proxy.passthrough`), so no opening chunk."""
         head = _envelope("chat.completion.chunk", model)
 
         def chunk(delta: Json, finish: str | None = None) -> bytes:
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
             return sse({**head, "choices": [choice]})
 
-        yield chunk({"role": "assistant", "content": ""})
+        if not continued:
+            yield chunk({"role": "assistant", "content": ""})
         async for item in items:
             if isinstance(item, TextDelta):
                 yield chunk({"content": item.text})

@@ -1,0 +1,277 @@
+"""The proxy's fast path: a request the library would forward unchanged goes to the upstream
+as the client's own bytes, and the upstream's event stream goes back as it arrives.
+
+Most requests need nothing from recovery: nothing to microcompact, no tool result over
+budget, a prompt that fits. For those, parsing the client's messages into a view, writing
+them back for the SDK, decoding every event of the answer and writing it again in the
+client's dialect is the proxy's whole cost. When the client speaks the upstream's wire (an
+OpenAI client in front of an OpenAI or OpenAI-compatible server, Chat Completions, streamed),
+the fast path skips it:
+
+- **The verdict is the library's.** `Client.start_stream` runs the policy up to its first
+  call (microcompaction, budget, pre-flight, a sticky view); `first_unchanged` accepts that
+  call only when its view is the client's messages themselves (the same objects) and nothing
+  happened before it. No rule of the library is repeated here.
+- **The body is the client's bytes**, with only the fields the adapter itself sets
+  (`OpenAIBase.passthrough_fields`: the upstream's model, the output limit when the client
+  gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`).
+- **The answer is piped** read by read. Only what must be judged is held back: from the
+  first event carrying a tool call, a finish reason or an error (or no `"finish_reason":
+  null` at all), to the end. At the end the stream is decoded once (`OpenAIBase.folded`) and
+  its outcome handed to the library (`Client.resume_stream`): when it takes the answer as it
+  is (its Reply comes next), the held events follow and the request is recorded; when it
+  makes another call (the output limit was reached: escalation and continuation; a silently
+  cut prompt), the held events are dropped and the rest of the answer is written by the
+  dialect after what was piped, exactly as on the library's path. So a tool call cut by the
+  limit is never forwarded, and no call is made that the library would not have made.
+- **A failure before the answer began** (an error status, an overflow) is the first call's
+  outcome too: the library goes on from it (`Performed`), recovers as it would have, or the
+  client gets the error in its dialect, with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import operator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from chatcli.client import Client, Performed, StreamStart
+from chatcli.providers.base import Request, Response
+from chatcli.providers.openai import OpenAIBase
+from chatcli.proxy.dialect import ClientRequest
+from chatcli.proxy.upstream import Upstream
+from chatcli.recovery import Reply
+from chatcli.streaming import StreamItem
+
+__all__ = ["FastPath", "PipedResponse", "first_unchanged", "forwarded_body", "passthrough_of"]
+
+# An event that can go to the client as it comes: a choice still open, and nothing to judge.
+_OPEN = re.compile(rb'"finish_reason"\s*:\s*null')
+_JUDGED = re.compile(rb'"tool_calls"|"error"|\[DONE\]')
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+Handover = Callable[[AsyncIterator[StreamItem], str], AsyncIterator[bytes]]
+
+
+def first_unchanged(
+    start: StreamStart, parsed: ClientRequest, max_tokens: int | None
+) -> Request | None:
+    """The library's first request, when it is the client's own: its view is the client's
+    messages themselves (nothing microcompacted, cut or taken from a sticky view: those are
+    new objects), with the client's tools and the output limit asked (`max_tokens`), and
+    nothing happened before it (no pre-flight level). None: the library changes something,
+    so it forwards the request itself."""
+    first = start.first
+    if first is None or start.events or first.max_tokens != max_tokens:
+        return None
+    view, messages = first.messages, parsed.messages
+    if len(view) != len(messages) or not all(map(operator.is_, view, messages)):
+        return None
+    if tuple(first.tools) != tuple(parsed.tools):
+        return None
+    return first
+
+
+def passthrough_of(upstream: Upstream, parsed: ClientRequest) -> OpenAIBase | None:
+    """The adapter a streamed request can be piped through: an OpenAI client in front of an
+    OpenAI or OpenAI-compatible upstream on Chat Completions; None for any other, and for a
+    request with headers to pass on (`upstream.passed_headers`: the library's path sends them)."""
+    provider = upstream.provider
+    if not parsed.stream or parsed.dialect != "openai" or upstream.dialect != "openai":
+        return None
+    if parsed.headers:
+        return None
+    if not isinstance(provider, OpenAIBase) or provider.api != "chat":
+        return None
+    return provider
+
+
+def forwarded_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:
+    """The client's body with `fields` set: its own bytes when it has them all already; the
+    missing ones spliced in front of its own; re-encoded only when it gives one another
+    value (a client's model name, say)."""
+    missing = {k: v for k, v in fields.items() if k not in body}
+    if any(body[k] != v for k, v in fields.items() if k in body):
+        return json.dumps({**body, **fields}, ensure_ascii=False).encode()
+    if not missing:
+        return raw
+    head = json.dumps(missing, ensure_ascii=False).encode()[:-1]  # without its "}"
+    start = raw.index(b"{") + 1
+    while raw[start : start + 1].isspace():
+        start += 1
+    between = b"" if raw[start : start + 1] == b"}" else b","
+    return b"".join((head, between, memoryview(raw)[start:]))  # one copy of a large body
+
+
+class FastPath:
+    """One request on the fast path: `open` sends it; `piped` is the client's stream."""
+
+    def __init__(
+        self,
+        provider: OpenAIBase,
+        library: Client,
+        start: StreamStart,
+        first: Request,
+        parsed: ClientRequest,
+    ) -> None:
+        self.provider, self.library, self.start = provider, library, start
+        self.first, self.parsed = first, parsed
+        self.stack = contextlib.AsyncExitStack()
+        self.buffer = b""  # the read bytes not yet judged (an event not yet ended)
+        self.sent: list[bytes] = []  # events piped to the client
+        self.held: list[bytes] = []  # events held back (from the first judged one on)
+        self.failure: Exception | None = None
+        self.reads: AsyncIterator[bytes] | None = None
+        self.early = b""
+        self.http_request: Any = None
+
+    async def open(self, raw: bytes, body: Mapping[str, Any]) -> Performed | None:
+        """Send the request; None once the answer has begun (the first bytes to pipe are
+        ready, or the whole answer came held). Else the failed call, before any of it was
+        sent: the library goes on from it (`Client.resume_stream`)."""
+        fields = self.provider.passthrough_fields(self.first, body)
+        try:
+            stream = await self.stack.enter_async_context(
+                self.provider.apassthrough(forwarded_body(raw, body, fields))
+            )
+        except Exception as exc:
+            await self.stack.aclose()
+            return Performed(shown="", outcome=exc)
+        self.http_request = stream.request
+        self.reads = self.judged(stream.chunks)
+        try:
+            self.early = await anext(self.reads, b"")
+        except BaseException:  # cancelled: the upstream's response is released
+            await self.stack.aclose()
+            raise
+        if not self.early and not self.held:
+            await self.stack.aclose()
+            return Performed(shown="", outcome=self.outcome())
+        return None
+
+    async def piped(
+        self, handover: Handover, record: Callable[[Reply], Awaitable[None]]
+    ) -> AsyncIterator[bytes]:
+        """The client's stream: the upstream's bytes as they come, then the held end when the
+        library takes the answer (after `record`), else `handover`'s stream of the rest."""
+        try:
+            if self.early:
+                yield self.early
+            assert self.reads is not None
+            async for chunk in self.reads:
+                yield chunk
+        finally:
+            await self.stack.aclose()
+        shown = self.provider.streamed_text(b"".join(self.sent)) if self.sent else ""
+        outcome = self.outcome()
+        engine = self.library.resume_stream(self.start, performed=Performed(shown, outcome))
+        head = await anext(engine)
+        if isinstance(head, Reply) and _as_sent(head, outcome):
+            await record(head)
+            yield self.tail()
+            return
+        async for chunk in handover(_prepended(head, engine), shown):
+            yield chunk
+
+    async def judged(self, reads: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The bytes to pipe, read by read: the whole events before the first to judge; a
+        failure to read ends them (it is the call's outcome)."""
+        try:
+            async for data in reads:
+                if out := self.judge(data):
+                    yield out
+        except Exception as exc:
+            self.failure = exc
+
+    def judge(self, data: bytes) -> bytes:
+        """What of `data` (with what came before) can go to the client now."""
+        events = _EVENT_END.split(self.buffer + data)
+        self.buffer = events.pop()
+        if self.held:
+            self.held.extend(event + b"\n\n" for event in events)
+            return b""
+        out: list[bytes] = []
+        for i, event in enumerate(events):
+            if _JUDGED.search(event) or not _OPEN.search(event):
+                self.held.extend(e + b"\n\n" for e in events[i:])
+                break
+            out.append(event + b"\n\n")
+        self.sent.extend(out)
+        return b"".join(out)
+
+    def outcome(self) -> Response | Exception:
+        """The call's outcome, from the whole stream decoded once (or its read failure)."""
+        if self.failure is not None:
+            return self.failure
+        stream = b"".join([*self.sent, *self.held, self.buffer])
+        try:
+            return self.provider.folded(stream, self.first, self.http_request)
+        except Exception as exc:
+            return exc
+
+    def tail(self) -> bytes:
+        """The held events, once the library took the answer: all of them, but the usage
+        event when the client did not ask for usage (the proxy did, to record it)."""
+        kept = [e for e in self.held if self.parsed.include_usage or not _usage_only(e)]
+        return b"".join(kept) + self.buffer
+
+
+class PipedResponse(StreamingResponse):
+    """A streamed answer written straight to the ASGI server, each chunk one `send`.
+
+    Starlette's own, under a server of ASGI spec 2.3 (uvicorn), runs the stream in an anyio
+    task group beside a task that waits for the client to go away; here that watch is one
+    plain asyncio task, which cancels the stream (and so the upstream's) when it fires."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streaming = asyncio.current_task()
+        assert streaming is not None
+
+        def gone(watch: asyncio.Task[None]) -> None:
+            if not watch.cancelled():
+                streaming.cancel()
+
+        watch = asyncio.create_task(self.listen_for_disconnect(receive))
+        watch.add_done_callback(gone)
+        try:
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not watch.done() or watch.cancelled() or streaming.cancelling() > 1:
+                raise
+            streaming.uncancel()  # the client went away: the stream ends, quietly
+        finally:
+            watch.remove_done_callback(gone)
+            watch.cancel()
+
+
+def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
+    """Whether the library took the upstream's answer as it is: its Reply (come at once) has
+    the answer's message (not, say, without a tool call cut by the output limit)."""
+    return isinstance(outcome, Response) and reply.message == outcome.message
+
+
+def _usage_only(event: bytes) -> bool:
+    """An event carrying only usage: no choices."""
+    for line in event.splitlines():
+        if line.startswith(b"data:") and not line.endswith(b"[DONE]"):
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                return False
+            return isinstance(data, dict) and not data.get("choices") and "usage" in data
+    return False
+
+
+async def _prepended(
+    head: StreamItem, rest: AsyncIterator[StreamItem]
+) -> AsyncIterator[StreamItem]:
+    yield head
+    async for item in rest:
+        yield item

@@ -1,0 +1,303 @@
+"""The proxy's fast path (`chatcli.proxy.passthrough`) on the wire: an OpenAI client's streamed
+request in front of an OpenAI upstream (a replay server playing real recorded streams) goes
+upstream as the client's own bytes and comes back as the upstream's own events; what the
+library must judge (a "length" stop, a cut tool call, an overflow) ends as on the library's
+path (`ProxyOptions(fast_path=False)`), with the same calls upstream and the same answer."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from chatcli.proxy.app import ProxyOptions
+from chatcli.proxy.passthrough import forwarded_body
+from chatcli.proxy.sessions import SessionRecorder
+from chatcli.store import SessionStore
+from tests.proxy_harness import running_proxy, upstream_at
+from tests.recorded import provider_errors, replayed_error, sse_events
+from tests.replay import ReplayServer, Scripted, replay_server
+from tests.test_proxy_stream import GATE_TIMEOUT_S, Gate, GatedUpstream, gated, gated_after
+
+ENV = {"OPENAI_API_KEY": "sk-upstream-SECRET", "CHATCLI_HOME": "/nonexistent"}
+# pe-056: OpenAI's own overflow, stating a 4,097-token window.
+OVERFLOW = next(r for r in provider_errors("openai") if r["id"] == "pe-056")
+URL_PATH = "/v1/chat/completions"
+__all__ = ["gated"]  # a fixture of tests/test_proxy_stream.py, used here
+
+
+@pytest.fixture
+def upstream() -> Iterator[ReplayServer]:
+    with replay_server() as server:
+        yield server
+
+
+@contextmanager
+def proxy(upstream: ReplayServer, *, fast: bool = True, **options: Any) -> Iterator[str]:
+    up = upstream_at("openai", upstream.url + "/v1", model="gpt-4o", environ=ENV)
+    with running_proxy(up, options=ProxyOptions(fast_path=fast, **options)) as url:
+        yield url
+
+
+def events(name: str) -> list[str]:
+    return [data for _, data in sse_events(name)]
+
+
+def wire(datas: list[str]) -> bytes:
+    """Events as the replay server writes them."""
+    return b"".join(f"data: {data}\n\n".encode() for data in datas)
+
+
+def chat(n: int) -> list[dict[str, Any]]:
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "x" * 200}
+        for i in range(n)
+    ]
+    return [{"role": "system", "content": "be brief"}, *turns]
+
+
+def post(url: str, body: bytes) -> httpx.Response:
+    headers = {"content-type": "application/json", "authorization": "Bearer k"}
+    return httpx.post(url + URL_PATH, content=body, headers=headers, timeout=30)
+
+
+def streamed(url: str, **request: Any) -> dict[str, Any]:
+    """What the openai SDK makes of a streamed answer: text, roles, finish reasons, calls."""
+    with openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0) as client:
+        stream = client.chat.completions.create(model="gpt-4o", stream=True, **request)
+        texts, roles, finishes = [], [], []
+        calls: dict[int, dict[str, str]] = {}
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            texts.append(choice.delta.content or "")
+            roles += [choice.delta.role] if choice.delta.role else []
+            finishes += [choice.finish_reason] if choice.finish_reason else []
+            for call in choice.delta.tool_calls or ():
+                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] += call.id or ""
+                entry["name"] += (call.function and call.function.name) or ""
+                entry["arguments"] += (call.function and call.function.arguments) or ""
+    return {"text": "".join(texts), "roles": roles, "finishes": finishes, "calls": calls}
+
+
+# --- the body ------------------------------------------------------------------------------
+
+
+def test_the_forwarded_body_is_the_clients_own_bytes(upstream: ReplayServer) -> None:
+    # Odd spacing, unknown fields, a key order of its own: any re-encoding would show.
+    body = (
+        b'{ "messages":[{"role":"user","content":"Weather?","x_future":{"a":[1, 2]}}],'
+        b'"model":"gpt-4o", "stream":true,"stream_options":{"include_usage":true},'
+        b'"prompt_cache_key":"k1",  "metadata":{"team":"a"}, "temperature":0.25}'
+    )
+    upstream.add(Scripted(events=events("openai-chat-text.txt")))
+    with proxy(upstream) as url:
+        assert post(url, body).status_code == 200
+    assert upstream.requests[0].body == body
+    headers = {k.lower(): v for k, v in upstream.requests[0].headers.items()}
+    assert headers["authorization"] == "Bearer sk-upstream-SECRET"
+
+
+def test_the_fields_the_proxy_sets_are_what_the_librarys_path_sends(
+    upstream: ReplayServer,
+) -> None:
+    # The client names its own model and asks no usage: the proxy sets the upstream's model,
+    # usage in the stream (to record it) and the conversation's cache key, as the library's
+    # path does; the rest is the client's.
+    sent = {"model": "my-model", "messages": chat(3), "stream": True, "metadata": {"a": "b"}}
+    bodies, agents = [], []
+    for fast in (True, False):
+        upstream.add(Scripted(events=events("openai-chat-text.txt")))
+        with proxy(upstream, fast=fast) as url:
+            assert post(url, json.dumps(sent).encode()).status_code == 200
+        bodies.append(upstream.requests[-1].json())
+        headers = {k.lower(): v for k, v in upstream.requests[-1].headers.items()}
+        agents.append((headers["user-agent"], headers["authorization"]))
+    assert bodies[0] == bodies[1]
+    assert agents[0] == agents[1]  # the SDK client's headers: the same caller upstream
+    assert bodies[0]["model"] == "gpt-4o" and bodies[0]["stream_options"]["include_usage"]
+    assert bodies[0]["messages"] == sent["messages"]
+
+
+def test_missing_fields_are_spliced_in_front_of_the_clients_bytes(upstream: ReplayServer) -> None:
+    body = b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": true}'
+    upstream.add(Scripted(events=events("openai-chat-text.txt")))
+    with proxy(upstream) as url:
+        assert post(url, body).status_code == 200
+    forwarded = upstream.requests[0].body
+    assert forwarded.endswith(b"," + body[1:])  # the client's bytes, unchanged, after them
+    added = json.loads(forwarded).keys() - json.loads(body).keys()
+    assert added == {"stream_options", "prompt_cache_key"}
+
+
+def test_forwarded_body_keeps_splices_or_re_encodes() -> None:
+    raw = b' {"model": "m", "x": [1,2]}'
+    body = json.loads(raw)
+    assert forwarded_body(raw, body, {"model": "m"}) is raw
+    assert (
+        forwarded_body(raw, body, {"s": {"u": True}})
+        == b'{"s": {"u": true},"model": "m", "x": [1,2]}'
+    )
+    assert forwarded_body(b"{ }", {}, {"a": 1}) == b'{"a": 1}'
+    assert json.loads(forwarded_body(raw, body, {"model": "up"})) == {"model": "up", "x": [1, 2]}
+
+
+# --- the answer ----------------------------------------------------------------------------
+
+
+def test_the_piped_stream_is_the_upstreams_events(upstream: ReplayServer) -> None:
+    recorded = events("openai-chat-text.txt")
+    body = {"model": "gpt-4o", "messages": chat(1), "stream": True}
+    usage = {**body, "stream_options": {"include_usage": True}}
+    upstream.add(*[Scripted(events=recorded)] * 2)
+    with proxy(upstream) as url:
+        with_usage = post(url, json.dumps(usage).encode())
+        without = post(url, json.dumps(body).encode())
+        metrics = httpx.get(url + "/metrics").text
+    assert with_usage.content == wire(recorded)
+    # The proxy asked for usage to record it; a client that did not gets no usage event.
+    assert without.content == wire([e for e in recorded if '"usage"' not in e])
+    assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 2' in metrics
+
+
+def test_a_whole_tool_call_answer_is_piped_too(upstream: ReplayServer) -> None:
+    recorded = events("openai-chat-tool-calls.txt")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = {"model": "gpt-4o", "messages": chat(1), "stream": True, "tools": tools}
+    upstream.add(Scripted(events=recorded))
+    with proxy(upstream) as url:
+        answer = post(url, json.dumps(body).encode())
+    assert answer.content == wire([e for e in recorded if '"usage"' not in e])
+
+
+def test_a_length_stop_is_continued_as_on_the_librarys_path(upstream: ReplayServer) -> None:
+    # Call 1 (recorded) stops at max_tokens=1: the library escalates and the continuation
+    # streams as the same answer.
+    seen, continuations = [], []
+    for fast in (True, False):
+        upstream.requests.clear()
+        upstream.queue.clear()
+        upstream.add(
+            Scripted(events=events("openai-chat-length.txt")),
+            Scripted(events=events("openai-chat-text.txt")),
+        )
+        with proxy(upstream, fast=fast) as url:
+            seen.append(streamed(url, messages=chat(1), max_tokens=1))
+        assert len(upstream.requests) == 2
+        continuations.append(upstream.requests[1].json())
+    assert seen[0] == seen[1]
+    assert seen[0]["roles"] == ["assistant"] and seen[0]["finishes"] == ["stop"]
+    assert seen[0]["text"].startswith("{\"I'm unable to provide real-time")
+    assert continuations[0] == continuations[1]
+    assert continuations[0]["max_completion_tokens"] > 1
+
+
+def cut_tool_calls() -> list[str]:
+    """The recorded two-call answer cut inside its second call, as an answer stopped by the
+    output limit ends: its finish reason "length"."""
+    recorded = events("openai-chat-tool-calls.txt")
+    second = next(i for i, e in enumerate(recorded) if '"index":1,"id"' in e)
+    finish = next(e for e in recorded if '"finish_reason":"tool_calls"' in e)
+    return [*recorded[: second + 2], finish.replace('"tool_calls"', '"length"'), "[DONE]"]
+
+
+def test_a_tool_call_cut_by_the_limit_is_never_forwarded(upstream: ReplayServer) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    whole = events("openai-chat-tool-calls.txt")  # what a second call would get
+    seen = []
+    for fast in (True, False):
+        upstream.queue.clear()
+        upstream.add(Scripted(events=cut_tool_calls()), Scripted(events=whole))
+        with proxy(upstream, fast=fast) as url:
+            seen.append(streamed(url, messages=chat(1), max_tokens=40, tools=tools))
+    assert seen[0] == seen[1]
+    # The library drops the cut call and keeps the whole one: the client never sees the cut
+    # call's deltas, which the upstream sent.
+    calls = seen[0]["calls"]
+    assert [c["name"] for c in calls.values()] == ["GetWeatherArgs"]
+    assert json.loads(calls[0]["arguments"]) == {"city": "Edinburgh", "country": "UK", "units": "c"}
+    assert any("get_stock_price" in e for e in cut_tool_calls())
+
+
+def test_an_overflow_is_recovered_with_no_call_beyond_the_librarys(
+    upstream: ReplayServer,
+) -> None:
+    answers = []
+    for fast in (True, False):
+        upstream.requests.clear()
+        upstream.queue.clear()
+        upstream.add(replayed_error(OVERFLOW), Scripted(events=events("openai-chat-text.txt")))
+        with proxy(upstream, fast=fast) as url:
+            answers.append(streamed(url, messages=chat(31)))
+            metrics = httpx.get(url + "/metrics").text
+        assert len(upstream.requests) == 2  # the overflow's stated window spared a third
+        first, second = (r.json()["messages"] for r in upstream.requests)
+        assert first == chat(31) and len(second) < len(first)
+        assert 'chatcli_proxy_recoveries_total{level="2"} 1' in metrics
+    assert answers[0] == answers[1] and answers[0]["finishes"] == ["stop"]
+
+
+def test_an_unrecoverable_overflow_is_the_error_status(upstream: ReplayServer) -> None:
+    upstream.add(*[replayed_error(OVERFLOW)] * 5)
+    with proxy(upstream) as url, pytest.raises(openai.BadRequestError) as caught:
+        streamed(url, messages=chat(31))
+    assert caught.value.code == "context_length_exceeded"
+
+
+def test_a_request_the_library_changes_takes_its_path(upstream: ReplayServer) -> None:
+    # A window the conversation does not fit: the pre-flight cuts it, so the library
+    # forwards its view, and the answer is written by the proxy (its own chunk ids).
+    env = {"CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai-compatible", upstream.url + "/v1", context_window=4096, environ=env)
+    upstream.add(Scripted(events=events("openai-chat-text.txt")))
+    body = json.dumps({"model": "m", "messages": chat(101), "stream": True}).encode()
+    with running_proxy(up) as url:
+        answer = post(url, body)
+    assert answer.status_code == 200
+    assert len(upstream.requests[0].json()["messages"]) < 102
+    assert b"chatcmpl-9tXjg9" not in answer.content  # the recorded stream's ids: not piped
+
+
+def test_a_piped_answer_is_recorded(upstream: ReplayServer, tmp_path: Path) -> None:
+    upstream.add(Scripted(events=events("openai-chat-text.txt")))
+    recorder = SessionRecorder(SessionStore(tmp_path / "db"), upstream="openai test")
+    with proxy(upstream, sessions=recorder) as url:
+        answer = streamed(url, messages=chat(3))
+    with SessionStore(tmp_path / "db") as reader:
+        (info,) = reader.list_sessions()
+        assert reader.transcript(info.id)[-1].text == answer["text"]
+        (request,) = reader.requests(info.id)
+    assert request is not None
+
+
+def test_a_client_that_goes_away_ends_the_piped_stream_at_once(gated: GatedUpstream) -> None:
+    # The upstream holds its answer after the first words until a gate opens (it never does
+    # here); the client reads them and leaves: the proxy must notice and end the request
+    # (counted in /metrics) without waiting for the upstream's end.
+    gate = Gate()
+    gated.streams.append(gated_after(sse_events("openai-chat-text.txt"), '" unable"', gate))
+    up = upstream_at("openai", gated.url + "/v1", model="gpt-4o", environ=ENV)
+    body = {"model": "gpt-4o", "messages": chat(1), "stream": True}
+    with running_proxy(up) as url:
+        with httpx.stream("POST", url + URL_PATH, json=body, timeout=30) as answer:
+            read = ""
+            for text in answer.iter_text():  # the words before the gate, as they come
+                read += text
+                if '" unable"' in read:
+                    break
+        deadline = time.monotonic() + GATE_TIMEOUT_S / 2
+        counted = f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1'
+        while counted not in httpx.get(url + "/metrics").text:
+            assert time.monotonic() < deadline, "the request did not end when its client left"
+            time.sleep(0.05)
+        assert not gate.event.is_set()
+        gate.open()
