@@ -11,8 +11,9 @@ once and records what it was sent. Three policies, side by side on the same requ
   until the window forces a recovery level;
 - **aging**: the seed's always-on aging (`MicrocompactConfig(trigger_tokens=0)`): results
   cut at 2 turns, stubbed at 4, on every request;
-- **default**: chatcli's default (`MicrocompactConfig()`): nothing cut below the trigger,
-  batches down to half of it past it.
+- **default**: chatcli's default (`MicrocompactConfig()`): nothing cut below the trigger;
+  past it, a batch makes room for ten turns (never below half of the trigger), taking the
+  newest eligible results first (the latest start that reaches its target).
 
 Every request is counted with tiktoken's o200k_base (seeded offline from `bpe-openai` by
 `chatcli.tokencount`: nothing downloaded), 4 tokens of framing per message as
@@ -28,8 +29,9 @@ request, as Anthropic's automatic caching places it), priced with the catalog's 
 for `MODEL` (reads 0.1x, writes 1.25x of input). Output tokens are the same for every policy
 and left out.
 
-`python benchmarks/cache.py --depths 0.2 0.3 0.5 0.8` prices the default with other batch
-depths (how far below the trigger a batch brings the view) on the same sessions.
+`python benchmarks/cache.py --depths 4 6 10 15 100` prices the default with other batch
+depths (the turns of room a batch makes below the trigger, `BATCH_ROOM_TURNS`; never below
+half of it, so 100 is half every time) on the same sessions.
 """
 
 from __future__ import annotations
@@ -205,24 +207,29 @@ def main() -> None:
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 
-def depths(shares: list[float]) -> None:
-    """`--depths 0.3 0.5 ...`: the default with each batch depth (`BATCH_TARGET_SHARE`, set
-    for the run), on the same sessions: how deep a batch goes against reuse and cost."""
+def depths(turns: list[float]) -> None:
+    """`--depths 4 10 ...`: the default with each batch depth (`BATCH_ROOM_TURNS`, set for the
+    run), on the same sessions: how deep a batch goes against reuse and cost."""
     info = lookup(MODEL)
     prices = info.prices if info is not None and info.prices.cache_read else FALLBACK_PRICES
     tokens = Tokens()
     trigger = MicrocompactConfig().trigger()
-    print("| steps · window | batch depth | mean prefix reuse | cache breaks | cost vs off |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| steps · window | batch depth | mean prefix reuse (by tokens) | cache breaks "
+        "| reuse of the requests that broke it | cost vs off |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     for steps, window in RUNS:
         off = figures(tokens, requests(steps, window, None), trigger, prices)
-        for share in shares:
-            microcompact.BATCH_TARGET_SHARE = share
+        for room in turns:
+            microcompact.BATCH_ROOM_TURNS = room
             clear_memos()  # scans made at another depth hold other decisions
             result = figures(tokens, requests(steps, window, MicrocompactConfig()), trigger, prices)
+            broken = [reuse for _, reuse in result.broken]
             print(
-                f"| {steps} · {window // 1000:,}k | {share:.0%} of the trigger "
-                f"| {result.reuse:.1%} | {result.breaks} | {result.cost / off.cost:.2f}x |"
+                f"| {steps} · {window // 1000:,}k | room for {room:g} turns "
+                f"| {result.reuse:.2%} ({result.reuse_weighted:.1%}) | {result.breaks} "
+                f"| {min(broken):.0%}-{max(broken):.0%} | {result.cost / off.cost:.2f}x |"
             )
 
 

@@ -11,18 +11,39 @@ it again (allowed once 4+ turns old).
 **Pressure, not age alone.** While the view (the transcript with the stages applied, estimated
 in tokens) stays at or below the trigger (`MicrocompactConfig.trigger`: 100,000 tokens, or half
 of the room when it is known, whichever is lower), nothing moves. When it passes the trigger,
-one *batch* moves the oldest results to the stage their age allows, oldest first, until the
-view is at most `BATCH_TARGET_SHARE` of the trigger (or nothing old enough is left). The turns
-that follow grow on an unchanged prefix, which a provider's prompt cache bills at a tenth of
-the price, until the next batch. A trigger of 0 acts on every request and keeps nothing back:
-the seed's aging by age alone.
+one *batch* moves results to the stage their age allows (the seed's ages choose which results
+may go) until the view is at most the batch's target: room for `BATCH_ROOM_TURNS` turns of
+the transcript's mean growth per turn below the trigger, but never below `BATCH_TARGET_SHARE`
+of it. The batch is the eligible results after the latest start that reaches the target (all
+of them when none does). The turns that follow grow on an unchanged prefix, which a provider's
+prompt cache bills at a tenth of the price, until the next batch. A trigger of 0 acts on every
+request and keeps nothing back: the seed's aging by age alone.
 
-**Why half.** A batch rewrites the cache from its first changed message on, and every turn
-reads the whole view. Per turn that costs about `read * (low + trigger) / 2` plus
-`write * low * growth / (trigger - low)` for batches down to `low` tokens: both terms fall as
-`low` falls, so the cache prices alone would stub everything old enough at every batch. What
-holds a batch back is what the model loses: going down to half the trigger keeps the newer
-results whole, and still leaves half the trigger of room for the turns before the next batch.
+**Why from the back.** A cache reads the prefix up to the first changed message (0.1x of the
+input price) and writes everything after it (1.25x). Whichever eligible results a batch moves
+to reach its target, the view after it is about the target, so the turns that follow read
+the same number of tokens; what differs is the one-off write, 1.25x of everything after the
+batch's first change. So the prices choose the start: the latest one that still reaches the
+target, i.e. the batch takes the newest eligible results first (those of the last
+`truncate_turns` turns are never eligible) and keeps the results before them whole and
+cached. Moving the oldest results first instead rewrites nearly the whole view: in a 60-turn
+loop of `benchmarks/cache.py` the requests that carried a batch reused 3% and 15% of the
+previous one oldest first, 75-90% from the back. The price is what the model sees: a batch
+keeps the oldest results whole and stubs those read in between, and the oldest go only when
+the newer ones no longer suffice.
+
+**Why this depth.** A batch down to `low` tokens costs per turn about `read * (low +
+trigger) / 2` plus its one-off write spread over the `(trigger - low) / growth` turns it makes
+room for: both fall as `low` falls, so the cache prices alone would stub everything old enough
+at every batch. What holds a batch back is what the model loses, so the depth is the least
+that leaves room for many turns (SPEC section 7): `BATCH_ROOM_TURNS` turns of the
+transcript's own growth (in tokens per turn, from the counts the scan keeps), which adapts to
+sessions of small and large steps. `BATCH_TARGET_SHARE` bounds it: however large the steps, a
+batch keeps at least half of the trigger. Measured on the same sessions
+(`python benchmarks/cache.py --depths`): ten turns keep the mean prefix reuse of a 60-turn
+loop at 90.9% for 0.84x the cost of microcompaction off; batches down to half every time
+cost 0.80x but reuse 89.96% (from the back; 88.1% oldest first); more and less room are
+tabled in `benchmarks/README.md`.
 
 **Stable, so caches work.** A message's output depends only on the message and its stage (no
 relative age in any text), and stages are decided by scanning the transcript one message at a
