@@ -105,8 +105,10 @@ def _first_over(messages: Sequence[Message], trigger: int) -> int:
 def test_past_the_trigger_one_batch_moves_the_latest_results_that_reach_its_target() -> None:
     config = MicrocompactConfig(trigger_tokens=20_000)
     messages = _session(12)  # ~24,700 tokens whole; steps of ~2,300 tokens
-    # Ten steps of room would be deeper than half of the trigger: the batch goes to half.
+    # `BATCH_ROOM_TURNS` steps of room would be deeper than half the trigger: it goes to half.
     transcript = messages[: _first_over(messages, 20_000)]
+    growth = ESTIMATOR.count(transcript) / sum(m.tool_calls != () for m in transcript)
+    assert BATCH_ROOM_TURNS * growth > 20_000 * (1 - BATCH_TARGET_SHARE)
     view = microcompact(transcript, config).messages
     assert ESTIMATOR.count(view) <= 20_000 * BATCH_TARGET_SHARE
     results = [
@@ -127,8 +129,8 @@ def test_past_the_trigger_one_batch_moves_the_latest_results_that_reach_its_targ
     ) + [False] * 2  # stubbed from 4 turns on, cut at 2-3 (the seed's ages)
 
 
-def test_a_batch_makes_room_for_ten_turns_when_that_is_less_than_half() -> None:
-    # Steps of ~1,200 tokens: ten of them are ~12,000 tokens, less than half of 60,000.
+def test_a_batch_makes_room_for_some_turns_when_that_is_less_than_half() -> None:
+    # Steps of ~1,200 tokens: `BATCH_ROOM_TURNS` of them are less than half of 60,000 tokens.
     config = MicrocompactConfig(trigger_tokens=60_000)
     messages = _session(70, chars=4_000)
     transcript = messages[: _first_over(messages, 60_000)]
@@ -142,7 +144,8 @@ def test_between_batches_requests_share_their_whole_prefix() -> None:
     # An agent loop of 60 steps (~128,000 tokens whole): each request is the previous one plus
     # one step. With the seed's aging (trigger 0) a result changes at almost every step;
     # under pressure, only batches change earlier messages: every ~7 steps at a 30,000-token
-    # trigger, twice with the default (100,000: passed at step ~46, then room for ten steps).
+    # trigger, three times with the default (100,000: passed at step ~46, then each batch
+    # makes room for `BATCH_ROOM_TURNS` steps).
     messages = _session(60)
 
     def breaks(config: MicrocompactConfig) -> int:
@@ -155,7 +158,7 @@ def test_between_batches_requests_share_their_whole_prefix() -> None:
         )
 
     assert 4 <= breaks(MicrocompactConfig(trigger_tokens=30_000)) <= 8
-    assert breaks(MicrocompactConfig()) == 2
+    assert breaks(MicrocompactConfig()) == 3
     assert breaks(MicrocompactConfig(trigger_tokens=0)) > 50
 
 
