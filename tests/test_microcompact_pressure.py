@@ -20,10 +20,11 @@ from chatcli.history.microcompact import (
     PRESSURE_CHARS_PER_TOKEN,
     STUB_PREFIX,
     microcompact,
+    original_size,
 )
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
-from chatcli.messages import Message, ToolCall
+from chatcli.messages import Message, Role, ToolCall
 from chatcli.tokens import TokenEstimator
 from tests.strategies import agent_sessions, conversations
 
@@ -194,6 +195,30 @@ def test_appending_a_message_changes_earlier_output_only_when_a_batch_fires(
                 assert messages[i].tool_result is not None
                 assert len(view[i].text) < len(previous[i].text)
                 assert not previous[i].text.startswith(STUB_PREFIX)
+        previous = view
+
+
+@settings(max_examples=60, deadline=None)
+@given(agent_sessions(), _TRIGGERS)
+def test_a_batch_moves_every_eligible_result_after_its_first_change(
+    messages: list[Message], trigger: int
+) -> None:
+    # A batch is the eligible results after one start: none it passes over is left behind at
+    # an earlier stage than its age allows (the start alone is the prices' choice).
+    config = MicrocompactConfig(trigger_tokens=trigger)
+    previous = microcompact(messages[:1], config).messages
+    for count in range(2, len(messages) + 1):
+        view = microcompact(messages[:count], config).messages
+        changed = [i for i, old in enumerate(previous) if view[i] != old]
+        for i in range(changed[0] if changed else count, count):
+            small = original_size(messages[i].text) < config.min_content
+            if messages[i].tool_result is None or small:
+                continue
+            age = sum(m.role is Role.ASSISTANT for m in messages[i:count])
+            if age >= config.summarize_turns:
+                assert view[i].text.startswith(STUB_PREFIX)
+            elif age >= config.truncate_turns:
+                assert view[i].text != messages[i].text
         previous = view
 
 
