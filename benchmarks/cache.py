@@ -11,8 +11,9 @@ once and records what it was sent. Three policies, side by side on the same requ
   until the window forces a recovery level;
 - **aging**: the seed's always-on aging (`MicrocompactConfig(trigger_tokens=0)`): results
   cut at 2 turns, stubbed at 4, on every request;
-- **default**: chatcli's default (`MicrocompactConfig()`): nothing cut below the trigger,
-  batches down to half of it past it.
+- **default**: chatcli's default (`MicrocompactConfig()`): nothing cut below the trigger;
+  past it, a batch makes room for eight turns (never below half of the trigger), taking the
+  newest eligible results first (the latest start that reaches its target).
 
 Every request is counted with tiktoken's o200k_base (seeded offline from `bpe-openai` by
 `chatcli.tokencount`: nothing downloaded), 4 tokens of framing per message as
@@ -28,8 +29,11 @@ request, as Anthropic's automatic caching places it), priced with the catalog's 
 for `MODEL` (reads 0.1x, writes 1.25x of input). Output tokens are the same for every policy
 and left out.
 
-`python benchmarks/cache.py --depths 0.2 0.3 0.5 0.8` prices the default with other batch
-depths (how far below the trigger a batch brings the view) on the same sessions.
+`python benchmarks/cache.py --depths 4 6 10 15 100` prices the default with other batch
+depths (the turns of room a batch makes below the trigger, `BATCH_ROOM_TURNS`; never below
+half of it, so 100 is half every time) on the same sessions; `--depths ... --seeds 2026 1 2`
+on the sessions of other seeds too (the lowest and highest figure over them), so a depth
+is not chosen for one session's luck.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ from chatcli.tokencount import TiktokenCounter, load_encoding
 MODEL = "claude-sonnet-4-5"
 # The issue's targets: (steps, window).
 RUNS = ((60, 200_000), (200, 1_000_000))
+# The session of the main table (`agent_session`'s default); `--seeds` adds others.
+SEED = 2026
 POLICIES: dict[str, MicrocompactConfig | None] = {
     "off": None,
     "aging (seed)": MicrocompactConfig(trigger_tokens=0),
@@ -101,10 +107,10 @@ class Tokens:
 
 
 def requests(
-    steps: int, window: int, config: MicrocompactConfig | None
+    steps: int, window: int, config: MicrocompactConfig | None, seed: int = SEED
 ) -> list[tuple[Message, ...]]:
-    """What `Client.send` sends at each step of the agent loop."""
-    session = agent_session(steps)
+    """What `Client.send` sends at each step of the agent loop (the session of `seed`)."""
+    session = agent_session(steps, seed)
     ends = [i + 1 for i, m in enumerate(session) if m.tool_result is not None]
     provider = InstantProvider(context_window=window)
     client = Client(provider, microcompact=config)
@@ -205,29 +211,56 @@ def main() -> None:
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 
-def depths(shares: list[float]) -> None:
-    """`--depths 0.3 0.5 ...`: the default with each batch depth (`BATCH_TARGET_SHARE`, set
-    for the run), on the same sessions: how deep a batch goes against reuse and cost."""
+def depths(turns: list[int], seeds: list[int]) -> None:
+    """`--depths 4 10 ... [--seeds 2026 1 2 ...]`: the default with each batch depth
+    (`BATCH_ROOM_TURNS`, set for the run), on the sessions of `seeds`: how deep a batch goes
+    against reuse and cost. With one session, its figures; with several, the lowest and
+    highest over the sessions."""
     info = lookup(MODEL)
     prices = info.prices if info is not None and info.prices.cache_read else FALLBACK_PRICES
     tokens = Tokens()
     trigger = MicrocompactConfig().trigger()
-    print("| steps · window | batch depth | mean prefix reuse | cache breaks | cost vs off |")
-    print("|---|---:|---:|---:|---:|")
+    sessions = "the session" if len(seeds) == 1 else f"{len(seeds)} sessions (seeds {seeds})"
+    print(f"Batch depths on {sessions}:\n")
+    print(
+        "| steps · window | batch depth | mean prefix reuse | cache breaks "
+        "| reuse of the requests that broke it | cost vs off |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     for steps, window in RUNS:
-        off = figures(tokens, requests(steps, window, None), trigger, prices)
-        for share in shares:
-            microcompact.BATCH_TARGET_SHARE = share
+        offs = [
+            figures(tokens, requests(steps, window, None, seed), trigger, prices) for seed in seeds
+        ]
+        for room in turns:
+            microcompact.BATCH_ROOM_TURNS = room
             clear_memos()  # scans made at another depth hold other decisions
-            result = figures(tokens, requests(steps, window, MicrocompactConfig()), trigger, prices)
+            results = [
+                figures(
+                    tokens, requests(steps, window, MicrocompactConfig(), seed), trigger, prices
+                )
+                for seed in seeds
+            ]
+            broken = [reuse for result in results for _, reuse in result.broken]
+            costs = [result.cost / off.cost for result, off in zip(results, offs, strict=True)]
             print(
-                f"| {steps} · {window // 1000:,}k | {share:.0%} of the trigger "
-                f"| {result.reuse:.1%} | {result.breaks} | {result.cost / off.cost:.2f}x |"
+                f"| {steps} · {window // 1000:,}k | room for {room} turns "
+                f"| {_span([result.reuse for result in results], '.2%')} "
+                f"| {_span([result.breaks for result in results], 'd')} "
+                f"| {min(broken):.0%}-{max(broken):.0%} | {_span(costs, '.2f')}x |"
             )
+
+
+def _span(values: list[float] | list[int], spec: str) -> str:
+    """`values` as "low-high", or the one value when they are all the same."""
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}-{high}"
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--depths"]:
-        depths([float(share) for share in sys.argv[2:]])
+        arguments = sys.argv[2:]
+        at = arguments.index("--seeds") if "--seeds" in arguments else len(arguments)
+        seeds = [int(seed) for seed in arguments[at + 1 :]] or [SEED]
+        depths([int(room) for room in arguments[:at]], seeds)
     else:
         main()

@@ -15,14 +15,16 @@ from chatcli.errors import ConfigError
 from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.memo import clear_memos
 from chatcli.history.microcompact import (
+    BATCH_ROOM_TURNS,
     BATCH_TARGET_SHARE,
     PRESSURE_CHARS_PER_TOKEN,
     STUB_PREFIX,
     microcompact,
+    original_size,
 )
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
-from chatcli.messages import Message, ToolCall
+from chatcli.messages import Message, Role, ToolCall
 from chatcli.tokens import TokenEstimator
 from tests.strategies import agent_sessions, conversations
 
@@ -96,26 +98,55 @@ def test_below_the_trigger_nothing_is_cut_however_old() -> None:
     assert microcompact(messages, room=60_000).report.changed
 
 
-def test_past_the_trigger_one_batch_goes_down_to_half_of_it_oldest_first() -> None:
+def _first_over(messages: Sequence[Message], trigger: int) -> int:
+    """The length of the first prefix of `messages` whose pressure estimate passes `trigger`."""
+    return next(n for n in range(2, len(messages) + 1) if ESTIMATOR.count(messages[:n]) > trigger)
+
+
+def test_past_the_trigger_one_batch_moves_the_latest_results_that_reach_its_target() -> None:
     config = MicrocompactConfig(trigger_tokens=20_000)
-    messages = _session(12)  # ~24,700 tokens whole
-    # The first request past the trigger: its view is at most half of it.
-    first_over = next(
-        n for n in range(2, len(messages) + 1) if ESTIMATOR.count(messages[:n]) > 20_000
-    )
-    view = microcompact(messages[:first_over], config).messages
+    messages = _session(12)  # ~24,700 tokens whole; steps of ~2,300 tokens
+    # `BATCH_ROOM_TURNS` steps of room would be deeper than half the trigger: it goes to half.
+    transcript = messages[: _first_over(messages, 20_000)]
+    growth = ESTIMATOR.count(transcript) / sum(m.tool_calls != () for m in transcript)
+    assert BATCH_ROOM_TURNS * growth > 20_000 * (1 - BATCH_TARGET_SHARE)
+    view = microcompact(transcript, config).messages
     assert ESTIMATOR.count(view) <= 20_000 * BATCH_TARGET_SHARE
-    texts = [m.text for m in view if m.tool_result is not None]
-    stubbed = [text.startswith(STUB_PREFIX) for text in texts]
-    assert stubbed[0] and stubbed == sorted(stubbed, reverse=True)  # the oldest ones
-    assert texts[-1] == messages[first_over - 1].text  # the latest result is whole
+    results = [
+        (old.text, new.text) for old, new in zip(transcript, view, strict=True) if new.tool_result
+    ]
+    moved = [old != new for old, new in results]
+    start = moved.index(True)
+    # One run of moved results from `start` on, up to the ones too young to move...
+    assert moved == [False] * start + [True] * (len(moved) - start - 2) + [False] * 2
+    assert start > 0  # ...after results kept whole: a cache keeps them and what precedes
+    # The latest start: one more result kept whole and the view is above half the trigger.
+    kept = list(view)
+    first = next(i for i, (old, new) in enumerate(zip(transcript, view, strict=True)) if old != new)
+    kept[first] = transcript[first]
+    assert ESTIMATOR.count(kept) > 20_000 * BATCH_TARGET_SHARE
+    assert [new.startswith(STUB_PREFIX) for _, new in results[start:-2]] == [True] * (
+        len(moved) - start - 4
+    ) + [False] * 2  # stubbed from 4 turns on, cut at 2-3 (the seed's ages)
+
+
+def test_a_batch_makes_room_for_some_turns_when_that_is_less_than_half() -> None:
+    # Steps of ~1,200 tokens: `BATCH_ROOM_TURNS` of them are less than half of 60,000 tokens.
+    config = MicrocompactConfig(trigger_tokens=60_000)
+    messages = _session(70, chars=4_000)
+    transcript = messages[: _first_over(messages, 60_000)]
+    growth = ESTIMATOR.count(transcript) / sum(m.tool_calls != () for m in transcript)
+    view = microcompact(transcript, config).messages
+    target = 60_000 - BATCH_ROOM_TURNS * growth
+    assert 60_000 * BATCH_TARGET_SHARE < target - 2 * growth <= ESTIMATOR.count(view) <= target
 
 
 def test_between_batches_requests_share_their_whole_prefix() -> None:
     # An agent loop of 60 steps (~128,000 tokens whole): each request is the previous one plus
     # one step. With the seed's aging (trigger 0) a result changes at almost every step;
     # under pressure, only batches change earlier messages: every ~7 steps at a 30,000-token
-    # trigger, once with the default (100,000).
+    # trigger, three times with the default (100,000: passed at step ~46, then each batch
+    # makes room for `BATCH_ROOM_TURNS` steps).
     messages = _session(60)
 
     def breaks(config: MicrocompactConfig) -> int:
@@ -128,7 +159,7 @@ def test_between_batches_requests_share_their_whole_prefix() -> None:
         )
 
     assert 4 <= breaks(MicrocompactConfig(trigger_tokens=30_000)) <= 8
-    assert breaks(MicrocompactConfig()) == 1
+    assert breaks(MicrocompactConfig()) == 3
     assert breaks(MicrocompactConfig(trigger_tokens=0)) > 50
 
 
@@ -165,6 +196,59 @@ def test_appending_a_message_changes_earlier_output_only_when_a_batch_fires(
                 assert len(view[i].text) < len(previous[i].text)
                 assert not previous[i].text.startswith(STUB_PREFIX)
         previous = view
+
+
+@settings(max_examples=60, deadline=None)
+@given(agent_sessions(), _TRIGGERS)
+def test_a_batch_moves_every_eligible_result_after_its_first_change(
+    messages: list[Message], trigger: int
+) -> None:
+    # A batch is the eligible results after one start: none it passes over is left behind at
+    # an earlier stage than its age allows (the start alone is the prices' choice).
+    config = MicrocompactConfig(trigger_tokens=trigger)
+    previous = microcompact(messages[:1], config).messages
+    for count in range(2, len(messages) + 1):
+        view = microcompact(messages[:count], config).messages
+        changed = [i for i, old in enumerate(previous) if view[i] != old]
+        for i in range(changed[0] if changed else count, count):
+            small = original_size(messages[i].text) < config.min_content
+            if messages[i].tool_result is None or small:
+                continue
+            age = sum(m.role is Role.ASSISTANT for m in messages[i:count])
+            if age >= config.summarize_turns:
+                assert view[i].text.startswith(STUB_PREFIX)
+            elif age >= config.truncate_turns:
+                assert view[i].text != messages[i].text
+        previous = view
+
+
+def _alone(result: Message, tool: str, stage: int) -> str:
+    """The text of `result` at `stage`, made with nothing else around it: its call, then as
+    many turns as the stage needs, aged by the seed's always-on aging."""
+    assert result.tool_result is not None
+    call = ToolCall(id=result.tool_result.call_id, name=tool)
+    turns = MicrocompactConfig().summarize_turns if stage == 2 else 2
+    alone = [Message.assistant("", tool_calls=(call,)), result]
+    alone += [Message.assistant(f"turn {n}") for n in range(turns)]
+    return microcompact(alone, MicrocompactConfig(trigger_tokens=0)).messages[1].text
+
+
+@settings(max_examples=40, deadline=None)
+@given(agent_sessions(max_steps=16), _TRIGGERS)
+def test_a_results_text_depends_only_on_the_result_and_its_stage(
+    messages: list[Message], trigger: int
+) -> None:
+    # Whatever the batch around it, its start or the transcript's length: a result is sent
+    # whole, or as the text it has at its stage alone, byte for byte (so a cache can keep it).
+    config = MicrocompactConfig(trigger_tokens=trigger)
+    tools = {call.id: call.name for m in messages for call in m.tool_calls}
+    for count in range(len(messages) // 2, len(messages) + 1):
+        view = microcompact(messages[:count], config).messages
+        for message, sent in zip(messages, view, strict=False):
+            if sent.text != message.text:
+                assert message.tool_result is not None
+                tool = tools[message.tool_result.call_id]
+                assert sent.text in (_alone(message, tool, 1), _alone(message, tool, 2))
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,18 +11,41 @@ it again (allowed once 4+ turns old).
 **Pressure, not age alone.** While the view (the transcript with the stages applied, estimated
 in tokens) stays at or below the trigger (`MicrocompactConfig.trigger`: 100,000 tokens, or half
 of the room when it is known, whichever is lower), nothing moves. When it passes the trigger,
-one *batch* moves the oldest results to the stage their age allows, oldest first, until the
-view is at most `BATCH_TARGET_SHARE` of the trigger (or nothing old enough is left). The turns
-that follow grow on an unchanged prefix, which a provider's prompt cache bills at a tenth of
-the price, until the next batch. A trigger of 0 acts on every request and keeps nothing back:
-the seed's aging by age alone.
+one *batch* moves results to the stage their age allows (the seed's ages choose which results
+may go) until the view is at most the batch's target: room for `BATCH_ROOM_TURNS` turns of
+the transcript's mean growth per turn below the trigger, but never below `BATCH_TARGET_SHARE`
+of it. The batch is the eligible results after the latest start that reaches the target (all
+of them when none does). The turns that follow grow on an unchanged prefix, which a provider's
+prompt cache bills at a tenth of the price, until the next batch. A trigger of 0 acts on every
+request and keeps nothing back: the seed's aging by age alone.
 
-**Why half.** A batch rewrites the cache from its first changed message on, and every turn
-reads the whole view. Per turn that costs about `read * (low + trigger) / 2` plus
-`write * low * growth / (trigger - low)` for batches down to `low` tokens: both terms fall as
-`low` falls, so the cache prices alone would stub everything old enough at every batch. What
-holds a batch back is what the model loses: going down to half the trigger keeps the newer
-results whole, and still leaves half the trigger of room for the turns before the next batch.
+**Why from the back.** A cache reads the prefix up to the first changed message (0.1x of the
+input price) and writes everything after it (1.25x). Whichever eligible results a batch moves
+to reach its target, the view after it is about the target, so the turns that follow read
+the same number of tokens; what differs is the one-off write, 1.25x of everything after the
+batch's first change. So the prices choose the start: the latest one that still reaches the
+target, i.e. the batch takes the newest eligible results first (those of the last
+`truncate_turns` turns are never eligible) and keeps the results before them whole and
+cached. Moving the oldest results first instead rewrites nearly the whole view: in a 60-turn
+loop of `benchmarks/cache.py` the requests that carried a batch reused 3% and 15% of the
+previous one oldest first, 72-85% from the back. The price is what the model sees: a batch
+keeps the oldest results whole and stubs those read in between, and the oldest go only when
+the newer ones no longer suffice.
+
+**Why this depth.** A batch down to `low` tokens costs per turn about `read * (low +
+trigger) / 2` plus its one-off write spread over the `(trigger - low) / growth` turns it makes
+room for: both fall as `low` falls, so the cache prices alone would stub everything old enough
+at every batch. What holds a batch back is what the model loses, so the depth is the least
+that leaves room for many turns (SPEC section 7): `BATCH_ROOM_TURNS` turns of the
+transcript's own growth (in tokens per turn, from the counts the scan keeps), which adapts to
+sessions of small and large steps. `BATCH_TARGET_SHARE` bounds it: however large the steps, a
+batch keeps at least half of the trigger. The 8 is measured, not derived (`python
+benchmarks/cache.py --depths 4 6 8 10 12 15 100 --seeds 2026 1 2 3 4 5 6 7`): on those 8
+sessions, rooms of 4 to 12 turns keep the mean prefix reuse of 60-turn loops within a few
+tenths of a point of each other, around 90-92%; with 8, every session reaches at least
+90.3%, for at most 0.87x the cost of microcompaction off, while 10 and 15 turns and batches
+down to half every time (0.67-0.80x) leave one session at 89.8%. Batches down to half oldest
+first reused 86.9-88.8% on 6 of these sessions.
 
 **Stable, so caches work.** A message's output depends only on the message and its stage (no
 relative age in any text), and stages are decided by scanning the transcript one message at a
@@ -67,6 +90,7 @@ from chatcli.messages import Message, Role
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
+    "BATCH_ROOM_TURNS",
     "BATCH_TARGET_SHARE",
     "PRESSURE_CHARS_PER_TOKEN",
     "STUB_PREFIX",
@@ -75,8 +99,11 @@ __all__ = [
     "original_size",
 ]
 
-# A batch brings the view down to this share of the trigger (see "Why half" above).
+# The deepest a batch goes: down to this share of the trigger (see "Why this depth" above).
 BATCH_TARGET_SHARE = 0.5
+# A batch makes room for this many turns of the transcript's mean growth per turn, unless
+# that is deeper than `BATCH_TARGET_SHARE` (see "Why this depth" above).
+BATCH_ROOM_TURNS = 8
 # The pressure estimate's chars per token when the caller gives no estimator. Denser than
 # `TokenEstimator`'s uncalibrated 4.0: tool results are mostly code, logs and JSON, which real
 # tokenizers count at 3.3-3.8 chars/token (o200k on the Python standard library: 3.7), and a
@@ -143,11 +170,11 @@ class _Scan:
         self.out: list[Message] = []  # the output for `messages`
         self.shrunk = 0  # how many messages of `out` are not the input's
         self.tools: dict[str, str] = {}
-        self.results: list[_Result] = []
-        self.first_open = 0  # results before it are stubs: batches start here
+        self.open: list[_Result] = []  # the results not yet stubbed, oldest first
         self.lines: dict[int, str] = {}  # the report line of each changed message
         self.line_order: list[int] = []  # their indices, sorted
         self.assistants = self.view_chars = self.chars_in = self.chars_out = 0
+        self.grown_chars = 0  # the view's chars with nothing shrunk: what the turns added
 
     def push(self, message: Message) -> None:
         index = len(self.messages)
@@ -161,39 +188,59 @@ class _Scan:
             self.tools.update((call.id, call.name) for call in message.tool_calls)
         original = original_size(message.text) if message.tool_result is not None else 0
         if original >= self.config.min_content:
-            self.results.append(_Result(index=index, born=self.assistants, original=original))
+            self.open.append(_Result(index=index, born=self.assistants, original=original))
             chars = original
         self.view_chars += chars
+        self.grown_chars += chars
         if self.trigger == 0 or self.tokens() > self.trigger:
-            self.batch(int(self.trigger * BATCH_TARGET_SHARE))
+            self.batch(self.target())
 
     def rewind(self, count: int) -> bool:
         return False  # a batch may have moved results before `count`: scan again
 
-    def tokens(self) -> int:
-        return self.estimator.count_chars(self.view_chars, len(self.messages))
+    def tokens(self, chars: int | None = None) -> int:
+        """The pressure estimate of the view, or of the view at `chars`."""
+        chars = self.view_chars if chars is None else chars
+        return self.estimator.count_chars(chars, len(self.messages))
+
+    def target(self) -> int:
+        """How far down a batch brings the view: room for `BATCH_ROOM_TURNS` turns of the
+        transcript's mean growth per turn, but never below `BATCH_TARGET_SHARE` of the
+        trigger (see "Why this depth" in the module docstring)."""
+        growth = self.tokens(self.grown_chars) / max(self.assistants, 1)
+        floor = int(self.trigger * BATCH_TARGET_SHARE)
+        return max(floor, int(self.trigger - BATCH_ROOM_TURNS * growth))
 
     def batch(self, target: int) -> None:
-        """Move the oldest results to the stage their age allows until the view is at most
-        `target` tokens (or no result is old enough)."""
-        config = self.config
-        for result in self.results[self.first_open :]:
-            if self.trigger > 0 and self.tokens() <= target:
+        """Move the results after the latest start that brings the view to at most `target`
+        tokens to the stage their age allows (all of them when none does).
+
+        Walks the results not yet stubbed from the newest back, so the first changed message,
+        and with it the prefix a cache keeps, is as late as the target allows (see "Why from
+        the back" in the module docstring)."""
+        config, chars = self.config, self.view_chars
+        moves: list[tuple[_Result, int, str]] = []
+        for result in reversed(self.open):
+            if self.tokens(chars) <= target:
                 break
             age = self.assistants - result.born
             if age < config.truncate_turns:
-                break  # every later result is younger still
+                continue  # too young to move (the newest results come first)
             stage = 2 if age >= config.summarize_turns else 1
             if stage > result.stage:
-                self.advance(result, stage)
-        while self.first_open < len(self.results) and self.results[self.first_open].stage == 2:
-            self.first_open += 1
+                content = self.staged(self.messages[result.index], result, stage)
+                chars += self.view_size(result, stage, content) - self.view_size(result)
+                moves.append((result, stage, content))
+        for result, stage, content in moves:
+            self.advance(result, stage, content)
+        if moves:
+            self.open = [result for result in self.open if result.stage < 2]
 
-    def advance(self, result: _Result, stage: int) -> None:
+    def advance(self, result: _Result, stage: int, content: str) -> None:
+        """Put `result` at `stage`, whose text is `content`."""
         before = self.view_size(result)
         result.stage = stage
         message = self.messages[result.index]
-        content = self.staged(message, result)
         if stage == 2:
             result.stub_chars = len(content)
         self.view_chars += self.view_size(result) - before
@@ -207,21 +254,24 @@ class _Scan:
             bisect.insort(self.line_order, result.index)
         self.lines[result.index] = self.report_line(message, content)
 
-    def view_size(self, result: _Result) -> int:
-        if result.stage == 0:
+    def view_size(self, result: _Result, stage: int | None = None, content: str = "") -> int:
+        """What `result` counts in the pressure estimate at its stage, or at `stage` with the
+        text `content`."""
+        stage = result.stage if stage is None else stage
+        if stage == 0:
             return result.original
-        if result.stage == 1:
+        if stage == 1:
             call_id = self.call_id(result)
             config = self.config
             return nominal_cut_chars(result.original, call_id, config.head_chars, config.tail_chars)
-        return result.stub_chars
+        return len(content) if content else result.stub_chars
 
-    def staged(self, message: Message, result: _Result) -> str:
-        """The text of `message` at `result.stage` (itself when already there)."""
+    def staged(self, message: Message, result: _Result, stage: int) -> str:
+        """The text of `message` at `stage` (itself when already there)."""
         content, call_id = message.text, self.call_id(result)
-        if is_microcompacted(content, result.stage):
+        if is_microcompacted(content, stage):
             return content
-        if result.stage == 1:
+        if stage == 1:
             config = self.config
             return cut_head_tail(
                 content, result.original, call_id, config.head_chars, config.tail_chars
