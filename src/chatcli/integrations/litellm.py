@@ -37,9 +37,16 @@ litellm is imported on first use, never when this module is imported.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    contextmanager,
+    nullcontext,
+)
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Self
@@ -127,14 +134,16 @@ class LiteLLM(OpenAIBase):
         return nullcontext()
 
     def _send(self, client: Any, params: Json) -> Any:
-        return client.completion(**params)
+        with _closing_stray_loop():
+            return client.completion(**params)
 
     async def _asend(self, client: Any, params: Json) -> Any:
         return await client.acompletion(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        stream: AbstractContextManager[Any] = client.completion(**params)  # CustomStreamWrapper
-        return stream
+        with _closing_stray_loop():
+            stream: AbstractContextManager[Any] = client.completion(**params)
+        return stream  # litellm's CustomStreamWrapper
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
         stream: AbstractAsyncContextManager[Any] = await client.acompletion(**params)
@@ -143,6 +152,38 @@ class LiteLLM(OpenAIBase):
     def _parse(self, raw: Any) -> Response:
         self.answers.append(raw)
         return super()._parse(raw)
+
+
+@contextmanager
+def _closing_stray_loop() -> Iterator[None]:
+    """Close the event loop a blocking litellm call leaves in a thread that had none.
+
+    litellm's sync `completion` runs its service hooks on the thread's loop, got with
+    `asyncio.get_event_loop()`: in the main thread (Python < 3.14) that makes a loop, sets it
+    and leaves it open, so a sync caller ends up holding an unclosed loop it never asked for
+    (a ResourceWarning when it is collected). A loop the thread already had is the caller's and
+    stays; one that appeared during the call is closed and unset, which leaves the thread as
+    `asyncio.run` does (no current loop).
+    """
+    before = _thread_loop()
+    try:
+        yield
+    finally:
+        after = _thread_loop()
+        if before is None and after is not None and not after.is_running():
+            asyncio.set_event_loop(None)
+            after.close()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop set for this thread, read without making one (`get_event_loop` would). The
+    default policy keeps it in `_local._loop`; another policy's is not looked at (None), nor
+    is any from Python 3.14, whose `get_event_loop` no longer makes one."""
+    if sys.version_info >= (3, 14):
+        return None
+    local = getattr(asyncio.get_event_loop_policy(), "_local", None)
+    loop = getattr(local, "_loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
 def _model_limits(
