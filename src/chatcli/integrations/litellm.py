@@ -239,12 +239,16 @@ class _Call:
     @classmethod
     def prepare(
         cls,
-        body: Json,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        kwargs: Mapping[str, Any],
         *,
         context_window: int | None,
         on_event: Hook | None,
         config: RecoveryConfig | None,
     ) -> Self:
+        # A copy of the list: the caller's list and its messages are only ever read.
+        body = {**kwargs, "model": model, "messages": list(messages)}
         parsed = _DIALECT.parse(body)
         model = str(body["model"])
         param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
@@ -262,8 +266,12 @@ class _Call:
         parsed = self.parsed
         return {"messages": parsed.messages, "max_tokens": parsed.max_tokens, "tools": parsed.tools}
 
-    def response(self, reply: Reply) -> Any:
-        """litellm's `ModelResponse` for `reply` (see the module docstring)."""
+    def response(self, outcome: Reply | BaseException) -> Any:
+        """litellm's `ModelResponse` for the reply (see the module docstring); an exception
+        (`_foreign`'s) is raised, here, outside the `except` block that caught it."""
+        if isinstance(outcome, BaseException):
+            raise outcome
+        reply = outcome
         answers = self.provider.answers
         if len(answers) == 1:
             return answers[0]
@@ -272,11 +280,6 @@ class _Call:
         response = _litellm().ModelResponse(**{**body, "id": last.id, "created": last.created})
         response._hidden_params = dict(getattr(last, "_hidden_params", None) or {})
         return response
-
-
-def _body(model: str, messages: Sequence[Mapping[str, Any]], kwargs: Mapping[str, Any]) -> Json:
-    # A copy of the list: the caller's list and its messages are only ever read.
-    return {**kwargs, "model": model, "messages": list(messages)}
 
 
 def completion(
@@ -289,15 +292,16 @@ def completion(
     **kwargs: Any,
 ) -> Any:
     """`litellm.completion` with recovery; see the module docstring."""
-    body = _body(model, messages, kwargs)
-    call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
+    call = _Call.prepare(
+        model, messages, kwargs, context_window=context_window, on_event=on_event, config=config
+    )
     if call.parsed.stream:
         return RecoveringStream(call.client.stream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(call.client.send(**call.args()))
+        outcome: Reply | BaseException = call.client.send(**call.args())
     except ProviderError as exc:
-        error = _foreign(exc)
-    raise error
+        outcome = _foreign(exc)
+    return call.response(outcome)
 
 
 async def acompletion(
@@ -310,15 +314,16 @@ async def acompletion(
     **kwargs: Any,
 ) -> Any:
     """`litellm.acompletion` with recovery; see the module docstring."""
-    body = _body(model, messages, kwargs)
-    call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
+    call = _Call.prepare(
+        model, messages, kwargs, context_window=context_window, on_event=on_event, config=config
+    )
     if call.parsed.stream:
         return AsyncRecoveringStream(call.client.astream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(await call.client.asend(**call.args()))
+        outcome: Reply | BaseException = await call.client.asend(**call.args())
     except ProviderError as exc:
-        error = _foreign(exc)
-    raise error
+        outcome = _foreign(exc)
+    return call.response(outcome)
 
 
 def _foreign(error: ProviderError) -> BaseException:
@@ -395,16 +400,17 @@ class RecoveringStream:
     def __next__(self) -> Any:
         while not self._pending:
             try:
-                item = next(self._items)
+                item: StreamItem | BaseException = next(self._items)
             except ProviderError as exc:
-                error = _foreign(exc)
-            else:
-                self._take(item)
-                continue
-            raise error
+                item = _foreign(exc)
+            self._take(item)
         return self._pending.pop(0)
 
-    def _take(self, item: StreamItem) -> None:
+    def _take(self, item: StreamItem | BaseException) -> None:
+        """Queue the chunks for the next stream item; an exception (`_foreign`'s) is raised,
+        here, outside the `except` block that caught it."""
+        if isinstance(item, BaseException):
+            raise item
         if isinstance(item, Event):
             self.events.append(item)
         elif isinstance(item, Reply):
@@ -436,13 +442,10 @@ class AsyncRecoveringStream(RecoveringStream):
     async def __anext__(self) -> Any:
         while not self._pending:
             try:
-                item = await anext(self._aitems)
+                item: StreamItem | BaseException = await anext(self._aitems)
             except ProviderError as exc:
-                error = _foreign(exc)
-            else:
-                self._take(item)
-                continue
-            raise error
+                item = _foreign(exc)
+            self._take(item)
         return self._pending.pop(0)
 
     async def aclose(self) -> None:
