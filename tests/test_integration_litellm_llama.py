@@ -172,6 +172,17 @@ def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
     assert any(isinstance(e, OverflowDetected) for e in stream.events)
 
 
+async def test_an_async_stream_is_iterated_with_async_for_only(api_base: str) -> None:
+    """A plain `for` over the async stream is an error, not an empty stream (it was one)."""
+    stream = await acompletion(**args(api_base, [{"role": "user", "content": "Hi"}], stream=True))
+    async with stream:
+        with pytest.raises(TypeError):
+            iter(stream)
+        chunks = [chunk async for chunk in stream]
+    assert chunks
+    assert stream.reply is not None
+
+
 async def test_an_async_stream_recovers(api_base: str) -> None:
     history = long_chat()
     stream = await acompletion(**args(api_base, history, stream=True))

@@ -380,7 +380,28 @@ class _Chunks:
         return [self.chunk({}, reply.stop_reason, **fields)]
 
 
-class RecoveringStream:
+class _Converting:
+    """What both streams keep: the chunks not yet given, the events and the reply so far."""
+
+    def __init__(self, chunks: _Chunks) -> None:
+        self._chunks = chunks
+        self._pending: list[Any] = []
+        self.events: list[Event] = []
+        self.reply: Reply | None = None
+
+    def _take(self, item: StreamItem | BaseException) -> None:
+        """Queue the chunks for the next stream item; an exception (`_foreign`'s) is raised,
+        here, outside the `except` block that caught it."""
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, Event):
+            self.events.append(item)
+        elif isinstance(item, Reply):
+            self.reply = item
+        self._pending.extend(self._chunks.convert(item))
+
+
+class RecoveringStream(_Converting):
     """litellm `ModelResponseStream` chunks of a recovered answer, as they arrive.
 
     `events`: what recovery did so far; `reply`: chatcli's `Reply` once the stream ended.
@@ -388,11 +409,8 @@ class RecoveringStream:
     """
 
     def __init__(self, items: Iterator[StreamItem], chunks: _Chunks) -> None:
+        super().__init__(chunks)
         self._items = items
-        self._chunks = chunks
-        self._pending: list[Any] = []
-        self.events: list[Event] = []
-        self.reply: Reply | None = None
 
     def __iter__(self) -> Self:
         return self
@@ -406,17 +424,6 @@ class RecoveringStream:
             self._take(item)
         return self._pending.pop(0)
 
-    def _take(self, item: StreamItem | BaseException) -> None:
-        """Queue the chunks for the next stream item; an exception (`_foreign`'s) is raised,
-        here, outside the `except` block that caught it."""
-        if isinstance(item, BaseException):
-            raise item
-        if isinstance(item, Event):
-            self.events.append(item)
-        elif isinstance(item, Reply):
-            self.reply = item
-        self._pending.extend(self._chunks.convert(item))
-
     def close(self) -> None:
         close: Callable[[], None] | None = getattr(self._items, "close", None)
         if close is not None:
@@ -429,11 +436,12 @@ class RecoveringStream:
         self.close()
 
 
-class AsyncRecoveringStream(RecoveringStream):
-    """The async `RecoveringStream` that `acompletion(..., stream=True)` returns."""
+class AsyncRecoveringStream(_Converting):
+    """The async `RecoveringStream` that `acompletion(..., stream=True)` returns: `async for`,
+    `async with`, `await aclose()` (not iterable without `async`: it would yield nothing)."""
 
     def __init__(self, items: AsyncIterator[StreamItem], chunks: _Chunks) -> None:
-        super().__init__(iter(()), chunks)
+        super().__init__(chunks)
         self._aitems = items
 
     def __aiter__(self) -> Self:
