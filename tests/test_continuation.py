@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from chatcli.continuation import (
@@ -208,15 +208,38 @@ def test_seam_overlap(before: str, after: str, expected: int) -> None:
 
 
 def test_seam_overlap_prefers_the_longest_match() -> None:
-    before = "ha ha ha ha ha ha ha ha"
-    after = "ha ha ha ha ha! done"
-    assert seam_overlap(before, after) == len("ha ha ha ha ha")
+    before = "Results: ok, ok, fail. Results: ok, ok"
+    after = "Results: ok, ok, fail, ok."
+    assert seam_overlap(before, after) == len("Results: ok, ok")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        # The partial was laughing: the continuation laughs on, or repeats 14 chars of it.
+        ("ha ha ha ha ha ha ha ha", "ha ha ha ha ha! done"),
+        ("----------------", "--------\nnext"),  # a rule drawn on
+        ("x = 1\nx = 1\nx = 1\nx = ", "1\nx = 1\nx = 1\ny"),  # the same line again and again
+        ("abcdefghij" * 2 + "abc", "defghijabcdefghij"),  # two whole units, then the seam
+    ],
+)
+def test_seam_overlap_keeps_a_loop_going_on(before: str, after: str) -> None:
+    """In a loop the partial already showed, a match is no evidence of a repeat: kept."""
+    assert seam_overlap(before, after) == 0
+
+
+def test_seam_overlap_removes_a_unit_seen_once() -> None:
+    """The same seam as the last loop case, but the partial shows the unit once only: that
+    is what a model repeating itself produces, so the match is removed."""
+    assert seam_overlap("xyz" + "abcdefghij" + "abc", "defghijabcdefghij") == 10
 
 
 def test_seam_overlap_is_linear_on_long_texts() -> None:
-    before = "a" * 200_000
-    after = "a" * 100_000 + "b"
+    # Not periodic: the digits of successive squares.
+    text = "".join(str(n * n) for n in range(40_000))
+    before, after = text, text[-100_000:] + "|"
     assert seam_overlap(before, after) == 100_000
+    assert seam_overlap("a" * 200_000, "a" * 100_000 + "b") == 0  # a loop
 
 
 # --- stitch -------------------------------------------------------------------------------
@@ -283,18 +306,59 @@ def test_stitch_rejects_non_assistant() -> None:
 _text = st.text(alphabet="ab \n\u00e9\u4e2d", max_size=60)
 
 
+def _longest_border(before: str, after: str) -> int:
+    return max(n for n in range(min(len(before), len(after)) + 1) if before.endswith(after[:n]))
+
+
+# Distinct chars: a repeated text with no period of its own, which only a loop in the partial
+# (a second copy right before it) could explain.
+_distinct = st.lists(
+    st.characters(min_codepoint=32, max_codepoint=0x4E2D), unique=True, min_size=1, max_size=30
+).map("".join)
+
+
+@given(head=_text, repeat=_distinct, rest=_text)
+@settings(max_examples=200)
+def test_an_exact_repeat_of_the_end_is_removed_exactly(head: str, repeat: str, rest: str) -> None:
+    """A continuation that repeats exactly the last k chars loses exactly those k, where
+    that is decidable: k is the longest match, and the partial shows the repeated text once
+    (a copy right before it would make the seam a loop)."""
+    assume(len(repeat) >= MIN_SEAM_OVERLAP and "\n" not in repeat)
+    partial, continued = head + repeat, repeat + rest
+    assume(_longest_border(partial, continued) == len(repeat))
+    assume(not head.endswith(repeat))
+    assert stitch(Message.assistant(partial), Message.assistant(continued)).text == partial + rest
+
+
+@given(head=_text, line=_distinct, rest=_text)
+@settings(max_examples=200)
+def test_a_restarted_short_line_is_removed_exactly(head: str, line: str, rest: str) -> None:
+    assume(len(line) < MIN_SEAM_OVERLAP and "\n" not in line and line.strip())
+    partial, continued = head + "\n" + line, line + rest
+    assume(_longest_border(partial, continued) == len(line))
+    assert stitch(Message.assistant(partial), Message.assistant(continued)).text == partial + rest
+
+
 @given(
     head=_text,
-    suffix=st.text(alphabet="ab \n\u00e9\u4e2d", min_size=MIN_SEAM_OVERLAP, max_size=30),
-    rest=_text,
+    unit=st.text(alphabet="ab \n\u00e9", min_size=1, max_size=12),
+    copies=st.integers(2, 5),
+    cut=st.integers(0, 11),
+    more=st.integers(0, 40),
 )
-@settings(max_examples=150)
-def test_stitch_removes_a_repeated_suffix(head: str, suffix: str, rest: str) -> None:
-    partial_text = head + suffix
-    # "|" cannot occur in the partial, so the repeat cannot extend past the suffix.
-    tail = "|" + rest
-    stitched = stitch(Message.assistant(partial_text), Message.assistant(suffix + tail))
-    assert stitched.text == partial_text + tail
+@settings(max_examples=300)
+def test_continuing_a_loop_is_appended_whole(
+    head: str, unit: str, copies: int, cut: int, more: int
+) -> None:
+    """The partial ended in two or more copies of a unit (then part of one), and the
+    continuation goes on with the loop for at least one more whole unit: not a repeat,
+    appended whole, however long the match with the partial's end."""
+    assume(cut < len(unit))
+    loop = unit * (copies + 10)
+    seam = copies * len(unit) + cut
+    partial, continued = head + loop[:seam], loop[seam : seam + len(unit) + more]
+    stitched = stitch(Message.assistant(partial), Message.assistant(continued))
+    assert stitched.text == partial + continued
 
 
 @given(a=_text, b=_text)
@@ -316,7 +380,19 @@ def test_stitch_keeps_both_ends_and_never_grows(a: str, b: str) -> None:
     assert a.endswith(b[:removed])
 
 
+def _ends_in_loop_by_brute_force(before: str, length: int) -> bool:
+    for unit in range(1, length + 1):
+        size = max(length, 2 * unit)
+        tail = before[-size:]
+        if len(before) >= size and tail[unit:] == tail[:-unit]:
+            return True
+    return False
+
+
 def _seam_overlap_by_brute_force(before: str, after: str) -> int:
+    longest = _longest_border(before, after)
+    if longest and _ends_in_loop_by_brute_force(before, longest):
+        return 0
     for length in range(min(len(before), len(after)), 0, -1):
         if not before.endswith(after[:length]):
             continue

@@ -25,7 +25,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no dow
 
 import litellm
 
-from chatcli.errors import ContextRecoveryError, ErrorKind, classify_error
+from chatcli.errors import ChatcliError, ContextRecoveryError, ErrorKind, classify_error
 from chatcli.integrations.litellm import completion
 from tests.recorded import replayed_error
 from tests.replay import ReplayServer, replay_server
@@ -211,7 +211,21 @@ def test_an_error_it_does_not_recover_is_litellms_own(server: ReplayServer) -> N
         )
     )
     assert isinstance(error, litellm.RateLimitError)
-    assert error.__context__ is not None  # the openai SDK's error litellm translated
+    # The error litellm translated (its chain as litellm gave it), not chatcli's wrapper.
+    assert error.__context__ is not None
+    assert not isinstance(error.__context__, ChatcliError), repr(error.__context__)
+
+
+def test_a_streams_error_it_does_not_recover_is_litellms_own(server: ReplayServer) -> None:
+    server.add(replayed_error(record_of("not_overflow", 429)))
+    stream = completion(
+        "openai/m", USER, api_base=f"{server.url}/v1", api_key="k", num_retries=0, stream=True
+    )
+    with stream:
+        error = raised(lambda: next(stream))
+    assert isinstance(error, litellm.RateLimitError)
+    assert error.__context__ is not None
+    assert not isinstance(error.__context__, ChatcliError), repr(error.__context__)
 
 
 def test_a_conversation_that_cannot_fit_raises_context_recovery_error(

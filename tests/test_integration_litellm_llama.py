@@ -6,8 +6,11 @@ the answers really stop at max_tokens (the model never emits an end token)."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -19,11 +22,10 @@ import litellm
 from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecovery
 from chatcli.integrations.litellm import acompletion, completion
 from chatcli.tinymodel import TRAINING_TEXT
-from tests.test_integration_litellm import LITELLM_WARNINGS, thread_loop
+from tests.test_integration_litellm import LITELLM_WARNINGS
 from tests.test_proxy_llama import N_CTX
 
 pytest_plugins = ("tests.servers",)
-__all__ = ["thread_loop"]  # a fixture used here
 pytestmark = [pytest.mark.llama_server, *LITELLM_WARNINGS]
 
 MODEL = "openai/chatcli-tiny"
@@ -112,7 +114,6 @@ def check_recovered(
     assert sent[1][-1] == history[-1]  # the latest request survives
 
 
-@pytest.mark.usefixtures("thread_loop")
 def test_an_overflowing_conversation_is_answered(
     api_base: str, calls: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -141,7 +142,6 @@ async def test_an_overflowing_conversation_is_answered_async(
     assert any(isinstance(e, OverflowDetected) for e in events)
 
 
-@pytest.mark.usefixtures("thread_loop")
 def test_a_known_window_is_fitted_before_sending(
     api_base: str, calls: list[dict[str, Any]]
 ) -> None:
@@ -155,7 +155,6 @@ def test_a_known_window_is_fitted_before_sending(
     assert all(len(call["messages"]) < len(history) for call in calls)
 
 
-@pytest.mark.usefixtures("thread_loop")
 def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
     history = long_chat()
     before = copy.deepcopy(history)
@@ -173,6 +172,17 @@ def test_a_stream_recovers_and_continues_as_one_answer(api_base: str) -> None:
     assert any(isinstance(e, OverflowDetected) for e in stream.events)
 
 
+async def test_an_async_stream_is_iterated_with_async_for_only(api_base: str) -> None:
+    """A plain `for` over the async stream is an error, not an empty stream (it was one)."""
+    stream = await acompletion(**args(api_base, [{"role": "user", "content": "Hi"}], stream=True))
+    async with stream:
+        with pytest.raises(TypeError):
+            iter(stream)
+        chunks = [chunk async for chunk in stream]
+    assert chunks
+    assert stream.reply is not None
+
+
 async def test_an_async_stream_recovers(api_base: str) -> None:
     history = long_chat()
     stream = await acompletion(**args(api_base, history, stream=True))
@@ -183,7 +193,6 @@ async def test_an_async_stream_recovers(api_base: str) -> None:
     assert any(isinstance(e, LevelApplied) for e in stream.events)
 
 
-@pytest.mark.usefixtures("thread_loop")
 def test_a_call_that_fits_is_sent_as_the_caller_wrote_it(
     api_base: str, calls: list[dict[str, Any]]
 ) -> None:
@@ -200,3 +209,39 @@ def test_a_call_that_fits_is_sent_as_the_caller_wrote_it(
     assert (first["temperature"], first["seed"], first["user"]) == (0.0, 7, "u-1")
     assert first["max_tokens"] == MAX_TOKENS
     assert "context_window" not in first and "on_event" not in first
+
+
+# A blocking caller's whole use: a call (cut at max_tokens, so continued: several litellm
+# calls), then a stream left after its first chunk. Then the thread's loop is unset, so a loop
+# left open is collected: with ResourceWarning an error, whatever leaked reaches the hook.
+SYNC_CALLER = """
+import asyncio, gc, json, sys, warnings
+warnings.simplefilter("error", ResourceWarning)
+leaks = []
+sys.unraisablehook = lambda unraisable: leaks.append(repr(unraisable.exc_value))
+from chatcli.integrations.litellm import completion
+args = json.loads(sys.argv[1])
+assert completion(**args).choices[0].message.content
+with completion(**args, stream=True) as stream:
+    next(stream)
+del stream
+asyncio.set_event_loop(None)
+gc.collect()
+print(json.dumps(leaks))
+"""
+
+
+def test_a_sync_caller_is_left_no_open_event_loop(api_base: str) -> None:
+    """litellm's sync `completion` makes the main thread an event loop and leaves it open;
+    the integration closes it. Run in a fresh interpreter: whether `get_event_loop` makes a
+    loop depends on what the thread did before (pytest's main thread has run others' loops)."""
+    call = args(api_base, [{"role": "user", "content": "Hello"}])
+    run = subprocess.run(
+        [sys.executable, "-c", SYNC_CALLER, json.dumps(call)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert json.loads(run.stdout.splitlines()[-1]) == [], run.stderr

@@ -158,8 +158,19 @@ def seam_overlap(before: str, after: str) -> int:
     The longest suffix of `before` that is also a prefix of `after` and either has at least
     `MIN_SEAM_OVERLAP` chars, or is the whole last line of `before` (the model restarted the
     line it was cut in) and holds a non-blank char. 0 when there is none.
+
+    Also 0 when the seam is inside a loop: `before` already ended by repeating a unit that
+    explains the longest match (`_ends_in_loop`). In looping text ("ha ha ha", a row of
+    dashes, the same line again and again) a continuation that goes on with the loop matches
+    the end of `before` as well as a repeat would, and can match all of it; the text cannot
+    tell the two apart, and removing the match would delete real content, so it is kept (at
+    worst one unit too many is shown). Only `before` and the match length decide, so the
+    stream's seam (`chatcli.streaming`), which sees `after` a few chars at a time, agrees.
     """
-    for length in _border_lengths(before, after):
+    lengths = _border_lengths(before, after)
+    if lengths and _ends_in_loop(before, lengths[0]):
+        return 0
+    for length in lengths:
         start = len(before) - length
         if length >= MIN_SEAM_OVERLAP:
             return length
@@ -185,6 +196,34 @@ def _border_lengths(before: str, after: str) -> list[int]:
         lengths.append(matched)
         matched = failure[matched - 1]
     return lengths
+
+
+def _ends_in_loop(before: str, length: int) -> bool:
+    """Whether `before` ends in a loop that explains a match of its last `length` chars.
+
+    A loop is a unit of q <= `length` chars repeated back to back: the last max(`length`, 2q)
+    chars of `before` have period q. At least two whole units, so that `before` shows the
+    repetition by itself (a unit seen once is what a model repeating itself produces); and
+    over the whole match, so that the match is the loop going on. Linear time (Z-function of
+    the reversed tail, where the loop starts at index 0).
+    """
+    tail = before[-2 * length :][::-1]
+    common = _z_function(tail)
+    return any(common[q] >= max(length - q, q) for q in range(1, min(length + 1, len(tail))))
+
+
+def _z_function(text: str) -> list[int]:
+    """z[i] is the length of the longest common prefix of `text` and `text[i:]` (z[0] = 0)."""
+    z = [0] * len(text)
+    left = right = 0
+    for i in range(1, len(text)):
+        if i < right:
+            z[i] = min(right - i, z[i - left])
+        while i + z[i] < len(text) and text[z[i]] == text[i + z[i]]:
+            z[i] += 1
+        if i + z[i] > right:
+            left, right = i, i + z[i]
+    return z
 
 
 def _failure_function(pattern: str) -> list[int]:

@@ -37,9 +37,16 @@ litellm is imported on first use, never when this module is imported.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    contextmanager,
+    nullcontext,
+)
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Self
@@ -127,14 +134,16 @@ class LiteLLM(OpenAIBase):
         return nullcontext()
 
     def _send(self, client: Any, params: Json) -> Any:
-        return client.completion(**params)
+        with _closing_stray_loop():
+            return client.completion(**params)
 
     async def _asend(self, client: Any, params: Json) -> Any:
         return await client.acompletion(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        stream: AbstractContextManager[Any] = client.completion(**params)  # CustomStreamWrapper
-        return stream
+        with _closing_stray_loop():
+            stream: AbstractContextManager[Any] = client.completion(**params)
+        return stream  # litellm's CustomStreamWrapper
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
         stream: AbstractAsyncContextManager[Any] = await client.acompletion(**params)
@@ -143,6 +152,38 @@ class LiteLLM(OpenAIBase):
     def _parse(self, raw: Any) -> Response:
         self.answers.append(raw)
         return super()._parse(raw)
+
+
+@contextmanager
+def _closing_stray_loop() -> Iterator[None]:
+    """Close the event loop a blocking litellm call leaves in a thread that had none.
+
+    litellm's sync `completion` runs its service hooks on the thread's loop, got with
+    `asyncio.get_event_loop()`: in the main thread (Python < 3.14) that makes a loop, sets it
+    and leaves it open, so a sync caller ends up holding an unclosed loop it never asked for
+    (a ResourceWarning when it is collected). A loop the thread already had is the caller's and
+    stays; one that appeared during the call is closed and unset, which leaves the thread as
+    `asyncio.run` does (no current loop).
+    """
+    before = _thread_loop()
+    try:
+        yield
+    finally:
+        after = _thread_loop()
+        if before is None and after is not None and not after.is_running():
+            asyncio.set_event_loop(None)
+            after.close()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop set for this thread, read without making one (`get_event_loop` would). The
+    default policy keeps it in `_local._loop`; another policy's is not looked at (None), nor
+    is any from Python 3.14, whose `get_event_loop` no longer makes one."""
+    if sys.version_info >= (3, 14):
+        return None
+    local = getattr(asyncio.get_event_loop_policy(), "_local", None)
+    loop = getattr(local, "_loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
 def _model_limits(
@@ -198,12 +239,16 @@ class _Call:
     @classmethod
     def prepare(
         cls,
-        body: Json,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        kwargs: Mapping[str, Any],
         *,
         context_window: int | None,
         on_event: Hook | None,
         config: RecoveryConfig | None,
     ) -> Self:
+        # A copy of the list: the caller's list and its messages are only ever read.
+        body = {**kwargs, "model": model, "messages": list(messages)}
         parsed = _DIALECT.parse(body)
         model = str(body["model"])
         param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
@@ -221,8 +266,12 @@ class _Call:
         parsed = self.parsed
         return {"messages": parsed.messages, "max_tokens": parsed.max_tokens, "tools": parsed.tools}
 
-    def response(self, reply: Reply) -> Any:
-        """litellm's `ModelResponse` for `reply` (see the module docstring)."""
+    def response(self, outcome: Reply | BaseException) -> Any:
+        """litellm's `ModelResponse` for the reply (see the module docstring); an exception
+        (`_foreign`'s) is raised, here, outside the `except` block that caught it."""
+        if isinstance(outcome, BaseException):
+            raise outcome
+        reply = outcome
         answers = self.provider.answers
         if len(answers) == 1:
             return answers[0]
@@ -231,11 +280,6 @@ class _Call:
         response = _litellm().ModelResponse(**{**body, "id": last.id, "created": last.created})
         response._hidden_params = dict(getattr(last, "_hidden_params", None) or {})
         return response
-
-
-def _body(model: str, messages: Sequence[Mapping[str, Any]], kwargs: Mapping[str, Any]) -> Json:
-    # A copy of the list: the caller's list and its messages are only ever read.
-    return {**kwargs, "model": model, "messages": list(messages)}
 
 
 def completion(
@@ -248,15 +292,16 @@ def completion(
     **kwargs: Any,
 ) -> Any:
     """`litellm.completion` with recovery; see the module docstring."""
-    body = _body(model, messages, kwargs)
-    call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
+    call = _Call.prepare(
+        model, messages, kwargs, context_window=context_window, on_event=on_event, config=config
+    )
     if call.parsed.stream:
         return RecoveringStream(call.client.stream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(call.client.send(**call.args()))
+        outcome: Reply | BaseException = call.client.send(**call.args())
     except ProviderError as exc:
-        error = _foreign(exc)
-    raise error
+        outcome = _foreign(exc)
+    return call.response(outcome)
 
 
 async def acompletion(
@@ -269,15 +314,16 @@ async def acompletion(
     **kwargs: Any,
 ) -> Any:
     """`litellm.acompletion` with recovery; see the module docstring."""
-    body = _body(model, messages, kwargs)
-    call = _Call.prepare(body, context_window=context_window, on_event=on_event, config=config)
+    call = _Call.prepare(
+        model, messages, kwargs, context_window=context_window, on_event=on_event, config=config
+    )
     if call.parsed.stream:
         return AsyncRecoveringStream(call.client.astream(**call.args()), _Chunks.of(call.parsed))
     try:
-        return call.response(await call.client.asend(**call.args()))
+        outcome: Reply | BaseException = await call.client.asend(**call.args())
     except ProviderError as exc:
-        error = _foreign(exc)
-    raise error
+        outcome = _foreign(exc)
+    return call.response(outcome)
 
 
 def _foreign(error: ProviderError) -> BaseException:
@@ -334,7 +380,28 @@ class _Chunks:
         return [self.chunk({}, reply.stop_reason, **fields)]
 
 
-class RecoveringStream:
+class _Converting:
+    """What both streams keep: the chunks not yet given, the events and the reply so far."""
+
+    def __init__(self, chunks: _Chunks) -> None:
+        self._chunks = chunks
+        self._pending: list[Any] = []
+        self.events: list[Event] = []
+        self.reply: Reply | None = None
+
+    def _take(self, item: StreamItem | BaseException) -> None:
+        """Queue the chunks for the next stream item; an exception (`_foreign`'s) is raised,
+        here, outside the `except` block that caught it."""
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, Event):
+            self.events.append(item)
+        elif isinstance(item, Reply):
+            self.reply = item
+        self._pending.extend(self._chunks.convert(item))
+
+
+class RecoveringStream(_Converting):
     """litellm `ModelResponseStream` chunks of a recovered answer, as they arrive.
 
     `events`: what recovery did so far; `reply`: chatcli's `Reply` once the stream ended.
@@ -342,11 +409,8 @@ class RecoveringStream:
     """
 
     def __init__(self, items: Iterator[StreamItem], chunks: _Chunks) -> None:
+        super().__init__(chunks)
         self._items = items
-        self._chunks = chunks
-        self._pending: list[Any] = []
-        self.events: list[Event] = []
-        self.reply: Reply | None = None
 
     def __iter__(self) -> Self:
         return self
@@ -354,21 +418,11 @@ class RecoveringStream:
     def __next__(self) -> Any:
         while not self._pending:
             try:
-                item = next(self._items)
+                item: StreamItem | BaseException = next(self._items)
             except ProviderError as exc:
-                error = _foreign(exc)
-            else:
-                self._take(item)
-                continue
-            raise error
+                item = _foreign(exc)
+            self._take(item)
         return self._pending.pop(0)
-
-    def _take(self, item: StreamItem) -> None:
-        if isinstance(item, Event):
-            self.events.append(item)
-        elif isinstance(item, Reply):
-            self.reply = item
-        self._pending.extend(self._chunks.convert(item))
 
     def close(self) -> None:
         close: Callable[[], None] | None = getattr(self._items, "close", None)
@@ -382,11 +436,12 @@ class RecoveringStream:
         self.close()
 
 
-class AsyncRecoveringStream(RecoveringStream):
-    """The async `RecoveringStream` that `acompletion(..., stream=True)` returns."""
+class AsyncRecoveringStream(_Converting):
+    """The async `RecoveringStream` that `acompletion(..., stream=True)` returns: `async for`,
+    `async with`, `await aclose()` (not iterable without `async`: it would yield nothing)."""
 
     def __init__(self, items: AsyncIterator[StreamItem], chunks: _Chunks) -> None:
-        super().__init__(iter(()), chunks)
+        super().__init__(chunks)
         self._aitems = items
 
     def __aiter__(self) -> Self:
@@ -395,13 +450,10 @@ class AsyncRecoveringStream(RecoveringStream):
     async def __anext__(self) -> Any:
         while not self._pending:
             try:
-                item = await anext(self._aitems)
+                item: StreamItem | BaseException = await anext(self._aitems)
             except ProviderError as exc:
-                error = _foreign(exc)
-            else:
-                self._take(item)
-                continue
-            raise error
+                item = _foreign(exc)
+            self._take(item)
         return self._pending.pop(0)
 
     async def aclose(self) -> None:
