@@ -30,8 +30,9 @@ __all__ = [
 # The least output room worth lowering max_tokens to instead of truncating history (see
 # "Lowering max_tokens beats truncating" in the design and `useful_output_room`).
 MIN_OUTPUT_ROOM = 1024
-# The uncalibrated estimate (~4 chars/token) can be 10-20% off a real tokenizer; recovering
-# pre-emptively from a near miss would drop history that fits. Only a clear excess counts.
+# The uncalibrated estimate can be off a real tokenizer (the shape estimate by a few percent
+# on tiktoken's, more on others; a flat 4 chars/token by 10-20%); recovering pre-emptively
+# from a near miss would drop history that fits. Only a clear excess counts.
 PREFLIGHT_MARGIN = 0.10
 # A calibrated prediction for the last allowed level within this fraction over the window is
 # a near miss, still sent (see "the last level only when clear" in the design).
