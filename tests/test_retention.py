@@ -151,6 +151,35 @@ def test_the_turn_at_the_boundary_fills_the_room_it_leaves_with_its_answer_cut()
     assert all(CUT_NOTE not in m.text for m in others(view)[3:])
 
 
+def test_an_agent_turn_at_the_boundary_fills_the_room_behind_the_goal() -> None:
+    # One request, then file reads, each over a quarter of the target (cut to it): the unit at
+    # the boundary (a call and its result, no user message before it within two units) is
+    # kept with its result cut to what is left, behind the pinned goal, instead of leaving a
+    # quarter of the target unused.
+    def read(i: int) -> list[Message]:
+        call = ToolCall(id=f"r{i}", name="read_file", arguments={"path": f"src/m{i}.py"})
+        result = "".join(f"{n:6}\tvalue_{i}_{n} = compute({n}, {i})\n" for n in range(1_500))
+        return [
+            Message.assistant(f"Reading m{i}.", tool_calls=(call,)),
+            Message.tool(call.id, result),
+        ]
+
+    messages = [SYSTEM, GOAL, Message.user("Read the modules one by one.")]
+    for i in range(8):
+        messages += read(i)
+    messages += [Message.user("Now sum up."), *read(8), *read(9)]
+    room = 20_000
+    target = room * 75 // 100
+    view = retain(messages, 2, FIT, Retention(room=room, count=count)).messages
+    assert target - MIN_BOUNDARY_TOKENS < count(view) <= target
+    assert view[:2] == (SYSTEM, GOAL) and view[2].role is Role.ASSISTANT
+    assert repair_tool_pairing(view).messages == view  # every call with its result
+    boundary = view[3]
+    assert boundary.tool_result is not None and CUT_NOTE in boundary.text
+    whole_turns = count(view) - count(view[2:4])
+    assert whole_turns < target * 0.8  # what the view filled without the boundary unit
+
+
 def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
     messages = agent_session(60)
     result = retain(messages, 3, FIT, Retention(room=20_000, count=count))
