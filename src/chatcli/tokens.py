@@ -189,9 +189,13 @@ class MarginEstimator(TokenEstimator):
         return self.calibrations > 0
 
     def count(self, messages: Sequence[Message]) -> int:
-        shape = sum(message_shape_tokens(m) for m in messages)
+        return self.count_shape(sum(message_shape_tokens(m) for m in messages), len(messages))
+
+    def count_shape(self, shape: float, message_count: int = 0) -> int:
+        """The prediction for `message_count` messages whose shape estimates sum to `shape`
+        (what `count` predicts from a running sum: `chatcli.history.running`)."""
         grown = shape * self.scale * (1.0 + self.margin)
-        return math.ceil(grown) + self.per_message * len(messages)
+        return math.ceil(grown) + self.per_message * message_count
 
     def count_chars(self, chars: int, message_count: int = 0) -> int:
         grown = chars / self.chars_per_token * (1.0 + self.margin)

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from chatcli.errors import ErrorInfo
 from chatcli.events import MaxTokensFitted, OutputCapLowered
 from chatcli.history.retain import Retention
-from chatcli.history.running import request_chars
+from chatcli.history.running import request_chars, request_shape
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
 from chatcli.request_settings import Settings, output_reserve
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens import MarginEstimator, TokenEstimator
 
 __all__ = [
     "LAST_LEVEL_MARGIN",
@@ -85,10 +85,15 @@ class Prediction:
 
     def count(self, messages: Sequence[Message]) -> int:
         estimator = self.estimator
+        # An estimate from the total chars or shape: their running sum gives the same count,
+        # at the cost of what is new since the last request (`chatcli.history.running`).
         if type(estimator).count is TokenEstimator.count:
-            # An estimate from the total chars: their running sum gives the same count, at
-            # the cost of what is new since the last request (`chatcli.history.running`).
             return estimator.count_chars(request_chars(messages), len(messages))
+        if (
+            isinstance(estimator, MarginEstimator)
+            and type(estimator).count is MarginEstimator.count
+        ):
+            return estimator.count_shape(request_shape(messages), len(messages))
         return estimator.count(messages)
 
     def retention(self) -> Retention | None:
