@@ -330,7 +330,10 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
             return cut
         if chars <= 0:
             return None
-        chars = min(chars - 1, chars * max(tokens - overhead, 0) // max(measured - overhead, 1))
+        # From the length the cut has (snapped to a line break, it may be shorter than asked
+        # for), and always shorter: asking for a char less may snap to the same line.
+        kept = len(cut.text)
+        chars = min(kept - 1, kept * max(tokens - overhead, 0) // max(measured - overhead, 1))
     return None
 
 
