@@ -16,6 +16,7 @@ import email
 import inspect
 import json
 import logging
+import re
 import textwrap
 
 import pytest
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 
 from chatcli.messages import Message, ToolCall
 from chatcli.tokencount import load_encoding
-from chatcli.tokens import MarginEstimator, message_shape_tokens, shape_tokens
+from chatcli.tokens import MarginEstimator, TextShape, message_shape_tokens, shape_tokens
 from tests.strategies import conversations, texts
 
 ENCODINGS = tuple(load_encoding(name) for name in ("o200k_base", "cl100k_base"))
@@ -99,6 +100,35 @@ def test_a_message_costs_its_text_and_its_calls() -> None:
     expected = sum(map(shape_tokens, ("Reading it.", call.name, call.arguments_json)))
     assert message_shape_tokens(message) == pytest.approx(expected)
     assert message_shape_tokens(Message.user("")) == 0.0
+
+
+# The runs `shape_tokens` counts, as regular expressions (it counts them faster by their starts).
+WORD = re.compile(rb"[A-Za-z]+")
+BLANK_RUN = re.compile(rb"[ \t]*[\n\t][ \t\n]*| {2,}")
+PIECES = st.lists(
+    st.sampled_from(["a", "Zz", " ", "  ", "\n", "\t", "\r", "7", ".", "é", "日", "😀"])
+)
+
+
+@PROPERTY
+@given(st.one_of(texts(), PIECES.map("".join)))
+def test_the_runs_are_the_ones_the_regular_expressions_find(text: str) -> None:
+    data = text.encode("utf-8", "surrogatepass")
+    letters_and_digits = sum(c.isascii() and c.isalnum() for c in text)
+    shape = TextShape()
+    letters = sum(c.isascii() and c.isalpha() for c in text)
+    expected = (
+        shape.word * len(WORD.findall(data))
+        + shape.letter * letters
+        + shape.digit * (letters_and_digits - letters)
+        + shape.punctuation
+        * sum(c.isascii() and c.isprintable() and not c.isalnum() and c != " " for c in text)
+        + shape.blank_run * len(BLANK_RUN.findall(data))
+        + shape.two_byte_char * sum(len(c.encode("utf-8", "surrogatepass")) == 2 for c in text)
+        + shape.three_byte_char * sum(len(c.encode("utf-8", "surrogatepass")) == 3 for c in text)
+        + shape.four_byte_char * sum(len(c.encode("utf-8", "surrogatepass")) == 4 for c in text)
+    )
+    assert shape_tokens(text) == pytest.approx(expected)
 
 
 @PROPERTY
