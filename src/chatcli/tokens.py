@@ -8,7 +8,7 @@ ratio from what was actually sent, so the next prediction matches that provider'
 A flat ratio misses by the kind of text: prose packs more characters into a token than code,
 numbers or indentation (on the standard library, 4 chars per token counts tiktoken's prose
 12% high and numbered source 10% low). `shape_tokens` reads the text's shape instead (its
-words, letters, digits, punctuation, line breaks and non-ASCII bytes), with weights fitted to
+words, letters, digits, punctuation, line breaks and non-ASCII characters), with weights fitted to
 tiktoken's o200k and cl100k counts: within a few percent of both on whole conversations of
 either kind, before any provider stated a count.
 
