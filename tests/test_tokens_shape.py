@@ -16,7 +16,9 @@ import email
 import inspect
 import json
 import logging
+import random
 import re
+import string
 import textwrap
 
 import pytest
@@ -84,6 +86,18 @@ def test_its_worst_miss_is_under_half_a_flat_ratios() -> None:
     assert flat > 0.12 and shape < flat / 2
 
 
+def test_a_run_of_letters_no_word_is_as_long_costs_what_tokenizers_count() -> None:
+    # A hash, an encoding or a repeated letter is cut into pieces of 2-3 letters (~0.5 token
+    # a letter), where the weights of words would count 0.11; a CamelCase name stays words.
+    rng = random.Random(1)
+    scrambled = "".join(rng.choice(string.ascii_lowercase) for _ in range(2_000))
+    for text in ("q" * 200, scrambled):
+        o200k, _ = tokens(text)
+        assert shape_tokens(text) == pytest.approx(o200k, rel=0.1)
+    name = "RawDescriptionHelpFormatter"
+    assert shape_tokens(name) <= 1.5 * max(tokens(name))
+
+
 @pytest.mark.parametrize("language", sorted(ARTICLE_1))
 def test_other_scripts_land_between_the_tokenizers(language: str) -> None:
     # o200k packs every script tighter than cl100k: the estimate is no lower than o200k's
@@ -104,9 +118,12 @@ def test_a_message_costs_its_text_and_its_calls() -> None:
 
 # The runs `shape_tokens` counts, as regular expressions (it counts them faster by their starts).
 WORD = re.compile(rb"[A-Za-z]+")
+ONE_CASE = re.compile(rb"[a-z]+|[A-Z]+")
 BLANK_RUN = re.compile(rb"[ \t]*[\n\t][ \t\n]*| {2,}")
 PIECES = st.lists(
-    st.sampled_from(["a", "Zz", " ", "  ", "\n", "\t", "\r", "7", ".", "é", "日", "😀"])
+    st.sampled_from(
+        ["a", "Zz", "q" * 19, "Q" * 19, " ", "  ", "\n", "\t", "\r", "7", ".", "é", "日"]
+    )
 )
 
 
@@ -120,6 +137,7 @@ def test_the_runs_are_the_ones_the_regular_expressions_find(text: str) -> None:
     expected = (
         shape.word * len(WORD.findall(data))
         + shape.letter * letters
+        + shape.long_run * sum(len(run) // 20 for run in ONE_CASE.findall(data))
         + shape.digit * (letters_and_digits - letters)
         + shape.punctuation
         * sum(c.isascii() and c.isprintable() and not c.isalnum() and c != " " for c in text)

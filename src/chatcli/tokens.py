@@ -67,25 +67,30 @@ SHAPE_CACHE_SIZE = 4096
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextShape:
     """Tokens per feature of a text's shape: each word (a run of ASCII letters) costs `word`
-    plus `letter` per letter (long words and identifiers split), each digit and punctuation
-    mark its own weight, each line break or indentation (a run of blanks holding a newline or
-    a tab, or two spaces or more) `blank_run`, each non-ASCII character a weight by its UTF-8
-    length; a single space is free (BPE tokenizers fold it into the next word).
+    plus `letter` per letter (long words and identifiers split) and `long_run` per 20 letters
+    of one case in a row (no word is that long: a hash, an encoding or a repeated letter,
+    which tokenizers cut into pieces of 2-3 letters; a CamelCase name is words), each digit
+    and punctuation mark its own weight, each line break or indentation (a run of blanks
+    holding a newline or a tab, or two spaces or more) `blank_run`, each non-ASCII character
+    a weight by its UTF-8 length; a single space is free (BPE tokenizers fold it into the
+    next word).
 
-    The ASCII weights are a least-squares fit (rounded) to the larger of tiktoken's o200k and
-    cl100k counts on text the recovery benchmark does not use: chatcli's own sources (as files
-    and as numbered `read_file` lines), its documents and the package metadata of its
-    dependencies (1,273 pieces of 0.5-3k chars). On the standard library's chat and agent
-    sessions (the text of benchmarks/recovery.py) they count within 3% of both tokenizers
-    over a conversation, where 4 chars per token is 12% high on prose and 10% low on numbered
-    code. The non-ASCII weights put the Universal Declaration's first article in Arabic,
-    Chinese, French, German, Japanese and Russian between o200k's count (less a tenth) and
-    cl100k's, where 4 chars per token counts Chinese and Japanese at under a third of
-    o200k's. `python benchmarks/shape.py` prints these ratios.
+    The long-run weight is set so that 2,000 random letters and 200 repeated ones cost what
+    o200k counts (~0.5 a letter). The other ASCII weights are a least-squares fit (rounded)
+    to the larger of tiktoken's o200k and cl100k counts on text the recovery benchmark does
+    not use: chatcli's own sources (as files and as numbered `read_file` lines), its
+    documents and the package metadata of its dependencies (1,273 pieces of 0.5-3k chars). On
+    the standard library's chat and agent sessions (the text of benchmarks/recovery.py) they
+    count within 3% of both tokenizers over a conversation, where 4 chars per token is 12%
+    high on prose and 10% low on numbered code. The non-ASCII weights put the Universal
+    Declaration's first article in Arabic, Chinese, French, German, Japanese and Russian
+    between o200k's count (less a tenth) and cl100k's, where 4 chars per token counts Chinese
+    and Japanese at under a third of o200k's. `python benchmarks/shape.py` prints these ratios.
     """
 
     word: float = 0.7
     letter: float = 0.11
+    long_run: float = 7.8
     digit: float = 0.9
     punctuation: float = 0.42
     blank_run: float = 0.9
@@ -104,13 +109,19 @@ _LEAD_2, _LEAD_3, _LEAD_4 = (
     bytes(range(0xF0, 0xF5)),
 )
 # Runs are counted by their starts, in a copy of the text mapped to a few classes (C-speed
-# `translate` and `count`, no regex): a letter "a" after anything else starts a word; a blank
-# run ("s" a space, "n" a newline or tab, "x" anything else) counts when it starts, after
-# "x", with "n", two spaces or a space and "n" (a lone space between words does not).
-_WORDS = bytes(ord("a") if c in _LETTERS else ord(" ") for c in range(256))
+# `translate` and `count`, no regex): a letter ("a" lower case, "A" upper) after anything
+# else starts a word, and each 20 of one case in a row are a long run's piece; a blank run
+# ("s" a space, "n" a newline or tab, "x" anything else) counts when it starts, after "x",
+# with "n", two spaces or a space and "n" (a lone space between words does not).
+_WORDS = bytes(
+    ord("a") if chr(c).islower() and c < 0x80 else ord("A") if c in _LETTERS else ord(" ")
+    for c in range(256)
+)
 _BLANKS = bytes(
     ord("s") if c == ord(" ") else ord("n") if c in b"\t\n" else ord("x") for c in range(256)
 )
+_LONG_RUNS = (b"a" * 20, b"A" * 20)
+_WORD_STARTS = (b" a", b" A")
 _SHAPE = TextShape()
 
 
@@ -128,8 +139,9 @@ def shape_tokens(text: str) -> float:
     blank_runs = sum(map(blanks.count, (b"xn", b"xss", b"xsn")))
     blank_runs += blanks.startswith((b"n", b"ss", b"sn"))
     return (
-        shape.word * (words.count(b" a") + words.startswith(b"a"))
+        shape.word * (sum(map(words.count, _WORD_STARTS)) + words.startswith((b"a", b"A")))
         + shape.letter * share(_LETTERS)
+        + shape.long_run * sum(map(words.count, _LONG_RUNS))
         + shape.digit * share(_DIGITS)
         + shape.punctuation * share(_PUNCTUATION)
         + shape.blank_run * blank_runs
