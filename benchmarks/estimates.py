@@ -17,9 +17,11 @@ counted by a real tokenizer:
   decides. Cases near 1.00 are the hard ones; the table shows each multiple.
 
 Estimators, each decided as the recovery policy decides (`chatcli.recovery`: an untrusted
-prediction is let through unless over the window by more than `PREFLIGHT_MARGIN`, 10%):
+prediction is let through unless over the window by more than `PREFLIGHT_MARGIN`, 3%):
 
 - uncalibrated: `TokenEstimator()` (4 chars per token), untrusted;
+- uncalibrated shape: `MarginEstimator()` before any statement (the text's shape), untrusted:
+  the default's first send;
 - calibrated ratio (today's chat): `TokenEstimator` calibrated on the previous turn's
   statement, untrusted (the policy starts every send uncalibrated);
 - calibrated ratio, trusted: the same prediction, trusted (to show what the margin adds);
@@ -123,6 +125,7 @@ def strategies(exact: TiktokenCounter) -> tuple[Strategy, ...]:
     never, always = (lambda e: False), (lambda e: True)
     return (
         Strategy("uncalibrated", TokenEstimator(), learns=False, trusted=never),
+        Strategy("uncalibrated shape", MarginEstimator(), learns=False, trusted=never),
         Strategy("calibrated ratio (today's chat)", TokenEstimator(), learns=True, trusted=never),
         Strategy("calibrated ratio, trusted", TokenEstimator(), learns=True, trusted=always),
         Strategy(

@@ -15,7 +15,15 @@ from benchmarks.histories import (
     read_source,
     source_files,
 )
-from benchmarks.recovery import CachedCounter, fill_of, pairing_valid, run_chatcli
+from benchmarks.recovery import (
+    CachedCounter,
+    Outcome,
+    Results,
+    fill_of,
+    pairing_valid,
+    run_chatcli,
+    summary,
+)
 from benchmarks.rivals import middle_out
 
 from chatcli.messages import Message, Role, ToolCall
@@ -114,3 +122,33 @@ def test_middle_out_keeps_both_ends_and_fits() -> None:
     view = middle_out(history, 100, counter)
     assert counter.count(view) <= 100
     assert view[0] == history[0] and view[1] == history[1] and view[-1] == history[-1]
+
+
+def test_the_summary_measures_the_fill_goal_over_the_cells_a_level_recovered() -> None:
+    # Issue 8's goal is over the views a recovery level made; the cells no level ran in
+    # (microcompaction alone) are listed apart with their fills, not hidden nor counted.
+    def outcome(fill: float, recovered: bool) -> Outcome:
+        view = (Message.user("q"),)
+        return Outcome(
+            calls=1,
+            view=view,
+            fill=fill,
+            latest=True,
+            first=True,
+            paired=True,
+            seconds=0.001,
+            recovered=recovered,
+        )
+
+    results = Results()
+    results.by_method["chatcli fit, declared"] = [
+        outcome(0.70, True),
+        outcome(0.80, True),
+        outcome(0.90, True),
+        outcome(0.20, False),
+        outcome(0.40, False),
+    ]
+    row = next(line for line in summary(results) if line.startswith("| chatcli fit, declared |"))
+    assert "| 5 | 3 | 80% | 70% | 90% | 2, 20%-40% | 70% |" in row
+    rival = next(line for line in summary(results) if line.startswith("| LangChain"))
+    assert "not available" in rival  # no cells: said, not left blank

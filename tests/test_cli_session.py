@@ -259,7 +259,8 @@ def test_context_report_judges_cuts_with_the_sessions_microcompaction(
     # it already, and a report judging by them called level 1's cut the budget's.
     session = open_session(
         store,
-        WindowedProvider(window=1200),
+        # Room for level 1's view: the estimate counts "x = 1" lines at ~3 tokens each.
+        WindowedProvider(window=2400),
         recovery=RecoveryConfig(tool_result_max_chars=8000, tool_result_budget_chars=8000),
         microcompaction=MicrocompactConfig(truncate_turns=50, summarize_turns=60),
     )

@@ -31,6 +31,7 @@ from chatcli.events import (
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.recovery import Client, Reply
+from chatcli.tokens import TokenEstimator
 from tests.fakes import Overflow, WindowedProvider
 
 LATEST = "Latest request: write the migration notes for the payment module."
@@ -135,7 +136,10 @@ def test_without_numbers_or_window_the_ladder_is_climbed() -> None:
 
 
 def test_a_window_too_small_for_any_level_fails_with_what_was_tried() -> None:
-    provider = WindowedProvider(window=40, declares_limits=False)
+    # 30 tokens: under level 2's view (the system prompt and the request's cut marker) by the
+    # estimate calibrated on this code-heavy history too; at 40 it predicts that prose view
+    # fits and this provider's flat 3.3 chars per token rejects it (one more call, same end).
+    provider = WindowedProvider(window=30, declares_limits=False)
     with pytest.raises(ContextRecoveryError) as raised:
         Client(provider).send(agent_session())
     assert len(provider.requests) == 1  # the numbers showed no level can fit: no more calls
@@ -170,7 +174,10 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     assert len(level2) == 10
     full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(250))
     provider = WindowedProvider(window=roomy.count(level2) + 1_000, answer=lambda _: full)
-    reply = Client(provider, seed, microcompact=None).send(agent_session(), max_tokens=1_000)
+    # The flat estimate lets pre-flight send level 2; the default shape estimate predicts that
+    # view over this window and sends level 3 at once (2 calls, no overflow to recover).
+    client = Client(provider, seed, microcompact=None, estimator=TokenEstimator())
+    reply = client.send(agent_session(), max_tokens=1_000)
     assert reply.calls == 3  # level 2 (answer cut), continuation (overflow), level 3 (rest)
     assert kinds(reply)[3:] == [Escalated, Continued, OverflowDetected, LevelApplied]
     assert reply.events[-1].level == 3  # type: ignore[attr-defined]

@@ -70,16 +70,24 @@ def test_margin_estimator_first_calibration_is_the_plain_one() -> None:
     assert learned.count(prose) == plain.count(prose) == stated(prose)
 
 
-def test_margin_is_what_the_calibrated_ratio_missed_on_the_next_count() -> None:
-    # Calibrated on textwrap's source (4.45 chars per o200k token), the ratio predicts too
-    # few tokens for argparse's docstring (3.96): that miss is the margin learned from the
-    # next statement.
+def test_the_shape_estimate_carries_a_calibration_from_code_to_prose() -> None:
+    # textwrap's source packs 4.45 chars into an o200k token, argparse's docstring 3.96: a
+    # ratio calibrated on the code predicts 12% too few tokens for the prose. The shape
+    # estimate's scale, calibrated on the same code, misses the prose by under 1%.
+    code, prose = chat(CODE), chat(PROSE)
+    ratio = TokenEstimator().calibrated(code, stated(code))
+    assert ratio.count(prose) < 0.9 * stated(prose)
+    on_code = MarginEstimator().calibrated(code, stated(code))
+    assert on_code.count(prose) == pytest.approx(stated(prose), rel=0.01)
+
+
+def test_margin_is_what_the_calibrated_scale_missed_on_the_next_count() -> None:
     code, prose = chat(CODE), chat(PROSE)
     on_code = MarginEstimator().calibrated(code, stated(code))
-    assert on_code.count(prose) < stated(prose)
+    assert on_code.count(prose) < stated(prose)  # the code's scale: a few tokens short
 
     learned = on_code.calibrated(prose, stated(prose))
-    expected = on_code.chars_per_token / learned.chars_per_token - 1.0
+    expected = learned.scale / on_code.scale - 1.0
     assert learned.margin == pytest.approx(expected)
     assert 0.0 < learned.margin <= MAX_MARGIN
     # Grown by its margin, the prediction for the text it was first calibrated on is high
@@ -90,13 +98,13 @@ def test_margin_is_what_the_calibrated_ratio_missed_on_the_next_count() -> None:
 def test_a_prediction_that_was_too_high_teaches_no_margin() -> None:
     code, prose = chat(CODE), chat(PROSE)
     on_prose = MarginEstimator().calibrated(prose, stated(prose))
-    learned = on_prose.calibrated(code, stated(code))  # prose's ratio over-predicts code
+    learned = on_prose.calibrated(code, stated(code))  # the prose's scale over-predicts code
     assert learned.margin == 0.0 and learned.calibrations == 2
 
 
 def test_the_margin_decays_and_is_bounded() -> None:
     prose = chat(PROSE)
-    wide = MarginEstimator(chars_per_token=40.0, calibrations=1)  # far too optimistic
+    wide = MarginEstimator(scale=0.3, calibrations=1)  # far too optimistic
     assert wide.calibrated(prose, stated(prose)).margin == MAX_MARGIN
     remembered = MarginEstimator(margin=0.2, calibrations=3)
     exact = remembered.calibrated(prose, stated(prose))

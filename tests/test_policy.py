@@ -588,7 +588,7 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
     views = level_views(messages, micro=False)
     estimator = TokenEstimator()
     window = estimator.count(views[2]) + 10  # level 2 fits with the 10-token reserve
-    assert estimator.count(views[1]) + 10 > window * 1.1  # level 1 clearly does not
+    assert estimator.count(views[1]) + 10 > window * (1 + PREFLIGHT_MARGIN)  # level 1 does not
     walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=10)
     assert walk.sent().request.messages == views[2]
     estimate = estimator.count(views[0])
@@ -616,8 +616,8 @@ def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
     messages = session(2)
     estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
     room = 3000
-    window = math.ceil(estimate * 1.1) + room
-    assert estimate + 8000 > window * 1.1  # a clear excess, but of the output only
+    window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + room
+    assert estimate + 8000 > window * (1 + PREFLIGHT_MARGIN)  # a clear excess, of the output
     walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.messages == level_views(messages, micro=False)[0]
     assert walk.sent().request.max_tokens == room
@@ -632,7 +632,7 @@ def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
 def test_preflight_truncates_when_the_room_left_is_too_small() -> None:
     messages = session(2)
     estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
-    window = math.ceil(estimate * 1.1) + 1000  # under a quarter of the 8,000 asked
+    window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + 1000  # under a quarter of 8,000
     walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.max_tokens == 8000
     assert kinds(walk.events)[0] is PreflightRecovery

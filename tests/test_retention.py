@@ -8,6 +8,7 @@ not the estimator's (3.3 chars/token and 7 tokens per message against 4 and 4).
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import re
@@ -37,7 +38,7 @@ from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usag
 from chatcli.recovery import Client, Reply
 from chatcli.session import CallRecord, Turn
 from chatcli.tokencount import TiktokenCounter, load_encoding
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens import MarginEstimator, TokenEstimator
 from tests.fakes import WindowedProvider
 
 ESTIMATOR = TokenEstimator()
@@ -149,6 +150,49 @@ def test_the_turn_at_the_boundary_fills_the_room_it_leaves_with_its_answer_cut()
     assert boundary[0].text.startswith("question ") and boundary[1].role is Role.ASSISTANT
     assert CUT_NOTE in boundary[1].text
     assert all(CUT_NOTE not in m.text for m in others(view)[3:])
+
+
+def test_an_agent_turn_at_the_boundary_fills_the_room_behind_the_goal() -> None:
+    # One request, then file reads, each over a quarter of the target (cut to it): the unit at
+    # the boundary (a call and its result, no user message before it within two units) is
+    # kept with its result cut to what is left, behind the pinned goal, instead of leaving a
+    # quarter of the target unused.
+    def read(i: int) -> list[Message]:
+        call = ToolCall(id=f"r{i}", name="read_file", arguments={"path": f"src/m{i}.py"})
+        result = "".join(f"{n:6}\tvalue_{i}_{n} = compute({n}, {i})\n" for n in range(1_500))
+        return [
+            Message.assistant(f"Reading m{i}.", tool_calls=(call,)),
+            Message.tool(call.id, result),
+        ]
+
+    messages = [SYSTEM, GOAL, Message.user("Read the modules one by one.")]
+    for i in range(8):
+        messages += read(i)
+    messages += [Message.user("Now sum up."), *read(8), *read(9)]
+    room = 20_000
+    target = room * 75 // 100
+    view = retain(messages, 2, FIT, Retention(room=room, count=count)).messages
+    assert target - MIN_BOUNDARY_TOKENS < count(view) <= target
+    assert view[:2] == (SYSTEM, GOAL) and view[2].role is Role.ASSISTANT
+    assert repair_tool_pairing(view).messages == view  # every call with its result
+    boundary = view[3]
+    assert boundary.tool_result is not None and CUT_NOTE in boundary.text
+    whole_turns = count(view) - count(view[2:4])
+    assert whole_turns < target * 0.8  # what the view filled without the boundary unit
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.46])  # the shape estimate; calibrated on llama's
+def test_a_huge_request_is_cut_to_fit_whatever_the_room(scale: float) -> None:
+    # A paste of real source, cut at line breaks: the estimate of a cut is not linear in the
+    # chars asked for, and asking for a char less may give the same cut. Every room still
+    # gets the request cut to fit it, never reduced to its bare marker.
+    paste = "\n".join(inspect.getsource(m) for m in (textwrap, json, inspect, re, argparse))
+    messages = [SYSTEM, Message.user(f"What breaks here?\n{paste}")]
+    estimator = MarginEstimator(scale=scale, calibrations=1)
+    for room in range(2_000, 60_000, 293):
+        view = retain(messages, 2, FIT, Retention(room=room, count=estimator.count)).messages
+        assert estimator.count(view) <= room * 75 // 100
+        assert view[-1].text.startswith("What breaks here?") and CUT_NOTE in view[-1].text
 
 
 def test_level_3_keeps_a_lower_share_after_the_notice() -> None:

@@ -22,7 +22,7 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.retain import CUT_NOTE, FIRST_REQUEST_SHARE, Retention, retain
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, TextPart
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens import MarginEstimator, TokenEstimator
 from tests.strategies import conversations
 
 PROPERTY = settings(max_examples=80, deadline=None)
@@ -32,6 +32,8 @@ COUNTERS = st.sampled_from(
         TokenEstimator(),
         TINY_TOKENIZER,
         TokenEstimator(chars_per_token=3.3, per_message=7),
+        MarginEstimator(),  # the default: the text's shape
+        MarginEstimator(scale=3.3, margin=0.1, per_message=9),  # calibrated on a tiny model
     )
 )
 CONFIGS = st.builds(

@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.history.memo import clear_memos
-from chatcli.history.running import request_chars
+from chatcli.history.running import request_chars, request_shape
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.prediction import Prediction
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens import MarginEstimator, TokenEstimator, message_shape_tokens
 from tests.strategies import assistant_messages
 
 # Short texts: the sums, not the texts, are under test (long ones make generation slow).
@@ -33,6 +33,8 @@ def test_the_sum_is_the_total_whatever_was_counted_before(
     # Extended, cut back, branched off, or another conversation: always the exact total.
     for messages in (first, first + other, first[:cut], first[:cut] + other, other):
         assert request_chars(messages) == total_chars(messages)
+        # The shape estimate's sum too, in the same order: the same float, bit for bit.
+        assert request_shape(messages) == sum(message_shape_tokens(m) for m in messages)
 
 
 class CountingMessage(Message):

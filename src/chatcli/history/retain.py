@@ -20,8 +20,9 @@ then the kept span: the newest messages, taken whole turns at a time from the en
   tail, with a marker) before it is counted: one huge tool result or answer must not evict
   every smaller message before it. Only message text is cut; tool-call arguments are not.
 - The turn at the boundary (the first unit that does not fit, from the user message that
-  starts it) is kept too when cutting its largest message fills what is left and keeps at
-  least `MIN_BOUNDARY_TOKENS` of it: whole turns alone leave up to a turn unused.
+  starts it, else the unit alone) is kept too when cutting its largest message fills what is
+  left and keeps at least `MIN_BOUNDARY_TOKENS` of it: whole turns alone leave up to a turn
+  unused.
 - The latest real user request is always kept; when it alone does not fit what the target
   leaves after the system messages, it is cut to fit (head + tail, the marker says how much
   was cut and that the transcript keeps it all). A session is never stuck on one message.
@@ -259,15 +260,17 @@ def _boundary_turn(
     count: Count,
 ) -> tuple[int, dict[int, Message]] | None:
     """The turn of the last of `units` (the first that did not fit), from the user message
-    that starts it, with its largest message cut to what `budget` leaves: whole turns alone
-    leave up to a turn's worth of the target unused, a lot when the window holds few turns.
-    None when the turn holds the latest request, starts with no user message within two
-    units, or its largest message would keep fewer than `MIN_BOUNDARY_TOKENS`."""
+    that starts it (within two units, else the unit alone: an agent's turn is many tool
+    rounds), with its largest message cut to what `budget` leaves: whole turns alone leave up
+    to a turn's worth of the target unused, a lot when the window holds few turns (an agent's
+    file reads, each cut to `MESSAGE_SHARE`). A span that then starts with no user message
+    keeps it only behind the pinned goal (`_user_start` moves past it otherwise). None when
+    the turn holds the latest request, or its largest message would keep fewer than
+    `MIN_BOUNDARY_TOKENS`."""
     unit_start, end = units[-1]
-    if others[unit_start].role is not Role.USER:
-        if len(units) < 2 or others[units[-2][0]].role is not Role.USER:
-            return None
-        unit_start = units[-2][0]
+    starts_turn = len(units) > 1 and others[units[-2][0]].role is Role.USER
+    if others[unit_start].role is not Role.USER and starts_turn:
+        unit_start = units[-2][0]  # from the user message that starts the turn
     indexes = range(unit_start, end)
     if latest in indexes:
         return None
@@ -327,7 +330,10 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
             return cut
         if chars <= 0:
             return None
-        chars = min(chars - 1, chars * max(tokens - overhead, 0) // max(measured - overhead, 1))
+        # From the length the cut has (snapped to a line break, it may be shorter than asked
+        # for), and always shorter: asking for a char less may snap to the same line.
+        kept = len(cut.text)
+        chars = min(kept - 1, kept * max(tokens - overhead, 0) // max(measured - overhead, 1))
     return None
 
 
