@@ -469,8 +469,9 @@ MC_NOTE = (
     'a recovery level recovered. In the "mc" cells no level ran: microcompaction (issue 9) '
     "alone made the view fit (with max_tokens lowered to the room left where the cell says "
     "so: lowering the output beats cutting history), and it keeps the view inside its own "
-    "pressure band by design (it acts past half the room or 100k tokens and brings old tool "
-    "results down to half of that), so those cells are outside the fill goal; their count and "
+    "pressure band by design (it acts past half the room or 100k tokens and shrinks old tool "
+    "results until eight turns of growth fit under that, never below half of it), so those "
+    "cells are outside the fill goal; their count and "
     "fills are listed, not hidden."
 )
 
