@@ -246,6 +246,7 @@ class Run:
 
     timings: list[Timing]
     failed: int
+    served: int  # answers that ended in the window (any request's)
     window: float  # seconds measured
     cpu: dict[str, float]  # seconds of CPU in the window, per process (and the machine's)
     load: float  # 1-minute load average at the window's end
@@ -272,9 +273,13 @@ async def steady(
     await attempt(pool, body)  # one connection and one request before the clock starts
     origin = time.monotonic()
 
+    ends: list[float] = []
+
     async def at(when: float) -> Timing | None:
         await asyncio.sleep(origin + when - time.monotonic())
-        return await attempt(pool, body)
+        timing = await attempt(pool, body)
+        ends.append(time.monotonic() - origin)
+        return timing
 
     async def sample(when: float) -> dict[str, float]:
         await asyncio.sleep(origin + when - time.monotonic())
@@ -291,7 +296,8 @@ async def steady(
     ]
     done = [r for r in kept if r is not None]
     spent = {name: after[name] - before[name] for name in after}
-    return Run(done, len(kept) - len(done), measured[1] - measured[0], spent, load)
+    served = sum(measured[0] <= end < measured[1] for end in ends)
+    return Run(done, len(kept) - len(done), served, measured[1] - measured[0], spent, load)
 
 
 async def burst(
@@ -312,7 +318,7 @@ async def burst(
     flat = [r for rs in results for r in rs]
     done = [r for r in flat if r is not None]
     spent = {name: after[name] - before[name] for name in after}
-    return Run(done, len(flat) - len(done), time.monotonic() - started, spent, load)
+    return Run(done, len(flat) - len(done), len(flat), time.monotonic() - started, spent, load)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -438,21 +444,22 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
                   f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
                   f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
     for name, run in runs.items():
-        count = len(run.timings)
+        count, served = len(run.timings), run.served
         flight = sum(t.whole for t in run.timings) / run.window
         cpu = {k: v / run.window for k, v in run.cpu.items()}
         ours = sum(v for k, v in cpu.items() if k != "machine")
         per_request = ", ".join(
-            f"{k} {run.cpu[k] * 1000 / max(count, 1):.1f} ms" for k in ("proxy", "stub", "clients")
+            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in ("proxy", "stub", "clients")
         )
-        print(f"  {name}: {count} requests in {run.window:.0f} s, {count / run.window:.1f}/s"
-              f"{f' ({count / run.window / workers:.1f} per worker)' if name == 'proxy' else ''}, "
-              f"{flight:.0f} in flight on average, {run.failed} failed; CPU per request: "
-              f"{per_request}")  # fmt: skip
+        rate = served / run.window
+        print(f"  {name}: {count} requests measured, {run.failed} failed, {flight:.0f} in flight "
+              f"on average; {rate:.1f} answers/s served"
+              f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
+              f"answer served: {per_request}")  # fmt: skip
         print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy (proxy "
               f"{cpu['proxy']:.2f}, stub {cpu['stub']:.2f}, clients {cpu['clients']:.2f}, "
-              f"other work {max(0.0, cpu['machine'] - ours):.2f}), load average "
-              f"{run.load:.1f}")  # fmt: skip
+              f"other processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
+              f"average {run.load:.1f}")  # fmt: skip
 
 
 def wait_listening(port: int) -> None:
