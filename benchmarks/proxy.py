@@ -175,14 +175,17 @@ class Timing:
 
 class Pool:
     """Keep-alive HTTP/1.1 connections to one port, opened as needed (an open loop has no
-    bound on connections but the number in flight)."""
+    bound on connections but the number in flight). A connection idle for IDLE_S or closed
+    by the server is not reused (uvicorn closes one idle for 5 s), as httpx's pool does."""
+
+    IDLE_S = 4.0
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
 
     async def request(self, payload: bytes) -> Timing:
-        reader, writer = self.idle.pop() if self.idle else await self.connect()
+        reader, writer = await self.take()
         sent = time.monotonic()
         writer.write(payload)
         head = await reader.readuntil(b"\r\n\r\n")
@@ -200,7 +203,7 @@ class Pool:
             if not first and received.find(b'"t0', start) >= 0:
                 first = time.monotonic()
         whole = time.monotonic()
-        self.idle.append((reader, writer))
+        self.idle.append((reader, writer, whole))
         stamp, last = FIRST.search(received), LAST.search(received)
         if stamp is None or last is None:
             raise RuntimeError("an answer without the stub's stamps")
@@ -213,11 +216,17 @@ class Pool:
             up + whole - float(last.group(1)),
         )
 
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The most recently used live connection, else a new one."""
+        while self.idle:
+            reader, writer, since = self.idle.pop()
+            if not reader.at_eof() and time.monotonic() - since < self.IDLE_S:
+                return reader, writer
+            writer.close()
         return await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
 
     def close(self) -> None:
-        for _, writer in self.idle:
+        for _, writer, _ in self.idle:
             writer.close()
 
 
