@@ -17,6 +17,10 @@ import httpx
 import openai
 import pytest
 
+from chatcli.errors import ProviderError
+from chatcli.messages import Message
+from chatcli.providers.base import Request, Response
+from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.passthrough import forwarded_body
 from chatcli.proxy.sessions import SessionRecorder
@@ -301,3 +305,22 @@ def test_a_client_that_goes_away_ends_the_piped_stream_at_once(gated: GatedUpstr
             time.sleep(0.05)
         assert not gate.event.is_set()
         gate.open()
+
+
+def test_the_end_of_a_piped_answer_is_its_shown_text_and_outcome_in_one_decoding() -> None:
+    """`OpenAIBase.folded`, split anywhere between events of the recorded stream: the text of
+    the part already piped (what a continuation goes on from), and the whole answer's
+    Response; cut before its finish, the outcome is the error and the piped text still comes."""
+    recorded = events("openai-chat-text.txt")
+    decoded = [json.loads(data) for data in recorded if data != "[DONE]"]
+    contents = [
+        e["choices"][0]["delta"].get("content") or "" if e["choices"] else "" for e in decoded
+    ]
+    adapter = OpenAICompatible("http://127.0.0.1:9/v1", "gpt-4o", environ={})
+    request = Request(messages=(Message.user("Say something."),))
+    for cut in (0, 1, 7, len(decoded) - 1):
+        shown, outcome = adapter.folded(wire(recorded[:cut]), wire(recorded[cut:]), request)
+        assert shown == "".join(contents[:cut])
+        assert isinstance(outcome, Response) and outcome.message.text == "".join(contents)
+    shown, outcome = adapter.folded(wire(recorded[:7]), wire(recorded[7:12]), request)
+    assert shown == "".join(contents[:7]) and isinstance(outcome, ProviderError)
