@@ -6,6 +6,8 @@ path (`ProxyOptions(fast_path=False)`), with the same calls upstream and the sam
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -324,3 +326,45 @@ def test_the_end_of_a_piped_answer_is_its_shown_text_and_outcome_in_one_decoding
         assert isinstance(outcome, Response) and outcome.message.text == "".join(contents)
     shown, outcome = adapter.folded(wire(recorded[:7]), wire(recorded[7:12]), request)
     assert shown == "".join(contents[:7]) and isinstance(outcome, ProviderError)
+
+
+def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None:
+    """More streams in flight than httpx's default pool (100 connections) all reach the
+    upstream at once: none waits inside the proxy for another's answer to end."""
+    streams = 120
+
+    async def run() -> int:
+        arrived, waited, all_in = 0, [], asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal arrived
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            arrived += 1
+            if arrived == streams:
+                all_in.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), 2.0)
+            waited.append(arrived)  # the streams in flight when this one is answered
+            data = b"data: [DONE]\n\n"
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+            writer.write(b"content-length: %d\r\n\r\n%s" % (len(data), data))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        adapter = OpenAICompatible(f"http://127.0.0.1:{port}/v1", "stub", environ={})
+
+        async def one() -> None:
+            async with adapter.apassthrough(b'{"model":"stub","messages":[]}') as stream:
+                async for _ in stream.chunks:
+                    pass
+
+        async with server:
+            await asyncio.gather(*(one() for _ in range(streams)))
+        await adapter.aclose()
+        return waited[0]
+
+    assert asyncio.run(run()) == streams
