@@ -1,29 +1,54 @@
 """The proxy's added latency under bounded loopback load.
 
 Three processes on 127.0.0.1: an upstream stub that streams an OpenAI chat answer at a fixed
-token rate, `chatcli proxy` in front of it, and this script, which runs N concurrent streaming
-clients against the stub directly and then through the proxy, with the same conversations
-(real text: this repository's README, cut into messages). It prints, for each conversation
-length, the p50/p99 time to first token and to the whole answer, direct and through the
-proxy, the difference (the proxy's added latency), requests per second, and the proxy's
-peak memory (RSS). The proxy runs with `--no-sessions`: what recording each request in the
-session store adds is benchmarks/proxy_store.py's measure.
+token rate, `chatcli proxy` in front of it, and this script, whose clients call the stub
+directly and then through the proxy with the same conversations (real text: this
+repository's README, cut into messages) on the same arrival schedule. It prints, for each
+conversation length, the p50/p99 time to first token and to the whole answer, direct and
+through the proxy, and the difference (the proxy's added latency); the same with the stub's
+own time taken out (see below); requests per second per worker; the CPU per request of the
+proxy and of the stub (read from /proc, so it holds on a busy machine); how busy the machine
+was and by whom; the load average; and the proxy's peak memory (RSS). The proxy runs with
+`--no-sessions`: what recording each request adds is benchmarks/proxy_store.py's measure.
 
-    python benchmarks/proxy.py [--clients 200] [--requests 400] [--messages 100,2000]
-                               [--workers N] [--no-fast-path] [--profile proxy.prof]
+    python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
+                               [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
+                               [--window 20] [--seed 1] [--no-fast-path] [--profile F]
+    python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
-`--workers N` runs `chatcli proxy --workers N` (requests/s per worker is printed);
-`--no-fast-path` sends every request through the library's path (`chatcli.proxy.passthrough`
-is the fast path), to compare the two on the same machine. The load average is printed with
-each run: the machine's other work shows in every latency here, the stub's included.
+**Steady state** (the default): requests arrive as a Poisson process (open loop: an arrival
+does not wait for an answer) at rate = streams / answer duration, so `--streams` are in
+flight on average, as with that many users each asking again a while after an answer. The
+first `--warm-up` seconds of arrivals are not measured; those of the next `--window` seconds
+are. Direct and through the proxy run the same schedule (same `--seed`). The stub streams
+`--answer-tokens` tokens at `--token-rate` tokens/s, one event per token, as OpenAI does
+(50 tokens/s: between gpt-4-turbo's ~35 and gpt-4o's ~65 tokens/s medians measured by users
+on OpenAI's forum; 150 tokens: a short chat answer; 3 s a stream).
 
-`--breakdown` times, in process, the proxy's own work per request (decoding, parsing, the
-Client, the fast path's verdict, the forwarded body): what the fast path still pays.
-`--profile FILE` runs the proxy under cProfile and writes its profile to FILE (read it with
-`python -m pstats FILE`): where the proxy's CPU goes.
+**Burst** (`--burst`, the former mode): `--streams` clients start at once, each sending its
+share of `--requests` back to back (a closed loop that measures the machine's queue as much
+as the proxy).
 
-Bounded: `--requests` per run (default 2x clients), a 120 s deadline per run, loopback only.
+**The stub's own time taken out.** The stub writes, in its first token, when it received the
+request and when it sent that token, and in its last token when it sent it (CLOCK_MONOTONIC,
+which all processes share). A request's time outside the stub is (stub received - client
+sent) + (client got the token - stub sent it): on loopback direct, that is the network and
+the clients' own queue; through the proxy, the proxy's work besides. Its percentiles do not
+carry the stub's scheduling jitter, which a difference of two runs' end-to-end percentiles
+does.
+
+The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
+no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
+
+`--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
+the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
+same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
+parsing, the Client, the fast path's verdict, the forwarded body). `--profile FILE` runs the
+proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
+
+Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
+per run, loopback only.
 """
 
 from __future__ import annotations
@@ -33,19 +58,24 @@ import asyncio
 import functools
 import json
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKENS = 20  # tokens per streamed answer
-TOKEN_DELAY = 0.005  # seconds between tokens (200 tokens/s per stream)
-DEADLINE_S = 120.0
+DEADLINE_S = 300.0
+PATH = "/v1/chat/completions"
+# The stub's stamps (see the module's docstring): in the first and the last token.
+FIRST = re.compile(rb'"t0@([0-9.]+)@([0-9.]+) ')
+LAST = re.compile(rb'"t[0-9]+#([0-9.]+) ')
 
 
 def free_port() -> int:
@@ -55,38 +85,68 @@ def free_port() -> int:
         return port
 
 
-def run_stub(port: int) -> None:
-    """The upstream: streams TOKENS chunks, TOKEN_DELAY apart, in OpenAI's chunk shape."""
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import StreamingResponse
-    from starlette.routing import Route
+def sse_chunk(event: dict[str, object]) -> bytes:
+    """One server-sent event as one HTTP/1.1 chunk."""
+    data = f"data: {json.dumps(event)}\n\n".encode()
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
-    async def completions(request: Request) -> StreamingResponse:
-        body = await request.json()
-        prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
 
-        async def events():  # type: ignore[no-untyped-def]
-            head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
-            for i in range(TOKENS):
-                await asyncio.sleep(TOKEN_DELAY)
-                delta = {"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}
-                yield f"data: {json.dumps({**head, 'choices': [delta]})}\n\n"
-            done = {"index": 0, "delta": {}, "finish_reason": "stop"}
-            yield f"data: {json.dumps({**head, 'choices': [done]})}\n\n"
-            usage = {
-                "prompt_tokens": prompt,
-                "completion_tokens": TOKENS,
-                "total_tokens": prompt + TOKENS,
-            }
-            yield f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n"
-            yield "data: [DONE]\n\n"
+def run_stub(port: int, tokens: int, rate: float) -> None:
+    """The upstream: for each request, `tokens` chunks in OpenAI's shape, the i-th sent
+    i/rate seconds after the request arrived (a fixed schedule, so a late token does not
+    delay the next), then the finish, the usage and [DONE]. It reads and decodes the body as
+    a real server would (its cost grows with the conversation)."""
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                received = time.monotonic()
+                if not head.startswith(b"POST /v1/chat/completions "):
+                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    continue
+                length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+                body = json.loads(await reader.readexactly(int(length.group(1))))  # type: ignore[union-attr]
+                prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n"
+                )
+                head_ = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "stub",
+                }
+                for i in range(tokens):
+                    await asyncio.sleep(max(0.0, received + (i + 1) / rate - time.monotonic()))
+                    text = f"t{i} "
+                    if i == 0:
+                        text = f"t0@{received:.6f}@{time.monotonic():.6f} "
+                    elif i == tokens - 1:
+                        text = f"t{i}#{time.monotonic():.6f} "
+                    delta = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                    writer.write(sse_chunk({**head_, "choices": [delta]}))
+                done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+                usage = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt + tokens,
+                }
+                writer.write(sse_chunk({**head_, "choices": [done]}))
+                writer.write(sse_chunk({**head_, "choices": [], "usage": usage}))
+                writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=4096)
+        await server.serve_forever()
+
+    uvloop.run(main())
 
 
 def conversation(n: int) -> list[dict[str, str]]:
@@ -101,43 +161,173 @@ def conversation(n: int) -> list[dict[str, str]]:
     return out
 
 
-async def one(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> tuple[float, float]:
-    started = time.perf_counter()
-    first = None
-    async with client.stream("POST", url, json=body) as response:
-        if response.status_code != 200:
-            raise RuntimeError(f"{response.status_code}: {(await response.aread())[:300]!r}")
-        async for line in response.aiter_lines():
-            if first is None and '"content"' in line and '"t0' in line:
-                first = time.perf_counter() - started
-    return first if first is not None else float("nan"), time.perf_counter() - started
+@dataclass(frozen=True)
+class Timing:
+    """One answer, in seconds: to its first token and to its end, seen by the client; and
+    the same outside the stub (the stub's own time, between its receiving the request and
+    sending the token, taken out)."""
+
+    first: float
+    whole: float
+    first_outside: float
+    whole_outside: float
 
 
-async def load(
-    url: str, messages: int, clients: int, requests: int
-) -> tuple[list[float], list[float], float, int]:
-    body = {"model": "stub", "messages": conversation(messages), "stream": True, "max_tokens": 64}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    gate = asyncio.Semaphore(clients)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-        await one(client, url, body)  # warm-up
+class Pool:
+    """Keep-alive HTTP/1.1 connections to one port, opened as needed (an open loop has no
+    bound on connections but the number in flight). A connection idle for IDLE_S or closed
+    by the server is not reused (uvicorn closes one idle for 5 s), as httpx's pool does."""
 
-        async def bounded() -> tuple[float, float] | None:
-            async with gate:
-                try:
-                    return await one(client, url, body)
-                except (httpx.HTTPError, RuntimeError) as exc:  # counted and reported
-                    print(f"  failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
-                    return None
+    IDLE_S = 4.0
 
-        started = time.perf_counter()
-        results = await asyncio.wait_for(
-            asyncio.gather(*(bounded() for _ in range(requests))), DEADLINE_S
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+
+    async def request(self, payload: bytes) -> Timing:
+        reader, writer = await self.take()
+        sent = time.monotonic()
+        writer.write(payload)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            writer.close()
+            raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
+        received, first = bytearray(), 0.0
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                await reader.readexactly(2)
+                break
+            start = max(0, len(received) - 4)
+            received += (await reader.readexactly(size + 2))[:-2]
+            if not first and received.find(b'"t0', start) >= 0:
+                first = time.monotonic()
+        whole = time.monotonic()
+        self.idle.append((reader, writer, whole))
+        stamp, last = FIRST.search(received), LAST.search(received)
+        if stamp is None or last is None:
+            raise RuntimeError("an answer without the stub's stamps")
+        at_stub, first_sent = float(stamp.group(1)), float(stamp.group(2))
+        up = at_stub - sent
+        return Timing(
+            first - sent,
+            whole - sent,
+            up + first - first_sent,
+            up + whole - float(last.group(1)),
         )
-        elapsed = time.perf_counter() - started
-    done = [r for r in results if r is not None]
-    failed = len(results) - len(done)
-    return [r[0] for r in done], [r[1] for r in done], len(done) / elapsed, failed
+
+    async def take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The most recently used live connection, else a new one."""
+        while self.idle:
+            reader, writer, since = self.idle.pop()
+            if not reader.at_eof() and time.monotonic() - since < self.IDLE_S:
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
+
+    def close(self) -> None:
+        for _, writer, _ in self.idle:
+            writer.close()
+
+
+def payload(port: int, messages: int) -> bytes:
+    body = {"model": "stub", "messages": conversation(messages), "stream": True, "max_tokens": 512}
+    data = json.dumps(body).encode()
+    return (
+        f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(data)}\r\n\r\n"
+    ).encode() + data
+
+
+def arrivals(rate: float, until: float, seed: int) -> list[float]:
+    """Poisson arrival times in [0, until): exponential gaps of mean 1/rate."""
+    rng, times, at = random.Random(seed), [], 0.0
+    while True:
+        at += rng.expovariate(rate)
+        if at >= until:
+            return times
+        times.append(at)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One path's measured requests, and what the processes spent meanwhile."""
+
+    timings: list[Timing]
+    failed: int
+    served: int  # answers that ended in the window (any request's)
+    window: float  # seconds measured
+    cpu: dict[str, float]  # seconds of CPU in the window, per process (and the machine's)
+    load: float  # 1-minute load average at the window's end
+
+
+async def attempt(pool: Pool, body: bytes) -> Timing | None:
+    try:
+        return await pool.request(body)
+    except (OSError, asyncio.IncompleteReadError, ValueError, RuntimeError) as exc:
+        print(f"  failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+        return None
+
+
+async def steady(
+    port: int,
+    body: bytes,
+    schedule: list[float],
+    measured: tuple[float, float],
+    pids: dict[str, list[int]],
+) -> Run:
+    """Sends `body` at each time of `schedule` (seconds from now); measures the requests
+    sent in `measured` (from, to) and the CPU spent from its start to its end."""
+    pool = Pool(port)
+    await attempt(pool, body)  # one connection and one request before the clock starts
+    origin = time.monotonic()
+
+    ends: list[float] = []
+
+    async def at(when: float) -> Timing | None:
+        await asyncio.sleep(origin + when - time.monotonic())
+        timing = await attempt(pool, body)
+        ends.append(time.monotonic() - origin)
+        return timing
+
+    async def sample(when: float) -> dict[str, float]:
+        await asyncio.sleep(origin + when - time.monotonic())
+        return usage(pids)
+
+    tasks = [asyncio.ensure_future(at(when)) for when in schedule]
+    before = await sample(measured[0])
+    after = await sample(measured[1])
+    load = os.getloadavg()[0]
+    results = await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S)
+    pool.close()
+    kept = [
+        r for when, r in zip(schedule, results, strict=True) if measured[0] <= when < measured[1]
+    ]
+    done = [r for r in kept if r is not None]
+    spent = {name: after[name] - before[name] for name in after}
+    served = sum(measured[0] <= end < measured[1] for end in ends)
+    return Run(done, len(kept) - len(done), served, measured[1] - measured[0], spent, load)
+
+
+async def burst(
+    port: int, body: bytes, streams: int, requests: int, pids: dict[str, list[int]]
+) -> Run:
+    """`streams` clients at once, each sending its share of `requests` back to back."""
+    pool = Pool(port)
+    await attempt(pool, body)
+    before, started = usage(pids), time.monotonic()
+
+    async def client(share: int) -> list[Timing | None]:
+        return [await attempt(pool, body) for _ in range(share)]
+
+    shares = [requests // streams + (i < requests % streams) for i in range(streams)]
+    results = await asyncio.wait_for(asyncio.gather(*map(client, shares)), DEADLINE_S)
+    after, load = usage(pids), os.getloadavg()[0]
+    pool.close()
+    flat = [r for rs in results for r in rs]
+    done = [r for r in flat if r is not None]
+    spent = {name: after[name] - before[name] for name in after}
+    return Run(done, len(flat) - len(done), len(flat), time.monotonic() - started, spent, load)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -160,17 +350,28 @@ def tree(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` and its descendants so far (robust to a busy
-    machine)."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (robust to a busy machine)."""
     total = 0
-    for each in tree(pid):
+    for each in pids:
         try:
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def usage(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each named process tree, of this script (the clients), and of
+    the whole machine (busy time of all cores, from /proc/stat: everyone's work)."""
+    spent = {name: cpu_seconds(each) for name, each in pids.items()}
+    mine = os.times()
+    spent["clients"] = mine.user + mine.system
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    spent["machine"] = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return spent
 
 
 def rss_kib(pid: int) -> int:
@@ -235,6 +436,41 @@ def _spent(totals: dict[str, float], step: str, started: float) -> None:
     totals[step] = totals.get(step, 0.0) + time.process_time() - started
 
 
+def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
+    """The figures of one conversation length: direct, through the proxy, and added."""
+    direct, proxy = runs["direct"], runs["proxy"]
+    print(f"\n{n} messages:")
+    for title, field in (
+        ("end to end (as the client sees it):", ""),
+        ("outside the stub (the stub's own time taken out, per request):", "_outside"),
+    ):
+        print(f"  {title}")
+        for label, name in (("first token", "first"), ("whole answer", "whole")):
+            d = [getattr(t, name + field) for t in direct.timings]
+            p = [getattr(t, name + field) for t in proxy.timings]
+            print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
+                  f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
+                  f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
+                  f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
+    for name, run in runs.items():
+        count, served = len(run.timings), run.served
+        flight = sum(t.whole for t in run.timings) / run.window
+        cpu = {k: v / run.window for k, v in run.cpu.items()}
+        ours = sum(v for k, v in cpu.items() if k != "machine")
+        per_request = ", ".join(
+            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in ("proxy", "stub", "clients")
+        )
+        rate = served / run.window
+        print(f"  {name}: {count} requests measured, {run.failed} failed, {flight:.0f} in flight "
+              f"on average; {rate:.1f} answers/s served"
+              f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
+              f"answer served: {per_request}")  # fmt: skip
+        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy (proxy "
+              f"{cpu['proxy']:.2f}, stub {cpu['stub']:.2f}, clients {cpu['clients']:.2f}, "
+              f"other processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
+              f"average {run.load:.1f}")  # fmt: skip
+
+
 def wait_listening(port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -247,9 +483,15 @@ def wait_listening(port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=200)
-    parser.add_argument("--requests", type=int)
+    parser.add_argument("--streams", type=int, default=200, help="in flight on average")
     parser.add_argument("--messages", default="100,2000")
+    parser.add_argument("--token-rate", type=float, default=50.0, help="the stub's tokens/s")
+    parser.add_argument("--answer-tokens", type=int, default=150, help="tokens per answer")
+    parser.add_argument("--warm-up", type=float, default=3.0, help="seconds not measured")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--burst", action="store_true", help="all streams at once, closed loop")
+    parser.add_argument("--requests", type=int, help="--burst: requests per run (2x streams)")
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
     parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
@@ -259,22 +501,25 @@ def main() -> None:
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
-        run_stub(args.stub)
+        run_stub(args.stub, args.answer_tokens, args.token_rate)
         return
     if args.breakdown:
         breakdown([int(x) for x in args.messages.split(",")])
         return
-    requests = args.requests or 2 * args.clients
+    requests = args.requests or 2 * args.streams
     stub_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "CHATCLI_HOME": str(ROOT / ".bench-home")}
-    stub = subprocess.Popen([sys.executable, __file__, "--stub", str(stub_port)])
+    stub = subprocess.Popen(
+        [sys.executable, __file__, "--stub", str(stub_port), "--answer-tokens",
+         str(args.answer_tokens), "--token-rate", str(args.token_rate)]
+    )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
     if args.profile:  # written when the proxy stops on SIGINT (see the end)
         code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
         [sys.executable, "-c", code, "proxy",
          "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
-         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", str(requests),
+         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "100000",
          "--no-sessions", "--workers", str(args.workers),
          *(["--no-fast-path"] if args.no_fast_path else [])],
         env=env,
@@ -282,35 +527,35 @@ def main() -> None:
     try:
         wait_listening(stub_port)
         wait_listening(proxy_port)
+        time.sleep(1.0)  # the proxy's workers
+        pids = {"proxy": tree(proxy.pid), "stub": [stub.pid]}
+        duration = args.answer_tokens / args.token_rate
+        rate = args.streams / duration
         path = "library path only" if args.no_fast_path else "fast path on"
-        print(f"{args.clients} concurrent streaming clients, {requests} requests per run, "
-              f"{TOKENS} tokens at {1 / TOKEN_DELAY:.0f} tokens/s per answer; proxy: "
-              f"{args.workers} worker(s), {path}")  # fmt: skip
+        answer = (f"answers of {args.answer_tokens} tokens at {args.token_rate:.0f} tokens/s "
+                  f"({duration:.1f} s)")  # fmt: skip
+        if args.burst:
+            print(f"burst: {args.streams} clients at once, {requests} requests back to back "
+                  f"per run; {answer}")  # fmt: skip
+        else:
+            print(f"steady state: {args.streams} streams in flight on average, Poisson "
+                  f"arrivals at {rate:.1f}/s (seed {args.seed}); {answer}; {args.warm_up:.0f} s "
+                  f"warm-up, {args.window:.0f} s measured")  # fmt: skip
+        print(f"proxy: {args.workers} worker(s), {path}; machine: {os.cpu_count()} cores, "
+              f"load average {os.getloadavg()[0]:.1f} before")  # fmt: skip
+        span = args.warm_up + args.window
+        schedule = arrivals(rate, span, args.seed)
         for n in (int(x) for x in args.messages.split(",")):
-            runs, cpu_ms = {}, {}
-            for name, port, pid in (
-                ("direct", stub_port, stub.pid),
-                ("proxy", proxy_port, proxy.pid),
-            ):
-                url = f"http://127.0.0.1:{port}/v1/chat/completions"
-                cpu = cpu_seconds(pid)
-                runs[name] = asyncio.run(load(url, n, args.clients, requests))
-                cpu_ms[name] = (cpu_seconds(pid) - cpu) * 1000 / (requests + 1)
-            (df, dt, drps, dfail), (pf, pt, prps, pfail) = runs["direct"], runs["proxy"]
-            print(f"\n{n} messages (load average {os.getloadavg()[0]:.1f}):")
-            for label, d, p in (("first token", df, pf), ("whole answer", dt, pt)):
-                print(f"  {label:13} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
-                      f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
-                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
-                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
-            print(
-                f"  requests/s: direct {drps:.0f}, proxy {prps:.0f} "
-                f"({prps / args.workers:.0f} per worker); failed: direct {dfail}, "
-                f"proxy {pfail}"
-            )
-            print(f"  CPU per request: proxy {cpu_ms['proxy']:.1f} ms (the stub, which only "
-                  f"writes the answer: {cpu_ms['direct']:.1f} ms)")  # fmt: skip
-        print(f"\nproxy peak RSS: {rss_kib(proxy.pid) / 1024:.0f} MiB")
+            runs = {}
+            for name, port in (("direct", stub_port), ("proxy", proxy_port)):
+                body = payload(port, n)
+                if args.burst:
+                    load = burst(port, body, args.streams, requests, pids)
+                else:
+                    load = steady(port, body, schedule, (args.warm_up, span), pids)
+                runs[name] = uvloop.run(load)
+            report(n, runs, args.workers, os.cpu_count() or 1)
+            print(f"  proxy peak RSS so far: {rss_kib(proxy.pid) / 1024:.0f} MiB")
     finally:
         proxy.send_signal(signal.SIGINT)  # a clean stop: the profile is written
         stub.terminate()

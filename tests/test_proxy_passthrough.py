@@ -6,6 +6,8 @@ path (`ProxyOptions(fast_path=False)`), with the same calls upstream and the sam
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -17,6 +19,10 @@ import httpx
 import openai
 import pytest
 
+from chatcli.errors import ProviderError
+from chatcli.messages import Message
+from chatcli.providers.base import Request, Response
+from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.passthrough import forwarded_body
 from chatcli.proxy.sessions import SessionRecorder
@@ -301,3 +307,64 @@ def test_a_client_that_goes_away_ends_the_piped_stream_at_once(gated: GatedUpstr
             time.sleep(0.05)
         assert not gate.event.is_set()
         gate.open()
+
+
+def test_the_end_of_a_piped_answer_is_its_shown_text_and_outcome_in_one_decoding() -> None:
+    """`OpenAIBase.folded`, split anywhere between events of the recorded stream: the text of
+    the part already piped (what a continuation goes on from), and the whole answer's
+    Response; cut before its finish, the outcome is the error and the piped text still comes."""
+    recorded = events("openai-chat-text.txt")
+    decoded = [json.loads(data) for data in recorded if data != "[DONE]"]
+    contents = [
+        e["choices"][0]["delta"].get("content") or "" if e["choices"] else "" for e in decoded
+    ]
+    adapter = OpenAICompatible("http://127.0.0.1:9/v1", "gpt-4o", environ={})
+    request = Request(messages=(Message.user("Say something."),))
+    for cut in (0, 1, 7, len(decoded) - 1):
+        shown, outcome = adapter.folded(wire(recorded[:cut]), wire(recorded[cut:]), request)
+        assert shown == "".join(contents[:cut])
+        assert isinstance(outcome, Response) and outcome.message.text == "".join(contents)
+    shown, outcome = adapter.folded(wire(recorded[:7]), wire(recorded[7:12]), request)
+    assert shown == "".join(contents[:7]) and isinstance(outcome, ProviderError)
+
+
+def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None:
+    """More streams in flight than httpx's default pool (100 connections) all reach the
+    upstream at once: none waits inside the proxy for another's answer to end."""
+    streams = 120
+
+    async def run() -> int:
+        arrived, waited, all_in = 0, [], asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal arrived
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            arrived += 1
+            if arrived == streams:
+                all_in.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), 2.0)
+            waited.append(arrived)  # the streams in flight when this one is answered
+            data = b"data: [DONE]\n\n"
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+            writer.write(b"content-length: %d\r\n\r\n%s" % (len(data), data))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        adapter = OpenAICompatible(f"http://127.0.0.1:{port}/v1", "stub", environ={})
+
+        async def one() -> None:
+            async with adapter.apassthrough(b'{"model":"stub","messages":[]}') as stream:
+                async for _ in stream.chunks:
+                    pass
+
+        async with server:
+            await asyncio.gather(*(one() for _ in range(streams)))
+        await adapter.aclose()
+        return waited[0]
+
+    assert asyncio.run(run()) == streams

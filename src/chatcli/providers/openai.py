@@ -870,26 +870,34 @@ class OpenAIBase(Adapter):
             async for data in response.aiter_bytes():
                 yield data
 
-    def folded(self, stream: bytes, request: Request, http_request: Any = None) -> Response:
-        """The Response `astream` ends with, from a whole Chat Completions event stream read
-        raw (the passthrough's, decoded once, at its end): the same fold, the same checks."""
+    def folded(
+        self, piped: bytes, rest: bytes, request: Request, http_request: Any = None
+    ) -> tuple[str, Response | Exception]:
+        """A whole Chat Completions event stream read raw (the passthrough's: the events
+        `piped` to the client, then the `rest`), decoded once, at its end: the answer text of
+        the piped part, and the Response `astream` ends with (the same fold, the same checks)
+        or the error it raises instead. A malformed piped event raises. One decoding, not
+        two: at the end of every answer, it is on the way to the client's last bytes."""
         fold = self._fold()
+        accumulator = fold.accumulator
+        assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
         with self._errors():
-            for event in _raw_events(stream, http_request):
+            for event in _raw_events(piped, http_request):
                 fold.feed(event)
-        return self._checked(fold.finish(), request)
-
-    def streamed_text(self, stream: bytes) -> str:
-        """The answer text in the Chat Completions events of `stream` (a part of one)."""
-        accumulator = _ChatAccumulator()
-        with self._errors():
-            for event in _raw_events(stream, None):
-                accumulator.add(event)
-        return "".join(accumulator.texts)
+        shown = "".join(accumulator.texts)
+        try:
+            with self._errors():
+                for event in _raw_events(rest, http_request):
+                    fold.feed(event)
+            return shown, self._checked(fold.finish(), request)
+        except Exception as exc:
+            return shown, exc
 
     def _passthrough_client(self) -> Any:
         """The passthrough's httpx client: one per adapter and event loop, like the SDK's,
-        with the SDK client's URL and headers (organization, project, user agent)."""
+        with the SDK client's URL, headers (organization, project, user agent) and connection
+        limits (httpx's own default, 100 connections, would queue the 101st stream in flight
+        inside the proxy: measured at 200 streams, benchmarks/proxy.py)."""
         import httpx
 
         loop = asyncio.get_running_loop()
@@ -899,7 +907,10 @@ class OpenAIBase(Adapter):
             given = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
             headers = {**given, "authorization": f"Bearer {self.__api_key}"}
             self._raw_client = httpx.AsyncClient(
-                base_url=base, headers=headers, timeout=self.timeout
+                base_url=base,
+                headers=headers,
+                timeout=self.timeout,
+                limits=_sdk().DEFAULT_CONNECTION_LIMITS,
             )
             self._raw_loop = loop
         return self._raw_client

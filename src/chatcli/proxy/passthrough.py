@@ -153,7 +153,8 @@ class FastPath:
             raise
         if not self.early and not self.held:
             await self.stack.aclose()
-            return Performed(shown="", outcome=self.outcome())
+            shown, outcome = self.ended()
+            return Performed(shown, outcome)
         return None
 
     async def piped(
@@ -169,8 +170,7 @@ class FastPath:
                 yield chunk
         finally:
             await self.stack.aclose()
-        shown = self.provider.streamed_text(b"".join(self.sent)) if self.sent else ""
-        outcome = self.outcome()
+        shown, outcome = self.ended()
         engine = self.library.resume_stream(self.start, performed=Performed(shown, outcome))
         head = await anext(engine)
         if isinstance(head, Reply) and _as_sent(head, outcome):
@@ -206,15 +206,12 @@ class FastPath:
         self.sent.extend(out)
         return b"".join(out)
 
-    def outcome(self) -> Response | Exception:
-        """The call's outcome, from the whole stream decoded once (or its read failure)."""
-        if self.failure is not None:
-            return self.failure
-        stream = b"".join([*self.sent, *self.held, self.buffer])
-        try:
-            return self.provider.folded(stream, self.first, self.http_request)
-        except Exception as exc:
-            return exc
+    def ended(self) -> tuple[str, Response | Exception]:
+        """The answer text piped to the client, and the call's outcome: from the whole stream
+        decoded once (`OpenAIBase.folded`), or its read failure."""
+        piped, rest = b"".join(self.sent), b"".join([*self.held, self.buffer])
+        shown, outcome = self.provider.folded(piped, rest, self.first, self.http_request)
+        return shown, self.failure if self.failure is not None else outcome
 
     def tail(self) -> bytes:
         """The held events, once the library took the answer: all of them, but the usage

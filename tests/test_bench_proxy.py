@@ -1,0 +1,82 @@
+"""The proxy benchmark's parts that decide its figures: the arrival schedule, and the stub and
+clients that time each answer.
+
+The benchmark itself is not run here (a minute of both cores); these keep its clock honest:
+the same seed must give the same Poisson schedule at the rate asked, and an answer's times,
+end to end and with the stub's own time taken out, must agree with the stub's fixed token
+schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from benchmarks.proxy import Pool, Timing, arrivals, free_port, payload, wait_listening
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "proxy.py"
+TOKENS, RATE = 10, 100.0  # the i-th token 10 ms x (i + 1) after the request arrives
+TICK = 0.002  # uvloop's timers have a resolution of 1 ms: a token may leave that much early
+
+
+def test_arrivals_are_the_seeds_poisson_schedule() -> None:
+    schedule = arrivals(rate=50.0, until=200.0, seed=7)
+    assert schedule == arrivals(rate=50.0, until=200.0, seed=7)
+    assert schedule != arrivals(rate=50.0, until=200.0, seed=8)
+    assert schedule == sorted(schedule) and schedule[0] > 0 and schedule[-1] < 200.0
+    gaps = [b - a for a, b in itertools.pairwise(schedule)]
+    assert len(schedule) == pytest.approx(50.0 * 200.0, rel=0.05)
+    # Exponential gaps: the mean and the standard deviation are both 1/rate.
+    assert statistics.fmean(gaps) == pytest.approx(1 / 50.0, rel=0.05)
+    assert statistics.pstdev(gaps) == pytest.approx(1 / 50.0, rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[int]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stub", str(port), "--answer-tokens", str(TOKENS),
+         "--token-rate", str(RATE)]
+    )  # fmt: skip
+    try:
+        wait_listening(port)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def timed(port: int, requests: int) -> list[Timing]:
+    async def run() -> list[Timing]:
+        pool = Pool(port)
+        try:
+            return [await pool.request(payload(port, 5)) for _ in range(requests)]
+        finally:
+            pool.close()
+
+    return asyncio.run(run())
+
+
+def test_an_answer_is_timed_on_the_stubs_schedule(stub: int) -> None:
+    for timing in timed(stub, 3):  # one keep-alive connection, reused
+        assert 1 / RATE - TICK <= timing.first < timing.whole
+        assert TOKENS / RATE - TICK <= timing.whole < TOKENS / RATE + 0.5
+        # Outside the stub: loopback and the clients' own work, far below a token's interval.
+        assert 0 <= timing.first_outside < timing.first - 0.5 / RATE
+        assert 0 <= timing.whole_outside < timing.whole - (TOKENS - 1) / RATE
+
+
+def test_a_request_the_stub_does_not_serve_fails(stub: int) -> None:
+    async def run() -> None:
+        pool = Pool(stub)
+        wrong = payload(stub, 5).replace(b"/v1/chat/completions", b"/v1/completions", 1)
+        with pytest.raises(RuntimeError, match="404"):
+            await pool.request(wrong)
+
+    asyncio.run(run())
