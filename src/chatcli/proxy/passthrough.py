@@ -225,14 +225,17 @@ class PipedResponse(StreamingResponse):
 
     Starlette's own, under a server of ASGI spec 2.3 (uvicorn), runs the stream in an anyio
     task group beside a task that waits for the client to go away; here that watch is one
-    plain asyncio task, which cancels the stream (and so the upstream's) when it fires."""
+    plain asyncio task, which cancels the stream (and so the upstream's) when the server says
+    the client went away (`http.disconnect`), and only then: a `receive` that fails says
+    nothing of the client, so the stream goes on to its end rather than being cut short,
+    silently, with no end of the response."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streaming = asyncio.current_task()
         assert streaming is not None
 
         def gone(watch: asyncio.Task[None]) -> None:
-            if not watch.cancelled():
+            if _disconnected(watch):
                 streaming.cancel()
 
         watch = asyncio.create_task(self.listen_for_disconnect(receive))
@@ -240,12 +243,18 @@ class PipedResponse(StreamingResponse):
         try:
             await self.stream_response(send)
         except asyncio.CancelledError:
-            if not watch.done() or watch.cancelled() or streaming.cancelling() > 1:
+            if not _disconnected(watch) or streaming.cancelling() > 1:
                 raise
             streaming.uncancel()  # the client went away: the stream ends, quietly
         finally:
             watch.remove_done_callback(gone)
             watch.cancel()
+
+
+def _disconnected(watch: asyncio.Task[None]) -> bool:
+    """Whether the disconnect watch ended on the client's `http.disconnect` (it returned):
+    not cancelled, not failed (its failure is retrieved here, so never reported as lost)."""
+    return watch.done() and not watch.cancelled() and watch.exception() is None
 
 
 def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
