@@ -26,7 +26,9 @@ class Scripted:
 
     `events`: SSE data payloads (str, or objects dumped as JSON), sent as a stream instead of
     `body`; an `(event_name, data)` pair sends a named event. `close_early`: drop the
-    connection after sending the events (a stream without its terminator).
+    connection after sending the events (a stream without its terminator). `drop`: close the
+    connection without answering at all (a kept-alive connection the server closed as the
+    client reused it: the client sees no byte of an answer).
     """
 
     status: int = 200
@@ -34,6 +36,7 @@ class Scripted:
     events: Sequence[Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     close_early: bool = False
+    drop: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +113,9 @@ def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
                 Recorded(method=self.command, path=self.path, headers=dict(self.headers), body=body)
             )
             answer = server.queue.popleft() if server.queue else Scripted(status=599, body={})
-            if answer.events is not None:
+            if answer.drop:
+                self.close_connection = True
+            elif answer.events is not None:
                 self._stream(answer)
             else:
                 self._plain(answer)

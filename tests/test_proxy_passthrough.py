@@ -207,6 +207,29 @@ def test_a_length_stop_is_continued_as_on_the_librarys_path(upstream: ReplayServ
     assert continuations[0]["max_completion_tokens"] > 1
 
 
+def test_a_continuation_the_upstream_never_answered_is_sent_again(
+    upstream: ReplayServer,
+) -> None:
+    """The race CI met with llama-server, which closes a kept-alive connection after each
+    streamed answer: the continuation reused it, and no byte of an answer came. The proxy's
+    client never retries (`max_retries=0`), but this one request is sent again at once, once
+    (`chatcli.retry.never_answered`): the answer already streaming has no one else to ask."""
+    for fast in (True, False):
+        upstream.requests.clear()
+        upstream.queue.clear()
+        upstream.add(
+            Scripted(events=events("openai-chat-length.txt")),
+            Scripted(drop=True),
+            Scripted(events=events("openai-chat-text.txt")),
+        )
+        with proxy(upstream, fast=fast) as url:
+            seen = streamed(url, messages=chat(1), max_tokens=1)
+        assert len(upstream.requests) == 3
+        assert upstream.requests[1].body == upstream.requests[2].body
+        assert seen["roles"] == ["assistant"] and seen["finishes"] == ["stop"]
+        assert seen["text"].startswith("{\"I'm unable to provide real-time")
+
+
 def cut_tool_calls() -> list[str]:
     """The recorded two-call answer cut inside its second call, as an answer stopped by the
     output limit ends: its finish reason "length"."""

@@ -20,6 +20,7 @@ __all__ = [
     "RETRY_MAX_DELAY",
     "RandomSource",
     "jitter_source",
+    "never_answered",
     "retry_delay",
 ]
 
@@ -31,6 +32,12 @@ RETRY_BASE_DELAY = 1.0
 RETRY_MAX_DELAY = 30.0
 # The kinds worth asking again: waiting can fix them (a quota or a bad request it cannot).
 RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT})
+
+# What an HTTP library says when a connection closed before any byte of the answer came: a
+# kept-alive connection the server had just closed, reused before its close arrived (httpx's
+# and httpx2's RemoteProtocolError; aiohttp's ServerDisconnectedError says it by its class).
+_NEVER_ANSWERED_TEXT = "without sending a response"
+_NEVER_ANSWERED_CLASS = "ServerDisconnectedError"
 
 # A draw in [0, 1): `random.random`, or a fixed function in tests.
 RandomSource = Callable[[], float]
@@ -57,3 +64,22 @@ def retry_delay(
     backoff = min(RETRY_BASE_DELAY * 2.0 ** (attempt - 1), RETRY_MAX_DELAY)
     draw = (random or jitter_source)()
     return backoff * min(max(draw, 0.0), 1.0)
+
+
+def never_answered(error: BaseException) -> bool:
+    """Whether `error` (or an error it was raised from) is a connection the server closed
+    before sending any of its answer. The usual cause is a race no caller can see: a server
+    that closes a kept-alive connection after an answer (llama-server does after each streamed
+    one) while the client already reuses it for the next request. Browsers and HTTP clients
+    send such a request again at once; so does the recovery loop, once, even when retries are
+    off (`max_retries=0`): a continuation in the middle of a stream has no one else to retry it."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ == _NEVER_ANSWERED_CLASS:
+            return True
+        if type(current).__name__ == "RemoteProtocolError" and _NEVER_ANSWERED_TEXT in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

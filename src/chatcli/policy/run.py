@@ -38,7 +38,7 @@ from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
 from chatcli.providers.base import Request, Response, ToolSpec
 from chatcli.request_settings import Settings
-from chatcli.retry import RETRYABLE, retry_delay
+from chatcli.retry import RETRYABLE, never_answered, retry_delay
 
 if TYPE_CHECKING:
     from chatcli.policy.policy import RecoveryPolicy
@@ -86,6 +86,7 @@ class Run:
         self.answer = PartialAnswer(journal, max_escalations=policy.config.max_token_escalations)
         self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal)
         self.retries = self.cap_lowerings = self.calls = 0
+        self.resent = False  # the last request was sent again at once (`never_answered`)
         self.usage = Usage()
 
     def steps(self) -> Flow:
@@ -111,11 +112,12 @@ class Run:
     def call_limit(self) -> int:
         """An upper bound on provider calls: each outcome that is not a retry uses a level, an
         escalation, a cap lowering or a fit (one per level or answer received, + 1), or ends
-        the run; at most `max_retries` retries come between two such outcomes."""
+        the run; at most `max_retries` retries, and one re-send of a request no server
+        answered, come between two such outcomes."""
         changes = self.ladder.max_steps + self.answer.max_escalations  # each a new request
         fits = changes + 1  # at most one per request
         outcomes = changes + MAX_OUTPUT_CAP_LOWERINGS + fits + 1  # + 1: the one that ends it
-        return outcomes * (self.policy.max_retries + 1)
+        return outcomes * (self.policy.max_retries + 2)
 
     def request(self) -> Request:
         messages = self.ladder.request_messages()
@@ -160,7 +162,7 @@ class Run:
 
     def on_response(self, response: Response, request: Request) -> Reply | None:
         self.usage += response.usage
-        self.retries = 0
+        self.retries, self.resent = 0, False
         self.prediction.fitted = False
         message = self.runnable(response)
         if response.stop_reason is StopReason.CONTEXT_WINDOW:
@@ -242,6 +244,10 @@ class Run:
         _reraise(info, error)
 
     def retry(self, info: ErrorInfo, error: Exception) -> Sleep:
+        if never_answered(error) and not self.resent:  # sent again at once, once
+            self.resent = True
+            self.journal.emit(Retried(kind=info.kind, attempt=self.retries + 1, delay=0.0))
+            return Sleep(seconds=0.0)
         delay = retry_delay(self.retries + 1, info.retry_after)
         if self.retries >= self.policy.max_retries or delay is None:
             _reraise(info, error)
