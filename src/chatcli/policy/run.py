@@ -252,7 +252,8 @@ class Run:
         if self.retries >= self.policy.max_retries or delay is None:
             _reraise(info, error)
         self.retries += 1
-        self.journal.emit(Retried(kind=info.kind, attempt=self.retries, delay=delay))
+        attempt = self.retries + self.resent  # a re-send at once counts as an attempt
+        self.journal.emit(Retried(kind=info.kind, attempt=attempt, delay=delay))
         return Sleep(seconds=delay)
 
     def lower_output_cap(self, info: ErrorInfo, error: Exception) -> None:
