@@ -243,28 +243,22 @@ class Client:
         settings: Settings | None,
         emit: Callable[[Event], None],
     ) -> tuple[Flow, Action | Reply]:
-        """`_flow`, run to its first action (or its Reply, for a send with no call): where
-        every send and stream begins (`stream` and `astream` through `start_stream`)."""
-        flow = self._flow(messages, max_tokens, tools, settings, emit)
-        return flow, _advance(flow, None)
-
-    def _flow(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int | None,
-        tools: Sequence[ToolSpec],
-        settings: Settings | None,
-        emit: Callable[[Event], None],
-    ) -> Flow:
-        """The policy's flow for `messages`, started from the sticky view when one applies;
-        its Reply updates the sticky view."""
+        """The policy's flow for `messages`, started from the sticky view when one applies,
+        run to its first action (or its Reply, for a send with no call): where every send and
+        stream begins (`stream` and `astream` through `start_stream`)."""
         history = tuple(messages)
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
-        reply = yield from self.policy.flow(
+        run = self.policy.flow(
             working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
         )
+        flow = self._keeping_cut(history, run)
+        return flow, _advance(flow, None)
+
+    def _keeping_cut(self, history: tuple[Message, ...], flow: Flow) -> Flow:
+        """`flow`, whose Reply updates the sticky view when a level cut `history`."""
+        reply = yield from flow
         if any(isinstance(event, LevelApplied) for event in reply.events):
             self._keep_cut(history, reply.view)
         return reply
