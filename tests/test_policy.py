@@ -57,10 +57,11 @@ from chatcli.recovery import (
     retry_delay,
     useful_output_room,
 )
-from chatcli.tokens import TokenEstimator
 from tests.fakes import response
 
 CONFIG = RecoveryConfig(retention="seed")
+# What a policy built without an estimator counts with: the expected figures are its counts.
+ESTIMATOR = RecoveryPolicy().estimator
 
 
 def seed_policy(**settings: object) -> RecoveryPolicy:
@@ -335,8 +336,8 @@ def test_zero_recovery_attempts_raises_at_once() -> None:
 def test_stated_numbers_calibrate_and_skip_levels_predicted_not_to_fit() -> None:
     messages = session()
     views = level_views(messages)
-    stated = TokenEstimator().count(views[0]) * 5 // 4  # the real tokenizer is 25% denser
-    calibrated = TokenEstimator().calibrated(views[0], stated)
+    stated = ESTIMATOR.count(views[0]) * 5 // 4  # the real tokenizer is 25% denser
+    calibrated = ESTIMATOR.calibrated(views[0], stated)
     level1, level2 = calibrated.count(views[1]), calibrated.count(views[2])
     assert level2 < level1
     limit = (level1 + level2) // 2
@@ -357,7 +358,7 @@ def test_stated_numbers_calibrate_and_skip_levels_predicted_not_to_fit() -> None
 def test_when_no_level_is_predicted_to_fit_it_raises_without_a_call() -> None:
     messages = session()
     views = level_views(messages)
-    stated = TokenEstimator().count(views[0])
+    stated = ESTIMATOR.count(views[0])
     walk = Walk(seed_policy(), messages, max_tokens=100)
     error = overflow(prompt_tokens=stated, limit=50)  # not even the level-3 view fits
     with pytest.raises(ContextRecoveryError) as raised:
@@ -377,8 +378,8 @@ def test_the_last_level_is_sent_unless_clearly_over_the_window(over: float, sent
     # chance, is predicted over it by 14% (a near miss: sent) or by 16% (raised, no call).
     messages = session()
     views = level_views(messages)
-    stated = TokenEstimator().count(views[0])
-    predicted = TokenEstimator().calibrated(views[0], stated).count(views[3])
+    stated = ESTIMATOR.count(views[0])
+    predicted = ESTIMATOR.calibrated(views[0], stated).count(views[3])
     limit = math.floor((predicted + 100) / over)
     assert (over <= 1 + LAST_LEVEL_MARGIN) is sent
     walk = Walk(seed_policy(), messages, max_tokens=100)
@@ -546,8 +547,8 @@ def test_calibrated_a_level_that_leaves_useful_room_is_sent_with_the_output_fitt
     # max_tokens fitted to that room, without another rejected call.
     messages = session()
     views = level_views(messages)
-    stated = TokenEstimator().count(views[0])
-    level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
+    stated = ESTIMATOR.count(views[0])
+    level1 = ESTIMATOR.calibrated(views[0], stated).count(views[1])
     limit = level1 * 4 // 3 + 10  # level 1 leaves a quarter of the window; the base does not
     walk = Walk(seed_policy(), messages, max_tokens=1_000_000)
     walk.send(overflow(prompt_tokens=stated, limit=limit, max_tokens=1_000_000))
@@ -562,8 +563,8 @@ def test_calibrated_a_level_that_leaves_useful_room_is_sent_with_the_output_fitt
 def test_calibrated_a_level_with_room_for_the_whole_output_is_not_fitted() -> None:
     messages = session()
     views = level_views(messages)
-    stated = TokenEstimator().count(views[0])
-    level1 = TokenEstimator().calibrated(views[0], stated).count(views[1])
+    stated = ESTIMATOR.count(views[0])
+    level1 = ESTIMATOR.calibrated(views[0], stated).count(views[1])
     walk = Walk(seed_policy(), messages, max_tokens=1000)
     walk.send(overflow(prompt_tokens=stated, limit=level1 + 1000, max_tokens=1000))
     assert walk.sent().request.messages == views[1]
@@ -586,12 +587,11 @@ def test_output_that_was_not_the_problem_is_not_lowered() -> None:
 def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
     messages = session()
     views = level_views(messages, micro=False)
-    estimator = TokenEstimator()
-    window = estimator.count(views[2]) + 10  # level 2 fits with the 10-token reserve
-    assert estimator.count(views[1]) + 10 > window * (1 + PREFLIGHT_MARGIN)  # level 1 does not
+    window = ESTIMATOR.count(views[2]) + 10  # level 2 fits with the 10-token reserve
+    assert ESTIMATOR.count(views[1]) + 10 > window * (1 + PREFLIGHT_MARGIN)  # level 1 does not
     walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=10)
     assert walk.sent().request.messages == views[2]
-    estimate = estimator.count(views[0])
+    estimate = ESTIMATOR.count(views[0])
     assert walk.events[0] == PreflightRecovery(estimate=estimate, reserve=10, window=window)
     assert walk.events[0].describe() == (
         f"pre-flight: estimated {estimate:,} + 10 output tokens > {window:,}-token window, "
@@ -606,7 +606,7 @@ def test_preflight_recovers_a_clear_excess_before_the_first_call() -> None:
 
 def test_preflight_leaves_a_near_miss_alone() -> None:
     messages = session()
-    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
+    estimate = ESTIMATOR.count(level_views(messages, micro=False)[0])
     walk = Walk(seed_policy(microcompact=None, context_window=estimate - 100), messages)
     assert walk.events == []
     assert walk.sent().request.messages == level_views(messages, micro=False)[0]
@@ -614,7 +614,7 @@ def test_preflight_leaves_a_near_miss_alone() -> None:
 
 def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
     messages = session(2)
-    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
+    estimate = ESTIMATOR.count(level_views(messages, micro=False)[0])
     room = 3000
     window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + room
     assert estimate + 8000 > window * (1 + PREFLIGHT_MARGIN)  # a clear excess, of the output
@@ -631,7 +631,7 @@ def test_preflight_fits_the_output_when_the_prompt_fits() -> None:
 
 def test_preflight_truncates_when_the_room_left_is_too_small() -> None:
     messages = session(2)
-    estimate = TokenEstimator().count(level_views(messages, micro=False)[0])
+    estimate = ESTIMATOR.count(level_views(messages, micro=False)[0])
     window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + 1000  # under a quarter of 8,000
     walk = Walk(seed_policy(microcompact=None, context_window=window), messages, max_tokens=8000)
     assert walk.sent().request.max_tokens == 8000
@@ -649,7 +649,7 @@ def preflight_without_max_tokens(room: int, cap: int | None) -> Walk:
     """A one-turn session sent without max_tokens, in a window that leaves `room` tokens next
     to its estimate grown by the pre-flight margin."""
     messages = session(1)
-    estimate = TokenEstimator().count(level_views(messages)[0])
+    estimate = ESTIMATOR.count(level_views(messages)[0])
     window = math.ceil(estimate * (1 + PREFLIGHT_MARGIN)) + room
     return Walk(seed_policy(context_window=window, max_output_tokens=cap), messages)
 
@@ -842,7 +842,7 @@ def calibrated_at_level_1(window: int) -> Walk:
     """A flow sending level 1's view with max_tokens 1,000, after an overflow whose numbers
     calibrated the estimate (to what `continuation_tokens` predicts with)."""
     messages = session()
-    stated = TokenEstimator().count(level_views(messages)[0])
+    stated = ESTIMATOR.count(level_views(messages)[0])
     walk = Walk(seed_policy(), messages, max_tokens=1000)
     walk.send(overflow(prompt_tokens=stated, limit=window))
     assert walk.sent().request.messages == level_views(messages)[1]
@@ -852,7 +852,7 @@ def calibrated_at_level_1(window: int) -> Walk:
 def continuation_tokens(level: int, partial: str) -> int:
     """The calibrated prediction for the continuation of `partial` at `level`."""
     views = level_views(session())
-    estimator = TokenEstimator().calibrated(views[0], TokenEstimator().count(views[0]))
+    estimator = ESTIMATOR.calibrated(views[0], ESTIMATOR.count(views[0]))
     return estimator.count(continuation_request_messages(views[level], Message.assistant(partial)))
 
 
@@ -913,7 +913,7 @@ def test_an_uncalibrated_guess_never_holds_an_escalation_back() -> None:
     partial = "The fix is to change the loop bound"
     messages = session(2)
     window = (
-        TokenEstimator().count(
+        ESTIMATOR.count(
             continuation_request_messages(level_views(messages)[0], Message.assistant(partial))
         )
         + 1000

@@ -19,6 +19,7 @@ import pytest
 from chatcli.client import Performed
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.passthrough import FastPath
+from chatcli.proxy.upstream import Upstream
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import running_proxy, upstream_at
 
@@ -32,17 +33,25 @@ MODEL_NAME = "chatcli-tiny"  # the alias the server is started with
 MAX_TOKENS = 16
 
 
-@pytest.fixture(scope="module")
-def proxy(llama_1024: str) -> Iterator[str]:
-    up = upstream_at(
+def llama_upstream(
+    llama_url: str, *, context_window: int | None = N_CTX, max_tokens: int | None = MAX_TOKENS
+) -> Upstream:
+    """The llama-server at `llama_url` as `chatcli proxy --provider openai-compatible` opens
+    it, under the server's alias and with no settings file: the one construction the llama
+    proxy tests share (they differ only in the window and max_tokens the proxy is told)."""
+    return upstream_at(
         "openai-compatible",
-        llama_1024 + "/v1",
+        llama_url + "/v1",
         model=MODEL_NAME,
-        context_window=N_CTX,
-        max_tokens=MAX_TOKENS,
+        context_window=context_window,
+        max_tokens=max_tokens,
         environ={"CHATCLI_HOME": "/nonexistent"},
     )
-    with running_proxy(up) as url:
+
+
+@pytest.fixture(scope="module")
+def proxy(llama_1024: str) -> Iterator[str]:
+    with running_proxy(llama_upstream(llama_1024)) as url:
         yield url
 
 
@@ -165,13 +174,7 @@ def test_an_unrecoverable_conversation_is_each_dialects_overflow_error(
 def overconfident_proxy(llama_1024: str, *, fast: bool) -> Iterator[str]:
     """A proxy told a window 32 times the server's (so it asks the server for none): the
     first call is the client's whole request, and the server's overflow says the truth."""
-    up = upstream_at(
-        "openai-compatible",
-        llama_1024 + "/v1",
-        model=MODEL_NAME,
-        context_window=N_CTX * 32,
-        environ={"CHATCLI_HOME": "/nonexistent"},
-    )
+    up = llama_upstream(llama_1024, context_window=N_CTX * 32, max_tokens=None)
     with running_proxy(up, options=ProxyOptions(fast_path=fast)) as url:
         yield url
 

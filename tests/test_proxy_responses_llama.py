@@ -16,8 +16,8 @@ from chatcli.messages import Message
 from chatcli.providers.base import Request
 from chatcli.tinymodel import TRAINING_TEXT
 from tests import test_proxy_llama as base
-from tests.proxy_harness import running_proxy, upstream_at
-from tests.test_proxy_llama import MAX_TOKENS, MODEL_NAME, N_CTX, counter, long_chat, recoveries
+from tests.proxy_harness import running_proxy
+from tests.test_proxy_llama import N_CTX, counter, llama_upstream, long_chat, recoveries
 
 # The proxy of tests/test_proxy_llama.py, in front of tests/servers.py's `llama_1024`.
 proxy = base.proxy
@@ -113,13 +113,7 @@ class Recording:
 
 
 def test_a_tool_round_trip_is_answered_with_its_pair_whole(llama_1024: str) -> None:
-    up = upstream_at(
-        "openai-compatible",
-        llama_1024 + "/v1",
-        model=MODEL_NAME,
-        context_window=N_CTX,
-        max_tokens=MAX_TOKENS,
-    )
+    up = llama_upstream(llama_1024)
     recording = Recording(up.provider)
     with (
         running_proxy(replace(up, provider=recording)) as url,

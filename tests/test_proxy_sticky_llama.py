@@ -18,8 +18,8 @@ from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.sessions import SESSION_HEADER, SessionRecorder
 from chatcli.store import SessionStore
 from chatcli.tinymodel import TRAINING_TEXT
-from tests.proxy_harness import running_proxy, upstream_at
-from tests.test_proxy_llama import MAX_TOKENS, MODEL_NAME, N_CTX, long_chat
+from tests.proxy_harness import running_proxy
+from tests.test_proxy_llama import N_CTX, llama_upstream, long_chat
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server
@@ -32,13 +32,7 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def proxy(llama_1024: str, store_path: Path) -> Iterator[str]:
-    up = upstream_at(
-        "openai-compatible",
-        llama_1024 + "/v1",
-        model=MODEL_NAME,
-        max_tokens=MAX_TOKENS,
-        environ={"CHATCLI_HOME": "/nonexistent"},
-    )
+    up = llama_upstream(llama_1024, context_window=None)  # the proxy learns the window
     recorder = SessionRecorder(SessionStore(store_path), upstream="llama test")
     # No escalation: one call answers each request, so its usage is that call's.
     options = ProxyOptions(sessions=recorder, recovery=RecoveryConfig(max_token_escalations=0))

@@ -130,8 +130,7 @@ class Client:
         settings: Settings | None = None,
     ) -> Reply:
         """Send `messages`, recovering as needed; the caller's messages are never changed."""
-        flow = self._flow(messages, max_tokens, tools, settings, self._emit)
-        step = _advance(flow, None)
+        flow, step = self._start(messages, max_tokens, tools, settings, self._emit)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, self._perform(step))
         return step
@@ -145,8 +144,7 @@ class Client:
         settings: Settings | None = None,
     ) -> Reply:
         """The async `send`: the same policy, awaiting the provider and the sleeps."""
-        flow = self._flow(messages, max_tokens, tools, settings, self._emit)
-        step = _advance(flow, None)
+        flow, step = self._start(messages, max_tokens, tools, settings, self._emit)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, await self._aperform(step))
         return step
@@ -162,10 +160,9 @@ class Client:
         """`send`, streamed: text and tool-call deltas and recovery events as they happen,
         then the `Reply` as the last item (see `chatcli.streaming`). Closing the iterator
         closes the provider's stream."""
-        run = StreamRun()
-        flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
-        step = _advance(flow, None)
-        yield from run.drain()
+        start = self.start_stream(messages, max_tokens=max_tokens, tools=tools, settings=settings)
+        run, flow, step = start.run, start.flow, start.step
+        yield from start.events
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             if isinstance(step, Sleep):
                 self._sleep(step.seconds)
@@ -203,8 +200,7 @@ class Client:
         itself (the proxy's passthrough, when `first` is the caller's own request) makes it
         and hands its outcome to `resume_stream`, so nothing is decided twice."""
         run = StreamRun()
-        flow = self._flow(messages, max_tokens, tools, settings, run.emit(self._emit))
-        step = _advance(flow, None)
+        flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
         return StreamStart(flow=flow, run=run, step=step, events=tuple(run.drain()))
 
     async def resume_stream(
@@ -239,23 +235,30 @@ class Client:
                 yield event
         yield step
 
-    def _flow(
+    def _start(
         self,
         messages: Sequence[Message],
         max_tokens: int | None,
         tools: Sequence[ToolSpec],
         settings: Settings | None,
         emit: Callable[[Event], None],
-    ) -> Flow:
-        """The policy's flow for `messages`, started from the sticky view when one applies;
-        its Reply updates the sticky view."""
+    ) -> tuple[Flow, Action | Reply]:
+        """The policy's flow for `messages`, started from the sticky view when one applies,
+        run to its first action (or its Reply, for a send with no call): where every send and
+        stream begins (`stream` and `astream` through `start_stream`)."""
         history = tuple(messages)
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
-        reply = yield from self.policy.flow(
+        run = self.policy.flow(
             working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
         )
+        flow = self._keeping_cut(history, run)
+        return flow, _advance(flow, None)
+
+    def _keeping_cut(self, history: tuple[Message, ...], flow: Flow) -> Flow:
+        """`flow`, whose Reply updates the sticky view when a level cut `history`."""
+        reply = yield from flow
         if any(isinstance(event, LevelApplied) for event in reply.events):
             self._keep_cut(history, reply.view)
         return reply

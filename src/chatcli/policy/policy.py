@@ -16,7 +16,7 @@ from chatcli.policy.run import Run
 from chatcli.providers.base import ToolSpec
 from chatcli.request_settings import Settings
 from chatcli.retry import DEFAULT_MAX_RETRIES
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens import MarginEstimator, TokenEstimator
 
 __all__ = ["MICROCOMPACT_DEFAULTS", "RecoveryPolicy"]
 
@@ -29,6 +29,8 @@ MICROCOMPACT_DEFAULTS = MicrocompactConfig()
 class RecoveryPolicy:
     """The settings of the recovery policy; `flow()` runs it for one send().
 
+    `estimator`: what predictions are counted with; by default `MarginEstimator`, what
+    `Client` gives a provider with no local exact counter (one default everywhere).
     `context_window` / `max_output_tokens`: the model's limits, None when unknown.
     `predictive=False` is the SPEC's plain ladder: no pre-flight, no calibration, no skips,
     every level sent in turn (the benchmark compares the two).
@@ -37,7 +39,7 @@ class RecoveryPolicy:
     """
 
     config: RecoveryConfig = field(default_factory=RecoveryConfig)
-    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    estimator: TokenEstimator = field(default_factory=MarginEstimator)
     context_window: int | None = None
     max_output_tokens: int | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
