@@ -897,8 +897,12 @@ class OpenAIBase(Adapter):
         """The passthrough's httpx client: one per adapter and event loop, like the SDK's,
         with the SDK client's URL, headers (organization, project, user agent) and connection
         limits (httpx's own default, 100 connections, would queue the 101st stream in flight
-        inside the proxy: measured at 200 streams, benchmarks/proxy.py)."""
+        inside the proxy: measured at 200 streams, benchmarks/proxy.py), over the lean
+        transport (`chatcli.providers.lean_http`: httpcore's read of each event was half the
+        proxy's CPU per event)."""
         import httpx
+
+        from chatcli.providers.lean_http import LeanTransport
 
         loop = asyncio.get_running_loop()
         if self._raw_client is None or self._raw_loop is not loop:
@@ -910,7 +914,7 @@ class OpenAIBase(Adapter):
                 base_url=base,
                 headers=headers,
                 timeout=self.timeout,
-                limits=_sdk().DEFAULT_CONNECTION_LIMITS,
+                transport=LeanTransport(_sdk().DEFAULT_CONNECTION_LIMITS),
             )
             self._raw_loop = loop
         return self._raw_client
