@@ -9,6 +9,7 @@ import asyncio
 import json
 import ssl
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -254,7 +255,13 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 @asynccontextmanager
 async def serving(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=tls)
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(closing, "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
     async with server:
         yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
@@ -325,6 +332,33 @@ async def test_a_reader_that_goes_away_closes_the_upstream_connection_and_frees_
             task.cancel()
             await asyncio.wait_for(ended.wait(), 5)
             assert transport.slots._value == free and not any(transport.idle.values())
+        finally:
+            await adapter.aclose()
+
+
+async def test_a_stream_that_stalls_past_the_timeout_fails_its_read_as_httpx_would() -> None:
+    async def stalls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_read(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        event = b"data: " + TEXT[0].encode() + b"\n\n"
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+        await reader.read()  # until the proxy's side closes
+
+    async with serving(stalls) as url:
+        adapter = OpenAICompatible(url + "/v1", "gpt-4o", environ={}, timeout=0.5)
+        try:
+            async with adapter.apassthrough(BODY) as stream:
+                reads = aiter(stream.chunks)
+                assert (await anext(reads)).startswith(b"data: ")
+                await asyncio.sleep(0.8)  # a slow reader: not the server's stall
+                began = time.monotonic()
+                with pytest.raises(ProviderError) as failed:
+                    await anext(reads)
+                assert time.monotonic() - began >= 0.45  # the read's own wait is timed
+            assert isinstance(failed.value.__cause__, httpx.ReadTimeout)
+            assert failed.value.info.kind is ErrorKind.TRANSIENT
+            assert not any(transport_of(adapter).idle.values())
         finally:
             await adapter.aclose()
 

@@ -312,7 +312,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
 class _Body(httpx.AsyncByteStream):
     """A response's body, read by read; at its end (or when closed before it) the connection
-    goes back to the pool if it can be reused, else it is closed, and its slot is freed."""
+    goes back to the pool if it can be reused, else it is closed, and its slot is freed.
+
+    The read timeout is one timer per body, not one per read (arming and cancelling a timer
+    for each of an answer's reads cost more than decoding it): a read notes when it began to
+    wait; the timer, when it fires, fails the read that has waited `timeout` seconds (httpx's
+    ReadTimeout, set on the connection's reader) or comes back when the one waiting now
+    would have."""
 
     def __init__(
         self,
@@ -326,23 +332,26 @@ class _Body(httpx.AsyncByteStream):
         self.head, self.timeout = head, timeout
         self.complete = head.length == 0
         self.closed = False
+        self.loop = asyncio.get_running_loop()
+        self.waiting_since: float | None = None  # when the read now waiting began
+        self.timer: asyncio.TimerHandle | None = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        reader, head, timeout = self.connection.reader, self.head, self.timeout
+        head = self.head
+        if self.timeout is not None:
+            self.timer = self.loop.call_later(self.timeout, self.watch)
         try:
             if head.chunked:
                 chunks = Dechunker()
                 while not chunks.done:
-                    data = await _read(reader, timeout)
-                    if not data:
+                    if not (data := await self.read(_READ_SIZE)):
                         raise httpx.RemoteProtocolError(f"{_CUT}: incomplete chunked read")
                     if out := chunks.feed(data):
                         yield out
             elif head.length is not None:
                 left = head.length
                 while left > 0:
-                    data = await _read(reader, timeout, left)
-                    if not data:
+                    if not (data := await self.read(min(left, _READ_SIZE))):
                         got = head.length - left
                         raise httpx.RemoteProtocolError(
                             f"{_CUT}: received {got} bytes, expected {head.length}"
@@ -350,36 +359,44 @@ class _Body(httpx.AsyncByteStream):
                     left -= len(data)
                     yield data
             else:
-                while data := await _read(reader, timeout):
+                while data := await self.read(_READ_SIZE):
                     yield data
             self.complete = True
         finally:
             await self.aclose()
 
+    async def read(self, most: int) -> bytes:
+        """What the connection has (at most `most` bytes; b"" at its end), waiting for it."""
+        self.waiting_since = self.loop.time()
+        try:
+            return await self.connection.reader.read(most)
+        except OSError as exc:
+            raise httpx.ReadError(str(exc)) from exc
+        finally:
+            self.waiting_since = None
+
+    def watch(self) -> None:
+        """The read timeout's timer (see the class docstring)."""
+        assert self.timeout is not None
+        began = self.waiting_since
+        if began is not None and self.loop.time() - began >= self.timeout:
+            self.timer = None
+            self.connection.reader.set_exception(httpx.ReadTimeout("timed out"))
+            return
+        due = (self.loop.time() if began is None else began) + self.timeout
+        self.timer = self.loop.call_at(due, self.watch)
+
     async def aclose(self) -> None:
         if self.closed:
             return
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
         if self.complete and self.head.keep_alive:
             self.transport.handed_back(self.origin, self.connection)
         else:
             self.connection.close()
         self.transport.slots.release()
-
-
-async def _read(
-    reader: asyncio.StreamReader, timeout: float | None, most: int = _READ_SIZE
-) -> bytes:
-    """What the connection has (at most `most` bytes; b"" at its end), waiting for it."""
-    try:
-        if timeout is None:
-            return await reader.read(min(most, _READ_SIZE))
-        async with asyncio.timeout(timeout):
-            return await reader.read(min(most, _READ_SIZE))
-    except TimeoutError as exc:
-        raise httpx.ReadTimeout("timed out") from exc
-    except OSError as exc:
-        raise httpx.ReadError(str(exc)) from exc
 
 
 async def _read_head(connection: _Connection) -> bytes:

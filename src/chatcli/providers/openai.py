@@ -631,6 +631,11 @@ def _fields(pairs: dict[str, Any]) -> _Fields:
     return _Fields(**pairs)
 
 
+# One decoder for every event: `json.loads` with an object_hook builds a new decoder (and its
+# scanner) per call, half the cost of decoding a short event.
+_EVENT_DECODER = json.JSONDecoder(object_hook=_fields)
+
+
 class _SSE:
     """Server-sent events, line by line: `feed` gives an event's data when the blank line that
     ends it comes (comments and other fields skipped, a multi-line data joined with newlines),
@@ -659,7 +664,7 @@ class _SSE:
 def _event(data: str, http_request: Any) -> _Fields:
     """One event's data decoded; an `error` event raises the SDK's APIError, as its own stream
     does (so it is classified like any SDK error)."""
-    event = json.loads(data, object_hook=_fields)
+    event = _EVENT_DECODER.decode(data)
     if not isinstance(event, _Fields):
         raise _failure(f"a stream event that is not a JSON object: {data[:200]}")
     if event.error:
