@@ -855,9 +855,9 @@ class OpenAIBase(Adapter):
     @asynccontextmanager
     async def apassthrough(self, body: bytes) -> AsyncIterator[RawStream]:
         """A streamed Chat Completions call of `body`, written by the caller, with plain
-        httpx (no SDK request building): its bytes as they are read. An error status raises
-        the ProviderError the SDK call would; so does a connection error, before or while
-        the caller reads."""
+        httpx (no SDK request building) over the lean transport (`_passthrough_client`): its
+        bytes as they are read. An error status raises the ProviderError the SDK call would;
+        so does a connection error, before or while the caller reads."""
         client = self._passthrough_client()
         with self._errors():
             request = client.build_request("POST", "chat/completions", content=body)

@@ -14,7 +14,9 @@ the fast path skips it:
   happened before it. No rule of the library is repeated here.
 - **The body is the client's bytes**, with only the fields the adapter itself sets
   (`OpenAIBase.passthrough_fields`: the upstream's model, the output limit when the client
-  gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`).
+  gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`) over
+  a lean HTTP/1.1 transport (`chatcli.providers.lean_http`: httpcore's read of each event
+  was the proxy's largest cost per event).
 - **The answer is piped** read by read. Only what must be judged is held back: from the
   first event carrying a tool call, a finish reason or an error (or no `"finish_reason":
   null` at all), to the end. At the end the stream is decoded once (`OpenAIBase.folded`) and
