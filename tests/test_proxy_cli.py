@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from chatcli.cli import main
-from chatcli.proxy.main import DEFAULT_HOST, DEFAULT_PORT, build_parser
+from chatcli.proxy.main import DEFAULT_HOST, DEFAULT_PORT, _frozen, build_parser
 
 
 def test_defaults_are_loopback_8787() -> None:
@@ -91,3 +92,14 @@ def _is_worker(pid: int) -> bool:
     return any(b"spawn_main" in part for part in command) and not any(
         b"resource_tracker" in part for part in command
     )
+
+
+def test_the_served_app_is_built_before_the_collector_is_frozen() -> None:
+    """What exists when the app is served (the SDKs' modules, the app) is out of the
+    collector's full scans (`gc.freeze`); the collector itself still runs."""
+    app = object()
+    try:
+        assert _frozen(app) is app
+        assert gc.get_freeze_count() > 10_000 and gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from chatcli.messages import Message
 from chatcli.providers.base import Request, Response
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.passthrough import forwarded_body
+from chatcli.proxy.passthrough import FastPath, _judged, forwarded_body
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests.proxy_harness import running_proxy, upstream_at
@@ -391,3 +392,29 @@ def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None
         return waited[0]
 
     assert asyncio.run(run()) == streams
+
+
+def test_what_is_held_back_is_judged_by_the_words_of_each_event() -> None:
+    """`_judged` (byte searches) against the rule it implements, spelled as one regular
+    expression: every event of the recorded chat streams, and an open choice spelled with
+    other spaces; a read split anywhere, with LF or CRLF event ends, pipes the same events."""
+    judged_rule = re.compile(rb'"tool_calls"|"error"|\[DONE\]')
+    open_rule = re.compile(rb'"finish_reason"\s*:\s*null')
+    recorded = [
+        f"data: {data}".encode()
+        for name in ("openai-chat-text.txt", "openai-chat-tool-calls.txt", "openai-chat-length.txt")
+        for data in events(name)
+    ]
+    spaced = [e.replace(b'"finish_reason":null', b'"finish_reason" :\n null') for e in recorded]
+    for event in recorded + spaced:
+        expected = bool(judged_rule.search(event)) or not open_rule.search(event)
+        assert _judged(event) is expected, event
+    text = wire(events("openai-chat-text.txt"))
+    for ends in (b"\n\n", b"\r\n\r\n"):
+        stream = text.replace(b"\n\n", ends)
+        for cut in (1, 5, 64, len(stream)):
+            fast = FastPath.__new__(FastPath)
+            fast.buffer, fast.sent, fast.held = b"", [], []
+            piped = b"".join(fast.judge(stream[i : i + cut]) for i in range(0, len(stream), cut))
+            assert piped == b"".join(fast.sent) and fast.held[-1] == b"data: [DONE]\n\n"
+            assert piped + b"".join(fast.held) == text

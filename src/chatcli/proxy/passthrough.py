@@ -14,7 +14,9 @@ the fast path skips it:
   happened before it. No rule of the library is repeated here.
 - **The body is the client's bytes**, with only the fields the adapter itself sets
   (`OpenAIBase.passthrough_fields`: the upstream's model, the output limit when the client
-  gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`).
+  gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`) over
+  a lean HTTP/1.1 transport (`chatcli.providers.lean_http`: httpcore's read of each event
+  was the proxy's largest cost per event).
 - **The answer is piped** read by read. Only what must be judged is held back: from the
   first event carrying a tool call, a finish reason or an error (or no `"finish_reason":
   null` at all), to the end. At the end the stream is decoded once (`OpenAIBase.folded`) and
@@ -54,7 +56,6 @@ __all__ = ["FastPath", "PipedResponse", "first_unchanged", "forwarded_body", "pa
 
 # An event that can go to the client as it comes: a choice still open, and nothing to judge.
 _OPEN = re.compile(rb'"finish_reason"\s*:\s*null')
-_JUDGED = re.compile(rb'"tool_calls"|"error"|\[DONE\]')
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 Handover = Callable[[AsyncIterator[StreamItem], str], AsyncIterator[bytes]]
@@ -191,20 +192,23 @@ class FastPath:
             self.failure = exc
 
     def judge(self, data: bytes) -> bytes:
-        """What of `data` (with what came before) can go to the client now."""
-        events = _EVENT_END.split(self.buffer + data)
+        """What of `data` (with what came before) can go to the client now. Run on every
+        read of every answer, so plain byte searches, the regular expressions only where
+        they are needed (an event end with a CR, an unusual spelling of an open choice)."""
+        whole = self.buffer + data if self.buffer else data
+        events = _EVENT_END.split(whole) if b"\r" in whole else whole.split(b"\n\n")
         self.buffer = events.pop()
         if self.held:
             self.held.extend(event + b"\n\n" for event in events)
             return b""
         out: list[bytes] = []
         for i, event in enumerate(events):
-            if _JUDGED.search(event) or not _OPEN.search(event):
+            if _judged(event):
                 self.held.extend(e + b"\n\n" for e in events[i:])
                 break
             out.append(event + b"\n\n")
         self.sent.extend(out)
-        return b"".join(out)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def ended(self) -> tuple[str, Response | Exception]:
         """The answer text piped to the client, and the call's outcome: from the whole stream
@@ -255,6 +259,16 @@ def _disconnected(watch: asyncio.Task[None]) -> bool:
     """Whether the disconnect watch ended on the client's `http.disconnect` (it returned):
     not cancelled, not failed (its failure is retrieved here, so never reported as lost)."""
     return watch.done() and not watch.cancelled() and watch.exception() is None
+
+
+def _judged(event: bytes) -> bool:
+    """Whether an event must be held back: it carries a tool call, an error or the stream's
+    end, or it does not say its choice is still open (`"finish_reason": null`)."""
+    if b'"tool_calls"' in event or b'"error"' in event or b"[DONE]" in event:
+        return True
+    if b'"finish_reason":null' in event or b'"finish_reason": null' in event:
+        return False  # the usual spellings, found without the regular expression
+    return not _OPEN.search(event)
 
 
 def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:

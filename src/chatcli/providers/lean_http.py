@@ -1,0 +1,427 @@
+"""A lean HTTP/1.1 transport for httpx, for the proxy's passthrough (`OpenAIBase.apassthrough`).
+
+The passthrough reads every event of every streamed answer, and under load that read was about
+half of the proxy's CPU per event (benchmarks/proxy.py --profile): httpcore's connection (h11's
+state machine, anyio's stream and locks) around each read. This transport does what that path
+needs and no more, on a plain asyncio connection: the request written in one go, the status
+line and headers read in one `readuntil`, the body decoded read by read (chunked, a length, or
+until the connection closes), each read handed on as it comes (never held for more), and
+connections kept alive per origin (bounded like httpx's pool: `httpx.Limits`). TLS is the ssl
+module's, with httpx's own default context. httpx stays in front of it (`AsyncClient`: the
+base URL, the headers, the timeouts, proxies from the environment) and above it
+(`httpx.Response`), so the adapter's code is the same with either transport.
+
+Its failures are httpx's exceptions, with httpcore's messages, so they are classified as they
+were (`chatcli.errors`): a refused connection is `ConnectError`, a timeout `ConnectTimeout` /
+`ReadTimeout` / `WriteTimeout` / `PoolTimeout`, a connection that closed before any answer is
+the `RemoteProtocolError` "...without sending a response" that `chatcli.retry.never_answered`
+recognises, one that closed inside the body says so too. A scheme other than http/https is
+httpx's `UnsupportedProtocol`, as with httpx's own transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+__all__ = ["NEVER_ANSWERED", "Dechunker", "LeanTransport", "parse_head"]
+
+NEVER_ANSWERED = "Server disconnected without sending a response."
+_CUT = "peer closed connection without sending complete message body"
+_READ_SIZE = 65536
+_HEAD_LIMIT = 1 << 20  # a response head beyond 1 MiB is not an HTTP server's
+_NO_BODY = frozenset({204, 304})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+_T = TypeVar("_T")
+Origin = tuple[str, str, int]
+
+
+@dataclass(slots=True, eq=False)
+class _Connection:
+    """One kept-alive connection, with when it was last handed back (for the expiry)."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    idle_since: float = 0.0
+
+    def reusable(self, now: float, expiry: float | None) -> bool:
+        """Whether the server has not closed it (its end seen) and it has not idled too long."""
+        if self.reader.at_eof() or self.writer.is_closing():
+            return False
+        return expiry is None or now - self.idle_since < expiry
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass(slots=True)
+class Dechunker:
+    """The chunked transfer coding undone read by read (`feed` gives the payload `data`
+    completes, as soon as it comes, part of a chunk included); `done` once the last chunk and
+    its trailers came. A malformed size line raises httpx's RemoteProtocolError."""
+
+    pending: bytes = b""  # an unfinished size line, chunk end or trailer line
+    left: int = 0  # the current chunk's payload bytes still to come
+    state: str = "size"  # size, data, end (its CRLF), trailer, done
+    parts: list[bytes] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self.pending + data if self.pending else data
+        parts, at, size = self.parts, 0, len(buffer)
+        while at < size:
+            if self.state == "data":
+                part = buffer[at : at + self.left]
+                parts.append(part)
+                at += len(part)
+                self.left -= len(part)
+                if not self.left:
+                    self.state = "end"
+                continue
+            end = buffer.find(b"\n", at)
+            if end < 0:
+                break
+            line = buffer[at:end].rstrip(b"\r")
+            at = end + 1
+            if self.state == "size":
+                self.left = _chunk_size(line)
+                self.state = "data" if self.left else "trailer"
+            elif self.state == "end":
+                if line:
+                    raise httpx.RemoteProtocolError("a chunk longer than its size line said")
+                self.state = "size"
+            elif self.state == "trailer" and not line:
+                self.state = "done"
+                break
+        self.pending = buffer[at:] if at < size and self.state != "done" else b""
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        return out
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        size = int(line.partition(b";")[0], 16)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise httpx.RemoteProtocolError(f"an invalid chunk size line: {line[:40]!r}")
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """A response's status line and headers, and how its body is framed: `length` bytes,
+    chunked, or (None, not chunked) until the connection closes."""
+
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    chunked: bool
+    length: int | None
+    keep_alive: bool
+
+
+def parse_head(raw: bytes, *, method: bytes) -> _Head:
+    """A response head (status line and header lines, up to its blank line): its framing by
+    RFC 9112 section 6.3 (no body for HEAD, 204 and 304; chunked wins over a length)."""
+    lines = raw.rstrip(b"\r\n").split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    if not version.startswith(b"HTTP/1.") or not code.isdigit() or len(code) != 3:
+        raise httpx.RemoteProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
+    headers: list[tuple[bytes, bytes]] = []
+    coding = length = connection = b""
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise httpx.RemoteProtocolError(f"an invalid header line: {line[:80]!r}")
+        value = value.strip()
+        headers.append((name, value))
+        lower = name.lower()
+        if lower == b"transfer-encoding":
+            coding = value.lower()
+        elif lower == b"content-length":
+            length = value
+        elif lower == b"connection":
+            connection = value.lower()
+    status = int(code)
+    chunked = coding.rsplit(b",", 1)[-1].strip() == b"chunked"
+    size: int | None = None
+    if method == b"HEAD" or status in _NO_BODY or 100 <= status < 200:
+        chunked, size = False, 0
+    elif not chunked and length:
+        if not length.isdigit():
+            raise httpx.RemoteProtocolError(f"an invalid Content-Length: {length[:40]!r}")
+        size = int(length)
+    close = b"close" in connection or version == b"HTTP/1.0"
+    keep_alive = not close and (chunked or size is not None)
+    return _Head(status, reason, headers, chunked, size, keep_alive)
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    """httpx's transport for the passthrough (see the module docstring): HTTP/1.1 over
+    asyncio, connections kept alive per origin, `limits` as httpx's pool takes them."""
+
+    def __init__(
+        self,
+        limits: httpx.Limits,
+        ssl_context: Callable[[], ssl.SSLContext] = httpx.create_ssl_context,
+    ) -> None:
+        self.limits = limits
+        self.idle: dict[Origin, list[_Connection]] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_context = ssl_context
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        """The connections that may be open at once (`limits.max_connections`)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limits.max_connections or 1 << 30)
+        return self._slots
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme not in _DEFAULT_PORTS:
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url}'.")
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        origin = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        await _within(timeouts.get("pool"), self.slots.acquire(), httpx.PoolTimeout)
+        try:
+            connection, head = await self.exchange(request, origin, timeouts)
+        except BaseException:
+            self.slots.release()
+            raise
+        body = _Body(self, origin, connection, head, timeouts.get("read"))
+        return httpx.Response(
+            head.status,
+            headers=head.headers,
+            stream=body,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        )
+
+    async def exchange(
+        self, request: httpx.Request, origin: Origin, timeouts: Mapping[str, float | None]
+    ) -> tuple[_Connection, _Head]:
+        """The request sent and its response head read, on a kept-alive connection to
+        `origin` if one is still open, else on a new one. A kept-alive connection that fails
+        before any byte of an answer (the server closed it as it was reused: a race the
+        server's close loses by microseconds, every time with llama-server, which closes after
+        each streamed answer) is dropped and the request sent again on a new one, once, as
+        browsers do: that server never took it. On a new connection that failure is raised
+        (`chatcli.retry.never_answered` knows it)."""
+        kept = self.kept(origin)
+        if kept is not None:
+            try:
+                return kept, await self.answered(kept, request, timeouts)
+            except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError) as exc:
+                kept.close()
+                if isinstance(exc, httpx.RemoteProtocolError) and str(exc) != NEVER_ANSWERED:
+                    raise
+            except BaseException:
+                kept.close()
+                raise
+        connection = await self.opened(origin, timeouts.get("connect"))
+        try:
+            return connection, await self.answered(connection, request, timeouts)
+        except BaseException:
+            connection.close()
+            raise
+
+    async def answered(
+        self, connection: _Connection, request: httpx.Request, timeouts: Mapping[str, float | None]
+    ) -> _Head:
+        """`request` written on `connection`, and the head of its final response (any
+        informational one skipped)."""
+        await self.write(connection, request, timeouts.get("write"))
+        method = request.method.encode()
+        while True:
+            raw = await _within(timeouts.get("read"), _read_head(connection), httpx.ReadTimeout)
+            if not 100 <= (head := parse_head(raw, method=method)).status < 200:
+                return head
+
+    def kept(self, origin: Origin) -> _Connection | None:
+        """The kept-alive connection to `origin` last handed back that is still usable."""
+        idle, now = self.idle.get(origin), time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if connection.reusable(now, self.limits.keepalive_expiry):
+                return connection
+            connection.close()
+        return None
+
+    async def opened(self, origin: Origin, timeout: float | None) -> _Connection:
+        """A new connection to `origin` (TLS for https)."""
+        scheme, host, port = origin
+        tls = self.tls() if scheme == "https" else None
+        opened = asyncio.open_connection(
+            host, port, ssl=tls, server_hostname=host if tls else None, limit=_HEAD_LIMIT
+        )
+        try:
+            reader, writer = await _within(timeout, opened, httpx.ConnectTimeout)
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc)) from exc
+        return _Connection(reader, writer)
+
+    def tls(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = self._ssl_context()
+        return self._ssl
+
+    async def write(
+        self, connection: _Connection, request: httpx.Request, timeout: float | None
+    ) -> None:
+        """The request line, headers and body, in one write."""
+        body = await request.aread()
+        lines = [b"%s %s HTTP/1.1" % (request.method.encode(), request.url.raw_path)]
+        lines.extend(b"%s: %s" % pair for pair in request.headers.raw)
+        try:
+            connection.writer.writelines((b"\r\n".join(lines), b"\r\n\r\n", body))
+            await _within(timeout, connection.writer.drain(), httpx.WriteTimeout)
+        except OSError as exc:
+            raise httpx.WriteError(str(exc)) from exc
+
+    def handed_back(self, origin: Origin, connection: _Connection) -> None:
+        """A connection whose response was read to its end: kept for the next request to the
+        same origin, up to `limits.max_keepalive_connections` in all, else closed."""
+        kept = sum(map(len, self.idle.values()))
+        limit = self.limits.max_keepalive_connections
+        if (limit is not None and kept >= limit) or connection.writer.is_closing():
+            connection.close()
+            return
+        connection.idle_since = time.monotonic()
+        self.idle.setdefault(origin, []).append(connection)
+
+    async def aclose(self) -> None:
+        for connections in self.idle.values():
+            for connection in connections:
+                connection.close()
+        self.idle.clear()
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response's body, read by read; at its end (or when closed before it) the connection
+    goes back to the pool if it can be reused, else it is closed, and its slot is freed.
+
+    The read timeout is one timer per body, not one per read (arming and cancelling a timer
+    for each of an answer's reads cost more than decoding it): a read notes when it began to
+    wait; the timer, when it fires, fails the read that has waited `timeout` seconds (httpx's
+    ReadTimeout, set on the connection's reader) or comes back when the one waiting now
+    would have."""
+
+    def __init__(
+        self,
+        transport: LeanTransport,
+        origin: Origin,
+        connection: _Connection,
+        head: _Head,
+        timeout: float | None,
+    ) -> None:
+        self.transport, self.origin, self.connection = transport, origin, connection
+        self.head, self.timeout = head, timeout
+        self.complete = head.length == 0
+        self.closed = False
+        self.loop = asyncio.get_running_loop()
+        self.waiting_since: float | None = None  # when the read now waiting began
+        self.timer: asyncio.TimerHandle | None = None
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        head = self.head
+        if self.timeout is not None:
+            self.timer = self.loop.call_later(self.timeout, self.watch)
+        try:
+            if head.chunked:
+                chunks = Dechunker()
+                while not chunks.done:
+                    if not (data := await self.read(_READ_SIZE)):
+                        raise httpx.RemoteProtocolError(f"{_CUT}: incomplete chunked read")
+                    if out := chunks.feed(data):
+                        yield out
+            elif head.length is not None:
+                left = head.length
+                while left > 0:
+                    if not (data := await self.read(min(left, _READ_SIZE))):
+                        got = head.length - left
+                        raise httpx.RemoteProtocolError(
+                            f"{_CUT}: received {got} bytes, expected {head.length}"
+                        )
+                    left -= len(data)
+                    yield data
+            else:
+                while data := await self.read(_READ_SIZE):
+                    yield data
+            self.complete = True
+        finally:
+            await self.aclose()
+
+    async def read(self, most: int) -> bytes:
+        """What the connection has (at most `most` bytes; b"" at its end), waiting for it."""
+        self.waiting_since = self.loop.time()
+        try:
+            return await self.connection.reader.read(most)
+        except OSError as exc:
+            raise httpx.ReadError(str(exc)) from exc
+        finally:
+            self.waiting_since = None
+
+    def watch(self) -> None:
+        """The read timeout's timer (see the class docstring)."""
+        assert self.timeout is not None
+        began = self.waiting_since
+        if began is not None and self.loop.time() - began >= self.timeout:
+            self.timer = None
+            self.connection.reader.set_exception(httpx.ReadTimeout("timed out"))
+            return
+        due = (self.loop.time() if began is None else began) + self.timeout
+        self.timer = self.loop.call_at(due, self.watch)
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.complete and self.head.keep_alive:
+            self.transport.handed_back(self.origin, self.connection)
+        else:
+            self.connection.close()
+        self.transport.slots.release()
+
+
+async def _read_head(connection: _Connection) -> bytes:
+    """A response head, up to its blank line; the connection closing before any of it is
+    the server never answering (`NEVER_ANSWERED`)."""
+    try:
+        return await connection.reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            raise httpx.RemoteProtocolError(NEVER_ANSWERED) from exc
+        raise httpx.RemoteProtocolError(f"{_CUT}: an unfinished response head") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise httpx.RemoteProtocolError("a response head beyond 1 MiB") from exc
+    except OSError as exc:
+        raise httpx.ReadError(str(exc)) from exc
+
+
+async def _within(
+    timeout: float | None, work: Coroutine[Any, Any, _T], error: type[httpx.TimeoutException]
+) -> _T:
+    """`work`, or httpx's `error` if it takes longer than `timeout` seconds (None: no limit)."""
+    if timeout is None:
+        return await work
+    try:
+        async with asyncio.timeout(timeout):
+            return await work
+    except TimeoutError as exc:
+        raise error("timed out") from exc
