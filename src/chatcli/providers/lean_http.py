@@ -464,6 +464,7 @@ class _Body(httpx.AsyncByteStream):
         if failure is None and self.complete and not transport.is_closing():
             assert self.stream_protocol is not None
             transport.set_protocol(self.stream_protocol)
+            transport.resume_reading()  # paused by the last read's client: kept, it reads
         elif failure is not None:
             self.complete = False
             self.connection.close()
@@ -473,8 +474,9 @@ class _Body(httpx.AsyncByteStream):
     def pause(self) -> None:
         """Stop reading the detached body (the client cannot take more yet): no read
         timeout while paused."""
-        self.waiting_since = None
-        self.socket.pause_reading()
+        if self.ended is not None:
+            self.waiting_since = None
+            self.socket.pause_reading()
 
     def resume(self) -> None:
         if self.ended is not None:
