@@ -45,34 +45,45 @@ class RawUpstream:
     scripts: deque[list[Step]] = field(default_factory=deque)
     bodies: list[Any] = field(default_factory=list)
     written: int = 0
+    connections: int = 0
     closed_by_proxy: threading.Event = field(default_factory=threading.Event)
 
     def serve(self, sock: socket.socket) -> None:
+        """A connection's requests, kept alive until the proxy closes it (or a script ends
+        with CUT or HELD)."""
+        self.connections += 1
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
         reader = sock.makefile("rb")
-        length = 0
-        while (line := reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        self.bodies.append(json.loads(reader.read(length)))
-        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-        sock.sendall(head + b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
-        for step in self.scripts.popleft():
+        while (line := reader.readline()) != b"":
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            self.bodies.append(json.loads(reader.read(length)))
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            sock.sendall(head + b"transfer-encoding: chunked\r\n\r\n")
+            if not self.answered(sock, self.scripts.popleft()):
+                return
+
+    def answered(self, sock: socket.socket, script: list[Step]) -> bool:
+        """Whether the answer was written whole (the connection still usable)."""
+        for step in script:
             if isinstance(step, float):
                 time.sleep(step)
             elif step == CUT:
-                return
+                return False
             elif step == HELD:
                 sock.settimeout(10)
                 if sock.recv(1) == b"":
                     self.closed_by_proxy.set()
-                return
+                return False
             else:
                 event = f"data: {step}\n\n".encode()
                 sock.sendall(b"%x\r\n%s\r\n" % (len(event), event))
                 self.written += len(event)
         sock.sendall(b"0\r\n\r\n")
+        return True
 
 
 @pytest.fixture
@@ -200,6 +211,28 @@ def test_a_slow_client_pauses_the_upstream_and_loses_nothing(
     expected = [e for e in many if '"usage"' not in e]
     assert content == b"".join(f"data: {e}\n\n".encode() for e in expected)
     assert calls.piped == 1 and calls.resumed >= calls.paused > 0
+
+
+def test_the_upstream_connection_after_a_slow_client_is_kept_alive(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    # The slow client's answer came whole through the callbacks: its upstream connection is
+    # kept, and the next request is answered on it.
+    recorded = events("openai-chat-text.txt")
+    words = recorded[1:-3]
+    many = [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
+    raw.scripts.extend([[many[0], 0.05, *many[1:]], split(recorded)])
+    with proxy(raw) as url:
+        with httpx.stream("POST", url + URL_PATH, json=request(), timeout=30) as slow:
+            deadline = time.monotonic() + 10
+            while not calls.paused:
+                assert time.monotonic() < deadline, "the upstream's reading was never paused"
+                time.sleep(0.05)
+            first = slow.read()
+        after = httpx.post(url + URL_PATH, json=request(), timeout=10)
+    assert first.endswith(b"data: [DONE]\n\n") and len(first) > 8_000_000
+    assert after.content.endswith(b"data: [DONE]\n\n")
+    assert raw.connections == 1 and len(raw.bodies) == 2
 
 
 def test_a_client_that_goes_away_closes_the_upstream_and_frees_its_slot(
