@@ -12,6 +12,7 @@ import uvicorn
 
 from chatcli.proxy.app import ProxyOptions, create_app
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.pipe import LinkedProtocol
 from chatcli.proxy.upstream import Upstream, open_upstream
 
 __all__ = ["free_port", "running_proxy", "upstream_at"]
@@ -49,13 +50,24 @@ def upstream_at(
 
 @contextmanager
 def running_proxy(
-    upstream: Upstream, *, guard: Guard | None = None, options: ProxyOptions | None = None
+    upstream: Upstream,
+    *,
+    guard: Guard | None = None,
+    options: ProxyOptions | None = None,
+    linked: bool = True,
 ) -> Iterator[str]:
-    """The proxy's base URL (http://127.0.0.1:PORT) while the block runs."""
+    """The proxy's base URL (http://127.0.0.1:PORT) while the block runs, served as `chatcli
+    proxy` serves it (`linked`: the client's connection in the scope, `LinkedProtocol`), or
+    by uvicorn's own httptools protocol (the fast path's generators only)."""
     guard = guard or Guard((), host="127.0.0.1", max_concurrency=64)
     app = create_app(upstream, guard, options)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=free_port(), log_level="warning", timeout_graceful_shutdown=2
+    config = uvicorn.Config(  # served as `chatcli proxy` serves it
+        app,
+        host="127.0.0.1",
+        port=free_port(),
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+        http=LinkedProtocol if linked else "httptools",
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

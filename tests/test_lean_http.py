@@ -157,6 +157,35 @@ async def test_a_body_of_a_given_length_is_read_to_its_end_and_the_connection_ke
         await adapter.aclose()
 
 
+async def test_a_detached_body_is_its_reads_and_its_connection_is_kept_reading(
+    upstream: ReplayServer,
+) -> None:
+    # Handed to callbacks before any read (`_Body.detach`), the body is the server's bytes;
+    # a client that paused the reading at each read (the proxy's flow control) leaves the
+    # connection paused at the end, and it is kept: the next request on it must be read.
+    upstream.add(*[Scripted(events=TEXT)] * 2)
+    adapter = adapter_at(upstream.url)
+    loop = asyncio.get_running_loop()
+    try:
+        async with adapter.apassthrough(BODY) as stream:
+            body, got = stream.detachable, []
+            ended: asyncio.Future[Exception | None] = loop.create_future()
+
+            def received(data: bytes) -> None:
+                got.append(data)
+                body.pause()
+                loop.call_soon(body.resume)
+
+            body.detach(received, ended.set_result)
+            assert await asyncio.wait_for(ended, 5) is None
+        async with asyncio.timeout(5):
+            again = await passed(adapter)
+        assert b"".join(got) == again == WIRE
+        assert upstream.connections == 1
+    finally:
+        await adapter.aclose()
+
+
 def errors_of(record: dict[str, Any]) -> tuple[Any, Any]:
     """The ProviderError of the passthrough and of the SDK's own call for one recorded error."""
 

@@ -9,7 +9,10 @@ until the connection closes), each read handed on as it comes (never held for mo
 connections kept alive per origin (bounded like httpx's pool: `httpx.Limits`). TLS is the ssl
 module's, with httpx's own default context. httpx stays in front of it (`AsyncClient`: the
 base URL, the headers, the timeouts, proxies from the environment) and above it
-(`httpx.Response`), so the adapter's code is the same with either transport.
+(`httpx.Response`), so the adapter's code is the same with either transport. A response's
+body can also hand its reads to callbacks where they arrive (`_Body.detach`, in the response's
+extensions under `DETACHABLE`): the proxy pipes them to its client with no task woken per read
+(`chatcli.proxy.pipe`).
 
 Its failures are httpx's exceptions, with httpcore's messages, so they are classified as they
 were (`chatcli.errors`): a refused connection is `ConnectError`, a timeout `ConnectTimeout` /
@@ -26,12 +29,14 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 
-__all__ = ["NEVER_ANSWERED", "Dechunker", "LeanTransport", "parse_head"]
+__all__ = ["DETACHABLE", "NEVER_ANSWERED", "Dechunker", "LeanTransport", "parse_head"]
 
+# The response extension holding its body, whose reads can be handed to callbacks (`detach`).
+DETACHABLE = "chatcli.detachable"
 NEVER_ANSWERED = "Server disconnected without sending a response."
 _CUT = "peer closed connection without sending complete message body"
 _READ_SIZE = 65536
@@ -208,7 +213,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
             head.status,
             headers=head.headers,
             stream=body,
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": head.reason,
+                DETACHABLE: body,
+            },
         )
 
     async def exchange(
@@ -332,38 +341,147 @@ class _Body(httpx.AsyncByteStream):
         self.head, self.timeout = head, timeout
         self.complete = head.length == 0
         self.closed = False
+        self.chunks = Dechunker()
+        self.got = 0  # the body's bytes come so far, when it has a length
+        # While detached (`detach`): the callbacks, None once the body ended.
+        self.received: Callable[[bytes], None] | None = None
+        self.ended: Callable[[Exception | None], None] | None = None
+        self.stream_protocol: asyncio.BaseProtocol | None = None
         self.loop = asyncio.get_running_loop()
         self.waiting_since: float | None = None  # when the read now waiting began
         self.timer: asyncio.TimerHandle | None = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        head = self.head
         if self.timeout is not None:
             self.timer = self.loop.call_later(self.timeout, self.watch)
         try:
-            if head.chunked:
-                chunks = Dechunker()
-                while not chunks.done:
-                    if not (data := await self.read(_READ_SIZE)):
-                        raise httpx.RemoteProtocolError(f"{_CUT}: incomplete chunked read")
-                    if out := chunks.feed(data):
+            while not self.complete:
+                if data := await self.read(_READ_SIZE):
+                    if out := self.payload(data):
                         yield out
-            elif head.length is not None:
-                left = head.length
-                while left > 0:
-                    if not (data := await self.read(min(left, _READ_SIZE))):
-                        got = head.length - left
-                        raise httpx.RemoteProtocolError(
-                            f"{_CUT}: received {got} bytes, expected {head.length}"
-                        )
-                    left -= len(data)
-                    yield data
-            else:
-                while data := await self.read(_READ_SIZE):
-                    yield data
-            self.complete = True
+                else:
+                    self.closed_by_peer()
         finally:
             await self.aclose()
+
+    def payload(self, data: bytes) -> bytes:
+        """What of a read `data` is the body's, by its framing (chunked, a length, or until
+        the connection closes); `complete` once it came whole."""
+        head = self.head
+        if head.chunked:
+            out = self.chunks.feed(data)
+            self.complete = self.chunks.done
+            return out
+        if head.length is not None:
+            out = data[: head.length - self.got]
+            self.got += len(out)
+            self.complete = self.got == head.length
+            return out
+        return data
+
+    def closed_by_peer(self) -> None:
+        """The connection's end, read: the body's end when it runs until then, else a body
+        cut short (httpx's RemoteProtocolError, with httpcore's message)."""
+        head = self.head
+        if head.chunked:
+            raise httpx.RemoteProtocolError(f"{_CUT}: incomplete chunked read")
+        if head.length is not None:
+            raise httpx.RemoteProtocolError(
+                f"{_CUT}: received {self.got} bytes, expected {head.length}"
+            )
+        self.complete = True
+
+    def detach(
+        self, received: Callable[[bytes], None], ended: Callable[[Exception | None], None]
+    ) -> None:
+        """The rest of the body handed to callbacks, read by read, in place of the reads of
+        `__aiter__` (which must not be iterated again): the connection's protocol is replaced
+        (`_Detached`), so each read of the body is `received` where it arrives, with no task
+        woken, and `ended` once (None: the body came whole, and the connection is back on its
+        stream, to be kept alive; else the failure a read would have raised). What the
+        connection's reader already held is received first. `pause` and `resume` stop and
+        restart the reading (the client's flow control); `aclose` before the end releases the
+        connection, and calls nothing more."""
+        reader, transport = self.connection.reader, self.socket
+        self.stream_protocol = transport.get_protocol()
+        self.received, self.ended = received, ended
+        ahead: bytearray = reader._buffer  # type: ignore[attr-defined]  # no API gives it
+        held = bytes(ahead)
+        ahead.clear()
+        at_end, failed = reader.at_eof(), reader.exception()
+        transport.set_protocol(_Detached(self))
+        transport.resume_reading()  # if the reader paused it (its buffer full)
+        self.waiting_since = self.loop.time()
+        if self.timeout is not None and self.timer is None:
+            self.timer = self.loop.call_later(self.timeout, self.watch)
+        if held:
+            self.arrived(held)
+        if (at_end or failed is not None) and self.ended is not None:
+            self.lost(failed)
+
+    @property
+    def socket(self) -> asyncio.Transport:
+        """The connection's transport (a read-write one: asyncio types it by its writer)."""
+        return cast(asyncio.Transport, self.connection.writer.transport)
+
+    def arrived(self, data: bytes) -> None:
+        """A read of the detached body (`detach`)."""
+        if self.ended is None:
+            return
+        self.waiting_since = self.loop.time()
+        try:
+            out = self.payload(data)
+        except Exception as exc:
+            self.finish(exc)
+            return
+        assert self.received is not None
+        if out:
+            self.received(out)
+        if self.complete:
+            self.finish(None)
+
+    def lost(self, exc: BaseException | None) -> None:
+        """The detached body's connection closed (`exc`: why, None for the peer's end)."""
+        if self.ended is None:
+            return
+        try:
+            if isinstance(exc, httpx.HTTPError):  # the read timeout, set on the reader
+                raise exc
+            if exc is not None:
+                raise httpx.ReadError(str(exc)) from exc
+            self.closed_by_peer()
+        except httpx.HTTPError as error:
+            self.finish(error)
+            return
+        self.finish(None)
+
+    def finish(self, failure: Exception | None) -> None:
+        """The detached body's end: its connection back on its stream when it came whole (and
+        the connection is still open), `ended` told."""
+        ended, self.ended, self.received = self.ended, None, None
+        self.waiting_since = None
+        transport = self.socket
+        if failure is None and self.complete and not transport.is_closing():
+            assert self.stream_protocol is not None
+            transport.set_protocol(self.stream_protocol)
+            transport.resume_reading()  # paused by the last read's client: kept, it reads
+        elif failure is not None:
+            self.complete = False
+            self.connection.close()
+        assert ended is not None
+        ended(failure)
+
+    def pause(self) -> None:
+        """Stop reading the detached body (the client cannot take more yet): no read
+        timeout while paused."""
+        if self.ended is not None:
+            self.waiting_since = None
+            self.socket.pause_reading()
+
+    def resume(self) -> None:
+        if self.ended is not None:
+            self.waiting_since = self.loop.time()
+            self.socket.resume_reading()
 
     async def read(self, most: int) -> bytes:
         """What the connection has (at most `most` bytes; b"" at its end), waiting for it."""
@@ -381,7 +499,10 @@ class _Body(httpx.AsyncByteStream):
         began = self.waiting_since
         if began is not None and self.loop.time() - began >= self.timeout:
             self.timer = None
-            self.connection.reader.set_exception(httpx.ReadTimeout("timed out"))
+            if self.ended is not None:
+                self.finish(httpx.ReadTimeout("timed out"))
+            else:
+                self.connection.reader.set_exception(httpx.ReadTimeout("timed out"))
             return
         due = (self.loop.time() if began is None else began) + self.timeout
         self.timer = self.loop.call_at(due, self.watch)
@@ -390,6 +511,7 @@ class _Body(httpx.AsyncByteStream):
         if self.closed:
             return
         self.closed = True
+        self.ended = self.received = None  # detached: nothing more is told
         if self.timer is not None:
             self.timer.cancel()
         if self.complete and self.head.keep_alive:
@@ -397,6 +519,22 @@ class _Body(httpx.AsyncByteStream):
         else:
             self.connection.close()
         self.transport.slots.release()
+
+
+class _Detached(asyncio.Protocol):
+    """A detached body's connection protocol (`_Body.detach`): each read goes to the body."""
+
+    def __init__(self, body: _Body) -> None:
+        self.body = body
+
+    def data_received(self, data: bytes) -> None:
+        self.body.arrived(data)
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes itself: `connection_lost` follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.body.lost(exc)
 
 
 async def _read_head(connection: _Connection) -> bytes:

@@ -617,6 +617,7 @@ class RawStream:
 
     request: Any
     chunks: AsyncIterator[bytes]
+    detachable: Any = None  # the lean transport's body, its reads as they come (`detach`)
 
 
 class _Fields(SimpleNamespace):
@@ -866,9 +867,22 @@ class OpenAIBase(Adapter):
             if response.status_code >= 400:
                 with self._errors():
                     raise _status_error(response, await response.aread())
-            yield RawStream(request=request, chunks=self._read(response))
+            from chatcli.providers.lean_http import DETACHABLE
+
+            detachable = None
+            if "content-encoding" not in response.headers:  # the body's bytes as they came
+                detachable = response.extensions.get(DETACHABLE)
+            yield RawStream(request=request, chunks=self._read(response), detachable=detachable)
         finally:
             await response.aclose()
+
+    def read_failure(self, exc: Exception) -> Exception:
+        """A failure to read a passthrough's body, as the ProviderError its reads raise."""
+        try:
+            with self._errors():
+                raise exc
+        except Exception as classified:
+            return classified
 
     async def _read(self, response: Any) -> AsyncIterator[bytes]:
         with self._errors():

@@ -215,7 +215,10 @@ class _Proxy:
                     lambda reply: self.record(session, parsed, reply, reply.events, cuts.made()),
                 )
                 return PipedResponse(
-                    self.guarded(dialect, body), media_type="text/event-stream", headers=headers
+                    self.guarded(dialect, body),
+                    fast=fast,
+                    media_type="text/event-stream",
+                    headers=headers,
                 )
         engine = library.resume_stream(start, performed=performed)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items

@@ -8,7 +8,8 @@ from the environment, as for the chat. Requests are recorded in the chat's sessi
 (`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
 which replicas share) unless `--no-sessions`. `--workers N` runs N processes on the port
 (uvicorn's supervisor), each a proxy of its own; `--no-fast-path` turns off
-`chatcli.proxy.passthrough`.
+`chatcli.proxy.passthrough`. uvicorn serves with its httptools protocol, made to show the
+client's connection to the fast path (`chatcli.proxy.pipe.LinkedProtocol`).
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         import uvicorn
 
         from chatcli.proxy.app import create_app
+        from chatcli.proxy.pipe import LinkedProtocol
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
             raise
@@ -138,7 +140,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         file=sys.stderr,
     )
     if args.workers == 1:
-        uvicorn.run(_frozen(app), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            _frozen(app), host=args.host, port=args.port, log_level="warning", http=LinkedProtocol
+        )
         return 0
     # Each worker process builds its own app from the same flags (`worker_app`).
     os.environ[_WORKER_ARGV] = json.dumps(given)
@@ -146,6 +150,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         f"{__name__}:worker_app",
         factory=True,
         workers=args.workers,
+        http=LinkedProtocol,
         host=args.host,
         port=args.port,
         log_level="warning",

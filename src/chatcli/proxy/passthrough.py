@@ -17,7 +17,9 @@ the fast path skips it:
   gives none, usage in the stream) spliced in; sent with plain httpx (`apassthrough`) over
   a lean HTTP/1.1 transport (`chatcli.providers.lean_http`: httpcore's read of each event
   was the proxy's largest cost per event).
-- **The answer is piped** read by read. Only what must be judged is held back: from the
+- **The answer is piped** read by read (served by `chatcli proxy`, from callbacks on the
+  upstream's connection straight to the client's: `chatcli.proxy.pipe`; else through this
+  module's generators). Only what must be judged is held back: from the
   first event carrying a tool call, a finish reason or an error (or no `"finish_reason":
   null` at all), to the end. At the end the stream is decoded once (`OpenAIBase.folded`) and
   its outcome handed to the library (`Client.resume_stream`): when it takes the answer as it
@@ -38,7 +40,7 @@ import contextlib
 import json
 import operator
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -48,6 +50,7 @@ from chatcli.client import Client, Performed, StreamStart
 from chatcli.providers.base import Request, Response
 from chatcli.providers.openai import OpenAIBase
 from chatcli.proxy.dialect import ClientRequest
+from chatcli.proxy.pipe import CLIENT_LINK, ClientLink, piped_directly
 from chatcli.proxy.upstream import Upstream
 from chatcli.recovery import Reply
 from chatcli.streaming import StreamItem
@@ -129,9 +132,11 @@ class FastPath:
         self.sent: list[bytes] = []  # events piped to the client
         self.held: list[bytes] = []  # events held back (from the first judged one on)
         self.failure: Exception | None = None
-        self.reads: AsyncIterator[bytes] | None = None
+        self.reads: AsyncGenerator[bytes, None] | None = None
         self.early = b""
         self.http_request: Any = None
+        self.detachable: Any = None  # the upstream body's reads, to hand to callbacks
+        self.link: ClientLink | None = None  # the client's connection (`PipedResponse`)
 
     async def open(self, raw: bytes, body: Mapping[str, Any]) -> Performed | None:
         """Send the request; None once the answer has begun (the first bytes to pipe are
@@ -145,7 +150,7 @@ class FastPath:
         except Exception as exc:
             await self.stack.aclose()
             return Performed(shown="", outcome=exc)
-        self.http_request = stream.request
+        self.http_request, self.detachable = stream.request, stream.detachable
         self.reads = self.judged(stream.chunks)
         try:
             self.early = await anext(self.reads, b"")
@@ -162,11 +167,17 @@ class FastPath:
         self, handover: Handover, record: Callable[[Reply], Awaitable[None]]
     ) -> AsyncIterator[bytes]:
         """The client's stream: the upstream's bytes as they come, then the held end when the
-        library takes the answer (after `record`), else `handover`'s stream of the rest."""
+        library takes the answer (after `record`), else `handover`'s stream of the rest. With
+        the client's connection at hand (`link`), the bytes after the first go to it from
+        callbacks (`chatcli.proxy.pipe`), not through this stream."""
         try:
             if self.early:
                 yield self.early
             assert self.reads is not None
+            body = self.detachable
+            if self.link is not None and body is not None and not body.complete:
+                await piped_directly(self, body, self.link)
+                await self.reads.aclose()
             async for chunk in self.reads:
                 yield chunk
         finally:
@@ -181,7 +192,7 @@ class FastPath:
         async for chunk in handover(_prepended(head, engine), shown):
             yield chunk
 
-    async def judged(self, reads: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def judged(self, reads: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
         """The bytes to pipe, read by read: the whole events before the first to judge; a
         failure to read ends them (it is the call's outcome)."""
         try:
@@ -232,9 +243,20 @@ class PipedResponse(StreamingResponse):
     plain asyncio task, which cancels the stream (and so the upstream's) when the server says
     the client went away (`http.disconnect`), and only then: a `receive` that fails says
     nothing of the client, so the stream goes on to its end rather than being cut short,
-    silently, with no end of the response."""
+    silently, with no end of the response.
+
+    `fast`: the fast path whose stream this is, given the client's connection when the server
+    shows it (`chatcli.proxy.pipe.LinkedProtocol`)."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], *, fast: FastPath | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.fast is not None:
+            self.fast.link = scope.get("extensions", {}).get(CLIENT_LINK)
         streaming = asyncio.current_task()
         assert streaming is not None
 

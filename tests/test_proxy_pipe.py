@@ -1,0 +1,325 @@
+"""The fast path's answer piped from callbacks (`chatcli.proxy.pipe`), on the wire: the proxy
+served as `chatcli proxy` serves it (`LinkedProtocol`), in front of an upstream that writes
+its answer in reads of its own choosing (the first event alone, then the rest), so that the
+rest goes through the callbacks. What the client gets is what the fast path's generators give
+it (`running_proxy(linked=False)`), and what they guarantee holds: flow control, the upstream
+released when the client goes away, a failure mid-answer, the handover to the library, a tool
+call cut by the limit never forwarded."""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from chatcli.providers import lean_http
+from chatcli.providers.lean_http import Dechunker
+from chatcli.proxy import passthrough
+from chatcli.proxy.app import ProxyOptions
+from chatcli.proxy.guard import Guard
+from tests.proxy_harness import running_proxy, upstream_at
+from tests.test_proxy_passthrough import ENV, URL_PATH, chat, cut_tool_calls, events, streamed
+
+CUT = "cut"  # the upstream closes its connection here, the answer unfinished
+HELD = "held"  # the upstream waits here until the proxy closes the connection (or 10 s)
+Step = str | float  # an event's data, a pause in seconds, CUT or HELD
+
+
+@dataclass
+class RawUpstream:
+    """An OpenAI-compatible upstream on a plain socket: each request gets the next script,
+    each event written (and flushed) as one chunk of a chunked body; records the request
+    bodies, the bytes of body it wrote, and whether the proxy closed the connection on it."""
+
+    url: str = ""
+    scripts: deque[list[Step]] = field(default_factory=deque)
+    bodies: list[Any] = field(default_factory=list)
+    written: int = 0
+    connections: int = 0
+    closed_by_proxy: threading.Event = field(default_factory=threading.Event)
+
+    def serve(self, sock: socket.socket) -> None:
+        """A connection's requests, kept alive until the proxy closes it (or a script ends
+        with CUT or HELD)."""
+        self.connections += 1
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        reader = sock.makefile("rb")
+        while (line := reader.readline()) != b"":
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            self.bodies.append(json.loads(reader.read(length)))
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            sock.sendall(head + b"transfer-encoding: chunked\r\n\r\n")
+            if not self.answered(sock, self.scripts.popleft()):
+                return
+
+    def answered(self, sock: socket.socket, script: list[Step]) -> bool:
+        """Whether the answer was written whole (the connection still usable)."""
+        for step in script:
+            if isinstance(step, float):
+                time.sleep(step)
+            elif step == CUT:
+                return False
+            elif step == HELD:
+                sock.settimeout(10)
+                if sock.recv(1) == b"":
+                    self.closed_by_proxy.set()
+                return False
+            else:
+                event = f"data: {step}\n\n".encode()
+                sock.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+                self.written += len(event)
+        sock.sendall(b"0\r\n\r\n")
+        return True
+
+
+@pytest.fixture
+def raw() -> Iterator[RawUpstream]:
+    upstream = RawUpstream()
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            upstream.serve(self.request)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    upstream.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield upstream
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Calls:
+    """How often the callbacks' path ran, and paused and resumed the upstream's reading."""
+
+    piped: int = 0
+    paused: int = 0
+    resumed: int = 0
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    seen = Calls()
+    directly, pause, resume = (
+        passthrough.piped_directly,
+        lean_http._Body.pause,
+        lean_http._Body.resume,
+    )
+
+    async def counted(*args: Any) -> None:
+        seen.piped += 1
+        await directly(*args)
+
+    def paused(body: Any) -> None:
+        seen.paused += 1
+        pause(body)
+
+    def resumed(body: Any) -> None:
+        seen.resumed += 1
+        resume(body)
+
+    monkeypatch.setattr(passthrough, "piped_directly", counted)
+    monkeypatch.setattr(lean_http._Body, "pause", paused)
+    monkeypatch.setattr(lean_http._Body, "resume", resumed)
+    return seen
+
+
+@contextmanager
+def proxy(raw: RawUpstream, *, linked: bool = True, **options: Any) -> Iterator[str]:
+    up = upstream_at("openai", raw.url + "/v1", model="gpt-4o", environ=ENV)
+    guard = options.pop("guard", None)
+    with running_proxy(up, guard=guard, options=ProxyOptions(**options), linked=linked) as url:
+        yield url
+
+
+def split(recorded: list[str]) -> list[Step]:
+    """The recorded events, the first alone (the fast path's first bytes, sent through the
+    server), the rest after a pause (piped from the callbacks)."""
+    return [recorded[0], 0.05, *recorded[1:]]
+
+
+def request(**fields: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o", "messages": chat(1), "stream": True, **fields}
+
+
+def test_the_answer_is_piped_from_callbacks_as_the_upstreams_events(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    recorded = events("openai-chat-text.txt")
+    raw.scripts.append(split(recorded))
+    with proxy(raw) as url:
+        answer = httpx.post(url + URL_PATH, json=request(), timeout=30)
+        again = httpx.get(url + "/metrics").text
+    assert calls.piped == 1
+    expected = [e for e in recorded if '"usage"' not in e]  # the client asked for none
+    assert answer.content == b"".join(f"data: {e}\n\n".encode() for e in expected)
+    assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1' in again
+
+
+def test_a_slow_client_pauses_the_upstream_and_loses_nothing(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    # ~8 MB of real events: more than the kernel's buffers on both sides of the proxy hold,
+    # so the proxy must stop reading the upstream while its client reads nothing.
+    recorded = events("openai-chat-text.txt")
+    words = recorded[1:-3]
+    many = [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
+    raw.scripts.append([many[0], 0.05, *many[1:]])
+    with proxy(raw) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.socket() as client:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+            client.connect(("127.0.0.1", port))
+            body = json.dumps(request()).encode()
+            client.sendall(
+                b"POST %s HTTP/1.1\r\nhost: proxy\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+                % (URL_PATH.encode(), len(body), body)
+            )
+            deadline = time.monotonic() + 10
+            while not calls.paused:
+                assert time.monotonic() < deadline, "the upstream's reading was never paused"
+                time.sleep(0.05)
+            assert raw.written < sum(len(f"data: {e}\n\n") for e in many)  # the upstream waits
+            received = bytearray()
+            client.settimeout(30)
+            while data := client.recv(1 << 16):
+                received += data
+    head, _, chunked = bytes(received).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    body_read = Dechunker()
+    content = body_read.feed(chunked)
+    assert body_read.done
+    expected = [e for e in many if '"usage"' not in e]
+    assert content == b"".join(f"data: {e}\n\n".encode() for e in expected)
+    assert calls.piped == 1 and calls.resumed >= calls.paused > 0
+
+
+def test_the_upstream_connection_after_a_slow_client_is_kept_alive(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    # The slow client's answer came whole through the callbacks: its upstream connection is
+    # kept, and the next request is answered on it.
+    recorded = events("openai-chat-text.txt")
+    words = recorded[1:-3]
+    many = [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
+    raw.scripts.extend([[many[0], 0.05, *many[1:]], split(recorded)])
+    with proxy(raw) as url:
+        with httpx.stream("POST", url + URL_PATH, json=request(), timeout=30) as slow:
+            deadline = time.monotonic() + 10
+            while not calls.paused:
+                assert time.monotonic() < deadline, "the upstream's reading was never paused"
+                time.sleep(0.05)
+            first = slow.read()
+        after = httpx.post(url + URL_PATH, json=request(), timeout=10)
+    assert first.endswith(b"data: [DONE]\n\n") and len(first) > 8_000_000
+    assert after.content.endswith(b"data: [DONE]\n\n")
+    assert raw.connections == 1 and len(raw.bodies) == 2
+
+
+def test_a_client_that_goes_away_closes_the_upstream_and_frees_its_slot(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    recorded = events("openai-chat-text.txt")
+    raw.scripts.append([*split(recorded[:4]), HELD])
+    raw.scripts.append(split(recorded))
+    one = Guard((), host="127.0.0.1", max_concurrency=1)  # a second request needs the slot
+    with proxy(raw, guard=one) as url:
+        with httpx.stream("POST", url + URL_PATH, json=request(), timeout=30) as answer:
+            read = ""
+            for text in answer.iter_text():
+                read += text
+                if '" unable"' in read:  # the third event: piped from the callbacks
+                    break
+        assert raw.closed_by_proxy.wait(10), "the upstream's connection was not closed"
+        deadline = time.monotonic() + 10
+        counted = f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1'
+        while counted not in httpx.get(url + "/metrics").text:
+            assert time.monotonic() < deadline, "the request did not end when its client left"
+            time.sleep(0.05)
+        after = streamed(url, messages=chat(1))
+    assert calls.piped == 2
+    assert after["text"].startswith("I'm unable to provide real-time")
+
+
+def test_an_upstream_that_dies_mid_answer_ends_as_on_the_generators_path(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    recorded = events("openai-chat-text.txt")
+    seen = []
+    for linked in (True, False):
+        raw.scripts.clear()
+        raw.bodies.clear()
+        raw.scripts.extend([[*split(recorded[:6]), CUT]] * 3)
+        with proxy(raw, linked=linked) as url:
+            answer = httpx.post(url + URL_PATH, json=request(), timeout=30)
+        seen.append((answer.status_code, _datas(answer.content), len(raw.bodies)))
+    assert calls.piped == 1
+    assert seen[0] == seen[1]
+    status, datas, _ = seen[0]
+    assert status == 200 and datas[:6] == recorded[:6]
+    assert "error" in json.loads(datas[-1])  # the client is told, in its dialect's shape
+
+
+def test_a_length_stop_after_piped_reads_is_handed_to_the_library(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    seen, continuations = [], []
+    for linked in (True, False):
+        raw.scripts.clear()
+        raw.bodies.clear()
+        raw.scripts.append(split(events("openai-chat-length.txt")))
+        raw.scripts.append(split(events("openai-chat-text.txt")))
+        with proxy(raw, linked=linked) as url:
+            seen.append(streamed(url, messages=chat(1), max_tokens=1))
+        assert len(raw.bodies) == 2
+        continuations.append(raw.bodies[1])
+    assert calls.piped == 1
+    assert seen[0] == seen[1] and seen[0]["finishes"] == ["stop"]
+    assert seen[0]["text"].startswith("{\"I'm unable to provide real-time")
+    assert continuations[0] == continuations[1]
+    assert continuations[0]["max_completion_tokens"] > 1
+
+
+def test_a_tool_call_cut_by_the_limit_is_held_back_from_the_callbacks(
+    raw: RawUpstream, calls: Calls
+) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    seen = []
+    for linked in (True, False):
+        raw.scripts.clear()
+        raw.scripts.append(split(cut_tool_calls()))
+        raw.scripts.append(split(events("openai-chat-tool-calls.txt")))
+        with proxy(raw, linked=linked) as url:
+            seen.append(streamed(url, messages=chat(1), max_tokens=40, tools=tools))
+    assert calls.piped == 1
+    assert seen[0] == seen[1]
+    calls_seen = seen[0]["calls"]
+    assert [c["name"] for c in calls_seen.values()] == ["GetWeatherArgs"]
+    assert any("get_stock_price" in e for e in cut_tool_calls())  # sent, never forwarded
+
+
+def _datas(content: bytes) -> list[str]:
+    return [
+        line.removeprefix("data: ")
+        for line in content.decode().split("\n")
+        if line.startswith("data: ")
+    ]
