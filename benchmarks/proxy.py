@@ -44,7 +44,8 @@ no HTTP library), so that they cost the machine little next to the proxy; the st
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
 same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
-parsing, the Client, the fast path's verdict, the forwarded body). `--profile FILE` runs the
+parsing, the Client, the fast path's verdict, the forwarded body, the fold of the whole
+answer at its end). `--profile FILE` runs the
 proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
 
 Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
@@ -67,6 +68,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -91,6 +93,38 @@ def sse_chunk(event: dict[str, object]) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+STUB_HEAD = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+
+
+def stub_text(i: int, tokens: int, received: float, now: float) -> str:
+    """The stub's i-th token: its number; in the first, when the request was received and when
+    the token left, in the last when it left (`FIRST`, `LAST`)."""
+    if i == 0:
+        return f"t0@{received:.6f}@{now:.6f} "
+    if i == tokens - 1:
+        return f"t{i}#{now:.6f} "
+    return f"t{i} "
+
+
+def stub_token(text: str) -> bytes:
+    """One token of the stub's answer, as it writes it."""
+    delta = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    return sse_chunk({**STUB_HEAD, "choices": [delta]})
+
+
+def stub_end(body: dict[str, Any], tokens: int) -> list[bytes]:
+    """The end of the stub's answer to `body`, write by write: the finish, the usage (the
+    prompt's size a real server would count: its text / 4), [DONE] and the body's end."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+    done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    usage = {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+    return [
+        sse_chunk({**STUB_HEAD, "choices": [done]}),
+        sse_chunk({**STUB_HEAD, "choices": [], "usage": usage}),
+        b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+    ]
+
+
 def run_stub(port: int, tokens: int, rate: float) -> None:
     """The upstream: for each request, `tokens` chunks in OpenAI's shape, the i-th sent
     i/rate seconds after the request arrived (a fixed schedule, so a late token does not
@@ -107,35 +141,15 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
                     continue
                 length = re.search(rb"(?i)content-length:\s*(\d+)", head)
                 body = json.loads(await reader.readexactly(int(length.group(1))))  # type: ignore[union-attr]
-                prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                     b"transfer-encoding: chunked\r\n\r\n"
                 )
-                head_ = {
-                    "id": "c",
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": "stub",
-                }
                 for i in range(tokens):
                     await asyncio.sleep(max(0.0, received + (i + 1) / rate - time.monotonic()))
-                    text = f"t{i} "
-                    if i == 0:
-                        text = f"t0@{received:.6f}@{time.monotonic():.6f} "
-                    elif i == tokens - 1:
-                        text = f"t{i}#{time.monotonic():.6f} "
-                    delta = {"index": 0, "delta": {"content": text}, "finish_reason": None}
-                    writer.write(sse_chunk({**head_, "choices": [delta]}))
-                done = {"index": 0, "delta": {}, "finish_reason": "stop"}
-                usage = {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": tokens,
-                    "total_tokens": prompt + tokens,
-                }
-                writer.write(sse_chunk({**head_, "choices": [done]}))
-                writer.write(sse_chunk({**head_, "choices": [], "usage": usage}))
-                writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+                    writer.write(stub_token(stub_text(i, tokens, received, time.monotonic())))
+                for chunk in stub_end(body, tokens):
+                    writer.write(chunk)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -384,13 +398,23 @@ def rss_kib(pid: int) -> int:
     return total
 
 
-def breakdown(sizes: list[int]) -> None:
+def breakdown(sizes: list[int], tokens: int) -> None:
     """The proxy's own work per request, in process (CPU time, mean of several): decoding the
     body, parsing its messages, building the library's Client, the fast path's verdict (the
-    library's first request: `Client.start_stream`) and the body it forwards."""
+    library's first request: `Client.start_stream`), the body it forwards, and the fold of
+    the whole answer at its end (`FastPath.ended`: the stub's answer of `tokens` tokens,
+    its bytes as the stub writes them, judged read by read as the proxy reads them), with
+    the adapter's check of its Response, timed again alone (`its check`: an OpenAI-compatible
+    server's silent-truncation check, which estimates the prompt)."""
     from chatcli.config import MicrocompactConfig, RecoveryConfig
+    from chatcli.providers.base import Response
     from chatcli.proxy.openai_dialect import OpenAIDialect
-    from chatcli.proxy.passthrough import first_unchanged, forwarded_body, passthrough_of
+    from chatcli.proxy.passthrough import (
+        FastPath,
+        first_unchanged,
+        forwarded_body,
+        passthrough_of,
+    )
     from chatcli.proxy.upstream import Forwarder, open_upstream, plan
     from chatcli.recovery import Client
     from chatcli.settings import load_settings
@@ -403,6 +427,9 @@ def breakdown(sizes: list[int]) -> None:
     for n in sizes:
         body = {"model": "stub", "messages": conversation(n), "stream": True, "max_tokens": 64}
         raw = json.dumps(body).encode()
+        now = time.monotonic()
+        answer = [stub_token(stub_text(i, tokens, now, now)) for i in range(tokens)]
+        reads = [_unchunked(chunk) for chunk in [*answer, *stub_end(body, tokens)]]
         rounds = max(5, 20_000 // n)
         spent: dict[str, float] = {}
         timed = functools.partial(_spent, spent)
@@ -428,8 +455,29 @@ def breakdown(sizes: list[int]) -> None:
             started = time.process_time()
             forwarded_body(raw, decoded, provider.passthrough_fields(first, decoded))
             timed("body", started)
+            fast = FastPath(provider, library, start, first, parsed)
+            for read in reads:
+                fast.judge(read)
+            started = time.process_time()
+            _, outcome = fast.ended()
+            timed("fold", started)
+            assert isinstance(outcome, Response) and outcome.usage.output_tokens == tokens
+            started = time.process_time()
+            provider._checked(outcome, first)
+            timed("its check", started)
         steps = ", ".join(f"{k} {v / rounds * 1000:.2f}" for k, v in spent.items())
         print(f"  {n} messages, ms: {steps}")
+
+
+def _unchunked(body: bytes) -> bytes:
+    """The data of an HTTP/1.1 chunked body's chunks (as the proxy reads them)."""
+    data, at = [], 0
+    while at < len(body):
+        line_end = body.index(b"\r\n", at)
+        size, at = int(body[at:line_end], 16), line_end + 2
+        data.append(body[at : at + size])
+        at += size + 2
+    return b"".join(data)
 
 
 def _spent(totals: dict[str, float], step: str, started: float) -> None:
@@ -504,7 +552,7 @@ def main() -> None:
         run_stub(args.stub, args.answer_tokens, args.token_rate)
         return
     if args.breakdown:
-        breakdown([int(x) for x in args.messages.split(",")])
+        breakdown([int(x) for x in args.messages.split(",")], args.answer_tokens)
         return
     requests = args.requests or 2 * args.streams
     stub_port, proxy_port = free_port(), free_port()

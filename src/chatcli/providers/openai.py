@@ -31,7 +31,9 @@ Mapping notes:
 - A Chat Completions stream is read raw (`with_streaming_response`) and each event decoded
   with `json` into `_Fields`, not into the SDK's pydantic models: building a model per chunk
   was a large share of the CPU a streamed answer cost (the proxy's hot path). Requests,
-  status errors and in-stream errors stay the SDK's.
+  status errors and in-stream errors stay the SDK's. The proxy's fold of a whole stream at
+  its end (`OpenAIBase.folded`) reads the usual event cheaper still (`_folded_stream`), to
+  the same outcome.
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
@@ -41,8 +43,10 @@ import asyncio
 import hashlib
 import itertools
 import json
+import json.scanner
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -251,6 +255,27 @@ def chat_response(raw: Any) -> Response:
     )
 
 
+# A value read alike from a plain dict and from `_Fields` (no JSON object inside).
+_TEXT = (str, type(None))
+
+
+def _usual_choice(choice: object) -> bool:
+    """A choice `_ChatAccumulator.fold` takes: an object; the first one (index 0) with a
+    delta object of text only (no tool call), its values strings or null."""
+    if not isinstance(choice, dict):
+        return False
+    if choice.get("index") != 0:
+        return True  # not read at all (chatcli asks for one choice)
+    delta = choice.get("delta")
+    return (
+        isinstance(delta, dict)
+        and delta.get("tool_calls") in (None, [])
+        and isinstance(delta.get("content"), _TEXT)
+        and isinstance(delta.get("refusal"), _TEXT)
+        and isinstance(choice.get("finish_reason"), _TEXT)
+    )
+
+
 @dataclass(slots=True)
 class _ChatAccumulator:
     """Collects `ChatCompletionChunk`s; the finish_reason chunk is the terminator."""
@@ -265,8 +290,7 @@ class _ChatAccumulator:
     answer_id: str | None = None
 
     def add(self, chunk: Any) -> list[StreamDelta]:
-        self.events += 1
-        self.model, self.answer_id = chunk.model or self.model, chunk.id or self.answer_id
+        self.took(chunk.model, chunk.id)
         if getattr(chunk, "usage", None) is not None:
             self.usage = _chat_usage(chunk.usage)
         deltas: list[StreamDelta] = []
@@ -274,6 +298,27 @@ class _ChatAccumulator:
             if choice.index == 0:  # chatcli asks for one choice; ignore any other
                 deltas.extend(self._add_choice(choice))
         return deltas
+
+    def fold(self, chunk: Json) -> bool:
+        """`add` without its deltas (a whole stream folded at its end: the proxy's), for a
+        chunk decoded into plain dicts when it has the usual shape (`_usual_choice`: text
+        only; no usage, tool call or error; its values strings or null, read alike from a
+        dict and from `_Fields`). False, with nothing done, for any other: `add` takes it."""
+        if "error" in chunk or chunk.get("usage") is not None:
+            return False
+        model, answer_id, choices = chunk.get("model"), chunk.get("id"), chunk.get("choices")
+        if not (isinstance(model, _TEXT) and isinstance(answer_id, _TEXT)):
+            return False
+        if not isinstance(choices, list) or not all(map(_usual_choice, choices)):
+            return False
+        self.took(model, answer_id)
+        for choice in choices:
+            if choice.get("index") == 0:
+                delta = choice["delta"]
+                self.took_choice(
+                    delta.get("content"), delta.get("refusal"), choice.get("finish_reason")
+                )
+        return True
 
     def _add_choice(self, choice: Any) -> list[StreamDelta]:
         delta = choice.delta
@@ -290,10 +335,22 @@ class _ChatAccumulator:
             deltas.append(
                 ToolCallDelta(index=index, id=call.id, name=name, arguments=arguments or "")
             )
-        self.refusal.append(getattr(delta, "refusal", None) or "")
-        self.finish_reason = choice.finish_reason or self.finish_reason
-        self.texts.append(delta.content or "")
+        self.took_choice(delta.content, getattr(delta, "refusal", None), choice.finish_reason)
         return deltas
+
+    def took(self, model: Any, answer_id: Any) -> None:
+        """What every chunk gives, `add`'s and `fold`'s one rule: the model and answer id."""
+        self.events += 1
+        self.model, self.answer_id = model or self.model, answer_id or self.answer_id
+
+    def took_choice(self, content: Any, refusal: Any, finish_reason: Any) -> None:
+        """What the first choice of every chunk gives, `add`'s and `fold`'s one rule: text
+        (kept only when there is some: the parts are joined), refusal, finish reason."""
+        if content:
+            self.texts.append(content)
+        if refusal:
+            self.refusal.append(refusal)
+        self.finish_reason = finish_reason or self.finish_reason
 
     def finish(self) -> Response | None:
         if self.finish_reason is None:
@@ -635,6 +692,12 @@ def _fields(pairs: dict[str, Any]) -> _Fields:
 # One decoder for every event: `json.loads` with an object_hook builds a new decoder (and its
 # scanner) per call, half the cost of decoding a short event.
 _EVENT_DECODER = json.JSONDecoder(object_hook=_fields)
+# The whole-stream fold's (`_plain_object`, `_TextEvents`): `json`'s scanner, called at once,
+# decodes the value at an index into plain dicts (typeshed wants a scanner as its context).
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+# The line ends `str.splitlines` knows besides "\n" (`_other_line_end`).
+_ASCII_LINE_ENDS = "\r\x0b\x0c\x1c\x1d\x1e"
+_OTHER_LINE_END = re.compile(f"[{_ASCII_LINE_ENDS}\x85\u2028\u2029]")
 
 
 class _SSE:
@@ -677,11 +740,148 @@ def _event(data: str, http_request: Any) -> _Fields:
     return event
 
 
-def _raw_events(stream: bytes, http_request: Any) -> Iterator[_Fields]:
+def _folded_stream(accumulator: _ChatAccumulator, stream: bytes, http_request: Any) -> None:
+    """A whole raw stream folded into `accumulator`, event by event as `_event` and `add`
+    would (the same values, the same exceptions), cheaply for the usual event: a text event
+    of the stream's shape (`_TextEvents`) by its text alone; else decoded into plain dicts
+    and folded without deltas (`_ChatAccumulator.fold`); any other, and any that does not
+    decode alone into an object, by `_event` and `add`."""
+    shape: _TextEvents | None = None
+    tries = _SHAPE_TRIES
+    for data in _stream_data(stream):
+        if shape is not None and (text := shape.text(data)) is not None:
+            accumulator.took(shape.model, shape.answer_id)
+            accumulator.took_choice(text, shape.refusal, shape.finish_reason)
+            continue
+        chunk = _plain_object(data)
+        if chunk is None or not accumulator.fold(chunk):
+            accumulator.add(_event(data, http_request))
+        elif tries and (found := _TextEvents.of(data, chunk)) is not None:
+            shape, tries = found, tries - 1
+
+
+def _stream_data(stream: bytes) -> Iterator[str]:
+    """Each event's data in a whole raw stream, up to `[DONE]`, as `_SSE` reads its lines
+    (a last event without its blank line too). With "\\n" its only line end, the events are
+    what lies between blank lines: the usual one, a single `data: ` line, is cut out as it is;
+    any other (comments, other fields, data on several lines) is `_SSE`'s, and so is a whole
+    stream with another line end (CR, CRLF, any other `str.splitlines` knows)."""
+    text = stream.decode()
     sse = _SSE()
-    for line in itertools.chain(stream.decode().splitlines(), [""]):  # "": a last event unended
+    if _other_line_end(text):
+        yield from _sse_data(sse, text.splitlines())
+        return
+    for block in text.split("\n\n"):
+        if block.startswith("data: ") and "\n" not in block:
+            if block.startswith("[DONE]", 6):
+                return
+            yield block[6:]
+        else:
+            yield from _sse_data(sse, block.split("\n"))
+            if sse.done:
+                return
+
+
+def _other_line_end(text: str) -> bool:
+    """Whether `text` has a line end other than "\\n": a plain search of each when it is
+    ASCII (`isascii` is told, not searched), several times faster than the expression's."""
+    if text.isascii():
+        return any(end in text for end in _ASCII_LINE_ENDS)
+    return _OTHER_LINE_END.search(text) is not None
+
+
+def _sse_data(sse: _SSE, lines: Iterable[str]) -> Iterator[str]:
+    """The data of the events `lines` end (with a blank line after them: a last event
+    without its own ends too)."""
+    for line in itertools.chain(lines, [""]):
         if (data := sse.feed(line)) is not None:
-            yield _event(data, http_request)
+            yield data
+
+
+def _plain_object(data: str) -> Json | None:
+    """An event's data decoded into plain dicts, when it is one JSON object alone (no blank
+    around it); else None, and `_event` decodes it (raising what it raises)."""
+    try:
+        value, end = _SCAN(data, 0)
+    except Exception:  # StopIteration, a JSONDecodeError, a RecursionError: `_event`'s to say
+        return None
+    return value if end == len(data) and isinstance(value, dict) else None
+
+
+# How many times a stream's fold looks for the shape of its text events (`_TextEvents.of`):
+# the first event often differs (the role in it), and a stream whose events all differ
+# (a random field in each) must not pay for the search at every event.
+_SHAPE_TRIES = 3
+# The last text of an event's data: its `"content"` string, found from the end.
+_LAST_CONTENT = re.compile(r'.*"content"\s*:\s*(")', re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TextEvents:
+    """The shape of a stream's text events: their data around their text, the same before
+    its JSON string and after it from one event to the next. JSON is read token by token, so
+    data with the same text around another JSON string decodes to the same object with that
+    text (`of` checks that the string is the text): such an event folds as the first did,
+    with its own text, one string decoded rather than three objects."""
+
+    head: str  # the data up to the text's JSON string, its opening quote included
+    tail: str  # the data after the string's closing quote
+    model: str | None
+    answer_id: str | None
+    refusal: str | None
+    finish_reason: str | None
+
+    @classmethod
+    def of(cls, data: str, chunk: Json) -> _TextEvents | None:
+        """The shape of `data`'s events, from `data` (`chunk` decoded, taken by
+        `_ChatAccumulator.fold`: the usual event) when it has one choice with text, and its
+        last `"content"` string is that text: the data with another string there decodes to
+        the same object with that string as its text (not, say, as a key or another value)."""
+        choices = chunk["choices"]
+        if len(choices) != 1 or choices[0].get("index") != 0:
+            return None
+        text = choices[0]["delta"].get("content")
+        found = _LAST_CONTENT.match(data)
+        if not text or found is None:
+            return None
+        quote = found.start(1)
+        try:
+            _, end = _SCAN(data, quote)
+        except ValueError:
+            return None
+        other = text + "."  # never the text itself
+        changed = _plain_object(data[:quote] + json.dumps(other) + data[end:])
+        if changed is None or _first_text(changed) != other:
+            return None
+        choice = choices[0]
+        return cls(
+            head=data[: quote + 1],
+            tail=data[end:],
+            model=chunk.get("model"),
+            answer_id=chunk.get("id"),
+            refusal=choice["delta"].get("refusal"),
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def text(self, data: str) -> str | None:
+        """The text of an event of this shape, None for any other event."""
+        if not (data.startswith(self.head) and data.endswith(self.tail)):
+            return None
+        try:
+            text, end = _SCAN(data, len(self.head) - 1)
+        except ValueError:
+            return None
+        # One JSON string exactly between head and tail: a string, as the head ends in '"'.
+        return text if end == len(data) - len(self.tail) and isinstance(text, str) else None
+
+
+def _first_text(chunk: Json) -> Any:
+    """The text of a decoded event's only choice, None when it has no such thing."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    delta = choices[0].get("delta")
+    return delta.get("content") if isinstance(delta, dict) else None
 
 
 @contextmanager
@@ -692,10 +892,8 @@ def _decoded(endpoint: Any, params: Json) -> Iterator[Iterator[_Fields]]:
 
 
 def _events(response: Any) -> Iterator[_Fields]:
-    sse = _SSE()
-    for line in itertools.chain(response.iter_lines(), [""]):  # "": a last event unended
-        if (data := sse.feed(line)) is not None:
-            yield _event(data, response.http_request)
+    for data in _sse_data(_SSE(), response.iter_lines()):
+        yield _event(data, response.http_request)
 
 
 @asynccontextmanager
@@ -901,13 +1099,11 @@ class OpenAIBase(Adapter):
         accumulator = fold.accumulator
         assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
         with self._errors():
-            for event in _raw_events(piped, http_request):
-                fold.feed(event)
+            _folded_stream(accumulator, piped, http_request)
         shown = "".join(accumulator.texts)
         try:
             with self._errors():
-                for event in _raw_events(rest, http_request):
-                    fold.feed(event)
+                _folded_stream(accumulator, rest, http_request)
             return shown, self._checked(fold.finish(), request)
         except Exception as exc:
             return shown, exc
