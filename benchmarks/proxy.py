@@ -14,6 +14,7 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
+                               [--litellm LITELLM]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -40,6 +41,10 @@ does.
 
 The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
 no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
+
+**The anchor** (`--litellm`, the `litellm` command that benchmarks/install-litellm-proxy.sh
+installs in a virtualenv of its own and prints): LiteLLM's proxy, one worker, in front of the
+same stub, measured a third time on the same schedule and reported like chatcli's.
 
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
@@ -438,7 +443,7 @@ def _spent(totals: dict[str, float], step: str, started: float) -> None:
 
 def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
     """The figures of one conversation length: direct, through the proxy, and added."""
-    direct, proxy = runs["direct"], runs["proxy"]
+    direct = runs["direct"]
     print(f"\n{n} messages:")
     for title, field in (
         ("end to end (as the client sees it):", ""),
@@ -447,28 +452,50 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
         print(f"  {title}")
         for label, name in (("first token", "first"), ("whole answer", "whole")):
             d = [getattr(t, name + field) for t in direct.timings]
-            p = [getattr(t, name + field) for t in proxy.timings]
-            print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
-                  f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
-                  f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
-                  f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
+            for path in (k for k in runs if k != "direct"):
+                p = [getattr(t, name + field) for t in runs[path].timings]
+                print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
+                      f"{path} p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
+                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
+                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
     for name, run in runs.items():
         count, served = len(run.timings), run.served
         flight = sum(t.whole for t in run.timings) / run.window
         cpu = {k: v / run.window for k, v in run.cpu.items()}
         ours = sum(v for k, v in cpu.items() if k != "machine")
+        processes = [k for k in run.cpu if k != "machine"]
         per_request = ", ".join(
-            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in ("proxy", "stub", "clients")
+            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in processes
         )
         rate = served / run.window
         print(f"  {name}: {count} requests measured, {run.failed} failed, {flight:.0f} in flight "
               f"on average; {rate:.1f} answers/s served"
               f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
               f"answer served: {per_request}")  # fmt: skip
-        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy (proxy "
-              f"{cpu['proxy']:.2f}, stub {cpu['stub']:.2f}, clients {cpu['clients']:.2f}, "
-              f"other processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
+        busy = ", ".join(f"{k} {cpu[k]:.2f}" for k in processes)
+        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy ({busy}, other "
+              f"processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
               f"average {run.load:.1f}")  # fmt: skip
+
+
+def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[bytes]:
+    """LiteLLM's proxy, the anchor, in front of the same stub: as its users start it (one
+    worker, its defaults), its one model named `stub` as the clients ask for it, its cost
+    map read from its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup); the
+    config is JSON, which is YAML."""
+    config = ROOT / ".bench-home" / "litellm-proxy.yaml"
+    config.parent.mkdir(exist_ok=True)
+    params = {"model": "openai/stub", "api_base": f"http://127.0.0.1:{stub_port}/v1"}
+    models = [{"model_name": "stub", "litellm_params": {**params, "api_key": "none"}}]
+    # No client keys, as chatcli's proxy on loopback (LiteLLM refuses that unless told).
+    settings = {"dangerously_permit_weak_or_unset_master_key": True}
+    config.write_text(json.dumps({"model_list": models, "general_settings": settings}))
+    return subprocess.Popen(
+        [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+         "--num_workers", "1"],
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def wait_listening(port: int) -> None:
@@ -495,6 +522,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
     parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
+    parser.add_argument(
+        "--litellm",
+        metavar="LITELLM",
+        help="also measure LiteLLM's proxy in front of the same stub: its `litellm` command "
+        "(benchmarks/install-litellm-proxy.sh prints it)",
+    )
     parser.add_argument(
         "--breakdown", action="store_true", help="only the proxy's own work, in process"
     )
@@ -524,11 +557,18 @@ def main() -> None:
          *(["--no-fast-path"] if args.no_fast_path else [])],
         env=env,
     )  # fmt: skip
+    anchors: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+    if args.litellm:
+        port = free_port()
+        anchors["litellm"] = (port, litellm_proxy(args.litellm, stub_port, port))
     try:
         wait_listening(stub_port)
         wait_listening(proxy_port)
+        for port, _ in anchors.values():
+            wait_listening(port)
         time.sleep(1.0)  # the proxy's workers
         pids = {"proxy": tree(proxy.pid), "stub": [stub.pid]}
+        pids.update((name, tree(process.pid)) for name, (_, process) in anchors.items())
         duration = args.answer_tokens / args.token_rate
         rate = args.streams / duration
         path = "library path only" if args.no_fast_path else "fast path on"
@@ -547,7 +587,9 @@ def main() -> None:
         schedule = arrivals(rate, span, args.seed)
         for n in (int(x) for x in args.messages.split(",")):
             runs = {}
-            for name, port in (("direct", stub_port), ("proxy", proxy_port)):
+            paths = {"direct": stub_port, "proxy": proxy_port}
+            paths.update((name, port) for name, (port, _) in anchors.items())
+            for name, port in paths.items():
                 body = payload(port, n)
                 if args.burst:
                     load = burst(port, body, args.streams, requests, pids)
@@ -556,10 +598,14 @@ def main() -> None:
                 runs[name] = uvloop.run(load)
             report(n, runs, args.workers, os.cpu_count() or 1)
             print(f"  proxy peak RSS so far: {rss_kib(proxy.pid) / 1024:.0f} MiB")
+            for name, (_, process) in anchors.items():
+                print(f"  {name} peak RSS so far: {rss_kib(process.pid) / 1024:.0f} MiB")
     finally:
         proxy.send_signal(signal.SIGINT)  # a clean stop: the profile is written
         stub.terminate()
-        for process in (proxy, stub):
+        for _, process in anchors.values():
+            process.terminate()
+        for process in (proxy, stub, *(process for _, process in anchors.values())):
             process.wait(30)
 
 
