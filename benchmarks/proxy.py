@@ -14,7 +14,7 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
-                               [--litellm LITELLM]
+                               [--litellm LITELLM] [--bare]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -42,9 +42,12 @@ does.
 The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
 no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
 
-**The anchor** (`--litellm`, the `litellm` command that benchmarks/install-litellm-proxy.sh
-installs in a virtualenv of its own and prints): LiteLLM's proxy, one worker, in front of the
-same stub, measured a third time on the same schedule and reported like chatcli's.
+**The anchors**, each in front of the same stub, measured on the same schedule and reported
+like chatcli's: `--litellm LITELLM` (the `litellm` command that
+benchmarks/install-litellm-proxy.sh installs in a virtualenv of its own and prints):
+LiteLLM's proxy, one worker; `--bare`: a bare forwarder on uvloop (`BareForwarder`: bytes
+in, bytes out, nothing parsed but each request's length), the floor any Python proxy pays
+per request and per event on this machine.
 
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
@@ -149,6 +152,71 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
 
     async def main() -> None:
         server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=4096)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+class BareForwarder(asyncio.Protocol):
+    """A client connection of the bare forwarder (`--bare`): each request's bytes, as they
+    came, to the stub on a connection of its own (opened at the first request, kept), and
+    each read of the stub's answer to the client as it came. No parsing but the request's
+    length, no judging, no recovery: what any Python proxy on uvloop pays per request and per
+    event on this machine, the floor under chatcli's figures."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.buffer = b""
+        self.client: asyncio.Transport | None = None
+        self.upstream: asyncio.Transport | None = None
+        self.waiting: list[bytes] = []  # requests come before the upstream connection
+        self.connecting: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.client = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            length = re.search(rb"(?i)content-length:\s*(\d+)", self.buffer[:end])
+            total = end + 4 + (int(length.group(1)) if length else 0)
+            if len(self.buffer) < total:
+                return
+            request, self.buffer = self.buffer[:total], self.buffer[total:]
+            if self.upstream is not None:
+                self.upstream.write(request)
+                continue
+            if not self.waiting:
+                self.connecting = asyncio.ensure_future(self.connect())
+            self.waiting.append(request)
+
+    async def connect(self) -> None:
+        client = self.client
+        assert client is not None
+
+        class Back(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                client.write(data)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                client.close()
+
+        loop = asyncio.get_running_loop()
+        self.upstream, _ = await loop.create_connection(Back, "127.0.0.1", self.upstream_port)
+        self.upstream.write(b"".join(self.waiting))
+        self.waiting.clear()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.upstream is not None:
+            self.upstream.close()
+
+
+def run_bare(port: int, upstream_port: int) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: BareForwarder(upstream_port), "127.0.0.1", port, backlog=4096
+        )
         await server.serve_forever()
 
     uvloop.run(main())
@@ -531,10 +599,17 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", action="store_true", help="only the proxy's own work, in process"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="also measure a bare forwarder (the floor)"
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--bare-forwarder", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
         run_stub(args.stub, args.answer_tokens, args.token_rate)
+        return
+    if args.bare_forwarder:
+        run_bare(*args.bare_forwarder)
         return
     if args.breakdown:
         breakdown([int(x) for x in args.messages.split(",")])
@@ -561,6 +636,10 @@ def main() -> None:
     if args.litellm:
         port = free_port()
         anchors["litellm"] = (port, litellm_proxy(args.litellm, stub_port, port))
+    if args.bare:
+        port = free_port()
+        command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
+        anchors["bare"] = (port, subprocess.Popen(command))
     try:
         wait_listening(stub_port)
         wait_listening(proxy_port)
