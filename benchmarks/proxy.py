@@ -14,7 +14,7 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
-                               [--litellm LITELLM] [--bare]
+                               [--litellm LITELLM] [--bare] [--collections]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -54,6 +54,7 @@ the library's path (`chatcli.proxy.passthrough` is the fast path), to compare th
 same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
 parsing, the Client, the fast path's verdict, the forwarded body). `--profile FILE` runs the
 proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
+`--collections` reports the proxy's garbage collections, by generation (count, CPU).
 
 Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
 per run, loopback only.
@@ -63,7 +64,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import functools
+import gc
 import json
 import os
 import random
@@ -566,6 +569,37 @@ def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[b
     )  # fmt: skip
 
 
+def log_collections(path: str) -> None:
+    """In the proxy's process (`--collections`): each garbage collection's generation and
+    CPU time (the thread's: what it took from the streams, not the machine's wait) once it
+    serves (its startup objects frozen: `chatcli.proxy.main`), written to `path` as JSON
+    when the process ends."""
+    log: list[tuple[int, float]] = []
+    began, serving = [0.0], [False]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            # Asked until it serves only: the count walks the frozen objects.
+            serving[0] = serving[0] or gc.get_freeze_count() > 0
+            began[0] = time.thread_time()
+        elif serving[0]:
+            log.append((info["generation"], time.thread_time() - began[0]))
+
+    gc.callbacks.append(timed)
+    atexit.register(lambda: Path(path).write_text(json.dumps(log)))
+
+
+def report_collections(log: list[tuple[int, float]]) -> None:
+    """The proxy's garbage collections while it served (`log_collections`), by generation:
+    how many, their CPU in all, p50 and max."""
+    print("\nthe proxy's garbage collections while it served (all runs, CPU):")
+    for generation in (0, 1, 2):
+        spent = sorted(ms * 1000 for g, ms in log if g == generation)
+        if spent:
+            print(f"  generation {generation}: {len(spent)} collections, {sum(spent):.0f} ms in "
+                  f"all, p50 {spent[len(spent) // 2]:.2f} ms, max {spent[-1]:.1f} ms")  # fmt: skip
+
+
 def wait_listening(port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -602,6 +636,11 @@ def main() -> None:
     parser.add_argument(
         "--bare", action="store_true", help="also measure a bare forwarder (the floor)"
     )
+    parser.add_argument(
+        "--collections",
+        action="store_true",
+        help="report the proxy's garbage collections (1 worker): count and CPU per generation",
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bare-forwarder", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -622,6 +661,11 @@ def main() -> None:
          str(args.answer_tokens), "--token-rate", str(args.token_rate)]
     )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
+    collections = ROOT / ".bench-home" / "collections.json"
+    collections.unlink(missing_ok=True)
+    if args.collections:  # written when the proxy stops on SIGINT (see the end)
+        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import proxy; "
+                f"proxy.log_collections({str(collections)!r}); {code}")  # fmt: skip
     if args.profile:  # written when the proxy stops on SIGINT (see the end)
         code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
@@ -686,6 +730,8 @@ def main() -> None:
             process.terminate()
         for process in (proxy, stub, *(process for _, process in anchors.values())):
             process.wait(30)
+    if args.collections:
+        report_collections(json.loads(collections.read_text()))
 
 
 if __name__ == "__main__":
