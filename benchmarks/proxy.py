@@ -14,6 +14,7 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
+                               [--litellm LITELLM] [--bare] [--collections]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -41,12 +42,20 @@ does.
 The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
 no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
 
+**The anchors**, each in front of the same stub, measured on the same schedule and reported
+like chatcli's: `--litellm LITELLM` (the `litellm` command that
+benchmarks/install-litellm-proxy.sh installs in a virtualenv of its own and prints):
+LiteLLM's proxy, one worker; `--bare`: a bare forwarder on uvloop (`BareForwarder`: bytes
+in, bytes out, nothing parsed but each request's length), the floor any Python proxy pays
+per request and per event on this machine.
+
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
 same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
 parsing, the Client, the fast path's verdict, the forwarded body, the fold of the whole
 answer at its end). `--profile FILE` runs the
 proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
+`--collections` reports the proxy's garbage collections, by generation (count, CPU).
 
 Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
 per run, loopback only.
@@ -56,7 +65,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import functools
+import gc
 import json
 import os
 import random
@@ -158,6 +169,71 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
 
     async def main() -> None:
         server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=4096)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+class BareForwarder(asyncio.Protocol):
+    """A client connection of the bare forwarder (`--bare`): each request's bytes, as they
+    came, to the stub on a connection of its own (opened at the first request, kept), and
+    each read of the stub's answer to the client as it came. No parsing but the request's
+    length, no judging, no recovery: what any Python proxy on uvloop pays per request and per
+    event on this machine, the floor under chatcli's figures."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.buffer = b""
+        self.client: asyncio.Transport | None = None
+        self.upstream: asyncio.Transport | None = None
+        self.waiting: list[bytes] = []  # requests come before the upstream connection
+        self.connecting: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.client = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            length = re.search(rb"(?i)content-length:\s*(\d+)", self.buffer[:end])
+            total = end + 4 + (int(length.group(1)) if length else 0)
+            if len(self.buffer) < total:
+                return
+            request, self.buffer = self.buffer[:total], self.buffer[total:]
+            if self.upstream is not None:
+                self.upstream.write(request)
+                continue
+            if not self.waiting:
+                self.connecting = asyncio.ensure_future(self.connect())
+            self.waiting.append(request)
+
+    async def connect(self) -> None:
+        client = self.client
+        assert client is not None
+
+        class Back(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                client.write(data)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                client.close()
+
+        loop = asyncio.get_running_loop()
+        self.upstream, _ = await loop.create_connection(Back, "127.0.0.1", self.upstream_port)
+        self.upstream.write(b"".join(self.waiting))
+        self.waiting.clear()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.upstream is not None:
+            self.upstream.close()
+
+
+def run_bare(port: int, upstream_port: int) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: BareForwarder(upstream_port), "127.0.0.1", port, backlog=4096
+        )
         await server.serve_forever()
 
     uvloop.run(main())
@@ -486,7 +562,7 @@ def _spent(totals: dict[str, float], step: str, started: float) -> None:
 
 def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
     """The figures of one conversation length: direct, through the proxy, and added."""
-    direct, proxy = runs["direct"], runs["proxy"]
+    direct = runs["direct"]
     print(f"\n{n} messages:")
     for title, field in (
         ("end to end (as the client sees it):", ""),
@@ -495,28 +571,81 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
         print(f"  {title}")
         for label, name in (("first token", "first"), ("whole answer", "whole")):
             d = [getattr(t, name + field) for t in direct.timings]
-            p = [getattr(t, name + field) for t in proxy.timings]
-            print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
-                  f"proxy p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
-                  f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
-                  f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
+            for path in (k for k in runs if k != "direct"):
+                p = [getattr(t, name + field) for t in runs[path].timings]
+                print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
+                      f"{path} p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
+                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
+                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
     for name, run in runs.items():
         count, served = len(run.timings), run.served
         flight = sum(t.whole for t in run.timings) / run.window
         cpu = {k: v / run.window for k, v in run.cpu.items()}
         ours = sum(v for k, v in cpu.items() if k != "machine")
+        processes = [k for k in run.cpu if k != "machine"]
         per_request = ", ".join(
-            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in ("proxy", "stub", "clients")
+            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in processes
         )
         rate = served / run.window
         print(f"  {name}: {count} requests measured, {run.failed} failed, {flight:.0f} in flight "
               f"on average; {rate:.1f} answers/s served"
               f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
               f"answer served: {per_request}")  # fmt: skip
-        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy (proxy "
-              f"{cpu['proxy']:.2f}, stub {cpu['stub']:.2f}, clients {cpu['clients']:.2f}, "
-              f"other processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
+        busy = ", ".join(f"{k} {cpu[k]:.2f}" for k in processes)
+        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy ({busy}, other "
+              f"processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
               f"average {run.load:.1f}")  # fmt: skip
+
+
+def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[bytes]:
+    """LiteLLM's proxy, the anchor, in front of the same stub: as its users start it (one
+    worker, its defaults), its one model named `stub` as the clients ask for it, its cost
+    map read from its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup); the
+    config is JSON, which is YAML."""
+    config = ROOT / ".bench-home" / "litellm-proxy.yaml"
+    config.parent.mkdir(exist_ok=True)
+    params = {"model": "openai/stub", "api_base": f"http://127.0.0.1:{stub_port}/v1"}
+    models = [{"model_name": "stub", "litellm_params": {**params, "api_key": "none"}}]
+    # No client keys, as chatcli's proxy on loopback (LiteLLM refuses that unless told).
+    settings = {"dangerously_permit_weak_or_unset_master_key": True}
+    config.write_text(json.dumps({"model_list": models, "general_settings": settings}))
+    return subprocess.Popen(
+        [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+         "--num_workers", "1"],
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def log_collections(path: str) -> None:
+    """In the proxy's process (`--collections`): each garbage collection's generation and
+    CPU time (the thread's: what it took from the streams, not the machine's wait) once it
+    serves (its startup objects frozen: `chatcli.proxy.main`), written to `path` as JSON
+    when the process ends."""
+    log: list[tuple[int, float]] = []
+    began, serving = [0.0], [False]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            # Asked until it serves only: the count walks the frozen objects.
+            serving[0] = serving[0] or gc.get_freeze_count() > 0
+            began[0] = time.thread_time()
+        elif serving[0]:
+            log.append((info["generation"], time.thread_time() - began[0]))
+
+    gc.callbacks.append(timed)
+    atexit.register(lambda: Path(path).write_text(json.dumps(log)))
+
+
+def report_collections(log: list[tuple[int, float]]) -> None:
+    """The proxy's garbage collections while it served (`log_collections`), by generation:
+    how many, their CPU in all, p50 and max."""
+    print("\nthe proxy's garbage collections while it served (all runs, CPU):")
+    for generation in (0, 1, 2):
+        spent = sorted(ms * 1000 for g, ms in log if g == generation)
+        if spent:
+            print(f"  generation {generation}: {len(spent)} collections, {sum(spent):.0f} ms in "
+                  f"all, p50 {spent[len(spent) // 2]:.2f} ms, max {spent[-1]:.1f} ms")  # fmt: skip
 
 
 def wait_listening(port: int) -> None:
@@ -544,12 +673,30 @@ def main() -> None:
     parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
     parser.add_argument(
+        "--litellm",
+        metavar="LITELLM",
+        help="also measure LiteLLM's proxy in front of the same stub: its `litellm` command "
+        "(benchmarks/install-litellm-proxy.sh prints it)",
+    )
+    parser.add_argument(
         "--breakdown", action="store_true", help="only the proxy's own work, in process"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="also measure a bare forwarder (the floor)"
+    )
+    parser.add_argument(
+        "--collections",
+        action="store_true",
+        help="report the proxy's garbage collections (1 worker): count and CPU per generation",
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--bare-forwarder", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
         run_stub(args.stub, args.answer_tokens, args.token_rate)
+        return
+    if args.bare_forwarder:
+        run_bare(*args.bare_forwarder)
         return
     if args.breakdown:
         breakdown([int(x) for x in args.messages.split(",")], args.answer_tokens)
@@ -562,6 +709,11 @@ def main() -> None:
          str(args.answer_tokens), "--token-rate", str(args.token_rate)]
     )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
+    collections = ROOT / ".bench-home" / "collections.json"
+    collections.unlink(missing_ok=True)
+    if args.collections:  # written when the proxy stops on SIGINT (see the end)
+        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import proxy; "
+                f"proxy.log_collections({str(collections)!r}); {code}")  # fmt: skip
     if args.profile:  # written when the proxy stops on SIGINT (see the end)
         code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
@@ -572,11 +724,22 @@ def main() -> None:
          *(["--no-fast-path"] if args.no_fast_path else [])],
         env=env,
     )  # fmt: skip
+    anchors: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+    if args.litellm:
+        port = free_port()
+        anchors["litellm"] = (port, litellm_proxy(args.litellm, stub_port, port))
+    if args.bare:
+        port = free_port()
+        command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
+        anchors["bare"] = (port, subprocess.Popen(command))
     try:
         wait_listening(stub_port)
         wait_listening(proxy_port)
+        for port, _ in anchors.values():
+            wait_listening(port)
         time.sleep(1.0)  # the proxy's workers
         pids = {"proxy": tree(proxy.pid), "stub": [stub.pid]}
+        pids.update((name, tree(process.pid)) for name, (_, process) in anchors.items())
         duration = args.answer_tokens / args.token_rate
         rate = args.streams / duration
         path = "library path only" if args.no_fast_path else "fast path on"
@@ -595,7 +758,9 @@ def main() -> None:
         schedule = arrivals(rate, span, args.seed)
         for n in (int(x) for x in args.messages.split(",")):
             runs = {}
-            for name, port in (("direct", stub_port), ("proxy", proxy_port)):
+            paths = {"direct": stub_port, "proxy": proxy_port}
+            paths.update((name, port) for name, (port, _) in anchors.items())
+            for name, port in paths.items():
                 body = payload(port, n)
                 if args.burst:
                     load = burst(port, body, args.streams, requests, pids)
@@ -604,11 +769,17 @@ def main() -> None:
                 runs[name] = uvloop.run(load)
             report(n, runs, args.workers, os.cpu_count() or 1)
             print(f"  proxy peak RSS so far: {rss_kib(proxy.pid) / 1024:.0f} MiB")
+            for name, (_, process) in anchors.items():
+                print(f"  {name} peak RSS so far: {rss_kib(process.pid) / 1024:.0f} MiB")
     finally:
         proxy.send_signal(signal.SIGINT)  # a clean stop: the profile is written
         stub.terminate()
-        for process in (proxy, stub):
+        for _, process in anchors.values():
+            process.terminate()
+        for process in (proxy, stub, *(process for _, process in anchors.values())):
             process.wait(30)
+    if args.collections:
+        report_collections(json.loads(collections.read_text()))
 
 
 if __name__ == "__main__":

@@ -444,6 +444,32 @@ async def test_https_goes_over_tls_with_the_servers_certificate_checked(tmp_path
             await adapter.aclose()
 
 
+async def test_closing_waits_for_a_kept_tls_connection_to_end(tmp_path: Path) -> None:
+    # A TLS close is an exchange with the server: `aclose` returns once it ended, so a loop
+    # closed right after holds no open transport (uvloop would refuse to close it).
+    key, cert = self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    ended = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_read(reader)
+        writer.write(ANSWER % (len(WIRE), WIRE))
+        await writer.drain()
+        if await reader.read() == b"":  # the client's close, seen
+            ended.set()
+
+    async with serving(answer, server_tls) as url:
+        adapter = adapter_at(url)
+        transport_of(adapter)._ssl = ssl.create_default_context(cafile=cert)
+        assert await passed(adapter) == WIRE
+        kept = [c for idle in transport_of(adapter).idle.values() for c in idle]
+        await adapter.aclose()
+        assert len(kept) == 1 and kept[0].writer.transport.is_closing()
+        await asyncio.sleep(0)  # the server's reader, woken by the close, runs
+        assert ended.is_set()
+
+
 # --- the real llama-server -----------------------------------------------------------------
 
 

@@ -14,7 +14,13 @@ import httpx
 import pytest
 
 from chatcli.cli import main
-from chatcli.proxy.main import DEFAULT_HOST, DEFAULT_PORT, _frozen, build_parser
+from chatcli.proxy.main import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    FULL_COLLECTION_AFTER,
+    _frozen,
+    build_parser,
+)
 
 
 def test_defaults_are_loopback_8787() -> None:
@@ -96,10 +102,14 @@ def _is_worker(pid: int) -> bool:
 
 def test_the_served_app_is_built_before_the_collector_is_frozen() -> None:
     """What exists when the app is served (the SDKs' modules, the app) is out of the
-    collector's full scans (`gc.freeze`); the collector itself still runs."""
-    app = object()
+    collector's full scans (`gc.freeze`), and full scans are rarer; the collector itself
+    still runs, its young collections as Python's."""
+    app, thresholds = object(), gc.get_threshold()
     try:
         assert _frozen(app) is app
         assert gc.get_freeze_count() > 10_000 and gc.isenabled()
+        assert gc.get_threshold() == (*thresholds[:2], FULL_COLLECTION_AFTER)
+        assert thresholds[2] < FULL_COLLECTION_AFTER
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)

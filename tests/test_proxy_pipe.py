@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +30,7 @@ from chatcli.proxy import passthrough
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.guard import Guard
 from tests.proxy_harness import running_proxy, upstream_at
+from tests.test_lean_http import self_signed
 from tests.test_proxy_passthrough import ENV, URL_PATH, chat, cut_tool_calls, events, streamed
 
 CUT = "cut"  # the upstream closes its connection here, the answer unfinished
@@ -86,24 +89,35 @@ class RawUpstream:
         return True
 
 
-@pytest.fixture
-def raw() -> Iterator[RawUpstream]:
+@contextmanager
+def raw_upstream(tls: ssl.SSLContext | None = None) -> Iterator[RawUpstream]:
+    """A `RawUpstream` served on a free port, over TLS with `tls` (its URL then https)."""
     upstream = RawUpstream()
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
-            upstream.serve(self.request)
+            if tls is None:
+                upstream.serve(self.request)
+                return
+            with tls.wrap_socket(self.request, server_side=True) as sock:
+                upstream.serve(sock)
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    upstream.url = f"http://127.0.0.1:{server.server_address[1]}"
+    upstream.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     try:
         yield upstream
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def raw() -> Iterator[RawUpstream]:
+    with raw_upstream() as upstream:
+        yield upstream
 
 
 @dataclass
@@ -172,6 +186,26 @@ def test_the_answer_is_piped_from_callbacks_as_the_upstreams_events(
     expected = [e for e in recorded if '"usage"' not in e]  # the client asked for none
     assert answer.content == b"".join(f"data: {e}\n\n".encode() for e in expected)
     assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1' in again
+
+
+def test_a_tls_upstreams_answer_is_piped_and_its_connection_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: Calls
+) -> None:
+    # The cloud's upstreams are https: the detached body reads the TLS transport's decrypted
+    # bytes, and the connection goes back to its stream, kept alive for the next request.
+    key, cert = self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the lean transport's trust (httpx's)
+    recorded = events("openai-chat-text.txt")
+    expected = b"".join(f"data: {e}\n\n".encode() for e in recorded if '"usage"' not in e)
+    with raw_upstream(server_tls) as tls_raw:
+        tls_raw.scripts.extend([split(recorded), split(recorded)])
+        with proxy(tls_raw) as url:
+            answers = [httpx.post(url + URL_PATH, json=request(), timeout=30) for _ in "12"]
+    assert calls.piped == 2
+    assert [a.content for a in answers] == [expected, expected]
+    assert tls_raw.connections == 1 and len(tls_raw.bodies) == 2
 
 
 def test_a_slow_client_pauses_the_upstream_and_loses_nothing(

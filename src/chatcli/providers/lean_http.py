@@ -313,10 +313,19 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.idle.setdefault(origin, []).append(connection)
 
     async def aclose(self) -> None:
-        for connections in self.idle.values():
-            for connection in connections:
-                connection.close()
+        """Close the kept connections, and wait (a second at most, then abort them) for them
+        to end: a TLS connection's close is an exchange with the server, and a loop closed
+        before it ended holds an open transport (uvloop then refuses to close it: EBUSY)."""
+        connections = [c for kept in self.idle.values() for c in kept]
         self.idle.clear()
+        for connection in connections:
+            connection.close()
+        closed = (c.writer.wait_closed() for c in connections)
+        try:
+            await asyncio.wait_for(asyncio.gather(*closed, return_exceptions=True), 1.0)
+        except TimeoutError:
+            for connection in connections:
+                connection.writer.transport.abort()
 
 
 class _Body(httpx.AsyncByteStream):
