@@ -105,7 +105,7 @@ class _Proxy:
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
         started = time.perf_counter()
-        endpoint = request.url.path
+        endpoint = request.scope["path"]  # the route's (`request.url` parses a URL anew)
         try:
             client = self.admit(request)
         except Refused as refused:

@@ -161,9 +161,8 @@ class TextMessages:
 
     `makers` maps a wire role to the neutral message its text makes (what the dialect's own
     parser makes of that shape: a test holds them equal); another role is not taken. Two
-    generations of at most `size` entries each bound the memory: a message found in the old
-    one moves to the young one, and a young one holding `size` characters of text becomes the
-    old, dropping the oldest.
+    generations bound the memory: a message found in the old one moves to the young one, and
+    a young one holding `size` characters of text becomes the old, dropping the oldest.
     """
 
     def __init__(
@@ -193,20 +192,28 @@ class TextMessages:
         return tuple(out)
 
     def get(self, raw: Any) -> Message | None:
-        """The message of `raw` when it has the shape (None when not: the dialect parses it)."""
-        if not isinstance(raw, dict) or len(raw) != 2:
+        """The message of `raw` when it has the shape (None when not: the dialect parses it).
+        Exact types: a subclass of dict or str (never decoded JSON) is the parser's."""
+        if type(raw) is not dict or len(raw) != 2:
             return None
         role, text = raw.get("role"), raw.get("content")
-        if not isinstance(text, str) or not isinstance(role, str) or role not in self.makers:
+        if type(role) is not str or type(text) is not str:
             return None
         key = (role, text)
-        message = self.young.get(key)
-        if message is None:
-            message = self.old.get(key) or self.makers[role](text)
-            if self.chars >= self.size:
-                self.old, self.young, self.chars = self.young, {}, 0
-            self.young[key] = message
-            self.chars += len(text)
+        return self.young.get(key) or self.made(key)
+
+    def made(self, key: tuple[str, str]) -> Message | None:
+        """The message of `key` (role, text) the young generation lacks, moved or made into
+        it; None for a role the table does not take."""
+        role, text = key
+        maker = self.makers.get(role)
+        if maker is None:
+            return None
+        message = self.old.get(key) or maker(text)
+        if self.chars >= self.size:
+            self.old, self.young, self.chars = self.young, {}, 0
+        self.young[key] = message
+        self.chars += len(text)
         return message
 
 
