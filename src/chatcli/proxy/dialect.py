@@ -163,6 +163,7 @@ class TextMessages:
     parser makes of that shape: a test holds them equal); another role is not taken. Two
     generations bound the memory: a message found in the old one moves to the young one, and
     a young one holding `size` characters of text becomes the old, dropping the oldest.
+    Threads (a test's proxies) may share it: a race loses an entry at worst, made again.
     """
 
     def __init__(
