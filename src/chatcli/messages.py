@@ -129,11 +129,16 @@ class Message:
     def text(self) -> str:
         if self.tool_result is not None:
             return self.tool_result.content
-        return "".join(part.text for part in self.parts)
+        parts = self.parts
+        if len(parts) == 1:  # most messages: their one part's text, not a copy joined anew
+            return parts[0].text
+        return "".join(part.text for part in parts)
 
     @property
     def char_count(self) -> int:
         """Characters this message contributes to a prompt: text plus tool-call names/args."""
+        if not self.tool_calls:  # most messages (every count reads every message)
+            return len(self.text)
         calls = sum(len(c.name) + len(c.arguments_json) for c in self.tool_calls)
         return len(self.text) + calls
 

@@ -105,7 +105,7 @@ class _Proxy:
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
         started = time.perf_counter()
-        endpoint = request.url.path
+        endpoint = request.scope["path"]  # the route's (`request.url` parses a URL anew)
         try:
             client = self.admit(request)
         except Refused as refused:
@@ -151,20 +151,15 @@ class _Proxy:
 
     async def raw_body(self, request: Request) -> bytes:
         limit = self.options.max_body_bytes
-        too_large = Refused(
-            Failure(
-                kind=FailureKind.TOO_LARGE, status=413, message=f"request body over {limit} bytes"
-            )
-        )
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise too_large
+            raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise too_large
+                raise _too_large(limit)
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -428,6 +423,12 @@ class _CutOf:
 
     def made(self) -> StickyView | None:
         return self.proxy.new_cut(self.session, self.given, self.library)
+
+
+def _too_large(limit: int) -> Refused:
+    """A body over `limit` bytes (made when one is: not for every request)."""
+    message = f"request body over {limit} bytes"
+    return Refused(Failure(kind=FailureKind.TOO_LARGE, status=413, message=message))
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Json,
     RequestError,
+    TextMessages,
     split_fields,
     sse,
     sse_comment,
@@ -32,7 +33,7 @@ from chatcli.proxy.dialect import (
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
 from chatcli.recovery import Reply
 
-__all__ = ["HANDLED", "SETTINGS", "OpenAIDialect"]
+__all__ = ["HANDLED", "SETTINGS", "TEXT_MESSAGES", "OpenAIDialect"]
 
 HANDLED = frozenset(
     {
@@ -65,6 +66,15 @@ FINISH_REASONS: Mapping[StopReason, str] = {
     StopReason.REFUSAL: "content_filter",
     StopReason.OTHER: "stop",
 }
+# Messages of a role and a string content, as `_message` makes them (see `TextMessages`).
+TEXT_MESSAGES = TextMessages(
+    {
+        "system": Message.system,
+        "developer": Message.system,
+        "user": Message.user,
+        "assistant": Message.assistant,
+    }
+)
 _ERROR_TYPES: Mapping[FailureKind, tuple[str, str | None]] = {
     FailureKind.OVERFLOW: ("invalid_request_error", "context_length_exceeded"),
     FailureKind.INVALID: ("invalid_request_error", None),
@@ -87,7 +97,7 @@ class OpenAIDialect:
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise RequestError("messages must be a non-empty list", param="messages")
-        messages = tuple(_message(m, i) for i, m in enumerate(raw))
+        messages = TEXT_MESSAGES.parsed(raw, _message)
         options = body.get("stream_options") or {}
         return ClientRequest(
             dialect=self.name,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from chatcli.messages import Message, Role
@@ -194,10 +195,24 @@ class Forwarder:
         self.forwarding = forwarding
         self.context_window = getattr(self.inner, "context_window", None)
         self.max_output_tokens = getattr(self.inner, "max_output_tokens", None)
-        self._origins = {id(m): o for m, o in zip(request.messages, request.origins, strict=True)}
-        self._groups = _groups(request)
-        # The messages `raw_messages` sees when recovery changed nothing (most requests).
-        self._untouched = tuple(
+
+    # What `raw_messages` reads, made on its first call: the fast path forwards the client's
+    # body itself and never calls it (`chatcli.proxy.passthrough`).
+
+    @cached_property
+    def _origins(self) -> dict[int, int | None]:
+        request = self.request
+        return {id(m): o for m, o in zip(request.messages, request.origins, strict=True)}
+
+    @cached_property
+    def _groups(self) -> dict[int, list[Message]]:
+        return _groups_of(self.request)
+
+    @cached_property
+    def _untouched(self) -> tuple[Message, ...]:
+        """The messages `raw_messages` sees when recovery changed nothing (most requests)."""
+        request = self.request
+        return tuple(
             m for m, o in zip(request.messages, request.origins, strict=True) if o is not None
         )
 
@@ -301,7 +316,7 @@ def _written(view: Sequence[Message], dialect: str | None) -> tuple[Message, ...
     return tuple(m for m in firsts if m is not None)
 
 
-def _groups(request: ClientRequest) -> dict[int, list[Message]]:
+def _groups_of(request: ClientRequest) -> dict[int, list[Message]]:
     groups: dict[int, list[Message]] = {}
     for message, origin in zip(request.messages, request.origins, strict=True):
         if origin is not None:
