@@ -3,7 +3,8 @@
 Three processes on 127.0.0.1: an upstream stub that streams an OpenAI chat answer at a fixed
 token rate, `chatcli proxy` in front of it, and this script, whose clients call the stub
 directly and then through the proxy with the same conversations (real text: this
-repository's README, cut into messages) on the same arrival schedule. It prints, for each
+repository's README, cut into messages; as many distinct conversations as streams, each
+asking again about one answer's length later) on the same arrival schedule. It prints, for each
 conversation length, the p50/p99 time to first token and to the whole answer, direct and
 through the proxy, and the difference (the proxy's added latency); the same with the stub's
 own time taken out (see below); requests per second per worker; the CPU per request of the
@@ -239,12 +240,16 @@ def run_bare(port: int, upstream_port: int) -> None:
     uvloop.run(main())
 
 
-def conversation(n: int) -> list[dict[str, str]]:
+def conversation(n: int, number: int | None = None) -> list[dict[str, str]]:
+    """`n` messages of real text (this repository's README, 60 words a message), the same
+    system prompt first; `number`: a conversation of its own, each message marked with it (so
+    that no message is another conversation's)."""
     words = (ROOT / "README.md").read_text().split()
     size = 60
+    mark = "" if number is None else f"(conversation {number}) "
     out = [{"role": "system", "content": "You are a helpful assistant."}]
     for i in range(n - 1):
-        chunk = " ".join(words[(i * size) % (len(words) - size) :][:size])
+        chunk = mark + " ".join(words[(i * size) % (len(words) - size) :][:size])
         out.append({"role": "user" if i % 2 == 0 else "assistant", "content": chunk})
     if out[-1]["role"] != "user":
         out.append({"role": "user", "content": "Go on."})
@@ -320,13 +325,18 @@ class Pool:
             writer.close()
 
 
-def payload(port: int, messages: int) -> bytes:
-    body = {"model": "stub", "messages": conversation(messages), "stream": True, "max_tokens": 512}
-    data = json.dumps(body).encode()
-    return (
-        f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(data)}\r\n\r\n"
-    ).encode() + data
+def payloads(port: int, messages: int, conversations: int) -> list[bytes]:
+    """The requests of `conversations` conversations of `messages` messages each, whole."""
+    out = []
+    for number in range(conversations):
+        chat = conversation(messages, number)
+        body = {"model": "stub", "messages": chat, "stream": True, "max_tokens": 512}
+        data = json.dumps(body).encode()
+        out.append((
+            f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: "
+            f"application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+        ).encode() + data)  # fmt: skip
+    return out
 
 
 def arrivals(rate: float, until: float, seed: int) -> list[float]:
@@ -361,20 +371,22 @@ async def attempt(pool: Pool, body: bytes) -> Timing | None:
 
 async def steady(
     port: int,
-    body: bytes,
+    bodies: list[bytes],
     schedule: list[float],
     measured: tuple[float, float],
     pids: dict[str, list[int]],
 ) -> Run:
-    """Sends `body` at each time of `schedule` (seconds from now); measures the requests
-    sent in `measured` (from, to) and the CPU spent from its start to its end."""
+    """Sends a request at each time of `schedule` (seconds from now), the i-th of the
+    conversation i modulo their number (`bodies`: each conversation asks again about one
+    answer's length later, as a user would); measures the requests sent in `measured` (from,
+    to) and the CPU spent from its start to its end."""
     pool = Pool(port)
-    await attempt(pool, body)  # one connection and one request before the clock starts
+    await attempt(pool, bodies[0])  # one connection and one request before the clock starts
     origin = time.monotonic()
 
     ends: list[float] = []
 
-    async def at(when: float) -> Timing | None:
+    async def at(when: float, body: bytes) -> Timing | None:
         await asyncio.sleep(origin + when - time.monotonic())
         timing = await attempt(pool, body)
         ends.append(time.monotonic() - origin)
@@ -384,7 +396,9 @@ async def steady(
         await asyncio.sleep(origin + when - time.monotonic())
         return usage(pids)
 
-    tasks = [asyncio.ensure_future(at(when)) for when in schedule]
+    tasks = [
+        asyncio.ensure_future(at(when, bodies[i % len(bodies)])) for i, when in enumerate(schedule)
+    ]
     before = await sample(measured[0])
     after = await sample(measured[1])
     load = os.getloadavg()[0]
@@ -400,18 +414,20 @@ async def steady(
 
 
 async def burst(
-    port: int, body: bytes, streams: int, requests: int, pids: dict[str, list[int]]
+    port: int, bodies: list[bytes], streams: int, requests: int, pids: dict[str, list[int]]
 ) -> Run:
-    """`streams` clients at once, each sending its share of `requests` back to back."""
+    """`streams` clients at once, each sending its share of `requests` back to back (client
+    i the conversation i modulo their number, `bodies`)."""
     pool = Pool(port)
-    await attempt(pool, body)
+    await attempt(pool, bodies[0])
     before, started = usage(pids), time.monotonic()
 
-    async def client(share: int) -> list[Timing | None]:
+    async def client(share: int, body: bytes) -> list[Timing | None]:
         return [await attempt(pool, body) for _ in range(share)]
 
     shares = [requests // streams + (i < requests % streams) for i in range(streams)]
-    results = await asyncio.wait_for(asyncio.gather(*map(client, shares)), DEADLINE_S)
+    clients = (client(share, bodies[i % len(bodies)]) for i, share in enumerate(shares))
+    results = await asyncio.wait_for(asyncio.gather(*clients), DEADLINE_S)
     after, load = usage(pids), os.getloadavg()[0]
     pool.close()
     flat = [r for rs in results for r in rs]
@@ -670,6 +686,12 @@ def main() -> None:
     parser.add_argument("--burst", action="store_true", help="all streams at once, closed loop")
     parser.add_argument("--requests", type=int, help="--burst: requests per run (2x streams)")
     parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=0,
+        help="distinct conversations the requests take turns at (default: --streams)",
+    )
     parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
     parser.add_argument(
@@ -752,6 +774,8 @@ def main() -> None:
             print(f"steady state: {args.streams} streams in flight on average, Poisson "
                   f"arrivals at {rate:.1f}/s (seed {args.seed}); {answer}; {args.warm_up:.0f} s "
                   f"warm-up, {args.window:.0f} s measured")  # fmt: skip
+        print(f"{args.conversations or args.streams} distinct conversations, the requests "
+              f"taking turns at them")  # fmt: skip
         print(f"proxy: {args.workers} worker(s), {path}; machine: {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f} before")  # fmt: skip
         span = args.warm_up + args.window
@@ -761,11 +785,11 @@ def main() -> None:
             paths = {"direct": stub_port, "proxy": proxy_port}
             paths.update((name, port) for name, (port, _) in anchors.items())
             for name, port in paths.items():
-                body = payload(port, n)
+                bodies = payloads(port, n, args.conversations or args.streams)
                 if args.burst:
-                    load = burst(port, body, args.streams, requests, pids)
+                    load = burst(port, bodies, args.streams, requests, pids)
                 else:
-                    load = steady(port, body, schedule, (args.warm_up, span), pids)
+                    load = steady(port, bodies, schedule, (args.warm_up, span), pids)
                 runs[name] = uvloop.run(load)
             report(n, runs, args.workers, os.cpu_count() or 1)
             print(f"  proxy peak RSS so far: {rss_kib(proxy.pid) / 1024:.0f} MiB")

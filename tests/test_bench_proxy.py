@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import statistics
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from benchmarks.proxy import Pool, Timing, arrivals, free_port, payload, wait_listening
+from benchmarks.proxy import Pool, Timing, arrivals, free_port, payloads, wait_listening
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "proxy.py"
 TOKENS, RATE = 10, 100.0  # the i-th token 10 ms x (i + 1) after the request arrives
@@ -56,7 +57,7 @@ def timed(port: int, requests: int) -> list[Timing]:
     async def run() -> list[Timing]:
         pool = Pool(port)
         try:
-            return [await pool.request(payload(port, 5)) for _ in range(requests)]
+            return [await pool.request(payloads(port, 5, 1)[0]) for _ in range(requests)]
         finally:
             pool.close()
 
@@ -75,8 +76,21 @@ def test_an_answer_is_timed_on_the_stubs_schedule(stub: int) -> None:
 def test_a_request_the_stub_does_not_serve_fails(stub: int) -> None:
     async def run() -> None:
         pool = Pool(stub)
-        wrong = payload(stub, 5).replace(b"/v1/chat/completions", b"/v1/completions", 1)
+        wrong = payloads(stub, 5, 1)[0].replace(b"/v1/chat/completions", b"/v1/completions", 1)
         with pytest.raises(RuntimeError, match="404"):
             await pool.request(wrong)
 
     asyncio.run(run())
+
+
+def test_each_conversation_is_its_own_but_for_the_system_prompt() -> None:
+    """The benchmark's conversations share no message but the system prompt, so the proxy's
+    reuse of messages across requests (`chatcli.proxy.dialect.TextMessages`) gains only
+    within a conversation, as with real users."""
+    bodies = payloads(8787, 20, 3)
+    chats = [json.loads(body.partition(b"\r\n\r\n")[2])["messages"] for body in bodies]
+    assert [len(chat) for chat in chats] == [20, 20, 20]
+    texts = [{m["content"] for m in chat[1:]} for chat in chats]
+    assert all(len(t) == 19 for t in texts)
+    assert not (texts[0] & texts[1]) and not (texts[0] & texts[2]) and not (texts[1] & texts[2])
+    assert {chat[0]["content"] for chat in chats} == {"You are a helpful assistant."}

@@ -45,9 +45,10 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
-# Characters of text in each generation of `TextMessages`: the recent messages of a few
-# hundred conversations of a hundred messages (~400 characters each), in tens of MB at most.
-TEXT_MESSAGES_SIZE = 4_000_000
+# Characters of text in each generation of `TextMessages`: ~350 conversations of 100
+# messages of ~460 characters (benchmarks/proxy.py's), so that 200 in turn all stay (with 4M,
+# 87 did: taken in turn, none was ever found again); ~60 MB at most for both generations.
+TEXT_MESSAGES_SIZE = 16_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
