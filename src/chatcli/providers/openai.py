@@ -1073,6 +1073,12 @@ class OpenAIBase(Adapter):
             yield RawStream(request=request, chunks=self._read(response), detachable=detachable)
         finally:
             await response.aclose()
+            # httpx's response and its body's stream refer to each other, and through the
+            # response its request holds the body sent (~900 KB at 2,000 messages): freed by
+            # the collector's rare full collections only, unless the cycle is broken here.
+            import httpx
+
+            response.stream = httpx.ByteStream(b"")
 
     def read_failure(self, exc: Exception) -> Exception:
         """A failure to read a passthrough's body, as the ProviderError its reads raise."""
