@@ -171,6 +171,13 @@ def split(recorded: list[str]) -> list[Step]:
     return [recorded[0], 0.05, *recorded[1:]]
 
 
+def eight_megabytes(recorded: list[str]) -> list[str]:
+    """A recorded answer's text events repeated to ~8 MB (its first and last three kept): more
+    than the kernel's buffers on both sides of the proxy hold."""
+    words = recorded[1:-3]
+    return [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
+
+
 def request(**fields: Any) -> dict[str, Any]:
     return {"model": "gpt-4o", "messages": chat(1), "stream": True, **fields}
 
@@ -214,10 +221,8 @@ def test_a_slow_client_pauses_the_upstream_and_loses_nothing(
 ) -> None:
     # ~8 MB of real events: more than the kernel's buffers on both sides of the proxy hold,
     # so the proxy must stop reading the upstream while its client reads nothing.
-    recorded = events("openai-chat-text.txt")
-    words = recorded[1:-3]
-    many = [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
-    raw.scripts.append([many[0], 0.05, *many[1:]])
+    many = eight_megabytes(events("openai-chat-text.txt"))
+    raw.scripts.append(split(many))
     with proxy(raw) as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.socket() as client:
@@ -254,9 +259,8 @@ def test_the_upstream_connection_after_a_slow_client_is_kept_alive(
     # The slow client's answer came whole through the callbacks: its upstream connection is
     # kept, and the next request is answered on it.
     recorded = events("openai-chat-text.txt")
-    words = recorded[1:-3]
-    many = [recorded[0], *words * (8_000_000 // sum(map(len, words))), *recorded[-3:]]
-    raw.scripts.extend([[many[0], 0.05, *many[1:]], split(recorded)])
+    many = eight_megabytes(recorded)
+    raw.scripts.extend([split(many), split(recorded)])
     with proxy(raw) as url:
         with httpx.stream("POST", url + URL_PATH, json=request(), timeout=30) as slow:
             deadline = time.monotonic() + 10
