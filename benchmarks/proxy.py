@@ -38,7 +38,9 @@ which all processes share). A request's time outside the stub is (stub received 
 sent) + (client got the token - stub sent it): on loopback direct, that is the network and
 the clients' own queue; through the proxy, the proxy's work besides. Its percentiles do not
 carry the stub's scheduling jitter, which a difference of two runs' end-to-end percentiles
-does.
+does. The first token's is printed whole and in its two legs: the request's way to the stub
+(through the proxy: its work before it forwards the request) and the token's way back (its
+work to start the response and pass the token on).
 
 The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
 no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
@@ -266,6 +268,8 @@ class Timing:
     whole: float
     first_outside: float
     whole_outside: float
+    to_stub_outside: float  # of first_outside: the request's way to the stub
+    back_outside: float  # of first_outside: the first token's way back from it
 
 
 class Pool:
@@ -309,6 +313,8 @@ class Pool:
             whole - sent,
             up + first - first_sent,
             up + whole - float(last.group(1)),
+            up,
+            first - first_sent,
         )
 
     async def take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -585,7 +591,8 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
         ("outside the stub (the stub's own time taken out, per request):", "_outside"),
     ):
         print(f"  {title}")
-        for label, name in (("first token", "first"), ("whole answer", "whole")):
+        legs = (("  to the stub", "to_stub"), ("  and back", "back")) if field else ()
+        for label, name in (("first token", "first"), *legs, ("whole answer", "whole")):
             d = [getattr(t, name + field) for t in direct.timings]
             for path in (k for k in runs if k != "direct"):
                 p = [getattr(t, name + field) for t in runs[path].timings]

@@ -70,6 +70,8 @@ def test_an_answer_is_timed_on_the_stubs_schedule(stub: int) -> None:
         assert TOKENS / RATE - TICK <= timing.whole < TOKENS / RATE + 0.5
         # Outside the stub: loopback and the clients' own work, far below a token's interval.
         assert 0 <= timing.first_outside < timing.first - 0.5 / RATE
+        assert timing.first_outside == pytest.approx(timing.to_stub_outside + timing.back_outside)
+        assert timing.to_stub_outside > 0 and timing.back_outside > 0
         assert 0 <= timing.whole_outside < timing.whole - (TOKENS - 1) / RATE
 
 
