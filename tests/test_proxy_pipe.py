@@ -8,6 +8,7 @@ call cut by the limit never forwarded."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import socket
@@ -30,6 +31,7 @@ from chatcli.providers.lean_http import Dechunker
 from chatcli.proxy import passthrough
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.pipe import sent_at_once
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.test_lean_http import self_signed
 from tests.test_proxy_passthrough import ENV, URL_PATH, chat, cut_tool_calls, events, streamed
@@ -133,15 +135,12 @@ class Calls:
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     seen = Calls()
-    directly, pause, resume = (
-        passthrough.piped_directly,
-        lean_http._Body.pause,
-        lean_http._Body.resume,
-    )
+    pause, resume = lean_http._Body.pause, lean_http._Body.resume
 
-    async def counted(*args: Any) -> None:
-        seen.piped += 1
-        await directly(*args)
+    class Counted(passthrough.Pipe):
+        def __init__(self, *args: Any) -> None:
+            seen.piped += 1
+            super().__init__(*args)
 
     def paused(body: Any) -> None:
         seen.paused += 1
@@ -151,7 +150,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
         seen.resumed += 1
         resume(body)
 
-    monkeypatch.setattr(passthrough, "piped_directly", counted)
+    monkeypatch.setattr(passthrough, "Pipe", Counted)
     monkeypatch.setattr(lean_http._Body, "pause", paused)
     monkeypatch.setattr(lean_http._Body, "resume", resumed)
     return seen
@@ -393,3 +392,158 @@ def test_a_piped_answer_leaves_no_cycle_holding_the_body_it_sent(
             gc.enable()
     assert calls.piped == 3
     assert sent == []
+
+
+def test_the_first_token_reaches_the_client_from_the_callback_that_read_it(
+    raw: RawUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first bytes to pass on start the response from the callback that read them: under
+    # load the request's task wakes a turn of the event loop later (here: a second later),
+    # and the client's first token must not wait for it. The head is the server's own, as
+    # when the task sends it: the same status and headers as the generators' path.
+    opened = passthrough.FastPath.piped_from_callbacks
+
+    async def late(fast: passthrough.FastPath, *args: Any) -> Any:
+        outcome = await opened(fast, *args)
+        await asyncio.sleep(1.0)  # the request's task, behind a busy loop
+        return outcome
+
+    monkeypatch.setattr(passthrough.FastPath, "piped_from_callbacks", late)
+    recorded = events("openai-chat-text.txt")
+    raw.scripts.extend([split(recorded)] * 2)
+    answers = []
+    for linked in (True, False):
+        with proxy(raw, linked=linked) as url, httpx.Client(timeout=30) as client:
+            began = time.monotonic()
+            with client.stream("POST", url + URL_PATH, json=request()) as answer:
+                lines = answer.iter_lines()
+                first = next(line for line in lines if line.startswith("data: "))
+                first_at = time.monotonic() - began
+                rest = [line for line in lines if line.startswith("data: ")]
+            answers.append((answer.status_code, drop_date(answer.headers), [first, *rest]))
+        if linked:
+            assert first_at < 0.5  # not the task's second
+            assert time.monotonic() - began >= 1.0  # the task ended the answer
+    assert answers[0] == answers[1]
+    assert answers[0][2] == [f"data: {e}" for e in recorded if '"usage"' not in e]
+
+
+def drop_date(headers: httpx.Headers) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k != "date"}
+
+
+@dataclass
+class FakeLink:
+    """A client connection as a `Pipe` sees it: what it wrote, whether it is paused/gone."""
+
+    paused: bool = False
+    gone: bool = False
+    written: list[bytes] = field(default_factory=list)
+    waiting: list[Any] = field(default_factory=list)
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def when_drained(self, callback: Any) -> None:
+        self.waiting.append(callback)
+
+
+@dataclass
+class FakeBody:
+    """A detachable body as a `Pipe` drives it: its callbacks, and its pauses and resumes."""
+
+    received: Any = None
+    end: Any = None
+    paused: int = 0
+    resumed: int = 0
+
+    def detach(self, received: Any, end: Any) -> None:
+        self.received, self.end = received, end
+
+    def pause(self) -> None:
+        self.paused += 1
+
+    def resume(self) -> None:
+        self.resumed += 1
+
+
+def piped(link: FakeLink, start: Any = None) -> tuple[Any, FakeBody, list[str]]:
+    """A `Pipe` on a fast path whose judging passes every whole event on, and whose
+    response start is recorded (or is `start`)."""
+    body, starts = FakeBody(), []
+
+    class Fast:
+        failure: Exception | None = None
+        provider = None
+
+        def judge(self, data: bytes) -> bytes:
+            return data if data.endswith(b"\n\n") else b""
+
+    pipe = passthrough.Pipe(Fast(), body, link, start or (lambda: starts.append("head")))
+    return pipe, body, starts
+
+
+async def test_the_first_bytes_start_the_response_then_go_on_from_callbacks() -> None:
+    link = FakeLink()
+    pipe, body, starts = piped(link)
+    body.received(b"data: {}")  # nothing whole to pass on: nothing starts
+    assert starts == [] and not pipe.begun.done()
+    body.received(b"data: 1\n\n")
+    body.received(b"data: 2\n\n")
+    assert starts == ["head"] and pipe.begun.result() is True
+    assert link.written == [b"data: 1\n\n", b"data: 2\n\n"] and pipe.early == b""
+    body.end(None)
+    assert pipe.ended.done() and body.paused == 0
+
+
+async def test_a_client_that_cannot_take_the_first_bytes_gets_them_from_the_task() -> None:
+    # Its transport over its high-water mark: the server's send would wait, so the head and
+    # the first bytes go from the request's task (`FastPath.piped`), which resumes the body.
+    link = FakeLink(paused=True)
+    pipe, body, starts = piped(link)
+    body.received(b"data: 1\n\n")
+    assert starts == [] and link.written == []
+    assert pipe.early == b"data: 1\n\n" and body.paused == 1 and pipe.begun.result() is True
+
+
+async def test_a_client_gone_before_the_first_bytes_lets_the_task_end() -> None:
+    link = FakeLink(gone=True)
+    pipe, body, starts = piped(link)
+    body.received(b"data: 1\n\n")
+    assert starts == [] and link.written == [] and body.paused == 1
+    assert pipe.begun.result() is True  # the task goes on, and is cancelled as the client left
+
+
+async def test_an_answer_held_whole_leaves_the_response_unstarted() -> None:
+    link = FakeLink()
+    pipe, body, starts = piped(link)
+    body.received(b'data: {"tool_calls"')  # never a whole event passed on
+    body.end(None)
+    assert starts == [] and pipe.begun.result() is False and pipe.ended.done()
+
+
+async def test_a_start_that_fails_fails_the_request_not_the_upstreams_reads() -> None:
+    def broken() -> None:
+        raise RuntimeError("the server's send waited")
+
+    link = FakeLink()
+    pipe, body, _ = piped(link, broken)
+    body.received(b"data: 1\n\n")
+    assert link.written == [] and body.paused == 1
+    with pytest.raises(RuntimeError, match="waited"):
+        pipe.begun.result()
+
+
+async def test_a_send_that_would_wait_is_refused_not_left_half_done() -> None:
+    sent = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def waiting(message: Any) -> None:
+        await asyncio.sleep(0)
+
+    sent_at_once(send, {"type": "http.response.start"})
+    assert sent == [{"type": "http.response.start"}]
+    with pytest.raises(RuntimeError, match="waited"):
+        sent_at_once(waiting, {"type": "http.response.start"})

@@ -60,6 +60,7 @@ from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.passthrough import FastPath, PipedResponse, first_unchanged, passthrough_of
+from chatcli.proxy.pipe import CLIENT_LINK, ServerLink
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
@@ -115,7 +116,8 @@ class _Proxy:
             body = _json_object(raw)
             parsed = passed_headers(dialect.parse(body), request.headers)
             session = self.session_of(request, parsed)
-            response = await self.answer(parsed, dialect, session, sent=(raw, body))
+            link = (request.scope.get("extensions") or {}).get(CLIENT_LINK)
+            response = await self.answer(parsed, dialect, session, sent=(raw, body), link=link)
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -169,9 +171,11 @@ class _Proxy:
         dialect: Dialect,
         session: str | None = None,
         sent: tuple[bytes, dict[str, Any]] | None = None,
+        link: ServerLink | None = None,
     ) -> Response:
         """The answer to a parsed request (`sent`: its body, raw and decoded): JSON, or a
-        stream once its answer has begun, on the fast path when it can take it. `session`: the
+        stream once its answer has begun, on the fast path when it can take it (`link`: the
+        server's, to pipe from callbacks: `chatcli.proxy.pipe`). `session`: the
         conversation's key (None: no sticky cut, nothing recorded)."""
         forwarding = plan(parsed, self.upstream.dialect)
         headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
@@ -196,25 +200,27 @@ class _Proxy:
         start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
         cuts = _CutOf(self, session, sticky, library)
         performed = None
-        fast = self.fast_path(parsed, library, start, max_tokens) if sent is not None else None
+        fast = None if sent is None else self.fast_path(parsed, library, start, max_tokens, link)
         if sent is not None and fast is not None:
+            body = fast.piped(
+                lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
+                    parsed,
+                    self.recorded(cuts, parsed, stream_items(engine, shown=shown)),
+                    model=model,
+                    continued=True,
+                ),
+                lambda reply: self.record(session, parsed, reply, reply.events, cuts.made()),
+            )
+            response = PipedResponse(
+                self.guarded(dialect, body),
+                fast=fast,
+                media_type="text/event-stream",
+                headers=headers,
+            )
+            fast.head = response.start()  # sent by the first bytes' callback (`link`)
             performed = await fast.open(*sent)
             if performed is None:
-                body = fast.piped(
-                    lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
-                        parsed,
-                        self.recorded(cuts, parsed, stream_items(engine, shown=shown)),
-                        model=model,
-                        continued=True,
-                    ),
-                    lambda reply: self.record(session, parsed, reply, reply.events, cuts.made()),
-                )
-                return PipedResponse(
-                    self.guarded(dialect, body),
-                    fast=fast,
-                    media_type="text/event-stream",
-                    headers=headers,
-                )
+                return response
         engine = library.resume_stream(start, performed=performed)
         live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
         items = await self.started(self.recorded(cuts, parsed, stream_items(engine, live=live)))
@@ -231,14 +237,19 @@ class _Proxy:
             yield dialect.stream_error(self.failed(exc))
 
     def fast_path(
-        self, parsed: ClientRequest, library: Client, start: StreamStart, max_tokens: int | None
+        self,
+        parsed: ClientRequest,
+        library: Client,
+        start: StreamStart,
+        max_tokens: int | None,
+        link: ServerLink | None = None,
     ) -> FastPath | None:
         """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
         provider = passthrough_of(self.upstream, parsed) if self.options.fast_path else None
         first = first_unchanged(start, parsed, max_tokens) if provider is not None else None
         if provider is None or first is None:
             return None
-        return FastPath(provider, library, start, first, parsed)
+        return FastPath(provider, library, start, first, parsed, link)
 
     def library_client(
         self,

@@ -18,16 +18,17 @@ the fast path skips it:
   a lean HTTP/1.1 transport (`chatcli.providers.lean_http`: httpcore's read of each event
   was the proxy's largest cost per event).
 - **The answer is piped** read by read (served by `chatcli proxy`, from callbacks on the
-  upstream's connection straight to the client's: `chatcli.proxy.pipe`; else through this
-  module's generators). Only what must be judged is held back: from the
-  first event carrying a tool call, a finish reason or an error (or no `"finish_reason":
-  null` at all), to the end. At the end the stream is decoded once (`OpenAIBase.folded`) and
-  its outcome handed to the library (`Client.resume_stream`): when it takes the answer as it
-  is (its Reply comes next), the held events follow and the request is recorded; when it
-  makes another call (the output limit was reached: escalation and continuation; a silently
-  cut prompt), the held events are dropped and the rest of the answer is written by the
-  dialect after what was piped, exactly as on the library's path. So a tool call cut by the
-  limit is never forwarded, and no call is made that the library would not have made.
+  upstream's connection straight to the client's, the response started by the first bytes
+  to pass on: `chatcli.proxy.pipe`; else through this module's generators). Only what must
+  be judged is held back: from the first event carrying a tool call, a finish reason or an
+  error (or no `"finish_reason": null` at all), to the end. At the end the stream is decoded
+  once (`OpenAIBase.folded`) and its outcome handed to the library (`Client.resume_stream`):
+  when it takes the answer as it is (its Reply comes next), the held events follow and the
+  request is recorded; when it makes another call (the output limit was reached: escalation
+  and continuation; a silently cut prompt), the held events are dropped and the rest of the
+  answer is written by the dialect after what was piped, exactly as on the library's path.
+  So a tool call cut by the limit is never forwarded, and no call is made that the library
+  would not have made.
 - **A failure before the answer began** (an error status, an overflow) is the first call's
   outcome too: the library goes on from it (`Performed`), recovers as it would have, or the
   client gets the error in its dialect, with its status.
@@ -44,13 +45,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from typing import Any
 
 from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from chatcli.client import Client, Performed, StreamStart
 from chatcli.providers.base import Request, Response
 from chatcli.providers.openai import OpenAIBase
 from chatcli.proxy.dialect import ClientRequest
-from chatcli.proxy.pipe import CLIENT_LINK, ClientLink, piped_directly
+from chatcli.proxy.pipe import Pipe, ServerLink, sent_at_once
 from chatcli.proxy.upstream import Upstream
 from chatcli.recovery import Reply
 from chatcli.streaming import StreamItem
@@ -124,9 +125,10 @@ class FastPath:
         start: StreamStart,
         first: Request,
         parsed: ClientRequest,
+        link: ServerLink | None = None,
     ) -> None:
         self.provider, self.library, self.start = provider, library, start
-        self.first, self.parsed = first, parsed
+        self.first, self.parsed, self.link = first, parsed, link
         self.stack = contextlib.AsyncExitStack()
         self.buffer = b""  # the read bytes not yet judged (an event not yet ended)
         self.sent: list[bytes] = []  # events piped to the client
@@ -136,12 +138,16 @@ class FastPath:
         self.early = b""
         self.http_request: Any = None
         self.detachable: Any = None  # the upstream body's reads, to hand to callbacks
-        self.link: ClientLink | None = None  # the client's connection (`PipedResponse`)
+        self.head: Message | None = None  # the response's start (`PipedResponse.start`)
+        self.head_sent = False  # by the pipe's callback (`started`)
+        self.pipe: Pipe | None = None  # the body's reads from callbacks (`link`, `head`)
 
     async def open(self, raw: bytes, body: Mapping[str, Any]) -> Performed | None:
-        """Send the request; None once the answer has begun (the first bytes to pipe are
-        ready, or the whole answer came held). Else the failed call, before any of it was
-        sent: the library goes on from it (`Client.resume_stream`)."""
+        """Send the request; None once the answer has begun: the first bytes to pipe are
+        ready, or, with the server's `link` and the response's `head`, already sent with the
+        head from the callback that read them (`chatcli.proxy.pipe.Pipe`). Else (the whole
+        answer came held, or the call failed before any of it was sent) the call's outcome:
+        the library goes on from it (`Client.resume_stream`)."""
         fields = self.provider.passthrough_fields(self.first, body)
         try:
             stream = await self.stack.enter_async_context(
@@ -151,6 +157,9 @@ class FastPath:
             await self.stack.aclose()
             return Performed(shown="", outcome=exc)
         self.http_request, self.detachable = stream.request, stream.detachable
+        reads, link = self.detachable, self.link
+        if link is not None and self.head is not None and reads is not None and not reads.complete:
+            return await self.piped_from_callbacks(reads, link)
         self.reads = self.judged(stream.chunks)
         try:
             self.early = await anext(self.reads, b"")
@@ -163,24 +172,49 @@ class FastPath:
             return Performed(shown, outcome)
         return None
 
+    async def piped_from_callbacks(self, body: Any, link: ServerLink) -> Performed | None:
+        """`open`'s end with a `Pipe`: None once the answer has begun, else the call's
+        outcome (the response not started)."""
+        self.pipe = Pipe(self, body, link.client, self.started)
+        try:
+            if await self.pipe.begun:
+                return None
+        except BaseException:
+            self.pipe = None
+            await self.stack.aclose()
+            raise
+        self.pipe = None
+        await self.stack.aclose()
+        return Performed(*self.ended())
+
+    def started(self) -> None:
+        """The response's head sent now, by the server (from the pipe's callback)."""
+        assert self.link is not None and self.head is not None
+        sent_at_once(self.link.send, self.head)
+        self.head_sent = True
+
     async def piped(
         self, handover: Handover, record: Callable[[Reply], Awaitable[None]]
     ) -> AsyncIterator[bytes]:
         """The client's stream: the upstream's bytes as they come, then the held end when the
-        library takes the answer (after `record`), else `handover`'s stream of the rest. With
-        the client's connection at hand (`link`), the bytes after the first go to it from
-        callbacks (`chatcli.proxy.pipe`), not through this stream."""
+        library takes the answer (after `record`), else `handover`'s stream of the rest. From
+        a `Pipe`, the bytes go to the client from callbacks (`chatcli.proxy.pipe`), not
+        through this stream, but for the first ones when the client could not take them at
+        once."""
         try:
-            if self.early:
-                yield self.early
-            assert self.reads is not None
-            body = self.detachable
-            if self.link is not None and body is not None and not body.complete:
-                await piped_directly(self, body, self.link)
-                await self.reads.aclose()
-            async for chunk in self.reads:
-                yield chunk
+            if (pipe := self.pipe) is not None:
+                if pipe.early:
+                    yield pipe.early
+                    pipe.body.resume()
+                await pipe.ended
+            else:
+                if self.early:
+                    yield self.early
+                assert self.reads is not None
+                async for chunk in self.reads:
+                    yield chunk
         finally:
+            self.pipe = None  # it refers to this fast path: no cycle left for the collector
             await self.stack.aclose()
         shown, outcome = self.ended()
         engine = self.library.resume_stream(self.start, performed=Performed(shown, outcome))
@@ -245,8 +279,8 @@ class PipedResponse(StreamingResponse):
     nothing of the client, so the stream goes on to its end rather than being cut short,
     silently, with no end of the response.
 
-    `fast`: the fast path whose stream this is, given the client's connection when the server
-    shows it (`chatcli.proxy.pipe.LinkedProtocol`)."""
+    `fast`: the fast path whose stream this is; its callback may have sent the response's
+    head already (`FastPath.head_sent`: `start` is the message it sent)."""
 
     def __init__(
         self, content: AsyncIterator[bytes], *, fast: FastPath | None = None, **kwargs: Any
@@ -254,9 +288,22 @@ class PipedResponse(StreamingResponse):
         super().__init__(content, **kwargs)
         self.fast = fast
 
+    def start(self) -> Message:
+        """The response's start: its status and headers."""
+        return {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
+
+    async def stream_response(self, send: Send) -> None:
+        if self.fast is None or not self.fast.head_sent:
+            await send(self.start())
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.fast is not None:
-            self.fast.link = scope.get("extensions", {}).get(CLIENT_LINK)
         streaming = asyncio.current_task()
         assert streaming is not None
 

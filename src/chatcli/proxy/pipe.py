@@ -1,37 +1,46 @@
 """The fast path's answer piped from callbacks: each read of the upstream's body goes to the
-client's connection where it arrives, with no task woken and no generator resumed.
+client's connection where it arrives, with no task woken and no generator resumed, the first
+one included.
 
 On the fast path (`chatcli.proxy.passthrough`) each upstream event woke a task (the
 connection's reader), then went through a chain of async generators (the transport's body,
 httpx, the judging, the piping, the guard, the response) and the server's `send` coroutine:
-most of the proxy's CPU per event. Once the answer's head and first bytes went out through
-the server, the rest of the body can go without them: the upstream connection's protocol is
-replaced (`chatcli.providers.lean_http`, `_Body.detach`), and each read is judged
-(`FastPath.judge`) and written to the client's transport in the chunked framing the server
-chose for the response. Flow control goes both ways: the upstream's reading pauses while the
-client's transport is over its high-water mark, and resumes when it drained. The async world
-takes over again at the end of the body (the held events, `Client.resume_stream`, recording,
-the handover, the terminating chunk through the server's own `send`), on a failure, or when
-the client goes away (the response's task is cancelled, which releases the upstream).
+most of the proxy's CPU per event. Once the upstream's head came, the body can go without
+them: the upstream connection's protocol is replaced (`chatcli.providers.lean_http`,
+`_Body.detach`), and each read is judged (`FastPath.judge`) and written to the client's
+transport in the chunked framing of the response. The first bytes to pass on start the
+response there and then: its head goes through the server's own `send` for this request,
+run at once (it waits for nothing while the client's transport takes writes), so the first
+token reaches the client in the read that brought it, not one turn of a busy event loop
+later, when the request's task wakes. Flow control goes both ways: the upstream's reading
+pauses while the client's transport is over its high-water mark, and resumes when it
+drained. The async world takes over again at the end of the body (the held events,
+`Client.resume_stream`, recording, the handover, the terminating chunk through the server's
+`send`), on a failure, when the client cannot take the first bytes at once (they go with the
+head from the request's task), or when the client goes away (the response's task is
+cancelled, which releases the upstream).
 
 The server does not show the client's transport to the app: `LinkedProtocol` (uvicorn's
-httptools protocol, as `chatcli proxy` serves) puts a `ClientLink` in each request's scope
-(`extensions`, under `CLIENT_LINK`). Under another server, or without it, the fast path
-pipes through its generators as before.
+httptools protocol, as `chatcli proxy` serves) puts a `ServerLink` in each request's scope
+(`extensions`, under `CLIENT_LINK`): the connection's `ClientLink` and the server's `send`
+for this request. Under another server, or without it, the fast path pipes through its
+generators as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
+from starlette.types import Message, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 if TYPE_CHECKING:
     from chatcli.proxy.passthrough import FastPath
 
-__all__ = ["CLIENT_LINK", "ClientLink", "LinkedProtocol", "piped_directly"]
+__all__ = ["CLIENT_LINK", "ClientLink", "LinkedProtocol", "Pipe", "ServerLink", "sent_at_once"]
 
 CLIENT_LINK = "chatcli.client"
 
@@ -68,9 +77,19 @@ class ClientLink:
             callback()
 
 
+@dataclass(frozen=True, slots=True)
+class ServerLink:
+    """What a request's fast path needs of the server: the client's connection, and the
+    server's own `send` for this request (no middleware around it), to start the response
+    from a callback (`sent_at_once`)."""
+
+    client: ClientLink
+    send: Send
+
+
 class LinkedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with its connection's `ClientLink` in each request's
-    scope (`extensions[CLIENT_LINK]`)."""
+    """uvicorn's httptools protocol, with a `ServerLink` in each request's scope
+    (`extensions[CLIENT_LINK]`)."""
 
     link: ClientLink
 
@@ -80,35 +99,92 @@ class LinkedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {CLIENT_LINK: self.link}  # type: ignore[dict-item]
+        self.scope["extensions"] = {}
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # not an upgrade
+            link = ServerLink(self.link, cast(Send, cycle.send))
+            self.scope["extensions"][CLIENT_LINK] = link  # type: ignore[assignment]
 
     def resume_writing(self) -> None:
         super().resume_writing()
         self.link.resumed()
 
 
-async def piped_directly(fast: FastPath, body: Any, link: ClientLink) -> None:
-    """The rest of the upstream's `body` (the lean transport's, `_Body.detach`) judged and
-    written to the client read by read, until its end; a failure to read is the call's
-    outcome (`fast.failure`), as on the generators' path. Cancelled (the client went away),
-    the caller's closing of the upstream's response releases its connection."""
-    ended: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+def sent_at_once(send: Send, message: Message) -> None:
+    """`message` sent by the server's `send` now, from a callback. uvicorn's send waits only
+    while the client's transport is over its high-water mark (the caller checks it is not:
+    `ClientLink.paused`), so it ends at its first step; a send that waits is a bug here."""
+    step = send(message)
+    assert isinstance(step, Coroutine)
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()
+    raise RuntimeError("the server's send waited: it must be sent from a task")
 
-    def received(data: bytes) -> None:
-        if link.gone:  # the client went away: its task is being cancelled
+
+class Pipe:
+    """The rest of the upstream's `body` (the lean transport's, `_Body.detach`), from its
+    head on, judged and written to the client read by read until its end.
+
+    The first bytes to pass on start the response (`start`: its head sent at once) and go in
+    its first chunk; `begun` is then True. If the client cannot take them at once (its
+    transport paused) or went away, they are `early`, the body pauses, and `begun` is True:
+    the request's task sends the head and them, then resumes the body. An answer that ends
+    before any byte passed (held whole, or failed) leaves the response unstarted: `begun` is
+    False, for the library to go on from the call's outcome. `ended`: the body's end (None)
+    or the failure to read it, which is also the call's outcome (`fast.failure`).
+    Cancelled (the client went away), the caller's closing of the upstream's response
+    releases its connection."""
+
+    def __init__(
+        self, fast: FastPath, body: Any, link: ClientLink, start: Callable[[], None]
+    ) -> None:
+        self.fast, self.body, self.link, self.start = fast, body, link, start
+        loop = asyncio.get_running_loop()
+        self.begun: asyncio.Future[bool] = loop.create_future()
+        self.ended: asyncio.Future[None] = loop.create_future()
+        self.early = b""
+        body.detach(self.received, self.end)
+
+    def received(self, data: bytes) -> None:
+        link, body = self.link, self.body
+        if link.gone:  # the client went away: its task is (or will be) cancelled
             body.pause()
+            self.began()
             return
-        if out := fast.judge(data):
-            link.write(out)
+        if not (out := self.fast.judge(data)):
+            return
+        if not self.begun.done():
             if link.paused:
+                self.early = out
                 body.pause()
-                link.when_drained(body.resume)
+                self.began()
+                return
+            try:
+                self.start()
+            except Exception as exc:  # a bug: the request's task fails with it
+                body.pause()
+                self.begun.set_exception(exc)
+                return
+            self.began()
+        link.write(out)
+        if link.paused:
+            body.pause()
+            link.when_drained(body.resume)
 
-    def end(failure: Exception | None) -> None:
-        if not ended.done():
-            ended.set_result(failure)
+    def began(self) -> None:
+        if not self.begun.done():
+            self.begun.set_result(True)
 
-    body.detach(received, end)
-    failure = await ended
-    if failure is not None:
-        fast.failure = fast.provider.read_failure(failure)
+    def end(self, failure: Exception | None) -> None:
+        if failure is not None:
+            self.fast.failure = self.fast.provider.read_failure(failure)
+        if not self.ended.done():
+            self.ended.set_result(None)
+        if not self.begun.done():
+            self.begun.set_result(False)
