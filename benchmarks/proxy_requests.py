@@ -12,11 +12,15 @@ the fast path's piped stream, as a real one does). The stub's CPU is not this pr
 `time.process_time()` from the call to the app to its first body bytes is the request's
 work before its first byte; to the app's return, the whole request's.
 
-    python benchmarks/proxy_requests.py [--messages 100,2000] [--requests 400] [--profile F]
+    python benchmarks/proxy_requests.py [--messages 100,2000] [--requests 400]
+        [--conversations 1] [--profile F]
 
 Prints, per conversation length, the median and the 90th percentile of each figure over
-`--requests` requests (after 50 not measured). `--profile F` runs one more round of each
-under cProfile and writes it to F (the last length's; `python -m pstats F`).
+`--requests` requests (after 50 not measured, and each conversation's first). The requests
+take `--conversations` distinct conversations in turn (benchmarks/proxy.py's steady state
+has 200: one per stream), each asking again, as in that benchmark. `--profile F` runs one
+more round of each under cProfile and writes it to F (the last length's; `python -m pstats
+F`).
 """
 
 from __future__ import annotations
@@ -110,28 +114,45 @@ async def one(app: App, body: bytes) -> tuple[float, float]:
 
 
 async def measure(app: App, body: bytes, requests: int) -> list[tuple[float, float]]:
-    for _ in range(WARM_UP):
-        await one(app, body)
-    return [await one(app, body) for _ in range(requests)]
+    return await in_turn(app, [body], requests)
 
 
-async def rounds(app: Starlette, sizes: list[int], requests: int, profile: str | None) -> None:
+async def in_turn(app: App, bodies: list[bytes], requests: int) -> list[tuple[float, float]]:
+    """`requests` requests measured, the i-th of `bodies` i modulo their number, after each
+    body was sent once and `WARM_UP` more were (the conversations' first requests, cold, not
+    measured)."""
+    for i in range(WARM_UP + len(bodies)):
+        await one(app, bodies[i % len(bodies)])
+    return [await one(app, bodies[i % len(bodies)]) for i in range(requests)]
+
+
+async def rounds(
+    app: Starlette, sizes: list[int], requests: int, conversations: int, profile: str | None
+) -> None:
     """Print each conversation length's figures, inside the app's lifespan (which closes
     the upstream's connections at its end)."""
     async with app.router.lifespan_context(app):
         for n in sizes:
-            payload = {"model": "stub", "messages": conversation(n), "stream": True}
-            body = json.dumps({**payload, "max_tokens": 64}).encode()
-            timings = await measure(app, body, requests)
+            bodies = [body_of(n, number) for number in range(conversations)]
+            timings = await in_turn(app, bodies, requests)
             before = summary("before the first byte", [t[0] for t in timings])
             whole = summary("whole request", [t[1] for t in timings])
             print(f"  {n} messages: {before}; {whole}")
             if profile:
                 profiler = cProfile.Profile()
                 profiler.enable()
-                await measure(app, body, requests)
+                await in_turn(app, bodies, requests)
                 profiler.disable()
                 profiler.dump_stats(profile)
+
+
+def body_of(n: int, number: int) -> bytes:
+    """A request of conversation `number` of `n` messages (0: `conversation(n)`'s own, as
+    the runs of one conversation send)."""
+    chat = conversation(n, number or None)
+    return json.dumps(
+        {"model": "stub", "messages": chat, "stream": True, "max_tokens": 64}
+    ).encode()
 
 
 def summary(label: str, seconds: list[float]) -> str:
@@ -145,6 +166,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--answer-tokens", type=int, default=3)
     parser.add_argument("--token-rate", type=float, default=500.0)
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=1,
+        help="distinct conversations the requests take turns at (benchmarks/proxy.py's: 200)",
+    )
     parser.add_argument("--profile", help="write a cProfile of one more round here")
     args = parser.parse_args()
     port = free_port()
@@ -156,7 +183,8 @@ def main() -> None:
     try:
         print("the proxy's CPU per request, through its ASGI app in process (median, p90):")
         sizes = [int(x) for x in args.messages.split(",")]
-        uvloop.run(rounds(proxy_app(port), sizes, args.requests, args.profile))
+        app = proxy_app(port)
+        uvloop.run(rounds(app, sizes, args.requests, args.conversations, args.profile))
     finally:
         stub.terminate()
         stub.join()

@@ -22,7 +22,7 @@ import pytest
 from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message
 from chatcli.providers.base import Request
-from chatcli.providers.lean_http import Dechunker, LeanTransport, parse_head
+from chatcli.providers.lean_http import Dechunker, LeanTransport, Route, parse_head
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.retry import never_answered
 from tests.recorded import provider_errors, replayed_error, sse_events
@@ -468,6 +468,93 @@ async def test_closing_waits_for_a_kept_tls_connection_to_end(tmp_path: Path) ->
         assert len(kept) == 1 and kept[0].writer.transport.is_closing()
         await asyncio.sleep(0)  # the server's reader, woken by the close, runs
         assert ended.is_set()
+
+
+# --- the route: the client's per-request layers done once ---------------------------------
+
+
+def recording(sent: list[bytes], cookie: bytes = b"") -> Handler:
+    """A server that keeps each request's bytes (head and body) in `sent` and answers WIRE,
+    setting `cookie` on its first answer."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            sent.append(head + await reader.readexactly(length))
+            extra = b"set-cookie: %s\r\n" % cookie if cookie and len(sent) == 1 else b""
+            writer.write(
+                ANSWER.replace(b"\r\n\r\n", b"\r\n" + extra + b"\r\n", 1) % (len(WIRE), WIRE)
+            )
+            await writer.drain()
+
+    return answer
+
+
+def lean_client(url: str, **given: Any) -> httpx.AsyncClient:
+    headers = {"authorization": "Bearer k", "x-stainless-lang": "python"}
+    return httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=7, transport=LeanTransport(httpx.Limits()), **given
+    )
+
+
+async def read_whole(response: httpx.Response) -> bytes:
+    try:
+        return await response.aread()
+    finally:
+        await response.aclose()
+
+
+async def test_a_route_sends_what_the_client_would_and_gives_its_response() -> None:
+    sent: list[bytes] = []
+    async with serving(recording(sent)) as url, lean_client(url + "/v1/") as client:
+        route = Route.of(client, "chat/completions")
+        assert route.transport is client._transport
+        routed = await route.send(BODY)
+        assert await read_whole(routed) == WIRE
+        request = client.build_request("POST", "chat/completions", content=BODY)
+        assert await read_whole(await client.send(request, stream=True)) == WIRE
+    assert len(sent) == 2 and sent[0] == sent[1]
+    assert sent[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert routed.request.headers.raw == request.headers.raw
+    assert routed.request.extensions == request.extensions
+    assert routed.status_code == 200 and routed.request.content == BODY
+
+
+async def test_cookies_the_server_sets_are_sent_back_as_the_client_would() -> None:
+    sent: list[bytes] = []
+    cookie = b"lb=a1; Path=/"
+    async with serving(recording(sent, cookie)) as url, lean_client(url + "/v1/") as client:
+        route = Route.of(client, "chat/completions")
+        for _ in range(2):
+            assert await read_whole(await route.send(BODY)) == WIRE
+    assert b"cookie" not in sent[0].lower()
+    assert b"\r\nCookie: lb=a1\r\n" in sent[1]
+
+
+async def test_what_would_change_the_request_is_left_to_the_client() -> None:
+    sent: list[bytes] = []
+    async with serving(recording(sent)) as url:
+        async with lean_client(url.replace("//", "//u:p@") + "/v1/") as client:
+            route = Route.of(client, "chat/completions")
+            assert route.transport is None  # credentials in the URL: httpx's basic auth
+            assert await read_whole(await route.send(BODY)) == WIRE
+        mounts = {"all://": httpx.AsyncHTTPTransport()}  # a proxy's, say
+        async with lean_client(url + "/v1/", mounts=mounts) as client:
+            assert Route.of(client, "chat/completions").transport is None
+    assert b"\r\nAuthorization: Basic dTpw\r\n" in sent[0]
+
+
+async def test_a_routed_requests_failure_is_httpxs_with_its_request() -> None:
+    async with lean_client("http://127.0.0.1:9/v1/") as client:
+        route = Route.of(client, "chat/completions")
+        with pytest.raises(httpx.ConnectError) as failed:
+            await route.send(BODY)
+    assert failed.value.request.url == route.url
+    assert failed.value.request.headers["content-length"] == str(len(BODY))
 
 
 # --- the real llama-server -----------------------------------------------------------------

@@ -8,14 +8,21 @@ feeds it only the new messages, and keeps it again. A scan of a different or sho
 transcript is simply a new scan: the result is the same either way, only the time differs.
 
 Thread-safe: a scan taken is out of the memo until kept again, so no two callers extend the
-same one. Each kept scan holds references to its transcript's messages; `MEMO_SIZE` scans per
-transform are kept (a few conversations served by one process each extend their own).
+same one. Each kept scan holds references to its transcript's messages; per transform, the
+latest `MEMO_SIZE` scans are kept, up to `MEMO_MESSAGES` messages read in all: one per
+conversation for the many conversations a proxy serves in turn (200 streams, one each: with
+8 kept, none ever found its own again, and each request scanned its whole conversation).
+A scan of the very message objects of the transcript's start (one conversation's requests:
+the proxy hands out the same objects) is found by the identity of its last message read,
+whatever the number kept; messages equal by value only (made anew) are compared with the
+`MEMO_RECENT` latest scans.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
+from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
 from chatcli.history.result import TransformResult, build_result
@@ -23,6 +30,8 @@ from chatcli.messages import Message
 
 __all__ = [
     "MEMOS",
+    "MEMO_MESSAGES",
+    "MEMO_RECENT",
     "MEMO_SIZE",
     "Scan",
     "ScanMemo",
@@ -31,7 +40,9 @@ __all__ = [
     "unchanged",
 ]
 
-MEMO_SIZE = 8
+MEMO_SIZE = 512
+MEMO_MESSAGES = 100_000  # ~200 conversations of 500 messages
+MEMO_RECENT = 8
 # Every memo, so tests can compare a memoised result with a fresh one (`clear_memos`).
 MEMOS: list[ScanMemo[Any]] = []
 
@@ -69,9 +80,16 @@ T = TypeVar("T", bound=TransformScan)
 class ScanMemo(Generic[S]):
     """The latest scans of one transform; `run` runs one call through it."""
 
-    def __init__(self, new: Callable[[Hashable], S], size: int = MEMO_SIZE) -> None:
-        self.new, self.size = new, size
-        self.scans: list[S] = []  # most recently kept first
+    def __init__(
+        self,
+        new: Callable[[Hashable], S],
+        size: int = MEMO_SIZE,
+        messages: int = MEMO_MESSAGES,
+    ) -> None:
+        self.new, self.size, self.most = new, size, messages
+        self.scans: dict[int, S] = {}  # by id, the least recently kept first
+        self.ends: dict[int, list[S]] = {}  # the kept scans by the id of their last message
+        self.held = 0  # the messages the kept scans read, in all
         self.lock = threading.Lock()
         MEMOS.append(self)
 
@@ -94,42 +112,73 @@ class ScanMemo(Generic[S]):
     def take(self, key: Hashable, transcript: tuple[Message, ...]) -> S:
         """The kept scan sharing the longest prefix with `transcript`, rewound to it when it
         read more than that (a transform's input may change near its end: the output of an
-        earlier transform); a new scan when none shares anything or cannot rewind."""
+        earlier transform); a new scan when none shares anything, or cannot rewind, or
+        would keep less than half of what it read (a rewound scan is lost to the
+        conversation it read: another conversation's, sharing a system prompt, say)."""
         with self.lock:
-            same = [scan for scan in self.scans if scan.key == key]
-            # Scans of the same message objects first: comparing them costs a pointer
-            # comparison per message, and they are what one conversation's requests share.
-            found = _shared(
-                [s for s in same if s.messages and _ends_alike(s.messages, transcript)], transcript
-            ) or _shared(same, transcript)
-            if not found:
+            found = self.own(key, transcript)
+            if found is None:
+                latest = islice(reversed(self.scans.values()), MEMO_RECENT)
+                recent = [scan for scan in latest if scan.key == key]
+                shared = _shared(recent, transcript)
+                if not shared:
+                    return self.new(key)
+                found = max(shared, key=lambda pair: pair[0])
+            count, best = found
+            if count * 2 < len(best.messages):
                 return self.new(key)
-            count, best = max(found, key=lambda pair: pair[0])
-            self.scans.remove(best)
+            self.drop(best)
         if count == len(best.messages) or best.rewind(count):
             return best
         return self.new(key)
 
+    def own(self, key: Hashable, transcript: tuple[Message, ...]) -> tuple[int, S] | None:
+        """The kept scan of `key` that read the very objects of the longest start of
+        `transcript` (its last message read is the object at its place), with its length:
+        looked up by identity from the transcript's end, a dict look-up per message not
+        read (one conversation's requests: each extends the last one's)."""
+        ends = self.ends
+        for index in range(len(transcript) - 1, -1, -1):
+            for scan in ends.get(id(transcript[index]), ()):
+                read = scan.messages
+                if scan.key == key and len(read) == index + 1:
+                    count = _common_prefix(read, transcript)
+                    if count == len(read):
+                        return count, scan
+        return None
+
     def keep(self, scan: S) -> None:
         with self.lock:
-            self.scans.insert(0, scan)
-            del self.scans[self.size :]
+            self.scans[id(scan)] = scan
+            if scan.messages:
+                self.ends.setdefault(id(scan.messages[-1]), []).append(scan)
+            self.held += len(scan.messages)
+            while len(self.scans) > self.size or (self.held > self.most and len(self.scans) > 1):
+                self.drop(next(iter(self.scans.values())))
+
+    def drop(self, scan: S) -> None:
+        """`scan` out of the memo (the lock held)."""
+        del self.scans[id(scan)]
+        self.held -= len(scan.messages)
+        if scan.messages:
+            last = id(scan.messages[-1])
+            same_end = self.ends[last]
+            same_end.remove(scan)
+            if not same_end:
+                del self.ends[last]
 
     def clear(self) -> None:
         """Forget every scan (the next call of each transcript scans it whole)."""
         with self.lock:
             self.scans.clear()
+            self.ends.clear()
+            self.held = 0
 
 
 def _shared(scans: list[S], transcript: tuple[Message, ...]) -> list[tuple[int, S]]:
     """The scans that share a prefix with `transcript`, with its length."""
     counts = [(_common_prefix(scan.messages, transcript), scan) for scan in scans]
     return [(count, scan) for count, scan in counts if count > 0]
-
-
-def _ends_alike(read: list[Message], transcript: tuple[Message, ...]) -> bool:
-    """Whether the last message read is the very object at its place in `transcript`."""
-    return len(read) <= len(transcript) and read[-1] is transcript[len(read) - 1]
 
 
 def _common_prefix(read: list[Message], transcript: tuple[Message, ...]) -> int:

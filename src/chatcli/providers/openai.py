@@ -993,7 +993,7 @@ class OpenAIBase(Adapter):
         self.max_output_tokens = max_output_tokens
         self._wire = _WIRES[api]
         self._max_tokens_param = max_tokens_param or self._wire.max_tokens_param
-        self._raw_client: Any = None  # the passthrough's httpx client (`apassthrough`)
+        self._raw_route: Any = None  # the passthrough's route and client (`apassthrough`)
         self._raw_loop: asyncio.AbstractEventLoop | None = None
         self.__api_key = api_key  # never shown: not in repr, logs or errors
 
@@ -1054,13 +1054,12 @@ class OpenAIBase(Adapter):
     @asynccontextmanager
     async def apassthrough(self, body: bytes) -> AsyncIterator[RawStream]:
         """A streamed Chat Completions call of `body`, written by the caller, with plain
-        httpx (no SDK request building) over the lean transport (`_passthrough_client`): its
+        httpx (no SDK request building) over the lean transport (`_passthrough_route`): its
         bytes as they are read. An error status raises the ProviderError the SDK call would;
         so does a connection error, before or while the caller reads."""
-        client = self._passthrough_client()
+        route = self._passthrough_route()
         with self._errors():
-            request = client.build_request("POST", "chat/completions", content=body)
-            response = await client.send(request, stream=True)
+            response = await route.send(body)
         try:
             if response.status_code >= 400:
                 with self._errors():
@@ -1070,7 +1069,9 @@ class OpenAIBase(Adapter):
             detachable = None
             if "content-encoding" not in response.headers:  # the body's bytes as they came
                 detachable = response.extensions.get(DETACHABLE)
-            yield RawStream(request=request, chunks=self._read(response), detachable=detachable)
+            yield RawStream(
+                request=response.request, chunks=self._read(response), detachable=detachable
+            )
         finally:
             await response.aclose()
             # httpx's response and its body's stream refer to each other, and through the
@@ -1115,37 +1116,42 @@ class OpenAIBase(Adapter):
             return shown, exc
 
     def _passthrough_client(self) -> Any:
-        """The passthrough's httpx client: one per adapter and event loop, like the SDK's,
-        with the SDK client's URL, headers (organization, project, user agent) and connection
-        limits (httpx's own default, 100 connections, would queue the 101st stream in flight
-        inside the proxy: measured at 200 streams, benchmarks/proxy.py), over the lean
-        transport (`chatcli.providers.lean_http`: httpcore's read of each event was half the
-        proxy's CPU per event)."""
+        return self._passthrough_route().client
+
+    def _passthrough_route(self) -> Any:
+        """The passthrough's route (`chatcli.providers.lean_http.Route`: its requests built
+        once, then sent straight to the transport) over its httpx client: one per adapter and
+        event loop, like the SDK's, with the SDK client's URL, headers (organization, project,
+        user agent) and connection limits (httpx's own default, 100 connections, would queue
+        the 101st stream in flight inside the proxy: measured at 200 streams,
+        benchmarks/proxy.py), over the lean transport (`chatcli.providers.lean_http`:
+        httpcore's read of each event was half the proxy's CPU per event)."""
         import httpx
 
-        from chatcli.providers.lean_http import LeanTransport
+        from chatcli.providers.lean_http import LeanTransport, Route
 
         loop = asyncio.get_running_loop()
-        if self._raw_client is None or self._raw_loop is not loop:
+        if self._raw_route is None or self._raw_loop is not loop:
             sdk = self._aclient()
             base = str(sdk.base_url).rstrip("/") + "/"
             given = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
             headers = {**given, "authorization": f"Bearer {self.__api_key}"}
-            self._raw_client = httpx.AsyncClient(
+            client = httpx.AsyncClient(
                 base_url=base,
                 headers=headers,
                 timeout=self.timeout,
                 transport=LeanTransport(_sdk().DEFAULT_CONNECTION_LIMITS),
             )
+            self._raw_route = Route.of(client, "chat/completions")
             self._raw_loop = loop
-        return self._raw_client
+        return self._raw_route
 
     async def aclose(self) -> None:
         """Release the SDK clients' connections and the passthrough's."""
         await super().aclose()
-        client, self._raw_client = self._raw_client, None
-        if client is not None and self._raw_loop is asyncio.get_running_loop():
-            await client.aclose()
+        route, self._raw_route = self._raw_route, None
+        if route is not None and self._raw_loop is asyncio.get_running_loop():
+            await route.client.aclose()
 
     def _send(self, client: Any, params: Json) -> Any:
         return self._wire.endpoint(client).create(**params)
