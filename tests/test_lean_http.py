@@ -76,6 +76,25 @@ def test_a_chunked_body_is_decoded_however_its_reads_are_cut() -> None:
         assert out == WIRE and dechunker.done
 
 
+def test_reads_of_whole_chunks_are_decoded_as_reads_cut_anywhere() -> None:
+    # A server writes one chunk per event: each read is one whole chunk (`feed`'s case with
+    # no loop) and gives its event; or several, or a chunk and part of the next; or size
+    # lines ended by LF alone: the same body.
+    events = [f"data: {data}\n\n".encode() for data in TEXT]
+    chunks = [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+    lf_only = [c.replace(b"\r\n", b"\n", 1) for c in chunks]
+    for wire_chunks in (chunks, lf_only):
+        one_by_one = Dechunker()
+        assert [one_by_one.feed(chunk) for chunk in wire_chunks] == [*events, b""]
+        assert one_by_one.done
+        wire = b"".join(wire_chunks)
+        pairs = [b"".join(wire_chunks[i : i + 2]) for i in range(0, len(wire_chunks), 2)]
+        halves = [wire[: len(wire) // 2 + 1], wire[len(wire) // 2 + 1 :]]
+        for reads in (pairs, halves):
+            dechunker = Dechunker()
+            assert b"".join(map(dechunker.feed, reads)) == WIRE and dechunker.done
+
+
 def test_a_chunk_is_handed_on_before_it_ends() -> None:
     dechunker = Dechunker()
     assert dechunker.feed(b"10\r\ndata: ") == b"data: "  # 16 bytes said, 6 came: 6 go on
@@ -83,7 +102,9 @@ def test_a_chunk_is_handed_on_before_it_ends() -> None:
     assert dechunker.done
 
 
-@pytest.mark.parametrize("wire", [b"zz\r\n", b"-1\r\n", b"3\r\nabcdef\r\n"])
+@pytest.mark.parametrize(
+    "wire", [b"zz\r\n", b"-1\r\n", b"3\r\nabcdef\r\n", b"3\r\nabcd\r\n", b"-3\r\nabc\r\n"]
+)
 def test_a_malformed_chunked_body_is_a_protocol_error(wire: bytes) -> None:
     with pytest.raises(httpx.RemoteProtocolError):
         Dechunker().feed(wire)

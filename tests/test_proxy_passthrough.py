@@ -418,3 +418,30 @@ def test_what_is_held_back_is_judged_by_the_words_of_each_event() -> None:
             piped = b"".join(fast.judge(stream[i : i + cut]) for i in range(0, len(stream), cut))
             assert piped == b"".join(fast.sent) and fast.held[-1] == b"data: [DONE]\n\n"
             assert piped + b"".join(fast.held) == text
+
+
+def test_reads_of_one_event_each_are_judged_as_reads_cut_anywhere() -> None:
+    """A server writes one event per read: `FastPath.judge`'s case with no split (a judged
+    event in it held, and all after it), and every other read, judge the same events as the
+    stream read byte by byte: LF, CRLF or mixed event ends, a CR inside an event, several
+    events in one read, an event split across reads."""
+
+    def judged(reads: list[bytes]) -> tuple[bytes, bytes, list[bytes], bytes]:
+        fast = FastPath.__new__(FastPath)
+        fast.buffer, fast.sent, fast.held = b"", [], []
+        piped = b"".join(map(fast.judge, reads))
+        assert piped == b"".join(fast.sent)
+        return piped, b"".join(fast.held), fast.held, fast.buffer
+
+    for name in ("openai-chat-text.txt", "openai-chat-tool-calls.txt"):
+        datas = events(name)
+        datas[1] = datas[1].replace('"delta":{', '"delta":{"x":"a\rb",', 1)  # a CR inside
+        for ends in (b"\n\n", b"\r\n\r\n", b"\r\n\n", b"\n\r\n"):
+            one_each = [f"data: {data}".encode() + ends for data in datas]
+            stream = b"".join(one_each)
+            expected = judged([stream[i : i + 1] for i in range(len(stream))])
+            assert expected[0] and expected[2][-1] == b"data: [DONE]\n\n"
+            pairs = [b"".join(one_each[i : i + 2]) for i in range(0, len(one_each), 2)]
+            split = [stream[:100], stream[100:]]
+            for reads in (one_each, pairs, split):
+                assert judged(reads) == expected, (name, ends)

@@ -86,6 +86,16 @@ class Dechunker:
         return self.state == "done"
 
     def feed(self, data: bytes) -> bytes:
+        if self.state == "size" and not self.pending and data.endswith(b"\r\n"):
+            # The usual read of a stream: one whole chunk (one event, as a server writes
+            # it), cut out of its framing with no loop; any other read goes through it.
+            eol = data.find(b"\n")
+            try:
+                length = int(data[:eol], 16)  # int() ignores the CR (whitespace)
+            except ValueError:
+                length = 0  # an extension, or no size: the loop reads it, or refuses it
+            if length > 0 and eol + length + 3 == len(data):
+                return data[eol + 1 : -2]
         buffer = self.pending + data if self.pending else data
         parts, at, size = self.parts, 0, len(buffer)
         while at < size:
@@ -496,7 +506,8 @@ class _Body(httpx.AsyncByteStream):
 
     def arrived(self, data: bytes) -> None:
         """A read of the detached body (`detach`)."""
-        if self.ended is None:
+        received = self.received
+        if received is None:  # ended: `received` and `ended` are set and cleared together
             return
         self.waiting_since = self.loop.time()
         try:
@@ -504,9 +515,8 @@ class _Body(httpx.AsyncByteStream):
         except Exception as exc:
             self.finish(exc)
             return
-        assert self.received is not None
         if out:
-            self.received(out)
+            received(out)
         if self.complete:
             self.finish(None)
 
@@ -596,6 +606,9 @@ class _Detached(asyncio.Protocol):
 
     def __init__(self, body: _Body) -> None:
         self.body = body
+        # Each read goes to the body with no call in between (the transport looks the
+        # method up on the protocol): the method below is the protocol's type, not its path.
+        self.data_received = body.arrived  # type: ignore[method-assign]
 
     def data_received(self, data: bytes) -> None:
         self.body.arrived(data)
