@@ -6,8 +6,8 @@ microsecond spent per read lengthens every wake-up of that loop, so every reques
 token (issue 12's latency goal). This script measures that work alone: `--streams` real
 fast-path requests (`chatcli.proxy.passthrough.FastPath`, opened through the lean transport
 against an in-process upstream that answers the head and the first token, then holds the
-connection), each piped to a real client connection (`chatcli.proxy.pipe.piped_directly` to
-a `ClientLink` on a loopback TCP socket, with uvicorn's flow control), on uvloop as `chatcli
+connection), each piped to a real client connection (a `chatcli.proxy.pipe.Pipe` to a
+`ClientLink` on a loopback TCP socket, with uvicorn's flow control), on uvloop as `chatcli
 proxy` runs. The rest of each answer is `benchmarks/proxy.py`'s stub's own bytes
 (`stub_token`/`stub_text`/`stub_end`, one chunk per read as it writes them at its token rate,
 its end in one read), handed read by read to each upstream connection's protocol
@@ -47,7 +47,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.passthrough import FastPath, first_unchanged, passthrough_of
-from chatcli.proxy.pipe import ClientLink, piped_directly
+from chatcli.proxy.pipe import ClientLink, Pipe
 from chatcli.proxy.upstream import Forwarder, open_upstream, plan
 from chatcli.recovery import Client
 from chatcli.settings import load_settings
@@ -193,11 +193,10 @@ async def answer_round(
     """One answer on every stream, its reads fed to the upstream connections in turn: the
     CPU it took (this thread's), and the fast paths (to check what they piped)."""
     fasts = await asyncio.gather(*(bench.opened() for _ in links))
+    # The response started with the first token (`FastPath.open`): nothing to start.
     pipes = [
-        asyncio.ensure_future(piped_directly(f, f.detachable, link))
-        for f, link in zip(fasts, links, strict=True)
+        Pipe(f, f.detachable, link, lambda: None) for f, link in zip(fasts, links, strict=True)
     ]
-    await asyncio.sleep(0)  # each pipe detached its body
     protocols = [f.detachable.socket.get_protocol() for f in fasts]
     feeds = [p.data_received for p in protocols]
     started = time.thread_time()
@@ -205,7 +204,7 @@ async def answer_round(
         for feed in feeds:
             feed(data)
     spent = time.thread_time() - started
-    await asyncio.gather(*pipes)
+    await asyncio.gather(*(pipe.ended for pipe in pipes))
     for fast in fasts:
         await fast.stack.aclose()
     return spent, fasts
