@@ -25,7 +25,8 @@ from chatcli.messages import Message
 from chatcli.providers.base import Request, Response
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.passthrough import FastPath, _judged, forwarded_body
+from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.passthrough import FastPath, _judged, forwarded_body, passthrough_of
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests.proxy_harness import running_proxy, upstream_at
@@ -445,3 +446,31 @@ def test_reads_of_one_event_each_are_judged_as_reads_cut_anywhere() -> None:
             split = [stream[:100], stream[100:]]
             for reads in (one_each, pairs, split):
                 assert judged(reads) == expected, (name, ends)
+
+
+@pytest.mark.parametrize(
+    ("variables", "direct"),
+    [
+        ({}, True),
+        ({"HTTPS_PROXY": "http://proxy.internal:3128"}, False),
+        ({"https_proxy": "http://proxy.internal:3128"}, False),
+        ({"ALL_PROXY": "http://proxy.internal:3128"}, False),
+        ({"HTTP_PROXY": "http://proxy.internal:3128"}, True),  # not for an https upstream
+        ({"HTTPS_PROXY": "http://proxy.internal:3128", "NO_PROXY": "api.example.com"}, True),
+        ({"HTTPS_PROXY": "http://proxy.internal:3128", "NO_PROXY": ".example.com"}, True),
+        ({"HTTPS_PROXY": "http://proxy.internal:3128", "NO_PROXY": "other.com"}, False),
+    ],
+)
+async def test_behind_a_proxy_from_the_environment_requests_take_the_librarys_path(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], direct: bool
+) -> None:
+    # The lean transport connects to the upstream itself; the SDK's client honours the proxy
+    # variables, as httpx does: behind a proxy, only the library's path reaches the upstream.
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    up = upstream_at("openai", "https://api.example.com/v1", model="gpt-4o", environ=ENV)
+    parsed = OpenAIDialect().parse({"model": "gpt-4o", "messages": chat(1), "stream": True})
+    assert (passthrough_of(up, parsed) is up.provider) is direct

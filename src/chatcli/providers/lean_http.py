@@ -9,8 +9,9 @@ until the connection closes), each read handed on as it comes (never held for mo
 connections kept alive per origin (bounded like httpx's pool: `httpx.Limits`). TLS is the ssl
 module's, with httpx's own default context. httpx stays in front of it (`AsyncClient`: the
 base URL, the headers, the timeouts; not proxies from the environment, which httpx takes only
-with its own transport) and above it (`httpx.Response`), so the adapter's code is the same
-with either transport. The client's
+with its own transport: behind one, the proxy's fast path is off,
+`OpenAIBase.passthrough_direct`) and above it (`httpx.Response`), so the adapter's code is
+the same with either transport. The client's
 per-request layers (building the request from the base URL and its headers, auth, redirects,
 hooks: ~0.15 ms of CPU per request, more than this transport's own send) are done once per
 client and URL by a `Route`, which then hands each request straight to the transport. A response's

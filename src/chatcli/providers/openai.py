@@ -46,6 +46,8 @@ import json
 import json.scanner
 import os
 import re
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
@@ -916,6 +918,17 @@ def _given_limit(body: Mapping[str, Any]) -> bool:
     return body.get("max_completion_tokens") is not None or body.get("max_tokens") is not None
 
 
+def _env_proxied(url: str) -> bool:
+    """Whether a proxy from the environment applies to `url` (urllib's reading of the
+    variables, as httpx's `trust_env`: the scheme's proxy or ALL_PROXY, unless NO_PROXY
+    names the host)."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in proxies and "all" not in proxies:
+        return False
+    return not urllib.request.proxy_bypass(parts.hostname or "")
+
+
 def _status_error(response: Any, content: bytes) -> Exception:
     """The SDK's error for an error status (its message and body), so it is classified as
     the SDK call's own would be."""
@@ -995,6 +1008,7 @@ class OpenAIBase(Adapter):
         self._max_tokens_param = max_tokens_param or self._wire.max_tokens_param
         self._raw_route: Any = None  # the passthrough's route and client (`apassthrough`)
         self._raw_loop: asyncio.AbstractEventLoop | None = None
+        self._direct: bool | None = None  # `passthrough_direct`, once read
         self.__api_key = api_key  # never shown: not in repr, logs or errors
 
     def __repr__(self) -> str:
@@ -1117,6 +1131,17 @@ class OpenAIBase(Adapter):
 
     def _passthrough_client(self) -> Any:
         return self._passthrough_route().client
+
+    @property
+    def passthrough_direct(self) -> bool:
+        """Whether the passthrough may reach the upstream itself: no proxy from the
+        environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, less `NO_PROXY`) applies to its
+        URL. The lean transport connects directly; the SDK's client honours those variables,
+        so behind a proxy the library's path is the one that reaches the upstream. Read once
+        per adapter, as the SDK's client reads them once."""
+        if self._direct is None:
+            self._direct = not _env_proxied(str(self._aclient().base_url))
+        return self._direct
 
     def _passthrough_route(self) -> Any:
         """The passthrough's route (`chatcli.providers.lean_http.Route`: its requests built

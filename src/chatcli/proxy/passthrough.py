@@ -86,8 +86,9 @@ def first_unchanged(
 
 def passthrough_of(upstream: Upstream, parsed: ClientRequest) -> OpenAIBase | None:
     """The adapter a streamed request can be piped through: an OpenAI client in front of an
-    OpenAI or OpenAI-compatible upstream on Chat Completions; None for any other, and for a
-    request with headers to pass on (`upstream.passed_headers`: the library's path sends them)."""
+    OpenAI or OpenAI-compatible upstream on Chat Completions; None for any other, for a
+    request with headers to pass on (`upstream.passed_headers`: the library's path sends
+    them), and behind a proxy from the environment (`OpenAIBase.passthrough_direct`)."""
     provider = upstream.provider
     if not parsed.stream or parsed.dialect != "openai" or upstream.dialect != "openai":
         return None
@@ -95,7 +96,7 @@ def passthrough_of(upstream: Upstream, parsed: ClientRequest) -> OpenAIBase | No
         return None
     if not isinstance(provider, OpenAIBase) or provider.api != "chat":
         return None
-    return provider
+    return provider if provider.passthrough_direct else None
 
 
 def forwarded_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:
