@@ -11,12 +11,12 @@ module's, with httpx's own default context. httpx stays in front of it (`AsyncCl
 base URL, the headers, the timeouts; not proxies from the environment, which httpx takes only
 with its own transport: behind one, the proxy's fast path is off,
 `OpenAIBase.passthrough_direct`) and above it (`httpx.Response`), so the adapter's code is
-the same with either transport. The client's
-per-request layers (building the request from the base URL and its headers, auth, redirects,
-hooks: ~0.15 ms of CPU per request, more than this transport's own send) are done once per
-client and URL by a `Route`, which then hands each request straight to the transport. A response's
-body can also hand its reads to callbacks where they arrive (`_Body.detach`, in the response's
-extensions under `DETACHABLE`): the proxy pipes them to its client with no task woken per read
+the same with either transport. The client's per-request layers (building the request from
+the base URL and its headers, auth, redirects, hooks: ~0.15 ms of CPU per request, more than
+this transport's own send) are done once per client and URL by a `Route`, which then hands
+each request straight to the transport. A response's body can also hand its reads to
+callbacks where they arrive (`_Body.detach`, in the response's extensions under
+`DETACHABLE`): the proxy pipes them to its client with no task woken per read
 (`chatcli.proxy.pipe`).
 
 Its failures are httpx's exceptions, with httpcore's messages, so they are classified as they
