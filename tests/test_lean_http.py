@@ -51,7 +51,7 @@ async def passed(adapter: OpenAICompatible, body: bytes = BODY) -> bytes:
 
 
 def transport_of(adapter: OpenAICompatible) -> LeanTransport:
-    transport = adapter._passthrough_client()._transport
+    transport = adapter._passthrough_route().client._transport
     assert isinstance(transport, LeanTransport)
     return transport
 

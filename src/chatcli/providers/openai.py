@@ -1129,9 +1129,6 @@ class OpenAIBase(Adapter):
         except Exception as exc:
             return shown, exc
 
-    def _passthrough_client(self) -> Any:
-        return self._passthrough_route().client
-
     @property
     def passthrough_direct(self) -> bool:
         """Whether the passthrough may reach the upstream itself: no proxy from the
