@@ -1135,9 +1135,10 @@ class OpenAIBase(Adapter):
         environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, less `NO_PROXY`) applies to its
         URL. The lean transport connects directly; the SDK's client honours those variables,
         so behind a proxy the library's path is the one that reaches the upstream. Read once
-        per adapter, as the SDK's client reads them once."""
+        per adapter, as the SDK's client reads them once; with no event loop needed (the URL
+        is the sync client's, the same as the async one's)."""
         if self._direct is None:
-            self._direct = not _env_proxied(str(self._aclient().base_url))
+            self._direct = not _env_proxied(str(self._client().base_url))
         return self._direct
 
     def _passthrough_route(self) -> Any:
