@@ -30,6 +30,7 @@ generators as before.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -105,12 +106,27 @@ class LinkedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:  # not an upgrade
-            link = ServerLink(self.link, cast(Send, cycle.send))
+            link = ServerLink(self.link, _held_weakly(cycle.send))
             self.scope["extensions"][CLIENT_LINK] = link  # type: ignore[assignment]
 
     def resume_writing(self) -> None:
         super().resume_writing()
         self.link.resumed()
+
+
+def _held_weakly(send: Any) -> Send:
+    """The request cycle's `send`, not keeping the cycle alive: the cycle's scope keeps the
+    link, so a link that kept the cycle would make each request a reference cycle, freed only
+    by a full collection (all of them at once, in one long pause of the event loop)."""
+    method = weakref.WeakMethod(send)
+
+    def sent(message: Message) -> Any:
+        bound = method()
+        if bound is None:
+            raise RuntimeError("the request is over: its server's send is gone")
+        return bound(message)
+
+    return cast(Send, sent)
 
 
 def sent_at_once(send: Send, message: Message) -> None:
