@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatcli.errors import ConfigError, ErrorKind, ProviderError
-from chatcli.messages import Message, StopReason, Usage
+from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
+from chatcli.tokens import MarginEstimator, TokenEstimator
 from tests.recorded import replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+from tests.strategies import conversations
 from tests.test_openai_adapter import (
     CHAT_TEXT,
     KEY,
@@ -247,3 +251,23 @@ async def test_a_key_echoed_back_by_the_server_never_reaches_the_error(
         await ask(make(api_key=key), user(), mode)
     assert key not in str(caught.value) and key not in repr(caught.value.info)
     assert caught.value.info.kind is ErrorKind.AUTH
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=conversations(),
+    estimator=st.sampled_from(
+        [TokenEstimator(), TokenEstimator(chars_per_token=3.3, per_message=7), MarginEstimator()]
+    ),
+)
+def test_the_checks_estimates_in_one_pass_are_the_estimators_counts(
+    messages: list[Message], estimator: TokenEstimator
+) -> None:
+    # The whole prompt, before the last assistant message and after it: what three counts of
+    # the estimator give, for any conversation (tool calls, several parts), any estimator.
+    last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
+    before = estimator.count(messages[: last + 1]) if last >= 0 else 0
+    expected = (estimator.count(messages), before, estimator.count(messages[last + 1 :]))
+    check = TruncationCheck(estimator=estimator)
+    assert check.estimates(messages) == expected
+    assert check.turn_estimates(messages) == expected[1:]

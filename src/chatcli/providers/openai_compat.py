@@ -46,7 +46,7 @@ from chatcli.errors import (
     is_window_cap,
     silent_truncation,
 )
-from chatcli.messages import Message, Role, StopReason, Usage
+from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import discover_window as discover
@@ -101,9 +101,35 @@ class TruncationCheck:
     def turn_estimates(self, messages: Sequence[Message]) -> tuple[int, int]:
         """(before, new turn): the estimates of `messages` up to the last assistant message,
         and of the ones after it (all of them when there is none)."""
-        last = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
-        before = self.estimator.count(messages[: last + 1]) if last >= 0 else 0
-        return before, self.estimator.count(messages[last + 1 :])
+        _, before, new_turn = self.estimates(messages)
+        return before, new_turn
+
+    def estimates(self, messages: Sequence[Message]) -> tuple[int, int, int]:
+        """(the whole prompt, before, new turn): `estimator.count` of `messages`, and
+        `turn_estimates`. The default estimator counts characters, so their sums before and
+        after the last assistant message give all three in one pass over the prompt (run at
+        the end of every answer: 2.6 ms at 2,000 messages in three passes)."""
+        last = _last_assistant(messages)
+        head, tail = messages[: last + 1], messages[last + 1 :]
+        estimator = self.estimator
+        if type(estimator) is not TokenEstimator:  # another count: asked of each part
+            before = estimator.count(head) if last >= 0 else 0
+            return estimator.count(messages), before, estimator.count(tail)
+        head_chars, tail_chars = total_chars(head), total_chars(tail)
+        return (
+            estimator.count_chars(head_chars + tail_chars, len(messages)),
+            estimator.count_chars(head_chars, len(head)) if last >= 0 else 0,
+            estimator.count_chars(tail_chars, len(tail)),
+        )
+
+
+def _last_assistant(messages: Sequence[Message]) -> int:
+    """The index of the last assistant message, -1 when there is none (looked for from the
+    end: it is usually one of the last)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role is Role.ASSISTANT:
+            return index
+    return -1
 
 
 class OpenAICompatible(OpenAIBase):
@@ -168,8 +194,7 @@ class OpenAICompatible(OpenAIBase):
         if self.truncation_check is None:
             return
         check = self.truncation_check
-        estimate = check.estimator.count(request.messages)
-        before, new_turn = check.turn_estimates(request.messages)
+        estimate, before, new_turn = check.estimates(request.messages)
         why = check.truncation(
             response.usage, estimate, self.context_window, new_turn=new_turn, before=before
         )
