@@ -15,7 +15,7 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
-                               [--litellm LITELLM] [--bare] [--collections]
+                               [--litellm LITELLM] [--bare] [--collections] [--steps]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -59,6 +59,10 @@ parsing, the Client, the fast path's verdict, the forwarded body, the fold of th
 answer at its end). `--profile FILE` runs the
 proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
 `--collections` reports the proxy's garbage collections, by generation (count, CPU).
+`--steps` reports the request's way to the stub in the proxy step by step (from its head
+parsed to the upstream request written: uvicorn and Starlette, the body's JSON, the parse and
+what the library is given, the library's verdict, the fast path's request, the write), p50
+and p90 over the requests that took the fast path.
 
 Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
 per run, loopback only.
@@ -72,6 +76,7 @@ import atexit
 import functools
 import gc
 import json
+import math
 import os
 import random
 import re
@@ -660,6 +665,94 @@ def log_collections(path: str) -> None:
     atexit.register(lambda: Path(path).write_text(json.dumps(log)))
 
 
+# The steps of a request's way to the stub (`--steps`): (mark, what leads up to it).
+STEPS = (
+    ("app", "head parsed -> app entered (uvicorn's task, Starlette)"),
+    ("read", "app entered -> body read"),
+    ("decoded", "body read -> decoded (JSON)"),
+    ("asked", "decoded -> library asked (parse, session key, forwarder, client)"),
+    ("verdict", "the library's verdict (Client.start_stream)"),
+    ("writing", "verdict -> upstream write (fast path, response, body, route)"),
+    ("written", "the upstream write"),
+)
+
+
+def log_steps(path: str) -> None:
+    """In the proxy's process (`--steps`): for each request on the fast path, when its way to
+    the stub reached each step (`STEPS`, time.perf_counter, after its head was parsed),
+    written to `path` as JSON when the process ends. It wraps the function that begins each
+    step (LinkedProtocol's head callback, the endpoint, the body's decoding, the library's
+    `start_stream`, the lean transport's write); marks are kept by the request's task."""
+    from chatcli.client import Client
+    from chatcli.providers.lean_http import LeanTransport
+    from chatcli.proxy import app, pipe
+
+    clock, task = time.perf_counter, asyncio.current_task
+    log: list[dict[str, float]] = []
+    marks: dict[Any, dict[str, float]] = {}
+
+    def mark(step: str) -> None:
+        if (request := marks.get(task())) is not None:
+            request[step] = clock()
+
+    head_parsed = pipe.LinkedProtocol.on_headers_complete
+    chat, json_object, start_stream = app._Proxy.chat, app._json_object, Client.start_stream
+    write = LeanTransport.write
+
+    def on_headers_complete(self: Any) -> None:
+        self.scope["bench.head"] = clock()
+        head_parsed(self)
+
+    async def chat_(self: Any, request: Any, dialect: Any) -> Any:
+        marks[task()] = {"head": request.scope.get("bench.head", math.nan), "app": clock()}
+        try:
+            return await chat(self, request, dialect)
+        finally:
+            marks.pop(task(), None)
+
+    def json_object_(raw: bytes) -> Any:
+        mark("read")
+        body = json_object(raw)
+        mark("decoded")
+        return body
+
+    def start_stream_(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mark("asked")
+        start = start_stream(self, *args, **kwargs)
+        mark("verdict")
+        return start
+
+    async def write_(self: Any, *args: Any, **kwargs: Any) -> None:
+        mark("writing")
+        await write(self, *args, **kwargs)
+        mark("written")
+        if (request := marks.get(task())) is not None:
+            log.append(dict(request))
+
+    pipe.LinkedProtocol.on_headers_complete = on_headers_complete  # type: ignore[method-assign]
+    app._Proxy.chat = chat_  # type: ignore[method-assign]
+    app._json_object = json_object_
+    Client.start_stream = start_stream_  # type: ignore[method-assign]
+    LeanTransport.write = write_  # type: ignore[method-assign]
+    atexit.register(lambda: Path(path).write_text(json.dumps(log)))
+
+
+def report_steps(log: list[dict[str, float]]) -> None:
+    """The request's way to the stub step by step (`log_steps`): p50 and p90 of each step's
+    time, and of the whole, over the requests of all runs that took the fast path."""
+    whole = [r for r in log if all(step in r for step, _ in STEPS) and not math.isnan(r["head"])]
+    print(f"\nthe request's way to the stub in the proxy, step by step ({len(whole)} requests on "
+          f"the fast path, all runs; ms p50 / p90):")  # fmt: skip
+    if not whole:
+        return
+    marks = ["head", *(step for step, _ in STEPS)]
+    rows = [(label, marks[i], step) for i, (step, label) in enumerate(STEPS)]
+    rows.append(("head parsed -> upstream written (the whole)", "head", "written"))
+    for label, start, end in rows:
+        spent = [r[end] - r[start] for r in whole]
+        print(f"  {label:66} {pct(spent, 0.5):6.2f} / {pct(spent, 0.9):6.2f}")
+
+
 def report_collections(log: list[tuple[int, float]]) -> None:
     """The proxy's garbage collections while it served (`log_collections`), by generation:
     how many, their CPU in all, p50 and max."""
@@ -718,6 +811,11 @@ def main() -> None:
         action="store_true",
         help="report the proxy's garbage collections (1 worker): count and CPU per generation",
     )
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="report the request's way to the stub in the proxy, step by step (1 worker)",
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bare-forwarder", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -739,10 +837,14 @@ def main() -> None:
     )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
     collections = ROOT / ".bench-home" / "collections.json"
+    steps = ROOT / ".bench-home" / "steps.json"
     collections.unlink(missing_ok=True)
-    if args.collections:  # written when the proxy stops on SIGINT (see the end)
+    steps.unlink(missing_ok=True)
+    logs = [f"proxy.log_collections({str(collections)!r})"] if args.collections else []
+    logs += [f"proxy.log_steps({str(steps)!r})"] if args.steps else []
+    if logs:  # written when the proxy stops on SIGINT (see the end)
         code = (f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import proxy; "
-                f"proxy.log_collections({str(collections)!r}); {code}")  # fmt: skip
+                f"{'; '.join(logs)}; {code}")  # fmt: skip
     if args.profile:  # written when the proxy stops on SIGINT (see the end)
         code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
@@ -811,6 +913,8 @@ def main() -> None:
             process.wait(30)
     if args.collections:
         report_collections(json.loads(collections.read_text()))
+    if args.steps:
+        report_steps(json.loads(steps.read_text()))
 
 
 if __name__ == "__main__":

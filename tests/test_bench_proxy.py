@@ -19,7 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from benchmarks.proxy import Pool, Timing, arrivals, free_port, payloads, wait_listening
+from benchmarks.proxy import (
+    STEPS,
+    Pool,
+    Timing,
+    arrivals,
+    free_port,
+    payloads,
+    report_steps,
+    wait_listening,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "proxy.py"
 TOKENS, RATE = 10, 100.0  # the i-th token 10 ms x (i + 1) after the request arrives
@@ -96,3 +105,21 @@ def test_each_conversation_is_its_own_but_for_the_system_prompt() -> None:
     assert all(len(t) == 19 for t in texts)
     assert not (texts[0] & texts[1]) and not (texts[0] & texts[2]) and not (texts[1] & texts[2])
     assert {chat[0]["content"] for chat in chats} == {"You are a helpful assistant."}
+
+
+def test_the_steps_report_times_each_step_from_the_one_before(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Ten requests whose steps each took 1, 2, ... ms after the one before (the i-th request
+    # i/10 ms more for every step), and one that did not take the fast path (no write).
+    marks = ["head", *(step for step, _ in STEPS)]
+    log = [
+        {m: sum((k + 1 + i / 10) / 1000 for k in range(j)) for j, m in enumerate(marks)}
+        for i in range(10)
+    ]
+    report_steps([*log, {"head": 0.0, "app": 0.001}])
+    lines = capsys.readouterr().out.splitlines()
+    assert "(10 requests on the fast path" in lines[1]
+    figures = [[float(x) for x in line.split()[-3::2]] for line in lines[2:]]
+    assert figures[:-1] == [[k + 1.5, k + 1.9] for k in range(len(STEPS))]  # p50, p90
+    assert figures[-1] == [sum(k + 1.5 for k in range(len(STEPS))), 28 + 7 * 0.9]
