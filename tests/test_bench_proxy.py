@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -123,3 +124,42 @@ def test_the_steps_report_times_each_step_from_the_one_before(
     figures = [[float(x) for x in line.split()[-3::2]] for line in lines[2:]]
     assert figures[:-1] == [[k + 1.5, k + 1.9] for k in range(len(STEPS))]  # p50, p90
     assert figures[-1] == [sum(k + 1.5 for k in range(len(STEPS))), 28 + 7 * 0.9]
+
+
+def _bench(*flags: str) -> str:
+    """The benchmark's output for `flags` (a short run: seconds, not its minute)."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *flags], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_a_short_run_reports_every_figure_of_every_path() -> None:
+    # The whole benchmark end to end, small: the stub, the proxy, the bare forwarder, the
+    # clients, and the reports its options add (`--collections`, `--steps`, whose wrappers
+    # must still find the proxy's functions): a change elsewhere must not break it unseen.
+    out = _bench(
+        "--messages", "20", "--streams", "2", "--answer-tokens", "2", "--token-rate", "40",
+        "--warm-up", "0.5", "--window", "2", "--bare", "--collections", "--steps",
+    )  # fmt: skip
+    for path in ("direct", "proxy", "bare"):
+        served = re.search(rf"\n  {path}: (\d+) requests measured, 0 failed", out)
+        assert served is not None and int(served.group(1)) > 0, out
+    assert "generation 0:" in out
+    steps = re.search(r"step by step \((\d+) requests on the fast path", out)
+    assert steps is not None and int(steps.group(1)) > 0, out
+    rows = out[steps.end() :].splitlines()[1:]
+    assert [r.split("  ")[1] for r in rows] == [label for _, label in STEPS] + [
+        "head parsed -> upstream written (the whole)"
+    ]
+
+
+def test_the_breakdown_times_each_part_of_a_request() -> None:
+    out = _bench("--breakdown", "--messages", "20", "--answer-tokens", "10")
+    line = next(x for x in out.splitlines() if x.startswith("  20 messages, ms:"))
+    parts = [p.split() for p in line.split("ms: ")[1].split(", ")]
+    assert [" ".join(p[:-1]) for p in parts] == [
+        "decode", "parse", "client", "verdict", "body", "fold", "its check"
+    ]  # fmt: skip
+    assert all(float(p[-1]) >= 0 for p in parts)
