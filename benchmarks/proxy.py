@@ -830,14 +830,15 @@ def main() -> None:
         return
     requests = args.requests or 2 * args.streams
     stub_port, proxy_port = free_port(), free_port()
-    env = {**os.environ, "CHATCLI_HOME": str(ROOT / ".bench-home")}
+    home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME, and where its logs are written
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "CHATCLI_HOME": str(home)}
     stub = subprocess.Popen(
         [sys.executable, __file__, "--stub", str(stub_port), "--answer-tokens",
          str(args.answer_tokens), "--token-rate", str(args.token_rate)]
     )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
-    collections = ROOT / ".bench-home" / "collections.json"
-    steps = ROOT / ".bench-home" / "steps.json"
+    collections, steps = home / "collections.json", home / "steps.json"
     collections.unlink(missing_ok=True)
     steps.unlink(missing_ok=True)
     logs = [f"proxy.log_collections({str(collections)!r})"] if args.collections else []
