@@ -466,6 +466,20 @@ async def test_behind_a_proxy_from_the_environment_requests_take_the_librarys_pa
 ) -> None:
     # The lean transport connects to the upstream itself; the SDK's client honours the proxy
     # variables, as httpx does: behind a proxy, only the library's path reaches the upstream.
+    assert piped_directly(monkeypatch, variables) is direct
+
+
+def test_whether_the_passthrough_is_direct_is_known_with_no_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Read from the SDK client's URL: outside a running loop too (the in-process breakdown of
+    # benchmarks/proxy.py asks it there).
+    assert piped_directly(monkeypatch, {}) is True
+
+
+def piped_directly(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> bool:
+    """Whether a streamed OpenAI request to an https upstream takes the fast path, with only
+    the proxy `variables` in the environment."""
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
@@ -473,16 +487,4 @@ async def test_behind_a_proxy_from_the_environment_requests_take_the_librarys_pa
         monkeypatch.setenv(name, value)
     up = upstream_at("openai", "https://api.example.com/v1", model="gpt-4o", environ=ENV)
     parsed = OpenAIDialect().parse({"model": "gpt-4o", "messages": chat(1), "stream": True})
-    assert (passthrough_of(up, parsed) is up.provider) is direct
-
-
-def test_whether_the_passthrough_is_direct_is_known_with_no_event_loop() -> None:
-    # Read from the SDK client's URL: outside a running loop too (the in-process breakdown of
-    # benchmarks/proxy.py asks it there).
-    up = upstream_at("openai", "https://api.example.com/v1", model="gpt-4o", environ=ENV)
-    parsed = OpenAIDialect().parse({"model": "gpt-4o", "messages": chat(1), "stream": True})
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
-            patch.delenv(name, raising=False)
-            patch.delenv(name.lower(), raising=False)
-        assert passthrough_of(up, parsed) is up.provider
+    return passthrough_of(up, parsed) is up.provider
