@@ -197,6 +197,10 @@ def test_keys_and_fingerprints() -> None:
     key = session_key({}, [system, user, Message.assistant("a")])
     assert key == session_key({}, [system, user]) and key.startswith("px") and len(key) == 16
     assert key != session_key({}, [Message.system("other"), user])
+    # A system message later in the conversation (an instruction a client injects) is not
+    # its system prompt: the key every request of the conversation repeats stays the same.
+    later = [system, user, Message.assistant("a"), Message.system("now be terse")]
+    assert session_key({}, later) == key
     assert session_key({SESSION_HEADER: "a.b:c-1_2"}, [user]) == "a.b:c-1_2"
     for bad in ("", "-lead", "x" * 65, "a~1", "ü"):
         with pytest.raises(RequestError, match=SESSION_HEADER):

@@ -3,8 +3,9 @@
 the upstream's window is every replica's.
 
 Grouping. A request names its conversation with the `x-chatcli-session` header; without it,
-the conversation is known by a hash of its system prompt and first user message (`px` and 14
-hex digits), which every request of it repeats. The session is the one of that key whose
+the conversation is known by a hash of its system prompt (the system messages before its
+first user message) and first user message (`px` and 14 hex digits), which every request of
+it repeats. The session is the one of that key whose
 transcript the client's messages extend: the client resends its whole history each time,
 and only what is new (its new messages, then the answer) is appended. A client that edited
 or regenerated earlier history extends none of them: a new branch session `KEY~N` starts,
@@ -101,8 +102,14 @@ def session_key(headers: Mapping[str, str], messages: Sequence[Message]) -> str:
                 " '.', '_', ':' or '-', starting with a letter or digit)"
             )
         return named
-    system = [m.text for m in messages if m.role is Role.SYSTEM]
-    first = next((m.text for m in messages if m.role is Role.USER), "")
+    system: list[str] = []
+    first = ""
+    for message in messages:  # up to the first user message: what every request repeats
+        if message.role is Role.USER:
+            first = message.text
+            break
+        if message.role is Role.SYSTEM:
+            system.append(message.text)
     return "px" + body_digest(dump_json([system, first]))[:14]
 
 
