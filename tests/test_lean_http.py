@@ -578,6 +578,71 @@ async def test_a_routed_requests_failure_is_httpxs_with_its_request() -> None:
     assert failed.value.request.headers["content-length"] == str(len(BODY))
 
 
+async def until(done: Callable[[], bool]) -> None:
+    """Turns of the event loop until `done()` (5 s at most)."""
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not done in 5 s")
+
+
+async def test_a_request_sent_at_once_reaches_the_server_before_its_answer_is_awaited() -> None:
+    sent: list[bytes] = []
+    async with serving(recording(sent)) as url, lean_client(url + "/v1/") as client:
+        route = Route.of(client, "chat/completions")
+        transport = client._transport
+        assert isinstance(transport, LeanTransport)
+        free = transport.slots._value
+        assert route.send_now(BODY) is None  # no kept-alive connection yet: nothing sent
+        await asyncio.sleep(0.05)
+        assert sent == [] and transport.slots._value == free
+        assert await read_whole(await route.send(BODY)) == WIRE
+        early = route.send_now(BODY)  # from a callback: no task needed, nothing awaited
+        assert early is not None and transport.slots._value == free - 1
+        await until(lambda: len(sent) == 2)  # the server has it before anyone reads
+        answer = await route.send(BODY, early)
+        assert await read_whole(answer) == WIRE and answer.request is early
+        assert transport.slots._value == free
+        assert sum(map(len, transport.idle.values())) == 1  # the one connection, kept
+    assert sent[1] == sent[0]  # the same bytes as a request sent by `send`
+
+
+async def test_a_request_sent_at_once_and_abandoned_frees_its_slot_and_connection() -> None:
+    sent: list[bytes] = []
+    async with serving(recording(sent)) as url, lean_client(url + "/v1/") as client:
+        route = Route.of(client, "chat/completions")
+        transport = client._transport
+        assert isinstance(transport, LeanTransport)
+        free = transport.slots._value
+        assert await read_whole(await route.send(BODY)) == WIRE
+        early = route.send_now(BODY)
+        assert early is not None
+        route.abandon(early)
+        route.abandon(early)  # once only
+        assert transport.slots._value == free and not any(transport.idle.values())
+        assert await read_whole(await route.send(BODY)) == WIRE  # on a new connection
+        assert transport.slots._value == free
+
+
+async def test_a_request_sent_at_once_on_a_connection_the_server_drops_is_sent_again(
+    upstream: ReplayServer,
+) -> None:
+    # The server closes the kept-alive connection on the request sent at once without
+    # answering it (llama-server's close after a stream): sent again, on a new connection.
+    upstream.add(Scripted(events=TEXT), Scripted(drop=True), Scripted(events=TEXT))
+    adapter = adapter_at(upstream.url)
+    try:
+        assert await passed(adapter) == WIRE
+        early = adapter.passthrough_now(BODY)
+        assert early is not None
+        async with adapter.apassthrough(BODY, early) as stream:
+            assert b"".join([chunk async for chunk in stream.chunks]) == WIRE
+        assert len(upstream.requests) == 3 and upstream.connections == 2
+    finally:
+        await adapter.aclose()
+
+
 # --- the real llama-server -----------------------------------------------------------------
 
 

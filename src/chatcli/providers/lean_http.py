@@ -17,7 +17,10 @@ this transport's own send) are done once per client and URL by a `Route`, which 
 each request straight to the transport. A response's body can also hand its reads to
 callbacks where they arrive (`_Body.detach`, in the response's extensions under
 `DETACHABLE`): the proxy pipes them to its client with no task woken per read
-(`chatcli.proxy.pipe`).
+(`chatcli.proxy.pipe`). And a request can be written from a callback (`Route.send_now`, when
+a connection is idle and a slot free: no wait), its answer read later by the task that
+sends it (`Route.send(sent=)`): the proxy forwards a request from the server's callback
+that read it, not one turn of a busy event loop later.
 
 Its failures are httpx's exceptions, with httpcore's messages, so they are classified as they
 were (`chatcli.errors`): a refused connection is `ConnectError`, a timeout `ConnectTimeout` /
@@ -38,10 +41,20 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
-__all__ = ["DETACHABLE", "NEVER_ANSWERED", "Dechunker", "LeanTransport", "Route", "parse_head"]
+__all__ = [
+    "DETACHABLE",
+    "NEVER_ANSWERED",
+    "SENT",
+    "Dechunker",
+    "LeanTransport",
+    "Route",
+    "parse_head",
+]
 
 # The response extension holding its body, whose reads can be handed to callbacks (`detach`).
 DETACHABLE = "chatcli.detachable"
+# The request extension of a request already written (`LeanTransport.send_now`): its `_Sent`.
+SENT = "chatcli.sent"
 NEVER_ANSWERED = "Server disconnected without sending a response."
 _CUT = "peer closed connection without sending complete message body"
 _READ_SIZE = 65536
@@ -69,6 +82,15 @@ class _Connection:
 
     def close(self) -> None:
         self.writer.close()
+
+
+@dataclass(slots=True, eq=False)
+class _Sent:
+    """A request written by `LeanTransport.send_now` on a kept-alive connection, its slot
+    taken: its answer is `handle_async_request`'s to read, or `abandon`'s to drop."""
+
+    connection: _Connection
+    origin: Origin
 
 
 @dataclass(slots=True)
@@ -211,15 +233,52 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._slots = asyncio.Semaphore(self.limits.max_connections or 1 << 30)
         return self._slots
 
+    def send_now(self, request: httpx.Request, body: bytes) -> bool:
+        """`request` (whose body is `body`) written now, with no wait: when a slot is free
+        and a kept-alive connection to its origin is idle. True: written, and marked so
+        (`SENT`): `handle_async_request` reads its answer (sending it again on a new
+        connection if the kept one turns out closed, as for any request), or `abandon`
+        drops it. False: nothing was done."""
+        url = request.url
+        if url.scheme not in _DEFAULT_PORTS or self.slots.locked():
+            return False
+        origin = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        connection = self.kept(origin)
+        if connection is None:
+            return False
+        try:
+            connection.writer.writelines(_request_bytes(request, body))
+        except OSError:
+            connection.close()
+            return False
+        _at_once(self.slots.acquire())  # free (not `locked`): taken with no wait
+        request.extensions = {**request.extensions, SENT: _Sent(connection, origin)}
+        return True
+
+    def abandon(self, request: httpx.Request) -> None:
+        """A request `send_now` wrote whose answer will not be read: its connection closed
+        (the answer may be on its way), its slot freed."""
+        sent = request.extensions.get(SENT)
+        if isinstance(sent, _Sent):
+            request.extensions = {k: v for k, v in request.extensions.items() if k != SENT}
+            sent.connection.close()
+            self.slots.release()
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         if url.scheme not in _DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url}'.")
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         origin = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
-        await _within(timeouts.get("pool"), self.slots.acquire(), httpx.PoolTimeout)
+        sent = request.extensions.get(SENT)
+        if isinstance(sent, _Sent):  # written, its slot taken (`send_now`): read here, once
+            request.extensions = {k: v for k, v in request.extensions.items() if k != SENT}
+            origin = sent.origin
+        else:
+            await _within(timeouts.get("pool"), self.slots.acquire(), httpx.PoolTimeout)
+            sent = None
         try:
-            connection, head = await self.exchange(request, origin, timeouts)
+            connection, head = await self.exchange(request, origin, timeouts, sent)
         except BaseException:
             self.slots.release()
             raise
@@ -236,19 +295,24 @@ class LeanTransport(httpx.AsyncBaseTransport):
         )
 
     async def exchange(
-        self, request: httpx.Request, origin: Origin, timeouts: Mapping[str, float | None]
+        self,
+        request: httpx.Request,
+        origin: Origin,
+        timeouts: Mapping[str, float | None],
+        sent: _Sent | None = None,
     ) -> tuple[_Connection, _Head]:
         """The request sent and its response head read, on a kept-alive connection to
-        `origin` if one is still open, else on a new one. A kept-alive connection that fails
+        `origin` if one is still open, else on a new one (`sent`: written already on a
+        kept-alive one, `send_now`). A kept-alive connection that fails
         before any byte of an answer (the server closed it as it was reused: a race the
         server's close loses by microseconds, every time with llama-server, which closes after
         each streamed answer) is dropped and the request sent again on a new one, once, as
         browsers do: that server never took it. On a new connection that failure is raised
         (`chatcli.retry.never_answered` knows it)."""
-        kept = self.kept(origin)
+        kept = self.kept(origin) if sent is None else sent.connection
         if kept is not None:
             try:
-                return kept, await self.answered(kept, request, timeouts)
+                return kept, await self.answered(kept, request, timeouts, sent is not None)
             except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError) as exc:
                 kept.close()
                 if isinstance(exc, httpx.RemoteProtocolError) and str(exc) != NEVER_ANSWERED:
@@ -264,11 +328,15 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise
 
     async def answered(
-        self, connection: _Connection, request: httpx.Request, timeouts: Mapping[str, float | None]
+        self,
+        connection: _Connection,
+        request: httpx.Request,
+        timeouts: Mapping[str, float | None],
+        written: bool = False,
     ) -> _Head:
-        """`request` written on `connection`, and the head of its final response (any
-        informational one skipped)."""
-        await self.write(connection, request, timeouts.get("write"))
+        """`request` written on `connection` (`written`: it was, `send_now`), and the head of
+        its final response (any informational one skipped)."""
+        await self.write(connection, request, timeouts.get("write"), written)
         method = request.method.encode()
         while True:
             raw = await _within(timeouts.get("read"), _read_head(connection), httpx.ReadTimeout)
@@ -304,14 +372,17 @@ class LeanTransport(httpx.AsyncBaseTransport):
         return self._ssl
 
     async def write(
-        self, connection: _Connection, request: httpx.Request, timeout: float | None
+        self,
+        connection: _Connection,
+        request: httpx.Request,
+        timeout: float | None,
+        written: bool = False,
     ) -> None:
-        """The request line, headers and body, in one write."""
-        body = await request.aread()
-        lines = [b"%s %s HTTP/1.1" % (request.method.encode(), request.url.raw_path)]
-        lines.extend(b"%s: %s" % pair for pair in request.headers.raw)
+        """The request line, headers and body, in one write (`written`: done already, its
+        end is waited for)."""
         try:
-            connection.writer.writelines((b"\r\n".join(lines), b"\r\n\r\n", body))
+            if not written:
+                connection.writer.writelines(_request_bytes(request, await request.aread()))
             await _within(timeout, connection.writer.drain(), httpx.WriteTimeout)
         except OSError as exc:
             raise httpx.WriteError(str(exc)) from exc
@@ -375,20 +446,41 @@ class Route:
         headers = tuple(p for p in template.headers.raw if p[0].lower() != b"content-length")
         return cls(client, template.url, headers, template.extensions, lean)
 
-    async def send(self, body: bytes) -> httpx.Response:
-        """`body` POSTed: the response, its body still to be read (`AsyncClient.send`'s
-        `stream=True`)."""
-        client, transport = self.client, self.transport
-        if transport is None or client.cookies:
-            request = client.build_request("POST", self.url, content=body)
-            return await client.send(request, stream=True)
-        request = httpx.Request(
+    def send_now(self, body: bytes) -> httpx.Request | None:
+        """`body` POSTed now, from a callback, when the transport can write it with no wait
+        (`LeanTransport.send_now`): the request, whose answer `send(sent=)` reads. None:
+        nothing was sent (no idle connection or free slot, or the client's layers apply)."""
+        transport = self.transport
+        if transport is None or self.client.cookies:
+            return None
+        request = self.request(body)
+        return request if transport.send_now(request, body) else None
+
+    def abandon(self, sent: httpx.Request) -> None:
+        """A request `send_now` sent whose answer will not be read: its connection closed,
+        its slot freed (`LeanTransport.abandon`)."""
+        if self.transport is not None:
+            self.transport.abandon(sent)
+
+    def request(self, body: bytes) -> httpx.Request:
+        """The request POSTing `body`, as the client would build it."""
+        return httpx.Request(
             "POST",
             self.url,
             headers=[*self.headers, (b"Content-Length", b"%d" % len(body))],
             stream=httpx.ByteStream(body),
             extensions=self.extensions,
         )
+
+    async def send(self, body: bytes, sent: httpx.Request | None = None) -> httpx.Response:
+        """`body` POSTed (`sent`: by `send_now` already, its answer read here): the
+        response, its body still to be read (`AsyncClient.send`'s `stream=True`)."""
+        client, transport = self.client, self.transport
+        if sent is None and (transport is None or client.cookies):
+            request = client.build_request("POST", self.url, content=body)
+            return await client.send(request, stream=True)
+        assert transport is not None
+        request = self.request(body) if sent is None else sent
         try:
             response = await transport.handle_async_request(request)
         except httpx.RequestError as exc:
@@ -619,6 +711,23 @@ class _Detached(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.body.lost(exc)
+
+
+def _request_bytes(request: httpx.Request, body: bytes) -> tuple[bytes, bytes, bytes]:
+    """The request line and headers, their end, and `body`: the request as written."""
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode(), request.url.raw_path)]
+    lines.extend(b"%s: %s" % pair for pair in request.headers.raw)
+    return b"\r\n".join(lines), b"\r\n\r\n", body
+
+
+def _at_once(step: Coroutine[Any, Any, Any]) -> None:
+    """`step` run to its end now: it must not wait (its caller checked it would not)."""
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()
+    raise RuntimeError("a step that was not to wait waited")
 
 
 async def _read_head(connection: _Connection) -> bytes:

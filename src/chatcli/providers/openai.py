@@ -1065,15 +1065,27 @@ class OpenAIBase(Adapter):
         extra = self._body_extra(replace(request, settings=replace(request.settings, extra=given)))
         return {**fields, **extra}
 
+    def passthrough_now(self, body: bytes) -> Any | None:
+        """`body` (as `apassthrough` takes it) sent now, from a callback, when that needs no
+        wait (`chatcli.providers.lean_http.Route.send_now`): what `apassthrough(sent=)` reads
+        the answer of, or `passthrough_abandoned` drops. None: nothing was sent."""
+        return self._passthrough_route().send_now(body)
+
+    def passthrough_abandoned(self, sent: Any) -> None:
+        """A request `passthrough_now` sent whose answer will not be read (its connection
+        is closed)."""
+        self._passthrough_route().abandon(sent)
+
     @asynccontextmanager
-    async def apassthrough(self, body: bytes) -> AsyncIterator[RawStream]:
+    async def apassthrough(self, body: bytes, sent: Any | None = None) -> AsyncIterator[RawStream]:
         """A streamed Chat Completions call of `body`, written by the caller, with plain
         httpx (no SDK request building) over the lean transport (`_passthrough_route`): its
-        bytes as they are read. An error status raises the ProviderError the SDK call would;
-        so does a connection error, before or while the caller reads."""
+        bytes as they are read (`sent`: `passthrough_now` sent it already). An error status
+        raises the ProviderError the SDK call would; so does a connection error, before or
+        while the caller reads."""
         route = self._passthrough_route()
         with self._errors():
-            response = await route.send(body)
+            response = await route.send(body, sent)
         try:
             if response.status_code >= 400:
                 with self._errors():
