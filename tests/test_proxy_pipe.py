@@ -195,6 +195,46 @@ def test_the_answer_is_piped_from_callbacks_as_the_upstreams_events(
     assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 1' in again
 
 
+def test_a_request_is_forwarded_from_the_callback_that_read_it(
+    raw: RawUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # uvicorn runs the app in a task, one turn of the event loop after the request was read:
+    # the request is forwarded from the server's callback instead (`ON_BODY`), when a
+    # kept-alive upstream connection is idle, and the task goes on from there.
+    forwarded: list[tuple[bool, bool]] = []  # (sent at once, from a task)
+    send_now = lean_http.LeanTransport.send_now
+
+    def spied(transport: lean_http.LeanTransport, request: Any, body: bytes) -> bool:
+        sent = send_now(transport, request, body)
+        forwarded.append((sent, asyncio.current_task() is not None))
+        return sent
+
+    monkeypatch.setattr(lean_http.LeanTransport, "send_now", spied)
+    recorded = events("openai-chat-text.txt")
+    raw.scripts.extend([split(recorded), split(recorded)])
+    guard = Guard((), host="127.0.0.1", max_concurrency=64)
+    with proxy(raw, guard=guard) as url:
+        answers = [httpx.post(url + URL_PATH, json=request(), timeout=30) for _ in range(2)]
+    expected = b"".join(f"data: {e}\n\n".encode() for e in recorded if '"usage"' not in e)
+    assert [a.content for a in answers] == [expected] * 2
+    # The first finds no connection to the upstream (its task opens one); the second goes
+    # on the kept one, from the callback: no task had run for it.
+    assert forwarded == [(False, False), (True, False)]
+    assert raw.connections == 1 and len(raw.bodies) == 2
+    assert guard._active == {}  # each request admitted once, released once
+
+
+def test_a_request_the_callback_cannot_begin_is_its_tasks_as_before(raw: RawUpstream) -> None:
+    # Not JSON, or not admitted: the callback leaves it, and its task answers as it would.
+    guard = Guard(("k1",), host="127.0.0.1", max_concurrency=64)
+    with proxy(raw, guard=guard) as url:
+        bad = httpx.post(url + URL_PATH, content=b"{", headers={"authorization": "Bearer k1"})
+        refused = httpx.post(url + URL_PATH, json=request())
+    assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]["message"]
+    assert refused.status_code == 401
+    assert raw.bodies == [] and guard._active == {}
+
+
 def test_a_tls_upstreams_answer_is_piped_and_its_connection_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: Calls
 ) -> None:

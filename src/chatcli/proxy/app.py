@@ -38,6 +38,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Scope
 
 from chatcli.client import StreamStart
 from chatcli.config import MicrocompactConfig, RecoveryConfig
@@ -60,7 +61,7 @@ from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.passthrough import FastPath, PipedResponse, first_unchanged, passthrough_of
-from chatcli.proxy.pipe import CLIENT_LINK, ServerLink
+from chatcli.proxy.pipe import CLIENT_LINK, ON_BODY, ServerLink
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
@@ -105,19 +106,23 @@ class _Proxy:
             self.sessions.on_error = self.store_failed
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
-        started = time.perf_counter()
+        early = _taken(request.scope)
+        started = time.perf_counter() if early is None else early.started
         endpoint = request.scope["path"]  # the route's (`request.url` parses a URL anew)
         try:
-            client = self.admit(request)
+            client = self.admit(request) if early is None else early.client
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            raw = await self.raw_body(request)
-            body = _json_object(raw)
-            parsed = passed_headers(dialect.parse(body), request.headers)
-            session = self.session_of(request, parsed)
-            link = (request.scope.get("extensions") or {}).get(CLIENT_LINK)
-            response = await self.answer(parsed, dialect, session, sent=(raw, body), link=link)
+            if early is not None:
+                response = await self.answer_begun(early.begun, dialect, early.sent)
+            else:
+                raw = await self.raw_body(request)
+                body = _json_object(raw)
+                parsed = passed_headers(dialect.parse(body), request.headers)
+                session = self.session_of(request, parsed)
+                link = (request.scope.get("extensions") or {}).get(CLIENT_LINK)
+                response = await self.answer(parsed, dialect, session, (raw, body), link)
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -134,6 +139,43 @@ class _Proxy:
                 endpoint, response.status_code, time.perf_counter() - started
             )
         return response
+
+    def early(self, scope: Scope, raw: bytes) -> None:
+        """A request whose body came whole before its task ran (`chatcli.proxy.pipe.ON_BODY`),
+        begun there and then: admitted, parsed, the library's verdict given and, on the fast
+        path, forwarded (`begin`), all with no wait; its task (`chat`) goes on from there.
+        Only a Chat Completions request, and only with no recorder (whose store is read
+        before a request is forwarded: `shared_window`, `StickyViews.get`). A request that
+        fails here (not admitted, not JSON...) is left to its task, which fails it again and
+        answers why; so is a request whose task has begun already."""
+        extensions = scope.get("extensions")
+        if (
+            extensions is None
+            or _BEGUN in extensions
+            or scope.get("path") != "/v1/chat/completions"
+            or scope.get("method") != "POST"
+            or self.sessions is not None
+            or len(raw) > self.options.max_body_bytes
+        ):
+            return
+        started = time.perf_counter()
+        request = Request(scope)
+        try:
+            client = self.admit(request)
+        except Refused:
+            return
+        try:
+            body = _json_object(raw)
+            parsed = passed_headers(OPENAI.parse(body), request.headers)
+            session = self.session_of(request, parsed)
+            sticky = self.cuts.held(session)
+            link = extensions.get(CLIENT_LINK)
+            forwarder = self.forwarder(parsed)
+            begun = self.begin(parsed, session, forwarder, None, sticky, (raw, body), link)
+        except Exception:
+            self.guard.release(client)
+            return
+        extensions[_BEGUN] = _Early(client, started, begun, (raw, body))
 
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
@@ -177,15 +219,53 @@ class _Proxy:
         stream once its answer has begun, on the fast path when it can take it (`link`: the
         server's, to pipe from callbacks: `chatcli.proxy.pipe`). `session`: the
         conversation's key (None: no sticky cut, nothing recorded)."""
-        forwarding = plan(parsed, self.upstream.dialect)
-        headers = {"x-chatcli-dropped": ",".join(forwarding.dropped)} if forwarding.dropped else {}
-        forwarder = Forwarder(self.upstream, parsed, forwarding)
-        model = parsed.model or self.upstream.model
-        events: list[Event] = []
+        forwarder = self.forwarder(parsed)
         window = await self.shared_window(forwarder)
         sticky = None if session is None else await self.cuts.get(session)
+        begun = self.begin(parsed, session, forwarder, window, sticky, sent, link)
+        return await self.answer_begun(begun, dialect, sent)
+
+    def forwarder(self, parsed: ClientRequest) -> Forwarder:
+        """The Provider the library calls for `parsed`: the upstream, with what the client's
+        request adds."""
+        return Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
+
+    def begin(
+        self,
+        parsed: ClientRequest,
+        session: str | None,
+        forwarder: Forwarder,
+        window: int | None,
+        sticky: StickyView | None,
+        sent: tuple[bytes, dict[str, Any]] | None = None,
+        link: ServerLink | None = None,
+    ) -> _Begun:
+        """A request up to its first call, with no wait: the library's Client for it and,
+        streamed, its verdict (`Client.start_stream`); on the fast path, its request sent to
+        the upstream when that needs no wait (`FastPath.send_now`)."""
+        events: list[Event] = []
         library = self.library_client(forwarder, window, events, sticky)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
+        begun = _Begun(parsed, session, forwarder, events, sticky, library, max_tokens)
+        if not parsed.stream:
+            return begun
+        start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        begun.start = start
+        if sent is not None:
+            begun.fast = self.fast_path(parsed, library, start, max_tokens, link)
+            if begun.fast is not None:
+                begun.fast.send_now(*sent)
+        return begun
+
+    async def answer_begun(
+        self, begun: _Begun, dialect: Dialect, sent: tuple[bytes, dict[str, Any]] | None
+    ) -> Response:
+        """`answer`'s end, from its beginning (`begin`)."""
+        parsed, session, library = begun.parsed, begun.session, begun.library
+        sticky, events, max_tokens = begun.sticky, begun.events, begun.max_tokens
+        dropped = begun.forwarder.forwarding.dropped
+        headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
+        model = parsed.model or self.upstream.model
         if not parsed.stream:
             try:
                 reply = await library.asend(
@@ -197,10 +277,11 @@ class _Proxy:
             cut = self.new_cut(session, sticky, library)
             await self.record(session, parsed, reply, reply.events, cut)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
-        start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        start = begun.start
+        assert start is not None
         cuts = _CutOf(self, session, sticky, library)
         performed = None
-        fast = None if sent is None else self.fast_path(parsed, library, start, max_tokens, link)
+        fast = begun.fast
         if sent is not None and fast is not None:
             body = fast.piped(
                 lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
@@ -409,10 +490,11 @@ class _Proxy:
         )
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette) -> AsyncIterator[dict[str, Any]]:
         """On shutdown, close the upstream's connections (its SDK client's pool) and write what
-        the session recorder holds."""
-        yield
+        the session recorder holds. Its state gives the server the callback for a request
+        whose body came whole (`early`, `chatcli.proxy.pipe.ON_BODY`)."""
+        yield {ON_BODY: self.early}
         aclose = getattr(self.upstream.provider, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -421,6 +503,47 @@ class _Proxy:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+_BEGUN = "chatcli.begun"  # a request's scope extension: its `_Early`, None once its task took it
+
+
+def _taken(scope: Scope) -> _Early | None:
+    """What `_Proxy.early` did for this request (None: nothing), taken by its task: nothing
+    more is done early for it."""
+    extensions = scope.get("extensions")
+    if extensions is None:
+        return None
+    early = extensions.get(_BEGUN)
+    extensions[_BEGUN] = None
+    return early  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class _Early:
+    """A request begun before its task ran (`_Proxy.early`): its client key (admitted),
+    when it began, what was begun, and its body (raw and decoded)."""
+
+    client: str
+    started: float
+    begun: _Begun
+    sent: tuple[bytes, dict[str, Any]]
+
+
+@dataclass(slots=True)
+class _Begun:
+    """A request up to its first call (`_Proxy.begin`): what the library was given, and a
+    streamed request's verdict (`start`) and fast path (`fast`, None: the library's path)."""
+
+    parsed: ClientRequest
+    session: str | None
+    forwarder: Forwarder
+    events: list[Event]
+    sticky: StickyView | None
+    library: Client
+    max_tokens: int | None
+    start: StreamStart | None = None
+    fast: FastPath | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,17 +142,37 @@ class FastPath:
         self.head: Message | None = None  # the response's start (`PipedResponse.start`)
         self.head_sent = False  # by the pipe's callback (`started`)
         self.pipe: Pipe | None = None  # the body's reads from callbacks (`link`, `head`)
+        self.forwarded = b""  # the body sent (`send_now`)
+        self.sent_request: Any = None  # the request, when `send_now` sent it
+
+    def send_now(self, raw: bytes, body: Mapping[str, Any]) -> None:
+        """Send the request now, when that needs no wait (`OpenAIBase.passthrough_now`): from
+        the callback that read the client's request, no turn of the event loop lost; `open`
+        then reads its answer. Else `open` sends it."""
+        fields = self.provider.passthrough_fields(self.first, body)
+        self.forwarded = forwarded_body(raw, body, fields)
+        self.sent_request = self.provider.passthrough_now(self.forwarded)
+
+    def abandon(self) -> None:
+        """The request `send_now` sent will not be opened: its answer is dropped."""
+        sent, self.sent_request = self.sent_request, None
+        if sent is not None:
+            self.provider.passthrough_abandoned(sent)
 
     async def open(self, raw: bytes, body: Mapping[str, Any]) -> Performed | None:
-        """Send the request; None once the answer has begun: the first bytes to pipe are
-        ready, or, with the server's `link` and the response's `head`, already sent with the
-        head from the callback that read them (`chatcli.proxy.pipe.Pipe`). Else (the whole
-        answer came held, or the call failed before any of it was sent) the call's outcome:
-        the library goes on from it (`Client.resume_stream`)."""
-        fields = self.provider.passthrough_fields(self.first, body)
+        """Send the request, unless `send_now` did; None once the answer has begun: the
+        first bytes to pipe are ready, or, with the server's `link` and the response's
+        `head`, already sent with the head from the callback that read them
+        (`chatcli.proxy.pipe.Pipe`). Else (the whole answer came held, or the call failed
+        before any of it was sent) the call's outcome: the library goes on from it
+        (`Client.resume_stream`)."""
+        if not self.forwarded:
+            fields = self.provider.passthrough_fields(self.first, body)
+            self.forwarded = forwarded_body(raw, body, fields)
+        sent, self.sent_request = self.sent_request, None
         try:
             stream = await self.stack.enter_async_context(
-                self.provider.apassthrough(forwarded_body(raw, body, fields))
+                self.provider.apassthrough(self.forwarded, sent)
             )
         except Exception as exc:
             await self.stack.aclose()

@@ -375,11 +375,19 @@ class StickyViews:
     async def get(self, key: str) -> StickyView | None:
         """The cut a request of conversation `key` starts from (`Client(sticky_view=)`),
         None: none. `Client` checks that the request's history extends the cut one."""
-        held = self._cuts.get(key)
-        cut = held if self.recorder is None else await self.recorder.cut(key, held)
+        if self.recorder is None:
+            return self.held(key)
+        cut = await self.recorder.cut(key, self._cuts.get(key))
         if cut is None:
             self._cuts.pop(key, None)
         else:
+            self.keep(key, cut)
+        return cut
+
+    def held(self, key: str) -> StickyView | None:
+        """`get`'s answer with no recorder (this replica's own cuts only), with no wait."""
+        cut = self._cuts.get(key)
+        if cut is not None:
             self.keep(key, cut)
         return cut
 
