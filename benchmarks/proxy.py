@@ -15,7 +15,8 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
                                [--window 20] [--seed 1] [--no-fast-path] [--profile F]
-                               [--litellm LITELLM] [--bare] [--collections] [--steps]
+                               [--litellm LITELLM] [--bare] [--bare-cost MS/US ...]
+                               [--collections] [--steps]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
     python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
@@ -50,7 +51,11 @@ like chatcli's: `--litellm LITELLM` (the `litellm` command that
 benchmarks/install-litellm-proxy.sh installs in a virtualenv of its own and prints):
 LiteLLM's proxy, one worker; `--bare`: a bare forwarder on uvloop (`BareForwarder`: bytes
 in, bytes out, nothing parsed but each request's length), the floor any Python proxy pays
-per request and per event on this machine.
+per request and per event on this machine. `--bare-cost MS/US` (repeatable) adds the same
+forwarder spending MS ms of CPU on each request and US µs on each read of the answer (a
+busy loop on the thread's CPU clock), and nothing else: the latency a proxy of that cost
+adds at that load on this machine, to set beside chatcli's (whose CPU per answer the
+figures give).
 
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
@@ -187,10 +192,15 @@ class BareForwarder(asyncio.Protocol):
     came, to the stub on a connection of its own (opened at the first request, kept), and
     each read of the stub's answer to the client as it came. No parsing but the request's
     length, no judging, no recovery: what any Python proxy on uvloop pays per request and per
-    event on this machine, the floor under chatcli's figures."""
+    event on this machine, the floor under chatcli's figures.
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
+    `cost` (`--bare-cost`): CPU spent (`burn`) on each request before it is forwarded and on
+    each read of the answer before it is passed on, in seconds: a forwarder of that cost per
+    request and per event, with nothing else of a real proxy, to tell what latency a given
+    cost adds on this machine at a given load."""
+
+    def __init__(self, upstream_port: int, cost: tuple[float, float] = (0.0, 0.0)) -> None:
+        self.upstream_port, self.cost = upstream_port, cost
         self.buffer = b""
         self.client: asyncio.Transport | None = None
         self.upstream: asyncio.Transport | None = None
@@ -208,6 +218,7 @@ class BareForwarder(asyncio.Protocol):
             if len(self.buffer) < total:
                 return
             request, self.buffer = self.buffer[:total], self.buffer[total:]
+            burn(self.cost[0])
             if self.upstream is not None:
                 self.upstream.write(request)
                 continue
@@ -216,11 +227,12 @@ class BareForwarder(asyncio.Protocol):
             self.waiting.append(request)
 
     async def connect(self) -> None:
-        client = self.client
+        client, read_cost = self.client, self.cost[1]
         assert client is not None
 
         class Back(asyncio.Protocol):
             def data_received(self, data: bytes) -> None:
+                burn(read_cost)
                 client.write(data)
 
             def connection_lost(self, exc: Exception | None) -> None:
@@ -236,11 +248,25 @@ class BareForwarder(asyncio.Protocol):
             self.upstream.close()
 
 
-def run_bare(port: int, upstream_port: int) -> None:
+def burn(seconds: float) -> None:
+    """`seconds` of this thread's CPU spent (none for 0)."""
+    if seconds > 0:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+
+def bare_cost(text: str) -> tuple[float, float]:
+    """`--bare-cost`'s "MS/US": CPU per request in ms, per read in µs; in seconds."""
+    request, _, read = text.partition("/")
+    return float(request) / 1e3, float(read or 0) / 1e6
+
+
+def run_bare(port: int, upstream_port: int, cost: tuple[float, float] = (0.0, 0.0)) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: BareForwarder(upstream_port), "127.0.0.1", port, backlog=4096
+            lambda: BareForwarder(upstream_port, cost), "127.0.0.1", port, backlog=4096
         )
         await server.serve_forever()
 
@@ -667,12 +693,12 @@ def log_collections(path: str) -> None:
 
 # The steps of a request's way to the stub (`--steps`): (mark, what leads up to it).
 STEPS = (
-    ("app", "head parsed -> app entered (uvicorn's task, Starlette)"),
+    ("app", "head parsed -> app entered (body callback; or task, Starlette)"),
     ("read", "app entered -> body read"),
     ("decoded", "body read -> decoded (JSON)"),
     ("asked", "decoded -> library asked (parse, session key, forwarder, client)"),
     ("verdict", "the library's verdict (Client.start_stream)"),
-    ("writing", "verdict -> upstream write (fast path, response, body, route)"),
+    ("writing", "verdict -> upstream write (fast path, body, route)"),
     ("written", "the upstream write"),
 )
 
@@ -681,27 +707,41 @@ def log_steps(path: str) -> None:
     """In the proxy's process (`--steps`): for each request on the fast path, when its way to
     the stub reached each step (`STEPS`, time.perf_counter, after its head was parsed),
     written to `path` as JSON when the process ends. It wraps the function that begins each
-    step (LinkedProtocol's head callback, the endpoint, the body's decoding, the library's
-    `start_stream`, the lean transport's write); marks are kept by the request's task."""
+    step (LinkedProtocol's head callback, the app's callback for a whole body or else its
+    endpoint, the body's decoding, the library's `start_stream`, the lean transport's write
+    from the callback or else from the task); marks are kept by the request's task, or for
+    the request in the callback."""
     from chatcli.client import Client
     from chatcli.providers.lean_http import LeanTransport
     from chatcli.proxy import app, pipe
 
     clock, task = time.perf_counter, asyncio.current_task
     log: list[dict[str, float]] = []
-    marks: dict[Any, dict[str, float]] = {}
+    marks: dict[Any, dict[str, float]] = {}  # by task; None: the request in the callback
 
     def mark(step: str) -> None:
         if (request := marks.get(task())) is not None:
             request[step] = clock()
 
+    def logged() -> None:
+        if (request := marks.get(task())) is not None:
+            log.append(dict(request))
+
     head_parsed = pipe.LinkedProtocol.on_headers_complete
-    chat, json_object, start_stream = app._Proxy.chat, app._json_object, Client.start_stream
-    write = LeanTransport.write
+    chat, early = app._Proxy.chat, app._Proxy.early
+    json_object, start_stream = app._json_object, Client.start_stream
+    write, send_now = LeanTransport.write, LeanTransport.send_now
 
     def on_headers_complete(self: Any) -> None:
         self.scope["bench.head"] = clock()
         head_parsed(self)
+
+    def early_(self: Any, scope: Any, raw: bytes) -> None:
+        marks[None] = {"head": scope.get("bench.head", math.nan), "app": clock()}
+        try:
+            early(self, scope, raw)
+        finally:
+            marks.pop(None, None)
 
     async def chat_(self: Any, request: Any, dialect: Any) -> Any:
         marks[task()] = {"head": request.scope.get("bench.head", math.nan), "app": clock()}
@@ -722,17 +762,26 @@ def log_steps(path: str) -> None:
         mark("verdict")
         return start
 
+    def send_now_(self: Any, *args: Any, **kwargs: Any) -> bool:
+        mark("writing")
+        sent = send_now(self, *args, **kwargs)
+        mark("written")
+        if sent:
+            logged()
+        return sent
+
     async def write_(self: Any, *args: Any, **kwargs: Any) -> None:
         mark("writing")
         await write(self, *args, **kwargs)
         mark("written")
-        if (request := marks.get(task())) is not None:
-            log.append(dict(request))
+        logged()
 
     pipe.LinkedProtocol.on_headers_complete = on_headers_complete  # type: ignore[method-assign]
+    app._Proxy.early = early_  # type: ignore[method-assign]
     app._Proxy.chat = chat_  # type: ignore[method-assign]
     app._json_object = json_object_
     Client.start_stream = start_stream_  # type: ignore[method-assign]
+    LeanTransport.send_now = send_now_  # type: ignore[method-assign]
     LeanTransport.write = write_  # type: ignore[method-assign]
     atexit.register(lambda: Path(path).write_text(json.dumps(log)))
 
@@ -816,14 +865,23 @@ def main() -> None:
         action="store_true",
         help="report the request's way to the stub in the proxy, step by step (1 worker)",
     )
+    parser.add_argument(
+        "--bare-cost",
+        action="append",
+        default=[],
+        metavar="MS/US",
+        help="also measure a bare forwarder spending MS ms of CPU per request and US µs per "
+        "read of the answer (repeatable)",
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--bare-forwarder", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--bare-forwarder", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stub:
         run_stub(args.stub, args.answer_tokens, args.token_rate)
         return
     if args.bare_forwarder:
-        run_bare(*args.bare_forwarder)
+        port, upstream_port, cost = args.bare_forwarder
+        run_bare(int(port), int(upstream_port), bare_cost(cost))
         return
     if args.breakdown:
         breakdown([int(x) for x in args.messages.split(",")], args.answer_tokens)
@@ -860,10 +918,13 @@ def main() -> None:
     if args.litellm:
         port = free_port()
         anchors["litellm"] = (port, litellm_proxy(args.litellm, stub_port, port))
-    if args.bare:
+    costs = (["0/0"] if args.bare else []) + args.bare_cost
+    for cost in costs:
+        bare_cost(cost)  # a bad one fails here, before any run
         port = free_port()
-        command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
-        anchors["bare"] = (port, subprocess.Popen(command))
+        command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port), cost]
+        name = "bare" if cost == "0/0" else f"bare+{cost}"
+        anchors[name] = (port, subprocess.Popen(command))
     try:
         wait_listening(stub_port)
         wait_listening(proxy_port)
