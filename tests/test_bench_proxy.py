@@ -16,6 +16,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from benchmarks.proxy import (
     Pool,
     Timing,
     arrivals,
+    bare_cost,
+    burn,
     free_port,
     payloads,
     report_steps,
@@ -141,9 +144,10 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
     # must still find the proxy's functions): a change elsewhere must not break it unseen.
     out = _bench(
         "--messages", "20", "--streams", "2", "--answer-tokens", "2", "--token-rate", "40",
-        "--warm-up", "0.5", "--window", "2", "--bare", "--collections", "--steps",
+        "--warm-up", "0.5", "--window", "2", "--bare", "--bare-cost", "0.5/10",
+        "--collections", "--steps",
     )  # fmt: skip
-    for path in ("direct", "proxy", "bare"):
+    for path in ("direct", "proxy", "bare", "bare\\+0.5/10"):
         served = re.search(rf"\n  {path}: (\d+) requests measured, 0 failed", out)
         assert served is not None and int(served.group(1)) > 0, out
     assert "generation 0:" in out
@@ -153,6 +157,16 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
     assert [r.split("  ")[1] for r in rows] == [label for _, label in STEPS] + [
         "head parsed -> upstream written (the whole)"
     ]
+
+
+def test_a_bare_forwarders_cost_is_cpu_spent_per_request_and_per_read() -> None:
+    assert bare_cost("4.5/16") == pytest.approx((0.0045, 0.000016))
+    assert bare_cost("2") == (0.002, 0.0)
+    with pytest.raises(ValueError):
+        bare_cost("fast/16")
+    started = time.thread_time()
+    burn(0.005)
+    assert time.thread_time() - started >= 0.005
 
 
 def test_the_breakdown_times_each_part_of_a_request() -> None:

@@ -608,23 +608,6 @@ async def test_a_request_sent_at_once_reaches_the_server_before_its_answer_is_aw
     assert sent[1] == sent[0]  # the same bytes as a request sent by `send`
 
 
-async def test_a_request_sent_at_once_and_abandoned_frees_its_slot_and_connection() -> None:
-    sent: list[bytes] = []
-    async with serving(recording(sent)) as url, lean_client(url + "/v1/") as client:
-        route = Route.of(client, "chat/completions")
-        transport = client._transport
-        assert isinstance(transport, LeanTransport)
-        free = transport.slots._value
-        assert await read_whole(await route.send(BODY)) == WIRE
-        early = route.send_now(BODY)
-        assert early is not None
-        route.abandon(early)
-        route.abandon(early)  # once only
-        assert transport.slots._value == free and not any(transport.idle.values())
-        assert await read_whole(await route.send(BODY)) == WIRE  # on a new connection
-        assert transport.slots._value == free
-
-
 async def test_a_request_sent_at_once_on_a_connection_the_server_drops_is_sent_again(
     upstream: ReplayServer,
 ) -> None:

@@ -87,7 +87,7 @@ class _Connection:
 @dataclass(slots=True, eq=False)
 class _Sent:
     """A request written by `LeanTransport.send_now` on a kept-alive connection, its slot
-    taken: its answer is `handle_async_request`'s to read, or `abandon`'s to drop."""
+    taken: its answer is `handle_async_request`'s to read."""
 
     connection: _Connection
     origin: Origin
@@ -236,9 +236,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
     def send_now(self, request: httpx.Request, body: bytes) -> bool:
         """`request` (whose body is `body`) written now, with no wait: when a slot is free
         and a kept-alive connection to its origin is idle. True: written, and marked so
-        (`SENT`): `handle_async_request` reads its answer (sending it again on a new
-        connection if the kept one turns out closed, as for any request), or `abandon`
-        drops it. False: nothing was done."""
+        (`SENT`): `handle_async_request` must read its answer (sending it again on a new
+        connection if the kept one turns out closed, as for any request). False: nothing
+        was done."""
         url = request.url
         if url.scheme not in _DEFAULT_PORTS or self.slots.locked():
             return False
@@ -254,15 +254,6 @@ class LeanTransport(httpx.AsyncBaseTransport):
         _at_once(self.slots.acquire())  # free (not `locked`): taken with no wait
         request.extensions = {**request.extensions, SENT: _Sent(connection, origin)}
         return True
-
-    def abandon(self, request: httpx.Request) -> None:
-        """A request `send_now` wrote whose answer will not be read: its connection closed
-        (the answer may be on its way), its slot freed."""
-        sent = request.extensions.get(SENT)
-        if isinstance(sent, _Sent):
-            request.extensions = {k: v for k, v in request.extensions.items() if k != SENT}
-            sent.connection.close()
-            self.slots.release()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -455,12 +446,6 @@ class Route:
             return None
         request = self.request(body)
         return request if transport.send_now(request, body) else None
-
-    def abandon(self, sent: httpx.Request) -> None:
-        """A request `send_now` sent whose answer will not be read: its connection closed,
-        its slot freed (`LeanTransport.abandon`)."""
-        if self.transport is not None:
-            self.transport.abandon(sent)
 
     def request(self, body: bytes) -> httpx.Request:
         """The request POSTing `body`, as the client would build it."""

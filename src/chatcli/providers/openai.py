@@ -1067,14 +1067,9 @@ class OpenAIBase(Adapter):
 
     def passthrough_now(self, body: bytes) -> Any | None:
         """`body` (as `apassthrough` takes it) sent now, from a callback, when that needs no
-        wait (`chatcli.providers.lean_http.Route.send_now`): what `apassthrough(sent=)` reads
-        the answer of, or `passthrough_abandoned` drops. None: nothing was sent."""
+        wait (`chatcli.providers.lean_http.Route.send_now`): what `apassthrough(sent=)` must
+        then read the answer of. None: nothing was sent."""
         return self._passthrough_route().send_now(body)
-
-    def passthrough_abandoned(self, sent: Any) -> None:
-        """A request `passthrough_now` sent whose answer will not be read (its connection
-        is closed)."""
-        self._passthrough_route().abandon(sent)
 
     @asynccontextmanager
     async def apassthrough(self, body: bytes, sent: Any | None = None) -> AsyncIterator[RawStream]:

@@ -246,16 +246,15 @@ class _Proxy:
         events: list[Event] = []
         library = self.library_client(forwarder, window, events, sticky)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        begun = _Begun(parsed, session, forwarder, events, sticky, library, max_tokens)
-        if not parsed.stream:
-            return begun
-        start = library.start_stream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
-        begun.start = start
-        if sent is not None:
-            begun.fast = self.fast_path(parsed, library, start, max_tokens, link)
-            if begun.fast is not None:
-                begun.fast.send_now(*sent)
-        return begun
+        start = fast = None
+        if parsed.stream:
+            messages, tools = parsed.messages, parsed.tools
+            start = library.start_stream(messages, max_tokens=max_tokens, tools=tools)
+            if sent is not None:
+                fast = self.fast_path(parsed, library, start, max_tokens, link)
+            if fast is not None and sent is not None:
+                fast.send_now(*sent)
+        return _Begun(parsed, session, forwarder, events, sticky, library, max_tokens, start, fast)
 
     async def answer_begun(
         self, begun: _Begun, dialect: Dialect, sent: tuple[bytes, dict[str, Any]] | None
@@ -530,7 +529,7 @@ class _Early:
     sent: tuple[bytes, dict[str, Any]]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Begun:
     """A request up to its first call (`_Proxy.begin`): what the library was given, and a
     streamed request's verdict (`start`) and fast path (`fast`, None: the library's path)."""

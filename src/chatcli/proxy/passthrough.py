@@ -148,16 +148,10 @@ class FastPath:
     def send_now(self, raw: bytes, body: Mapping[str, Any]) -> None:
         """Send the request now, when that needs no wait (`OpenAIBase.passthrough_now`): from
         the callback that read the client's request, no turn of the event loop lost; `open`
-        then reads its answer. Else `open` sends it."""
+        (which must follow) then reads its answer. Else `open` sends it."""
         fields = self.provider.passthrough_fields(self.first, body)
         self.forwarded = forwarded_body(raw, body, fields)
         self.sent_request = self.provider.passthrough_now(self.forwarded)
-
-    def abandon(self) -> None:
-        """The request `send_now` sent will not be opened: its answer is dropped."""
-        sent, self.sent_request = self.sent_request, None
-        if sent is not None:
-            self.provider.passthrough_abandoned(sent)
 
     async def open(self, raw: bytes, body: Mapping[str, Any]) -> Performed | None:
         """Send the request, unless `send_now` did; None once the answer has begun: the

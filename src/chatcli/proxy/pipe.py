@@ -132,9 +132,10 @@ class LinkedProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         cycle, callback = self.cycle, self.app_state.get(ON_BODY)
-        if callback is not None and cycle is not None and cycle.scope is self.scope:
-            if not cycle.more_body and not cycle.response_started:  # the body came whole
-                callback(self.scope, bytes(cycle.body))
+        if callback is None or cycle is None or cycle.scope is not self.scope:
+            return
+        if not cycle.more_body and not cycle.response_started:  # the body came whole
+            callback(self.scope, bytes(cycle.body))
 
     def resume_writing(self) -> None:
         super().resume_writing()
