@@ -258,15 +258,21 @@ async def test_a_connection_closed_before_any_answer_is_never_answered(
         await adapter.aclose()
 
 
+@pytest.mark.parametrize("at_once", [False, True], ids=["sent", "sent_at_once"])
 async def test_a_kept_alive_connection_closed_as_it_is_reused_is_replaced_once(
-    upstream: ReplayServer,
+    upstream: ReplayServer, at_once: bool
 ) -> None:
     # The server closes the kept-alive connection on the second request without answering
-    # (llama-server's close after a stream, met by the next request): sent again, on a new one.
+    # (llama-server's close after a stream, met by the next request): sent again, on a new
+    # one; the same for a request sent at once on it (`passthrough_now`, from a callback).
     upstream.add(Scripted(events=TEXT), Scripted(drop=True), Scripted(events=TEXT))
     adapter = adapter_at(upstream.url)
     try:
-        assert [await passed(adapter) for _ in range(2)] == [WIRE] * 2
+        assert await passed(adapter) == WIRE
+        early = adapter.passthrough_now(BODY) if at_once else None
+        assert (early is not None) == at_once
+        async with adapter.apassthrough(BODY, early) as stream:
+            assert b"".join([chunk async for chunk in stream.chunks]) == WIRE
         assert len(upstream.requests) == 3 and upstream.connections == 2
     finally:
         await adapter.aclose()
@@ -606,24 +612,6 @@ async def test_a_request_sent_at_once_reaches_the_server_before_its_answer_is_aw
         assert transport.slots._value == free
         assert sum(map(len, transport.idle.values())) == 1  # the one connection, kept
     assert sent[1] == sent[0]  # the same bytes as a request sent by `send`
-
-
-async def test_a_request_sent_at_once_on_a_connection_the_server_drops_is_sent_again(
-    upstream: ReplayServer,
-) -> None:
-    # The server closes the kept-alive connection on the request sent at once without
-    # answering it (llama-server's close after a stream): sent again, on a new connection.
-    upstream.add(Scripted(events=TEXT), Scripted(drop=True), Scripted(events=TEXT))
-    adapter = adapter_at(upstream.url)
-    try:
-        assert await passed(adapter) == WIRE
-        early = adapter.passthrough_now(BODY)
-        assert early is not None
-        async with adapter.apassthrough(BODY, early) as stream:
-            assert b"".join([chunk async for chunk in stream.chunks]) == WIRE
-        assert len(upstream.requests) == 3 and upstream.connections == 2
-    finally:
-        await adapter.aclose()
 
 
 # --- the real llama-server -----------------------------------------------------------------
