@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import http.client
 import json
 import socket
 import socketserver
@@ -197,17 +196,24 @@ def test_the_answer_is_piped_from_callbacks_as_the_upstreams_events(
 
 
 def one_write_post(url: str, body: Any) -> bytes:
-    """The answer's body to `body` POSTed with its head in one write (as `http.client` sends
-    a bytes body), so that the server reads the request whole at once (httpx writes the head
-    and the body apart: a busy machine may read them in two turns)."""
+    """The answer's body to `body` POSTed in one write of head and body together, so that
+    the server reads the request whole at once (httpx and `http.client` write the head and
+    the body apart: a busy machine may read them in two turns)."""
     host, port = url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        data = json.dumps(body).encode()
-        connection.request("POST", URL_PATH, data, {"content-type": "application/json"})
-        return connection.getresponse().read()
-    finally:
-        connection.close()
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {URL_PATH} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json"
+        f"\r\ncontent-length: {len(data)}\r\nconnection: close\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head.encode() + data)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    status, _, chunked = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding: chunked" in status
+    dechunker = Dechunker()
+    out = dechunker.feed(chunked)
+    assert dechunker.done
+    return out
 
 
 def test_a_request_is_forwarded_from_the_callback_that_read_it(
