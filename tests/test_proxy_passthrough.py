@@ -23,7 +23,9 @@ import pytest
 from chatcli.errors import ProviderError
 from chatcli.messages import Message
 from chatcli.providers.base import Request, Response
+from chatcli.providers.openai import PassthroughFold
 from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.proxy import passthrough
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.passthrough import FastPath, _judged, forwarded_body, passthrough_of
@@ -353,6 +355,36 @@ def test_the_end_of_a_piped_answer_is_its_shown_text_and_outcome_in_one_decoding
     assert shown == "".join(contents[:7]) and isinstance(outcome, ProviderError)
 
 
+@pytest.mark.parametrize("after", [1, 3, passthrough.FOLDED_AFTER])
+def test_the_events_piped_are_decoded_as_they_pass_to_the_end_one_decoding_gives(
+    monkeypatch: pytest.MonkeyPatch, after: int
+) -> None:
+    """`FastPath.folded_sent`: the piped events decoded a batch at a time (each `after` of
+    them) as the recorded stream is read, then the rest at its end, give what one decoding of
+    the whole stream at its end gives (`OpenAIBase.folded`): the text shown and the
+    Response. A malformed piped event raises from the end, as from `folded`."""
+    monkeypatch.setattr(passthrough, "FOLDED_AFTER", after)
+    adapter = OpenAICompatible("http://127.0.0.1:9/v1", "gpt-4o", environ={})
+    request = Request(messages=(Message.user("Say something."),))
+    text = wire(events("openai-chat-text.txt"))
+    for stream, malformed in ((text, False), (text.replace(b"data: {", b"data: {{", 1), True)):
+        fast = judging(adapter)
+        fast.first, fast.failure, fast.http_request = request, None, None
+        for i in range(0, len(stream), 7):
+            fast.judge(stream[i : i + 7])
+        assert fast.folded == len(fast.sent) // after * after > 0
+        piped, rest = b"".join(fast.sent), b"".join(fast.held) + fast.buffer
+        if malformed:
+            with pytest.raises(ValueError) as expected:
+                adapter.folded(piped, rest, request)
+            with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
+                fast.ended()
+            continue
+        shown, outcome = fast.ended()
+        assert (shown, outcome) == adapter.folded(piped, rest, request)
+        assert isinstance(outcome, Response) and outcome.message.text.startswith(shown)
+
+
 def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None:
     """More streams in flight than httpx's default pool (100 connections) all reach the
     upstream at once: none waits inside the proxy for another's answer to end."""
@@ -395,6 +427,16 @@ def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None
     assert asyncio.run(run()) == streams
 
 
+def judging(adapter: OpenAICompatible | None = None) -> FastPath:
+    """A fast path that only judges reads (and decodes what it pipes, `adapter`'s way)."""
+    fast = FastPath.__new__(FastPath)
+    fast.buffer, fast.sent, fast.held, fast.folded = b"", [], [], 0
+    fast.fold = PassthroughFold(
+        adapter or OpenAICompatible("http://127.0.0.1:9/v1", "m", environ={})
+    )
+    return fast
+
+
 def test_what_is_held_back_is_judged_by_the_words_of_each_event() -> None:
     """`_judged` (byte searches) against the rule it implements, spelled as one regular
     expression: every event of the recorded chat streams, and an open choice spelled with
@@ -414,8 +456,7 @@ def test_what_is_held_back_is_judged_by_the_words_of_each_event() -> None:
     for ends in (b"\n\n", b"\r\n\r\n"):
         stream = text.replace(b"\n\n", ends)
         for cut in (1, 5, 64, len(stream)):
-            fast = FastPath.__new__(FastPath)
-            fast.buffer, fast.sent, fast.held = b"", [], []
+            fast = judging()
             piped = b"".join(fast.judge(stream[i : i + cut]) for i in range(0, len(stream), cut))
             assert piped == b"".join(fast.sent) and fast.held[-1] == b"data: [DONE]\n\n"
             assert piped + b"".join(fast.held) == text
@@ -428,8 +469,7 @@ def test_reads_of_one_event_each_are_judged_as_reads_cut_anywhere() -> None:
     events in one read, an event split across reads."""
 
     def judged(reads: list[bytes]) -> tuple[bytes, bytes, list[bytes], bytes]:
-        fast = FastPath.__new__(FastPath)
-        fast.buffer, fast.sent, fast.held = b"", [], []
+        fast = judging()
         piped = b"".join(map(fast.judge, reads))
         assert piped == b"".join(fast.sent)
         return piped, b"".join(fast.held), fast.held, fast.buffer

@@ -31,9 +31,9 @@ Mapping notes:
 - A Chat Completions stream is read raw (`with_streaming_response`) and each event decoded
   with `json` into `_Fields`, not into the SDK's pydantic models: building a model per chunk
   was a large share of the CPU a streamed answer cost (the proxy's hot path). Requests,
-  status errors and in-stream errors stay the SDK's. The proxy's fold of a whole stream at
-  its end (`OpenAIBase.folded`) reads the usual event cheaper still (`_folded_stream`), to
-  the same outcome.
+  status errors and in-stream errors stay the SDK's. The proxy's fold of a whole stream
+  (`OpenAIBase.folded`; `PassthroughFold`, a part at a time) reads the usual event cheaper
+  still (`_StreamFolder`), to the same outcome.
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
@@ -742,24 +742,72 @@ def _event(data: str, http_request: Any) -> _Fields:
     return event
 
 
-def _folded_stream(accumulator: _ChatAccumulator, stream: bytes, http_request: Any) -> None:
-    """A whole raw stream folded into `accumulator`, event by event as `_event` and `add`
-    would (the same values, the same exceptions), cheaply for the usual event: a text event
-    of the stream's shape (`_TextEvents`) by its text alone; else decoded into plain dicts
-    and folded without deltas (`_ChatAccumulator.fold`); any other, and any that does not
-    decode alone into an object, by `_event` and `add`."""
-    shape: _TextEvents | None = None
-    tries = _SHAPE_TRIES
-    for data in _stream_data(stream):
-        if shape is not None and (text := shape.text(data)) is not None:
-            accumulator.took(shape.model, shape.answer_id)
-            accumulator.took_choice(text, shape.refusal, shape.finish_reason)
-            continue
-        chunk = _plain_object(data)
-        if chunk is None or not accumulator.fold(chunk):
-            accumulator.add(_event(data, http_request))
-        elif tries and (found := _TextEvents.of(data, chunk)) is not None:
-            shape, tries = found, tries - 1
+class _StreamFolder:
+    """A raw stream folded into `accumulator` a part at a time (each part whole events), event
+    by event as `_event` and `add` would (the same values, the same exceptions), cheaply for
+    the usual event: a text event of the stream's shape (`_TextEvents`, found once and kept
+    across parts) by its text alone; else decoded into plain dicts and folded without deltas
+    (`_ChatAccumulator.fold`); any other, and any that does not decode alone into an object,
+    by `_event` and `add`."""
+
+    def __init__(self, accumulator: _ChatAccumulator, http_request: Any) -> None:
+        self.accumulator, self.http_request = accumulator, http_request
+        self.shape: _TextEvents | None = None
+        self.tries = _SHAPE_TRIES
+
+    def feed(self, stream: bytes) -> None:
+        accumulator, shape = self.accumulator, self.shape
+        for data in _stream_data(stream):
+            if shape is not None and (text := shape.text(data)) is not None:
+                accumulator.took(shape.model, shape.answer_id)
+                accumulator.took_choice(text, shape.refusal, shape.finish_reason)
+                continue
+            chunk = _plain_object(data)
+            if chunk is None or not accumulator.fold(chunk):
+                accumulator.add(_event(data, self.http_request))
+            elif self.tries and (found := _TextEvents.of(data, chunk)) is not None:
+                self.shape = shape = found
+                self.tries -= 1
+
+
+class PassthroughFold:
+    """`OpenAIBase.folded` a part at a time: the events piped to the client folded as they
+    are piped (`piped`, whole events, in order), so that little is left to decode when the
+    answer ends (`ended`), on the way to the client's last bytes. A malformed piped event
+    raises from `ended`, as from `folded`; nothing is folded after it."""
+
+    def __init__(self, provider: OpenAIBase, http_request: Any = None) -> None:
+        self.provider, self.fold = provider, provider._fold()
+        accumulator = self.fold.accumulator
+        assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
+        self.folder = _StreamFolder(accumulator, http_request)
+        self.failure: Exception | None = None
+
+    def piped(self, events: bytes) -> None:
+        if self.failure is not None:
+            return
+        try:
+            with self.provider._errors():
+                self.folder.feed(events)
+        except Exception as exc:
+            self.failure = exc
+
+    def ended(
+        self, piped: bytes, rest: bytes, request: Request
+    ) -> tuple[str, Response | Exception]:
+        """The answer text piped (with `piped`, the piped events not yet folded), and the
+        Response `astream` ends with or the error it raises instead (`rest`: the events not
+        piped)."""
+        self.piped(piped)
+        if self.failure is not None:
+            raise self.failure
+        shown = "".join(self.folder.accumulator.texts)
+        try:
+            with self.provider._errors():
+                self.folder.feed(rest)
+            return shown, self.provider._checked(self.fold.finish(), request)
+        except Exception as exc:
+            return shown, exc
 
 
 def _stream_data(stream: bytes) -> Iterator[str]:
@@ -1122,19 +1170,8 @@ class OpenAIBase(Adapter):
         `piped` to the client, then the `rest`), decoded once, at its end: the answer text of
         the piped part, and the Response `astream` ends with (the same fold, the same checks)
         or the error it raises instead. A malformed piped event raises. One decoding, not
-        two: at the end of every answer, it is on the way to the client's last bytes."""
-        fold = self._fold()
-        accumulator = fold.accumulator
-        assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
-        with self._errors():
-            _folded_stream(accumulator, piped, http_request)
-        shown = "".join(accumulator.texts)
-        try:
-            with self._errors():
-                _folded_stream(accumulator, rest, http_request)
-            return shown, self._checked(fold.finish(), request)
-        except Exception as exc:
-            return shown, exc
+        two (the fast path's is `PassthroughFold`'s, the piped part folded as it passes)."""
+        return PassthroughFold(self, http_request).ended(piped, rest, request)
 
     @property
     def passthrough_direct(self) -> bool:
