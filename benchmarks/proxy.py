@@ -60,8 +60,8 @@ figures give).
 `--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
 the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
 same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
-parsing, the Client, the fast path's verdict, the forwarded body, the fold of the whole
-answer at its end). `--profile FILE` runs the
+parsing, the Client, the fast path's verdict, the forwarded body, the answer's reads
+judged and decoded as they pass, the fold of what is left at its end). `--profile FILE` runs the
 proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
 `--collections` reports the proxy's garbage collections, by generation (count, CPU).
 `--steps` reports the request's way to the stub in the proxy step by step (from its head
@@ -530,10 +530,11 @@ def rss_kib(pid: int) -> int:
 def breakdown(sizes: list[int], tokens: int) -> None:
     """The proxy's own work per request, in process (CPU time, mean of several): decoding the
     body, parsing its messages, building the library's Client, the fast path's verdict (the
-    library's first request: `Client.start_stream`), the body it forwards, and the fold of
-    the whole answer at its end (`FastPath.ended`: the stub's answer of `tokens` tokens,
-    its bytes as the stub writes them, judged read by read as the proxy reads them), with
-    the adapter's check of its Response, timed again alone (`its check`: an OpenAI-compatible
+    library's first request: `Client.start_stream`), the body it forwards, the answer's
+    reads judged (`pipe`: the stub's answer of `tokens` tokens, its bytes as the stub writes
+    them, judged read by read as the proxy reads them, the piped events decoded in batches
+    as they pass), and the fold of what is left at its end (`FastPath.ended`), with the
+    adapter's check of its Response, timed again alone (`its check`: an OpenAI-compatible
     server's silent-truncation check, which estimates the prompt)."""
     from chatcli.config import MicrocompactConfig, RecoveryConfig
     from chatcli.providers.base import Response
@@ -585,8 +586,10 @@ def breakdown(sizes: list[int], tokens: int) -> None:
             forwarded_body(raw, decoded, provider.passthrough_fields(first, decoded))
             timed("body", started)
             fast = FastPath(provider, library, start, first, parsed)
+            started = time.process_time()
             for read in reads:
                 fast.judge(read)
+            timed("pipe", started)
             started = time.process_time()
             _, outcome = fast.ended()
             timed("fold", started)

@@ -174,6 +174,6 @@ def test_the_breakdown_times_each_part_of_a_request() -> None:
     line = next(x for x in out.splitlines() if x.startswith("  20 messages, ms:"))
     parts = [p.split() for p in line.split("ms: ")[1].split(", ")]
     assert [" ".join(p[:-1]) for p in parts] == [
-        "decode", "parse", "client", "verdict", "body", "fold", "its check"
+        "decode", "parse", "client", "verdict", "body", "pipe", "fold", "its check"
     ]  # fmt: skip
     assert all(float(p[-1]) >= 0 for p in parts)

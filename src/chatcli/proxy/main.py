@@ -186,12 +186,12 @@ def _frozen(app: Any) -> Any:
 
     Every request in flight holds its state (its tasks, coroutines and closures, its
     conversation and the library's view) for its answer's whole length, and is freed by
-    reference counting at its end. With Python's thresholds a middle collection comes about
-    every 1.5 s at 200 streams (benchmarks/proxy.py) and scans every object made since the
-    last one, 14,000-26,000 of them: up to 15-22 ms of CPU, every stream stopped meanwhile,
-    the p99 of the first token taken with them. Collected every other young collection, of
-    400 objects, the middle generation holds a tenth of that: at most 1.1-1.9 ms (p90
-    0.3-1.0), and less CPU in all (0.20 s in a 26 s run against 0.25-0.29). A full
+    reference counting at its end. With Python's thresholds a middle collection (34 in a
+    26 s run at 200 streams, benchmarks/proxy.py) scans every object that outlived the young
+    collections since the last one, 14,000-26,000 of them: up to 15-22 ms of CPU, every
+    stream stopped meanwhile, the p99 of the first token taken with them. Collected every
+    other young collection, of 400 objects, each takes at most 1.8-2.7 ms (p50 0.3), and
+    the collector less CPU in all (0.20-0.24 s a run against 0.28-0.29). A full
     collection scans every live object the requests made (91 ms of CPU each, p50, an
     earlier round's figure); after 800 middle ones it comes about once a minute at that
     load, as often as with Python's thresholds and `FULL_COLLECTION_AFTER` at 100 before.

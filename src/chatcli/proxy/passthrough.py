@@ -265,7 +265,8 @@ class FastPath:
         """What of `data` (with what came before) can go to the client now. Run on every
         read of every answer, so plain byte searches, the regular expressions only where
         they are needed (an event end with a CR, an unusual spelling of an open choice); the
-        usual read, one whole event with nothing before it, with no split and no copy."""
+        usual read, one whole event with nothing before it, with no split and no copy. Each
+        `FOLDED_AFTER` events piped are decoded here (`folded_sent`)."""
         if (
             not self.buffer
             and not self.held
