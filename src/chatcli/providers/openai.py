@@ -792,13 +792,9 @@ class PassthroughFold:
         except Exception as exc:
             self.failure = exc
 
-    def ended(
-        self, piped: bytes, rest: bytes, request: Request
-    ) -> tuple[str, Response | Exception]:
-        """The answer text piped (with `piped`, the piped events not yet folded), and the
-        Response `astream` ends with or the error it raises instead (`rest`: the events not
-        piped)."""
-        self.piped(piped)
+    def ended(self, rest: bytes, request: Request) -> tuple[str, Response | Exception]:
+        """The answer text piped, and the Response `astream` ends with or the error it
+        raises instead (`rest`: the events not piped)."""
         if self.failure is not None:
             raise self.failure
         shown = "".join(self.folder.accumulator.texts)
@@ -1171,7 +1167,9 @@ class OpenAIBase(Adapter):
         the piped part, and the Response `astream` ends with (the same fold, the same checks)
         or the error it raises instead. A malformed piped event raises. One decoding, not
         two (the fast path's is `PassthroughFold`'s, the piped part folded as it passes)."""
-        return PassthroughFold(self, http_request).ended(piped, rest, request)
+        fold = PassthroughFold(self, http_request)
+        fold.piped(piped)
+        return fold.ended(rest, request)
 
     @property
     def passthrough_direct(self) -> bool:

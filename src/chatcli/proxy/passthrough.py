@@ -312,9 +312,9 @@ class FastPath:
         """The answer text piped to the client, and the call's outcome: from the whole stream
         decoded once (`PassthroughFold`: what `folded_sent` left, then the rest), or its read
         failure. Once per answer."""
-        piped, rest = b"".join(self.sent[self.folded :]), b"".join([*self.held, self.buffer])
-        self.folded = len(self.sent)
-        shown, outcome = self.folding().ended(piped, rest, self.first)
+        self.folded_sent()
+        rest = b"".join([*self.held, self.buffer])
+        shown, outcome = self.folding().ended(rest, self.first)
         return shown, self.failure if self.failure is not None else outcome
 
     def tail(self) -> bytes:
