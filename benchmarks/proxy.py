@@ -533,9 +533,10 @@ def breakdown(sizes: list[int], tokens: int) -> None:
     library's first request: `Client.start_stream`), the body it forwards, the answer's
     reads judged (`pipe`: the stub's answer of `tokens` tokens, its bytes as the stub writes
     them, judged read by read as the proxy reads them, the piped events decoded in batches
-    as they pass), and the fold of what is left at its end (`FastPath.ended`), with the
-    adapter's check of its Response, timed again alone (`its check`: an OpenAI-compatible
-    server's silent-truncation check, which estimates the prompt)."""
+    as they pass, the adapter's check of the answer made ready with the first), and the fold
+    of what is left at its end (`FastPath.ended`, the check made there); the adapter's check,
+    timed again alone (`its check`: an OpenAI-compatible server's silent-truncation check,
+    whose estimate of the prompt, a pass over its messages, is made in `pipe`)."""
     from chatcli.config import MicrocompactConfig, RecoveryConfig
     from chatcli.providers.base import Response
     from chatcli.proxy.openai_dialect import OpenAIDialect

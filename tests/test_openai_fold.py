@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatcli.errors import ProviderError
+from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message, StopReason
 from chatcli.providers import openai as openai_module
 from chatcli.providers.base import Request, Response
-from chatcli.providers.openai import _SSE, OpenAIBase, _event
-from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.providers.openai import _SSE, OpenAIBase, PassthroughFold, _event
+from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
+from chatcli.tokens import TokenEstimator
 from tests.recorded import DATA, provider_errors, sse_events
 
 REQUEST = Request(messages=(Message.user("Say something."),))
@@ -363,3 +365,48 @@ def test_a_stream_whose_events_all_differ_looks_for_its_shape_a_few_times(
     result = assert_same_fold(stream, len(stream))[1]
     assert isinstance(result, Response) and result.message.text.startswith("w0 w1 ")
     assert len(tried) == openai_module._SHAPE_TRIES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountingEstimator(TokenEstimator):
+    """The default estimate, each count of messages noted."""
+
+    counted: list[int] = field(default_factory=list)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        self.counted.append(len(messages))
+        return TokenEstimator.count(self, messages)
+
+
+@pytest.mark.parametrize(("window", "cut_prompt"), [(4_096, True), (None, False)])
+def test_the_piped_fold_estimates_the_prompt_as_it_begins_and_checks_at_its_end(
+    window: int | None, cut_prompt: bool
+) -> None:
+    """`PassthroughFold` makes the adapter's check ready when it begins (an OpenAI-compatible
+    server's prompt estimates, a pass over every message), so the answer's end counts
+    nothing; its outcome is the check's all the same: the recorded stream reports 14 prompt
+    tokens for a prompt of ~5,000, in a 4,096-token window a silently cut prompt."""
+    stream = wire([data for _, data in sse_events("openai-chat-text.txt")])
+    cut = stream.index(b"data: ", len(stream) // 2)
+    request = Request(messages=(Message.user("lorem ipsum " * 1_700),))
+    estimator = CountingEstimator()
+    provider = OpenAICompatible(
+        "http://127.0.0.1:9/v1",
+        "gpt-4o",
+        environ={},
+        context_window=window,
+        truncation_check=TruncationCheck(estimator=estimator),
+    )
+    fold = PassthroughFold(provider, request)
+    counted = list(estimator.counted)
+    assert sum(counted) >= len(request.messages)  # every message estimated, once begun
+    fold.piped(stream[:cut])
+    ended = outcome(lambda: fold.ended(stream[cut:]))
+    assert estimator.counted == counted  # nothing counted at the end
+    assert ended == outcome(lambda: provider.folded(stream[:cut], stream[cut:], request))
+    shown, result = ended
+    if cut_prompt:
+        assert result[0] is ProviderError and "detected from usage" in result[1]
+        assert result[2].kind is ErrorKind.CONTEXT_OVERFLOW
+    else:
+        assert isinstance(result, Response) and result.message.text.startswith(shown)

@@ -23,7 +23,6 @@ import pytest
 from chatcli.errors import ProviderError
 from chatcli.messages import Message
 from chatcli.providers.base import Request, Response
-from chatcli.providers.openai import PassthroughFold
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy import passthrough
 from chatcli.proxy.app import ProxyOptions
@@ -368,8 +367,7 @@ def test_the_events_piped_are_decoded_as_they_pass_to_the_end_one_decoding_gives
     request = Request(messages=(Message.user("Say something."),))
     text = wire(events("openai-chat-text.txt"))
     for stream, malformed in ((text, False), (text.replace(b"data: {", b"data: {{", 1), True)):
-        fast = judging(adapter)
-        fast.first, fast.failure, fast.http_request = request, None, None
+        fast = judging(adapter, request)
         for i in range(0, len(stream), 7):
             fast.judge(stream[i : i + 7])
         assert fast.folded == len(fast.sent) // after * after > 0
@@ -427,13 +425,14 @@ def test_the_fast_path_holds_as_many_upstream_streams_as_the_sdk_would() -> None
     assert asyncio.run(run()) == streams
 
 
-def judging(adapter: OpenAICompatible | None = None) -> FastPath:
-    """A fast path that only judges reads (and decodes what it pipes, `adapter`'s way)."""
+def judging(adapter: OpenAICompatible | None = None, request: Request | None = None) -> FastPath:
+    """A fast path that only judges reads (and decodes what it pipes, `adapter`'s way, as the
+    answer to `request`)."""
     fast = FastPath.__new__(FastPath)
     fast.buffer, fast.sent, fast.held, fast.folded = b"", [], [], 0
-    fast.fold = PassthroughFold(
-        adapter or OpenAICompatible("http://127.0.0.1:9/v1", "m", environ={})
-    )
+    fast.provider = adapter or OpenAICompatible("http://127.0.0.1:9/v1", "m", environ={})
+    fast.first = request or Request(messages=(Message.user("Say something."),))
+    fast.fold, fast.failure, fast.http_request = None, None, None
     return fast
 
 

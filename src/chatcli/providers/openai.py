@@ -773,14 +773,17 @@ class _StreamFolder:
 class PassthroughFold:
     """`OpenAIBase.folded` a part at a time: the events piped to the client folded as they
     are piped (`piped`, whole events, in order), so that little is left to decode when the
-    answer ends (`ended`), on the way to the client's last bytes. A malformed piped event
-    raises from `ended`, as from `folded`; nothing is folded after it."""
+    answer ends (`ended`), on the way to the client's last bytes; so is the adapter's check
+    of `request`'s answer made ready (`_checking`: an OpenAI-compatible server's estimates
+    its prompt, a pass over every message). A malformed piped event raises from `ended`, as
+    from `folded`; nothing is folded after it."""
 
-    def __init__(self, provider: OpenAIBase, http_request: Any = None) -> None:
+    def __init__(self, provider: OpenAIBase, request: Request, http_request: Any = None) -> None:
         self.provider, self.fold = provider, provider._fold()
         accumulator = self.fold.accumulator
         assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
         self.folder = _StreamFolder(accumulator, http_request)
+        self.checked = provider._checking(request)
         self.failure: Exception | None = None
 
     def piped(self, events: bytes) -> None:
@@ -792,7 +795,7 @@ class PassthroughFold:
         except Exception as exc:
             self.failure = exc
 
-    def ended(self, rest: bytes, request: Request) -> tuple[str, Response | Exception]:
+    def ended(self, rest: bytes) -> tuple[str, Response | Exception]:
         """The answer text piped, and the Response `astream` ends with or the error it
         raises instead (`rest`: the events not piped)."""
         if self.failure is not None:
@@ -801,7 +804,7 @@ class PassthroughFold:
         try:
             with self.provider._errors():
                 self.folder.feed(rest)
-            return shown, self.provider._checked(self.fold.finish(), request)
+            return shown, self.checked(self.fold.finish())
         except Exception as exc:
             return shown, exc
 
@@ -1167,9 +1170,9 @@ class OpenAIBase(Adapter):
         the piped part, and the Response `astream` ends with (the same fold, the same checks)
         or the error it raises instead. A malformed piped event raises. One decoding, not
         two (the fast path's is `PassthroughFold`'s, the piped part folded as it passes)."""
-        fold = PassthroughFold(self, http_request)
+        fold = PassthroughFold(self, request, http_request)
         fold.piped(piped)
-        return fold.ended(rest, request)
+        return fold.ended(rest)
 
     @property
     def passthrough_direct(self) -> bool:

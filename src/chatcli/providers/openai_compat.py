@@ -34,7 +34,7 @@ actually do:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -185,16 +185,36 @@ class OpenAICompatible(OpenAIBase):
             return self._client().post(url, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
-        self.raise_if_truncated(response, request)
-        return self._window_stop(response, request)
+        return self._checking(request)(response)
+
+    def _checking(self, request: Request) -> Callable[[Response], Response]:
+        """`_checked` with the prompt estimated now (its one pass over the messages), not at
+        the answer's end."""
+        estimates = self._estimates(request)
+
+        def checked(response: Response) -> Response:
+            self._raise_if_truncated(response, estimates)
+            return self._window_stop(response, request)
+
+        return checked
 
     def raise_if_truncated(self, response: Response, request: Request) -> None:
         """Raise the overflow a silently cut prompt is (`TruncationCheck`), judged from the
         usage `response` reports for `request`'s messages; nothing without a check."""
-        if self.truncation_check is None:
-            return
+        self._raise_if_truncated(response, self._estimates(request))
+
+    def _estimates(self, request: Request) -> tuple[int, int, int] | None:
+        """`TruncationCheck.estimates` of the request's messages (None: no check)."""
         check = self.truncation_check
-        estimate, before, new_turn = check.estimates(request.messages)
+        return None if check is None else check.estimates(request.messages)
+
+    def _raise_if_truncated(
+        self, response: Response, estimates: tuple[int, int, int] | None
+    ) -> None:
+        check = self.truncation_check
+        if estimates is None or check is None:
+            return
+        estimate, before, new_turn = estimates
         why = check.truncation(
             response.usage, estimate, self.context_window, new_turn=new_turn, before=before
         )

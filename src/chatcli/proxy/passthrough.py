@@ -305,7 +305,7 @@ class FastPath:
 
     def folding(self) -> PassthroughFold:
         if self.fold is None:
-            self.fold = PassthroughFold(self.provider, self.http_request)
+            self.fold = PassthroughFold(self.provider, self.first, self.http_request)
         return self.fold
 
     def ended(self) -> tuple[str, Response | Exception]:
@@ -314,7 +314,7 @@ class FastPath:
         failure. Once per answer."""
         self.folded_sent()
         rest = b"".join([*self.held, self.buffer])
-        shown, outcome = self.folding().ended(rest, self.first)
+        shown, outcome = self.folding().ended(rest)
         return shown, self.failure if self.failure is not None else outcome
 
     def tail(self) -> bytes:
