@@ -330,3 +330,35 @@ async def test_a_first_call_the_caller_made_that_failed_is_discarded_and_recover
     assert items[0] == Discard(text="abc")
     assert isinstance(items[-1], Reply) and items[-1].message.text == "the answer"
     assert shown_text(items[1:]) == "the answer" and isinstance(items[1], Retried)
+
+
+async def test_advance_settles_a_first_call_the_caller_made_with_no_wait() -> None:
+    # `Client.advance`: the caller's answer taken as it is ends the stream there (its Reply
+    # the next step, no call made); a failure leaves its Discard among the items and the
+    # retry next; `resume_stream` goes on from either as from the Performed itself.
+    async def no_asleep(seconds: float) -> None:
+        return None
+
+    answer = response("the answer")
+    failure = ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message="dropped"))
+    for outcome in (answer, failure):
+        streams = []
+        for advanced in (False, True):
+            provider = Streaming(inner=ScriptedProvider(script=[response("again")]))
+            library = Client(provider, asleep=no_asleep)
+            start = library.start_stream(HISTORY)
+            performed = Performed("abc" if outcome is failure else "the answer", outcome)
+            if advanced:
+                start = library.advance(start, performed)
+                if outcome is answer:
+                    assert isinstance(start.step, Reply) and not start.events
+                    assert start.step.message == answer.message
+                else:
+                    assert start.events[0] == Discard(text="abc")
+                    assert not isinstance(start.step, Reply)
+                assert provider.requests == []  # advancing made no call
+                items = [item async for item in library.resume_stream(start)]
+            else:
+                items = [item async for item in library.resume_stream(start, performed=performed)]
+            streams.append((items, len(provider.requests)))
+        assert streams[0] == streams[1]

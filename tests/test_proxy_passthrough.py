@@ -178,6 +178,44 @@ def test_the_piped_stream_is_the_upstreams_events(upstream: ReplayServer) -> Non
     assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 2' in metrics
 
 
+def test_the_answers_end_goes_from_the_pipes_callback_when_nothing_waits(
+    upstream: ReplayServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to record, the held end of an answer the library takes as it is goes to
+    the client from the callback that read it (`FastPath.end_now`): the same bytes, a whole
+    response (the next request on the same kept-alive connection is answered), the request
+    counted once it ends. With a recorder, the request's task ends it, after the record."""
+    finished: list[bool] = []
+    end_now = FastPath.end_now
+
+    def noted(fast: FastPath) -> None:
+        end_now(fast)
+        finished.append(fast.finished)
+
+    monkeypatch.setattr(FastPath, "end_now", noted)
+    recorded = events("openai-chat-text.txt")
+    body = {"model": "gpt-4o", "messages": chat(1), "stream": True}
+    raw = json.dumps({**body, "stream_options": {"include_usage": True}}).encode()
+    headers = {"content-type": "application/json", "authorization": "Bearer k"}
+    upstream.add(*[Scripted(events=recorded)] * 3)
+    with proxy(upstream) as url, httpx.Client(base_url=url, headers=headers) as client:
+        answers, ports = [], set()
+        for _ in range(2):
+            answers.append(client.post(URL_PATH, content=raw))
+            ports.add(answers[-1].extensions["network_stream"].get_extra_info("client_addr"))
+        metrics = client.get("/metrics").text
+    assert [a.content for a in answers] == [wire(recorded)] * 2 and len(ports) == 1
+    assert finished == [True, True]
+    assert f'chatcli_proxy_requests_total{{endpoint="{URL_PATH}",status="200"}} 2' in metrics
+    recorder = SessionRecorder(SessionStore(tmp_path / "db"), upstream="openai test")
+    with proxy(upstream, sessions=recorder) as url:
+        assert post(url, raw).content == wire(recorded)
+    assert finished == [True, True, False]
+    with SessionStore(tmp_path / "db") as reader:
+        (info,) = reader.list_sessions()
+        assert len(reader.requests(info.id)) == 1
+
+
 def test_a_whole_tool_call_answer_is_piped_too(upstream: ReplayServer) -> None:
     recorded = events("openai-chat-tool-calls.txt")
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

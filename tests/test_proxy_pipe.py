@@ -549,9 +549,13 @@ def piped(link: FakeLink, start: Any = None) -> tuple[Any, FakeBody, list[str]]:
     class Fast:
         failure: Exception | None = None
         provider = None
+        ends_now = 0  # `end_now` called: the body's end, read whole
 
         def judge(self, data: bytes) -> bytes:
             return data if data.endswith(b"\n\n") else b""
+
+        def end_now(self) -> None:
+            self.ends_now += 1
 
     pipe = passthrough.Pipe(Fast(), body, link, start or (lambda: starts.append("head")))
     return pipe, body, starts
@@ -568,6 +572,9 @@ async def test_the_first_bytes_start_the_response_then_go_on_from_callbacks() ->
     assert link.written == [b"data: 1\n\n", b"data: 2\n\n"] and pipe.early == b""
     body.end(None)
     assert pipe.ended.done() and body.paused == 0
+    assert pipe.fast.ends_now == 1  # the response's end tried from the callback, once
+    body.end(None)
+    assert pipe.fast.ends_now == 1
 
 
 async def test_a_client_that_cannot_take_the_first_bytes_gets_them_from_the_task() -> None:

@@ -39,12 +39,13 @@ __all__ = ["Client", "Performed", "StreamStart"]
 class StreamStart:
     """A streamed send() stopped before its first call (`Client.start_stream`): the policy's
     flow, the stream's state, the first action (or the Reply, for a send with no call) and
-    the events emitted so far."""
+    the events emitted so far; `Client.advance`d past the first call, its next step and the
+    items before it (a failed call's `Discard` among them)."""
 
     flow: Flow
     run: StreamRun
     step: Action | Reply
-    events: tuple[Event, ...]
+    events: tuple[StreamItem, ...]
 
     @property
     def first(self) -> Request | None:
@@ -203,22 +204,30 @@ class Client:
         flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
         return StreamStart(flow=flow, run=run, step=step, events=tuple(run.drain()))
 
+    def advance(self, start: StreamStart, performed: Performed) -> StreamStart:
+        """`start` gone on from its first call, made by the caller, who showed
+        `performed.shown` of it, as if this client had made it, with no wait: its items
+        (a failure's `Discard`, the events since) and its next step: the Reply when the
+        stream ends there, else the call or the wait to make next (a cut answer continued
+        after what was shown; a failure recovered). `resume_stream` goes on from it."""
+        if isinstance(start.step, Reply):
+            return start
+        items = [*start.events, *start.run.performed(performed.shown, performed.outcome)]
+        step = _advance(start.flow, performed.outcome)
+        items.extend(start.run.drain())
+        return replace(start, step=step, events=tuple(items))
+
     async def resume_stream(
         self, start: StreamStart, *, performed: Performed | None = None
     ) -> AsyncIterator[StreamItem]:
-        """The rest of `start`'s stream (its events first): what `astream` yields. With
-        `performed`, the first call was made by the caller, who showed `performed.shown` of
-        it: the stream goes on from its outcome, as if this client had made it (a cut answer
-        is continued after what was shown; a failure is recovered, after a `Discard` of it)."""
+        """The rest of `start`'s stream (its items first): what `astream` yields. With
+        `performed`, the first call was made by the caller: the stream goes on from its
+        outcome (`advance`)."""
+        if performed is not None:
+            start = self.advance(start, performed)
         run, flow, step = start.run, start.flow, start.step
         for event in start.events:
             yield event
-        if performed is not None and not isinstance(step, Reply):
-            for shown in run.performed(performed.shown, performed.outcome):
-                yield shown
-            step = _advance(flow, performed.outcome)
-            for event in run.drain():
-                yield event
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             outcome: Outcome = None
             if isinstance(step, Sleep):

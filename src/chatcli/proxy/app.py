@@ -329,7 +329,8 @@ class _Proxy:
         first = first_unchanged(start, parsed, max_tokens) if provider is not None else None
         if provider is None or first is None:
             return None
-        return FastPath(provider, library, start, first, parsed, link)
+        unrecorded = self.sessions is None
+        return FastPath(provider, library, start, first, parsed, link, unrecorded=unrecorded)
 
     def library_client(
         self,

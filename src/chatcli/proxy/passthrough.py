@@ -125,7 +125,9 @@ FOLDED_AFTER = 32
 
 
 class FastPath:
-    """One request on the fast path: `open` sends it; `piped` is the client's stream."""
+    """One request on the fast path: `open` sends it; `piped` is the client's stream.
+    `unrecorded`: the request is recorded nowhere (the proxy has no recorder), so the
+    response may end from the pipe's callback (`end_now`)."""
 
     def __init__(
         self,
@@ -135,9 +137,12 @@ class FastPath:
         first: Request,
         parsed: ClientRequest,
         link: ServerLink | None = None,
+        *,
+        unrecorded: bool = False,
     ) -> None:
         self.provider, self.library, self.start = provider, library, start
         self.first, self.parsed, self.link = first, parsed, link
+        self.unrecorded = unrecorded  # nothing to record: the end may go from the pipe
         self.stack = contextlib.AsyncExitStack()
         self.buffer = b""  # the read bytes not yet judged (an event not yet ended)
         self.sent: list[bytes] = []  # events piped to the client
@@ -154,6 +159,10 @@ class FastPath:
         self.pipe: Pipe | None = None  # the body's reads from callbacks (`link`, `head`)
         self.forwarded = b""  # the body sent (`send_now`)
         self.sent_request: Any = None  # the request, when `send_now` sent it
+        self.shown = ""  # the answer text piped, once it ended (`settle`)
+        self.outcome: Response | Exception | None = None  # the call's, once it ended
+        self.settled: StreamStart | BaseException | None = None  # `settle`'s
+        self.finished = False  # the response's end sent from the pipe's callback (`end_now`)
 
     def send_now(self, raw: bytes, body: Mapping[str, Any]) -> None:
         """Send the request now, when that needs no wait (`OpenAIBase.passthrough_now`): from
@@ -241,15 +250,56 @@ class FastPath:
         finally:
             self.pipe = None  # it refers to this fast path: no cycle left for the collector
             await self.stack.aclose()
-        shown, outcome = self.ended()
-        engine = self.library.resume_stream(self.start, performed=Performed(shown, outcome))
+        if self.finished:
+            return
+        engine = self.library.resume_stream(self.settle())
         head = await anext(engine)
-        if isinstance(head, Reply) and _as_sent(head, outcome):
+        if isinstance(head, Reply) and _as_sent(head, self.outcome):
             await record(head)
             yield self.tail()
             return
-        async for chunk in handover(_prepended(head, engine), shown):
+        async for chunk in handover(_prepended(head, engine), self.shown):
             yield chunk
+
+    def settle(self) -> StreamStart:
+        """The library's stream gone on from the answer's end (`Client.advance`, with the
+        text piped and the call's outcome: `ended`), with no wait; once per answer, from the
+        pipe's callback (`end_now`) or the request's task (`piped`), which raises what it
+        raised."""
+        if self.settled is None:
+            try:
+                self.shown, self.outcome = self.ended()
+                performed = Performed(self.shown, self.outcome)
+                self.settled = self.library.advance(self.start, performed)
+            except BaseException as exc:
+                self.settled = exc
+        if isinstance(self.settled, BaseException):
+            raise self.settled
+        return self.settled
+
+    def end_now(self) -> None:
+        """The response ended from the pipe's callback that read the answer's end
+        (`Pipe.end`), when nothing in it waits: the response began there, the client can take
+        more at once, there is nothing to record (`unrecorded`), and the library takes the
+        answer as it is, with nothing before its Reply and no event in it (so no cut to keep,
+        `chatcli.proxy.sessions.StickyViews`): the held events go as the response's last
+        chunk, through the server's `send`, and the request's task finds it `finished`. Else
+        the task ends it (`piped`), from what was settled here."""
+        link = self.link
+        if link is None or not (self.unrecorded and self.head_sent) or link.client.paused:
+            return
+        try:
+            settled = self.settle()
+        except Exception:
+            return  # the task's to raise
+        reply = settled.step
+        if settled.events or not isinstance(reply, Reply) or reply.events:
+            return
+        if not _as_sent(reply, self.outcome):
+            return
+        end: Message = {"type": "http.response.body", "body": self.tail(), "more_body": False}
+        sent_at_once(link.send, end)
+        self.finished = True
 
     async def judged(self, reads: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
         """The bytes to pipe, read by read: the whole events before the first to judge; a
@@ -311,7 +361,7 @@ class FastPath:
     def ended(self) -> tuple[str, Response | Exception]:
         """The answer text piped to the client, and the call's outcome: from the whole stream
         decoded once (`PassthroughFold`: what `folded_sent` left, then the rest), or its read
-        failure. Once per answer."""
+        failure. Once per answer (`settle`'s)."""
         self.folded_sent()
         rest = b"".join([*self.held, self.buffer])
         shown, outcome = self.folding().ended(rest)
@@ -352,19 +402,21 @@ class PipedResponse(StreamingResponse):
         }
 
     async def stream_response(self, send: Send) -> None:
-        if self.fast is None or not self.fast.head_sent:
+        fast = self.fast
+        if fast is None or not fast.head_sent:
             await send(self.start())
         async for chunk in self.body_iterator:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if fast is None or not fast.finished:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streaming = asyncio.current_task()
         assert streaming is not None
 
         def gone(watch: asyncio.Task[None]) -> None:
-            if _disconnected(watch):
-                streaming.cancel()
+            if _disconnected(watch) and not (self.fast is not None and self.fast.finished):
+                streaming.cancel()  # (a response ended reads as a disconnect: not cut short)
 
         watch = asyncio.create_task(self.listen_for_disconnect(receive))
         watch.add_done_callback(gone)
@@ -396,7 +448,7 @@ def _judged(event: bytes) -> bool:
     return not _OPEN.search(event)
 
 
-def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
+def _as_sent(reply: Reply, outcome: Response | Exception | None) -> bool:
     """Whether the library took the upstream's answer as it is: its Reply (come at once) has
     the answer's message (not, say, without a tool call cut by the output limit)."""
     return isinstance(outcome, Response) and reply.message == outcome.message

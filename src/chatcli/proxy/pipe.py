@@ -228,6 +228,8 @@ class Pipe:
     def end(self, failure: Exception | None) -> None:
         if failure is not None:
             self.fast.failure = self.fast.provider.read_failure(failure)
+        elif not self.ended.done():
+            self.fast.end_now()  # the response's end sent from here, when it can be
         if not self.ended.done():
             self.ended.set_result(None)
         if not self.begun.done():
