@@ -44,6 +44,7 @@ import json
 import operator
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -124,6 +125,16 @@ def forwarded_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any
 FOLDED_AFTER = 32
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """An answer's end: the text piped to the client, the call's outcome (`FastPath.ended`),
+    and the library's stream gone on from them (`Client.advance`), with no wait."""
+
+    shown: str
+    outcome: Response | Exception
+    start: StreamStart
+
+
 class FastPath:
     """One request on the fast path: `open` sends it; `piped` is the client's stream.
     `unrecorded`: the request is recorded nowhere (the proxy has no recorder), so the
@@ -159,9 +170,7 @@ class FastPath:
         self.pipe: Pipe | None = None  # the body's reads from callbacks (`link`, `head`)
         self.forwarded = b""  # the body sent (`send_now`)
         self.sent_request: Any = None  # the request, when `send_now` sent it
-        self.shown = ""  # the answer text piped, once it ended (`settle`)
-        self.outcome: Response | Exception | None = None  # the call's, once it ended
-        self.settled: StreamStart | BaseException | None = None  # `settle`'s
+        self.settled: Settled | Exception | None = None  # the answer's end (`settle`)
         self.finished = False  # the response's end sent from the pipe's callback (`end_now`)
 
     def send_now(self, raw: bytes, body: Mapping[str, Any]) -> None:
@@ -252,28 +261,27 @@ class FastPath:
             await self.stack.aclose()
         if self.finished:
             return
-        engine = self.library.resume_stream(self.settle())
+        settled = self.settle()
+        engine = self.library.resume_stream(settled.start)
         head = await anext(engine)
-        if isinstance(head, Reply) and _as_sent(head, self.outcome):
+        if isinstance(head, Reply) and _as_sent(head, settled.outcome):
             await record(head)
             yield self.tail()
             return
-        async for chunk in handover(_prepended(head, engine), self.shown):
+        async for chunk in handover(_prepended(head, engine), settled.shown):
             yield chunk
 
-    def settle(self) -> StreamStart:
-        """The library's stream gone on from the answer's end (`Client.advance`, with the
-        text piped and the call's outcome: `ended`), with no wait; once per answer, from the
-        pipe's callback (`end_now`) or the request's task (`piped`), which raises what it
-        raised."""
+    def settle(self) -> Settled:
+        """The answer's end, with no wait: once per answer, from the pipe's callback
+        (`end_now`) or the request's task (`piped`), which raises what it raised."""
         if self.settled is None:
             try:
-                self.shown, self.outcome = self.ended()
-                performed = Performed(self.shown, self.outcome)
-                self.settled = self.library.advance(self.start, performed)
-            except BaseException as exc:
+                shown, outcome = self.ended()
+                start = self.library.advance(self.start, Performed(shown, outcome))
+                self.settled = Settled(shown, outcome, start)
+            except Exception as exc:
                 self.settled = exc
-        if isinstance(self.settled, BaseException):
+        if isinstance(self.settled, Exception):
             raise self.settled
         return self.settled
 
@@ -286,16 +294,18 @@ class FastPath:
         chunk, through the server's `send`, and the request's task finds it `finished`. Else
         the task ends it (`piped`), from what was settled here."""
         link = self.link
-        if link is None or not (self.unrecorded and self.head_sent) or link.client.paused:
+        if link is None or not (self.unrecorded and self.head_sent):
+            return
+        if link.client.paused or link.client.gone:
             return
         try:
             settled = self.settle()
         except Exception:
             return  # the task's to raise
-        reply = settled.step
-        if settled.events or not isinstance(reply, Reply) or reply.events:
+        reply = settled.start.step
+        if settled.start.events or not isinstance(reply, Reply) or reply.events:
             return
-        if not _as_sent(reply, self.outcome):
+        if not _as_sent(reply, settled.outcome):
             return
         end: Message = {"type": "http.response.body", "body": self.tail(), "more_body": False}
         sent_at_once(link.send, end)
@@ -448,7 +458,7 @@ def _judged(event: bytes) -> bool:
     return not _OPEN.search(event)
 
 
-def _as_sent(reply: Reply, outcome: Response | Exception | None) -> bool:
+def _as_sent(reply: Reply, outcome: Response | Exception) -> bool:
     """Whether the library took the upstream's answer as it is: its Reply (come at once) has
     the answer's message (not, say, without a tool call cut by the output limit)."""
     return isinstance(outcome, Response) and reply.message == outcome.message
