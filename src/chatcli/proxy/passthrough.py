@@ -24,11 +24,12 @@ the fast path skips it:
   error (or no `"finish_reason": null` at all), to the end. The stream is decoded once, the
   piped events a batch at a time as they pass (`PassthroughFold`, so that little is left to
   decode on the way to the client's last bytes), the rest at the end, and its outcome handed
-  to the library (`Client.resume_stream`):
-  when it takes the answer as it is (its Reply comes next), the held events follow and the
-  request is recorded; when it makes another call (the output limit was reached: escalation
-  and continuation; a silently cut prompt), the held events are dropped and the rest of the
-  answer is written by the dialect after what was piped, exactly as on the library's path.
+  to the library (`Client.advance`, its verdict with no wait): when it takes the answer as
+  it is (its Reply comes next), the held events follow and the request is recorded (with
+  nothing to record, from the callback that read the answer's end: `FastPath.end_now`); when
+  it makes another call (the output limit was reached: escalation and continuation; a
+  silently cut prompt), the held events are dropped and the rest of the answer is written by
+  the dialect after what was piped (`Client.resume_stream`), exactly as on the library's path.
   So a tool call cut by the limit is never forwarded, and no call is made that the library
   would not have made.
 - **A failure before the answer began** (an error status, an overflow) is the first call's
@@ -426,7 +427,7 @@ class PipedResponse(StreamingResponse):
 
         def gone(watch: asyncio.Task[None]) -> None:
             if _disconnected(watch) and not (self.fast is not None and self.fast.finished):
-                streaming.cancel()  # (a response ended reads as a disconnect: not cut short)
+                streaming.cancel()  # (once the response ended, uvicorn says disconnect)
 
         watch = asyncio.create_task(self.listen_for_disconnect(receive))
         watch.add_done_callback(gone)

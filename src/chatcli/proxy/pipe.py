@@ -14,11 +14,14 @@ run at once (it waits for nothing while the client's transport takes writes), so
 token reaches the client in the read that brought it, not one turn of a busy event loop
 later, when the request's task wakes. Flow control goes both ways: the upstream's reading
 pauses while the client's transport is over its high-water mark, and resumes when it
-drained. The async world takes over again at the end of the body (the held events,
-`Client.resume_stream`, recording, the handover, the terminating chunk through the server's
-`send`), on a failure, when the client cannot take the first bytes at once (they go with the
-head from the request's task), or when the client goes away (the response's task is
-cancelled, which releases the upstream).
+drained. At the end of the body the response ends there too, when nothing in its end
+waits (`FastPath.end_now`: no recorder, the library's verdict given with no wait, the answer
+taken as it is): the held events and the terminating chunk go through the server's `send`,
+and the request's task, woken after, only releases what it holds. The async world takes over
+at the end of the body otherwise (the held events, `Client.resume_stream`, recording, the
+handover, the terminating chunk through the server's `send`), on a failure, when the client
+cannot take the first bytes at once (they go with the head from the request's task), or when
+the client goes away (the response's task is cancelled, which releases the upstream).
 
 The server does not show the client's transport to the app: `LinkedProtocol` (uvicorn's
 httptools protocol, as `chatcli proxy` serves) puts a `ServerLink` in each request's scope
@@ -228,9 +231,9 @@ class Pipe:
     def end(self, failure: Exception | None) -> None:
         if failure is not None:
             self.fast.failure = self.fast.provider.read_failure(failure)
-        elif not self.ended.done():
-            self.fast.end_now()  # the response's end sent from here, when it can be
         if not self.ended.done():
+            if failure is None:
+                self.fast.end_now()  # the response's end sent from here, when it can be
             self.ended.set_result(None)
         if not self.begun.done():
             self.begun.set_result(False)
