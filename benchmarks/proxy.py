@@ -507,13 +507,16 @@ def cpu_seconds(pids: list[int]) -> float:
 
 def usage(pids: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far of each named process tree, of this script (the clients), and of
-    the whole machine (busy time of all cores, from /proc/stat: everyone's work)."""
+    the whole machine (busy time of all cores, from /proc/stat: everyone's work), of which
+    `stolen`: the time a virtual machine's cores waited while its hypervisor ran others
+    (/proc/stat's steal: a run with much of it ran on a machine slowed from outside)."""
     spent = {name: cpu_seconds(each) for name, each in pids.items()}
     mine = os.times()
     spent["clients"] = mine.user + mine.system
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    spent["machine"] = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    idle, tick = fields[3] + fields[4], os.sysconf("SC_CLK_TCK")
+    spent["machine"] = (sum(fields[:8]) - idle) / tick
+    spent["stolen"] = fields[7] / tick
     return spent
 
 
@@ -639,8 +642,8 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
         count, served = len(run.timings), run.served
         flight = sum(t.whole for t in run.timings) / run.window
         cpu = {k: v / run.window for k, v in run.cpu.items()}
-        ours = sum(v for k, v in cpu.items() if k != "machine")
-        processes = [k for k in run.cpu if k != "machine"]
+        processes = [k for k in run.cpu if k not in ("machine", "stolen")]
+        ours = sum(cpu[k] for k in processes)
         per_request = ", ".join(
             f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in processes
         )
@@ -650,9 +653,10 @@ def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
               f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
               f"answer served: {per_request}")  # fmt: skip
         busy = ", ".join(f"{k} {cpu[k]:.2f}" for k in processes)
+        other = max(0.0, cpu["machine"] - ours - cpu["stolen"])
         print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy ({busy}, other "
-              f"processes and the kernel {max(0.0, cpu['machine'] - ours):.2f}), load "
-              f"average {run.load:.1f}")  # fmt: skip
+              f"processes and the kernel {other:.2f}, stolen by the hypervisor "
+              f"{cpu['stolen']:.2f}), load average {run.load:.1f}")  # fmt: skip
 
 
 def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[bytes]:
