@@ -193,12 +193,12 @@ def _frozen(app: Any) -> Any:
     other young collection, of 400 objects, each takes at most 1.8-2.7 ms (p50 0.3), and
     the collector less CPU in all (0.20-0.24 s a run against 0.28-0.29). A full
     collection scans every object the requests made that lived on, the proxy's tables of
-    messages and scans above all (40,000-118,000 objects: 14-68 ms of CPU each, every
-    stream stopped, in a probe at that load) and finds next to no garbage there (0-181
-    objects); so it comes after 10,000 middle ones, about every 24 minutes at that load
-    (~7 middle collections a second; after 800, about every 2 minutes, it was the p99 of
-    a run it landed in). Cyclic garbage that outlives the middle collection waits for the
-    next full one (at that rate a few MB at most)."""
+    messages and scans above all (41,000-118,000 objects: 14-68 ms of CPU each, every
+    stream stopped, in a probe at that load, which found several enough to take the p99
+    past 40 ms) and finds next to no garbage there (0-181 objects); so it comes after
+    10,000 middle ones, about every 15 minutes at that load (~11 middle collections a
+    second; after 800, about once a minute). Cyclic garbage that outlives the middle
+    collection waits for the next full one (at the rate seen, a few MB at most)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_AFTER, MIDDLE_COLLECTION_AFTER, FULL_COLLECTION_AFTER)
