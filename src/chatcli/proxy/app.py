@@ -118,9 +118,7 @@ class _Proxy:
                 response = await self.answer_begun(early.begun, dialect, early.sent)
             else:
                 raw = await self.raw_body(request)
-                body = _json_object(raw)
-                parsed = passed_headers(dialect.parse(body), request.headers)
-                session = self.session_of(request, parsed)
+                body, parsed, session = self.read(request, dialect, raw)
                 link = (request.scope.get("extensions") or {}).get(CLIENT_LINK)
                 response = await self.answer(parsed, dialect, session, (raw, body), link)
         except Refused as refused:
@@ -165,9 +163,7 @@ class _Proxy:
         except Refused:
             return
         try:
-            body = _json_object(raw)
-            parsed = passed_headers(OPENAI.parse(body), request.headers)
-            session = self.session_of(request, parsed)
+            body, parsed, session = self.read(request, OPENAI, raw)
             sticky = self.cuts.held(session)
             link = extensions.get(CLIENT_LINK)
             forwarder = self.forwarder(parsed)
@@ -176,6 +172,15 @@ class _Proxy:
             self.guard.release(client)
             return
         extensions[_BEGUN] = _Early(client, started, begun, (raw, body))
+
+    def read(
+        self, request: Request, dialect: Dialect, raw: bytes
+    ) -> tuple[dict[str, Any], ClientRequest, str]:
+        """A chat request's body (`raw`, decoded), parsed by its dialect with the headers it
+        passes on, and its conversation's key (`session_of`)."""
+        body = _json_object(raw)
+        parsed = passed_headers(dialect.parse(body), request.headers)
+        return body, parsed, self.session_of(request, parsed)
 
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
