@@ -51,7 +51,6 @@ from benchmarks.agent_session import InstantProvider, agent_session
 from chatcli.catalog import Prices, lookup
 from chatcli.config import MicrocompactConfig
 from chatcli.history import microcompact
-from chatcli.history.memo import clear_memos
 from chatcli.messages import Message
 from chatcli.recovery import Client
 from chatcli.tokencount import TiktokenCounter, load_encoding
@@ -233,7 +232,6 @@ def depths(turns: list[int], seeds: list[int]) -> None:
         ]
         for room in turns:
             microcompact.BATCH_ROOM_TURNS = room
-            clear_memos()  # scans made at another depth hold other decisions
             results = [
                 figures(
                     tokens, requests(steps, window, MicrocompactConfig(), seed), trigger, prices

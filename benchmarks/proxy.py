@@ -14,11 +14,9 @@ was and by whom; the load average; and the proxy's peak memory (RSS). The proxy 
 
     python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
                                [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
-                               [--window 20] [--seed 1] [--no-fast-path] [--profile F]
+                               [--window 20] [--seed 1] [--profile F]
                                [--litellm LITELLM] [--bare] [--bare-cost MS/US ...]
-                               [--collections] [--steps]
     python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
-    python benchmarks/proxy.py --breakdown [--messages 100,2000]
 
 **Steady state** (the default): requests arrive as a Poisson process (open loop: an arrival
 does not wait for an answer) at rate = streams / answer duration, so `--streams` are in
@@ -57,17 +55,8 @@ busy loop on the thread's CPU clock), and nothing else: the latency a proxy of t
 adds at that load on this machine, to set beside chatcli's (whose CPU per answer the
 figures give).
 
-`--workers N` runs `chatcli proxy --workers N`; `--no-fast-path` sends every request through
-the library's path (`chatcli.proxy.passthrough` is the fast path), to compare the two on the
-same machine. `--breakdown` times, in process, the proxy's own work per request (decoding,
-parsing, the Client, the fast path's verdict, the forwarded body, the answer's reads
-judged and decoded as they pass, the fold of what is left at its end). `--profile FILE` runs the
-proxy under cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
-`--collections` reports the proxy's garbage collections, by generation (count, CPU).
-`--steps` reports the request's way to the stub in the proxy step by step (from its head
-parsed to the upstream request written: uvicorn and Starlette, the body's JSON, the parse and
-what the library is given, the library's verdict, the fast path's request, the write), p50
-and p90 over the requests that took the fast path.
+`--workers N` runs `chatcli proxy --workers N`. `--profile FILE` runs the proxy under
+cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
 
 Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
 per run, loopback only.
@@ -77,11 +66,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import functools
-import gc
 import json
-import math
 import os
 import random
 import re
@@ -530,96 +515,6 @@ def rss_kib(pid: int) -> int:
     return total
 
 
-def breakdown(sizes: list[int], tokens: int) -> None:
-    """The proxy's own work per request, in process (CPU time, mean of several): decoding the
-    body, parsing its messages, building the library's Client, the fast path's verdict (the
-    library's first request: `Client.start_stream`), the body it forwards, the answer's
-    reads judged (`pipe`: the stub's answer of `tokens` tokens, its bytes as the stub writes
-    them, judged read by read as the proxy reads them, the piped events decoded in batches
-    as they pass, the adapter's check of the answer made ready with the first), and the fold
-    of what is left at its end (`FastPath.ended`, the check made there); the adapter's check,
-    timed again alone (`its check`: an OpenAI-compatible server's silent-truncation check,
-    whose estimate of the prompt, a pass over its messages, is made in `pipe`)."""
-    from chatcli.config import MicrocompactConfig, RecoveryConfig
-    from chatcli.providers.base import Response
-    from chatcli.proxy.openai_dialect import OpenAIDialect
-    from chatcli.proxy.passthrough import (
-        FastPath,
-        first_unchanged,
-        forwarded_body,
-        passthrough_of,
-    )
-    from chatcli.proxy.upstream import Forwarder, open_upstream, plan
-    from chatcli.recovery import Client
-    from chatcli.settings import load_settings
-
-    env = {"CHATCLI_HOME": str(ROOT / ".bench-home")}
-    flags = {"provider": "openai-compatible", "model": "stub", "base_url": "http://127.0.0.1:9/v1"}
-    upstream = open_upstream(load_settings(flags, env), env)
-    dialect = OpenAIDialect()
-    print("\nthe proxy's own work per request (in process, no HTTP):")
-    for n in sizes:
-        body = {"model": "stub", "messages": conversation(n), "stream": True, "max_tokens": 64}
-        raw = json.dumps(body).encode()
-        now = time.monotonic()
-        answer = [stub_token(stub_text(i, tokens, now, now)) for i in range(tokens)]
-        reads = [_unchunked(chunk) for chunk in [*answer, *stub_end(body, tokens)]]
-        rounds = max(5, 20_000 // n)
-        spent: dict[str, float] = {}
-        timed = functools.partial(_spent, spent)
-        for _ in range(rounds):
-            started = time.process_time()
-            decoded = json.loads(raw)
-            timed("decode", started)
-            started = time.process_time()
-            parsed = dialect.parse(decoded)
-            timed("parse", started)
-            started = time.process_time()
-            forwarder = Forwarder(upstream, parsed, plan(parsed, upstream.dialect))
-            library = Client(
-                forwarder, RecoveryConfig(), max_retries=0, microcompact=MicrocompactConfig()
-            )
-            timed("client", started)
-            started = time.process_time()
-            start = library.start_stream(parsed.messages, max_tokens=64, tools=parsed.tools)
-            first = first_unchanged(start, parsed, 64)
-            timed("verdict", started)
-            provider = passthrough_of(upstream, parsed)
-            assert first is not None and provider is not None  # the fast path takes it
-            started = time.process_time()
-            forwarded_body(raw, decoded, provider.passthrough_fields(first, decoded))
-            timed("body", started)
-            fast = FastPath(provider, library, start, first, parsed)
-            started = time.process_time()
-            for read in reads:
-                fast.judge(read)
-            timed("pipe", started)
-            started = time.process_time()
-            _, outcome = fast.ended()
-            timed("fold", started)
-            assert isinstance(outcome, Response) and outcome.usage.output_tokens == tokens
-            started = time.process_time()
-            provider._checked(outcome, first)
-            timed("its check", started)
-        steps = ", ".join(f"{k} {v / rounds * 1000:.2f}" for k, v in spent.items())
-        print(f"  {n} messages, ms: {steps}")
-
-
-def _unchunked(body: bytes) -> bytes:
-    """The data of an HTTP/1.1 chunked body's chunks (as the proxy reads them)."""
-    data, at = [], 0
-    while at < len(body):
-        line_end = body.index(b"\r\n", at)
-        size, at = int(body[at:line_end], 16), line_end + 2
-        data.append(body[at : at + size])
-        at += size + 2
-    return b"".join(data)
-
-
-def _spent(totals: dict[str, float], step: str, started: float) -> None:
-    totals[step] = totals.get(step, 0.0) + time.process_time() - started
-
-
 def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
     """The figures of one conversation length: direct, through the proxy, and added."""
     direct = runs["direct"]
@@ -679,148 +574,6 @@ def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[b
     )  # fmt: skip
 
 
-def log_collections(path: str) -> None:
-    """In the proxy's process (`--collections`): each garbage collection's generation and
-    CPU time (the thread's: what it took from the streams, not the machine's wait) once it
-    serves (its startup objects frozen: `chatcli.proxy.main`), written to `path` as JSON
-    when the process ends."""
-    log: list[tuple[int, float]] = []
-    began, serving = [0.0], [False]
-
-    def timed(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            # Asked until it serves only: the count walks the frozen objects.
-            serving[0] = serving[0] or gc.get_freeze_count() > 0
-            began[0] = time.thread_time()
-        elif serving[0]:
-            log.append((info["generation"], time.thread_time() - began[0]))
-
-    gc.callbacks.append(timed)
-    atexit.register(lambda: Path(path).write_text(json.dumps(log)))
-
-
-# The steps of a request's way to the stub (`--steps`): (mark, what leads up to it).
-STEPS = (
-    ("app", "head parsed -> app entered (body callback; or task, Starlette)"),
-    ("read", "app entered -> body read"),
-    ("decoded", "body read -> decoded (JSON)"),
-    ("asked", "decoded -> library asked (parse, session key, forwarder, client)"),
-    ("verdict", "the library's verdict (Client.start_stream)"),
-    ("writing", "verdict -> upstream write (fast path, body, route)"),
-    ("written", "the upstream write"),
-)
-
-
-def log_steps(path: str) -> None:
-    """In the proxy's process (`--steps`): for each request on the fast path, when its way to
-    the stub reached each step (`STEPS`, time.perf_counter, after its head was parsed),
-    written to `path` as JSON when the process ends. It wraps the function that begins each
-    step (LinkedProtocol's head callback, the app's callback for a whole body or else its
-    endpoint, the body's decoding, the library's `start_stream`, the lean transport's write
-    from the callback or else from the task); marks are kept by the request's task, or for
-    the request in the callback."""
-    from chatcli.client import Client
-    from chatcli.providers.lean_http import LeanTransport
-    from chatcli.proxy import app, pipe
-
-    clock, task = time.perf_counter, asyncio.current_task
-    log: list[dict[str, float]] = []
-    marks: dict[Any, dict[str, float]] = {}  # by task; None: the request in the callback
-
-    def mark(step: str) -> None:
-        if (request := marks.get(task())) is not None:
-            request[step] = clock()
-
-    def logged() -> None:
-        if (request := marks.get(task())) is not None:
-            log.append(dict(request))
-
-    head_parsed = pipe.LinkedProtocol.on_headers_complete
-    chat, early = app._Proxy.chat, app._Proxy.early
-    json_object, start_stream = app._json_object, Client.start_stream
-    write, send_now = LeanTransport.write, LeanTransport.send_now
-
-    def on_headers_complete(self: Any) -> None:
-        self.scope["bench.head"] = clock()
-        head_parsed(self)
-
-    def early_(self: Any, scope: Any, raw: bytes) -> None:
-        marks[None] = {"head": scope.get("bench.head", math.nan), "app": clock()}
-        try:
-            early(self, scope, raw)
-        finally:
-            marks.pop(None, None)
-
-    async def chat_(self: Any, request: Any, dialect: Any) -> Any:
-        marks[task()] = {"head": request.scope.get("bench.head", math.nan), "app": clock()}
-        try:
-            return await chat(self, request, dialect)
-        finally:
-            marks.pop(task(), None)
-
-    def json_object_(raw: bytes) -> Any:
-        mark("read")
-        body = json_object(raw)
-        mark("decoded")
-        return body
-
-    def start_stream_(self: Any, *args: Any, **kwargs: Any) -> Any:
-        mark("asked")
-        start = start_stream(self, *args, **kwargs)
-        mark("verdict")
-        return start
-
-    def send_now_(self: Any, *args: Any, **kwargs: Any) -> bool:
-        mark("writing")
-        sent = send_now(self, *args, **kwargs)
-        mark("written")
-        if sent:
-            logged()
-        return sent
-
-    async def write_(self: Any, *args: Any, **kwargs: Any) -> None:
-        mark("writing")
-        await write(self, *args, **kwargs)
-        mark("written")
-        logged()
-
-    pipe.LinkedProtocol.on_headers_complete = on_headers_complete  # type: ignore[method-assign]
-    app._Proxy.early = early_  # type: ignore[method-assign]
-    app._Proxy.chat = chat_  # type: ignore[method-assign]
-    app._json_object = json_object_
-    Client.start_stream = start_stream_  # type: ignore[method-assign]
-    LeanTransport.send_now = send_now_  # type: ignore[method-assign]
-    LeanTransport.write = write_  # type: ignore[method-assign]
-    atexit.register(lambda: Path(path).write_text(json.dumps(log)))
-
-
-def report_steps(log: list[dict[str, float]]) -> None:
-    """The request's way to the stub step by step (`log_steps`): p50 and p90 of each step's
-    time, and of the whole, over the requests of all runs that took the fast path."""
-    whole = [r for r in log if all(step in r for step, _ in STEPS) and not math.isnan(r["head"])]
-    print(f"\nthe request's way to the stub in the proxy, step by step ({len(whole)} requests on "
-          f"the fast path, all runs; ms p50 / p90):")  # fmt: skip
-    if not whole:
-        return
-    marks = ["head", *(step for step, _ in STEPS)]
-    rows = [(label, marks[i], step) for i, (step, label) in enumerate(STEPS)]
-    rows.append(("head parsed -> upstream written (the whole)", "head", "written"))
-    for label, start, end in rows:
-        spent = [r[end] - r[start] for r in whole]
-        print(f"  {label:66} {pct(spent, 0.5):6.2f} / {pct(spent, 0.9):6.2f}")
-
-
-def report_collections(log: list[tuple[int, float]]) -> None:
-    """The proxy's garbage collections while it served (`log_collections`), by generation:
-    how many, their CPU in all, p50 and max."""
-    print("\nthe proxy's garbage collections while it served (all runs, CPU):")
-    for generation in (0, 1, 2):
-        spent = sorted(ms * 1000 for g, ms in log if g == generation)
-        if spent:
-            print(f"  generation {generation}: {len(spent)} collections, {sum(spent):.0f} ms in "
-                  f"all, p50 {spent[len(spent) // 2]:.2f} ms, max {spent[-1]:.1f} ms")  # fmt: skip
-
-
 def wait_listening(port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -849,7 +602,6 @@ def main() -> None:
         default=0,
         help="distinct conversations the requests take turns at (default: --streams)",
     )
-    parser.add_argument("--no-fast-path", action="store_true", help="the library's path only")
     parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
     parser.add_argument(
         "--litellm",
@@ -858,20 +610,7 @@ def main() -> None:
         "(benchmarks/install-litellm-proxy.sh prints it)",
     )
     parser.add_argument(
-        "--breakdown", action="store_true", help="only the proxy's own work, in process"
-    )
-    parser.add_argument(
         "--bare", action="store_true", help="also measure a bare forwarder (the floor)"
-    )
-    parser.add_argument(
-        "--collections",
-        action="store_true",
-        help="report the proxy's garbage collections (1 worker): count and CPU per generation",
-    )
-    parser.add_argument(
-        "--steps",
-        action="store_true",
-        help="report the request's way to the stub in the proxy, step by step (1 worker)",
     )
     parser.add_argument(
         "--bare-cost",
@@ -891,12 +630,9 @@ def main() -> None:
         port, upstream_port, cost = args.bare_forwarder
         run_bare(int(port), int(upstream_port), bare_cost(cost))
         return
-    if args.breakdown:
-        breakdown([int(x) for x in args.messages.split(",")], args.answer_tokens)
-        return
     requests = args.requests or 2 * args.streams
     stub_port, proxy_port = free_port(), free_port()
-    home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME, and where its logs are written
+    home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
     home.mkdir(exist_ok=True)
     env = {**os.environ, "CHATCLI_HOME": str(home)}
     stub = subprocess.Popen(
@@ -904,22 +640,13 @@ def main() -> None:
          str(args.answer_tokens), "--token-rate", str(args.token_rate)]
     )  # fmt: skip
     code = "from chatcli.cli import main; raise SystemExit(main())"
-    collections, steps = home / "collections.json", home / "steps.json"
-    collections.unlink(missing_ok=True)
-    steps.unlink(missing_ok=True)
-    logs = [f"proxy.log_collections({str(collections)!r})"] if args.collections else []
-    logs += [f"proxy.log_steps({str(steps)!r})"] if args.steps else []
-    if logs:  # written when the proxy stops on SIGINT (see the end)
-        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import proxy; "
-                f"{'; '.join(logs)}; {code}")  # fmt: skip
     if args.profile:  # written when the proxy stops on SIGINT (see the end)
         code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
     proxy = subprocess.Popen(
         [sys.executable, "-c", code, "proxy",
          "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
          "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "100000",
-         "--no-sessions", "--workers", str(args.workers),
-         *(["--no-fast-path"] if args.no_fast_path else [])],
+         "--no-sessions", "--workers", str(args.workers)],
         env=env,
     )  # fmt: skip
     anchors: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
@@ -943,7 +670,6 @@ def main() -> None:
         pids.update((name, tree(process.pid)) for name, (_, process) in anchors.items())
         duration = args.answer_tokens / args.token_rate
         rate = args.streams / duration
-        path = "library path only" if args.no_fast_path else "fast path on"
         answer = (f"answers of {args.answer_tokens} tokens at {args.token_rate:.0f} tokens/s "
                   f"({duration:.1f} s)")  # fmt: skip
         if args.burst:
@@ -955,7 +681,7 @@ def main() -> None:
                   f"warm-up, {args.window:.0f} s measured")  # fmt: skip
         print(f"{args.conversations or args.streams} distinct conversations, the requests "
               f"taking turns at them")  # fmt: skip
-        print(f"proxy: {args.workers} worker(s), {path}; machine: {os.cpu_count()} cores, "
+        print(f"proxy: {args.workers} worker(s); machine: {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f} before")  # fmt: skip
         span = args.warm_up + args.window
         schedule = arrivals(rate, span, args.seed)
@@ -981,10 +707,6 @@ def main() -> None:
             process.terminate()
         for process in (proxy, stub, *(process for _, process in anchors.values())):
             process.wait(30)
-    if args.collections:
-        report_collections(json.loads(collections.read_text()))
-    if args.steps:
-        report_steps(json.loads(steps.read_text()))
 
 
 if __name__ == "__main__":

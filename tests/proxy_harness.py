@@ -12,7 +12,6 @@ import uvicorn
 
 from chatcli.proxy.app import ProxyOptions, create_app
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.pipe import LinkedProtocol
 from chatcli.proxy.upstream import Upstream, open_upstream
 
 __all__ = ["free_port", "running_proxy", "upstream_at"]
@@ -54,11 +53,9 @@ def running_proxy(
     *,
     guard: Guard | None = None,
     options: ProxyOptions | None = None,
-    linked: bool = True,
 ) -> Iterator[str]:
     """The proxy's base URL (http://127.0.0.1:PORT) while the block runs, served as `chatcli
-    proxy` serves it (`linked`: the client's connection in the scope, `LinkedProtocol`), or
-    by uvicorn's own httptools protocol (the fast path's generators only)."""
+    proxy` serves it."""
     guard = guard or Guard((), host="127.0.0.1", max_concurrency=64)
     app = create_app(upstream, guard, options)
     config = uvicorn.Config(  # served as `chatcli proxy` serves it
@@ -67,7 +64,6 @@ def running_proxy(
         port=free_port(),
         log_level="warning",
         timeout_graceful_shutdown=2,
-        http=LinkedProtocol if linked else "httptools",
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

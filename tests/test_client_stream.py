@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from chatcli import Client, Message, Settings
-from chatcli.client import Performed
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.events import Continued, Escalated, Event, LevelApplied, OverflowDetected, Retried
 from chatcli.messages import StopReason, Usage
@@ -291,74 +290,3 @@ def test_a_window_filled_mid_stream_is_continued_in_the_same_stream() -> None:
     events = [type(item) for item in items if isinstance(item, Event)]
     assert events[0] is OverflowDetected and LevelApplied in events and events[-1] is Continued
     assert len(inner.requests) == 2 and len(inner.requests[1].messages) < len(history)
-
-
-async def test_a_first_call_the_caller_made_goes_on_as_astream_would() -> None:
-    # The proxy's fast path makes the first call itself and hands over its outcome: the rest
-    # of the stream is what astream yields after that call, and no call is made twice.
-    def client() -> tuple[Client, Streaming]:
-        inner = WindowedProvider(window=100_000, answer=long_answer, repeat=25)
-        provider = Streaming(inner=inner, size=5)
-        return Client(provider), provider
-
-    reference, _ = client()
-    expected = [item async for item in reference.astream(HISTORY, max_tokens=300)]
-    library, provider = client()
-    start = library.start_stream(HISTORY, max_tokens=300)
-    assert start.first is not None and start.first.messages == HISTORY and not start.events
-    first = provider.inner.complete(start.first)  # the caller's own call
-    performed = Performed(first.message.text, first)
-    items = [item async for item in library.resume_stream(start, performed=performed)]
-    reply = items[-1]
-    assert isinstance(reply, Reply) and reply == expected[-1]
-    assert first.message.text + shown_text(items) == shown_text(expected)
-    assert [type(i) for i in items if isinstance(i, Event)] == [Escalated, Continued]
-    assert len(provider.requests) == 1  # only the continuation: the first call was the caller's
-
-
-async def test_a_first_call_the_caller_made_that_failed_is_discarded_and_recovered() -> None:
-    async def no_asleep(seconds: float) -> None:
-        return None
-
-    provider = Streaming(inner=ScriptedProvider(script=[response("the answer")]))
-    library = Client(provider, asleep=no_asleep)
-    start = library.start_stream(HISTORY)
-    failure = ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message="dropped"))
-    items = [
-        item async for item in library.resume_stream(start, performed=Performed("abc", failure))
-    ]
-    assert items[0] == Discard(text="abc")
-    assert isinstance(items[-1], Reply) and items[-1].message.text == "the answer"
-    assert shown_text(items[1:]) == "the answer" and isinstance(items[1], Retried)
-
-
-async def test_advance_settles_a_first_call_the_caller_made_with_no_wait() -> None:
-    # `Client.advance`: the caller's answer taken as it is ends the stream there (its Reply
-    # the next step, no call made); a failure leaves its Discard among the items and the
-    # retry next; `resume_stream` goes on from either as from the Performed itself.
-    async def no_asleep(seconds: float) -> None:
-        return None
-
-    answer = response("the answer")
-    failure = ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message="dropped"))
-    for outcome in (answer, failure):
-        streams = []
-        for advanced in (False, True):
-            provider = Streaming(inner=ScriptedProvider(script=[response("again")]))
-            library = Client(provider, asleep=no_asleep)
-            start = library.start_stream(HISTORY)
-            performed = Performed("abc" if outcome is failure else "the answer", outcome)
-            if advanced:
-                start = library.advance(start, performed)
-                if outcome is answer:
-                    assert isinstance(start.step, Reply) and not start.events
-                    assert start.step.message == answer.message
-                else:
-                    assert start.events[0] == Discard(text="abc")
-                    assert not isinstance(start.step, Reply)
-                assert provider.requests == []  # advancing made no call
-                items = [item async for item in library.resume_stream(start)]
-            else:
-                items = [item async for item in library.resume_stream(start, performed=performed)]
-            streams.append((items, len(provider.requests)))
-        assert streams[0] == streams[1]

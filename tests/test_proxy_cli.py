@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import subprocess
@@ -17,10 +16,6 @@ from chatcli.cli import main
 from chatcli.proxy.main import (
     DEFAULT_HOST,
     DEFAULT_PORT,
-    FULL_COLLECTION_AFTER,
-    MIDDLE_COLLECTION_AFTER,
-    YOUNG_COLLECTION_AFTER,
-    _frozen,
     build_parser,
 )
 
@@ -100,23 +95,3 @@ def _is_worker(pid: int) -> bool:
     return any(b"spawn_main" in part for part in command) and not any(
         b"resource_tracker" in part for part in command
     )
-
-
-def test_the_served_app_is_built_before_the_collector_is_frozen() -> None:
-    """What exists when the app is served (the SDKs' modules, the app) is out of the
-    collector's full scans (`gc.freeze`); the collector itself still runs, its young and
-    middle collections smaller than Python's and its full ones rarer."""
-    app, thresholds = object(), gc.get_threshold()
-    try:
-        assert _frozen(app) is app
-        assert gc.get_freeze_count() > 10_000 and gc.isenabled()
-        assert gc.get_threshold() == (
-            YOUNG_COLLECTION_AFTER,
-            MIDDLE_COLLECTION_AFTER,
-            FULL_COLLECTION_AFTER,
-        )
-        assert thresholds[0] > YOUNG_COLLECTION_AFTER and thresholds[1] > MIDDLE_COLLECTION_AFTER
-        assert thresholds[2] < FULL_COLLECTION_AFTER
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -16,9 +15,6 @@ import httpx
 import openai
 import pytest
 
-from chatcli.client import Performed
-from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.passthrough import FastPath
 from chatcli.proxy.upstream import Upstream
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import running_proxy, upstream_at
@@ -167,19 +163,10 @@ def test_an_unrecoverable_conversation_is_each_dialects_overflow_error(
         s.get_final_message()
 
 
-# --- the fast path (chatcli.proxy.passthrough) ----------------------------------------------
+# --- a stream continued, an overflow the server states ---------------------------------------
 
 
-@contextmanager
-def overconfident_proxy(llama_1024: str, *, fast: bool) -> Iterator[str]:
-    """A proxy told a window 32 times the server's (so it asks the server for none): the
-    first call is the client's whole request, and the server's overflow says the truth."""
-    up = llama_upstream(llama_1024, context_window=N_CTX * 32, max_tokens=None)
-    with running_proxy(up, options=ProxyOptions(fast_path=fast)) as url:
-        yield url
-
-
-def test_a_streamed_answer_is_piped_from_the_server_then_continued(proxy: str) -> None:
+def test_a_streamed_answer_cut_at_max_tokens_is_continued_as_one_answer(proxy: str) -> None:
     body = {
         "model": "any",
         "messages": [{"role": "user", "content": "Tell me a story."}],
@@ -191,46 +178,28 @@ def test_a_streamed_answer_is_piped_from_the_server_then_continued(proxy: str) -
     chunks = [
         json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: {")
     ]
-    # The first call's chunks are the server's own (its model name; the proxy writes the
-    # client's, "any"); it stops at max_tokens (the tiny model never ends), so the library
-    # escalates and its continuation is written after them: one answer, one role, one stop.
-    models = [c["model"] for c in chunks]
-    assert models[0] == MODEL_NAME and models[-1] == "any"
-    assert models == sorted(models, key=lambda m: m == "any")  # piped, then written
+    # It stops at max_tokens (the tiny model never ends), so the library escalates and its
+    # continuation is written after the first call's text: one answer, one role, one stop.
     deltas = [c["choices"][0] for c in chunks if c["choices"]]
     assert [d["delta"].get("role") for d in deltas].count("assistant") == 1
     assert [d["finish_reason"] for d in deltas if d["finish_reason"]] == ["length"]
     assert answer.text.rstrip().endswith("data: [DONE]")
 
 
-def test_an_overflow_on_the_fast_path_is_recovered_as_on_the_librarys(
-    llama_1024: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+def test_an_overflow_the_server_states_is_recovered_in_a_stream(
+    llama_1024: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    opened: list[object] = []
-    real_open = FastPath.open
-
-    async def spied(self: FastPath, raw: bytes, body: Any) -> Any:
-        opened.append(await real_open(self, raw, body))
-        return opened[-1]
-
-    monkeypatch.setattr(FastPath, "open", spied)
-    seen = []
-    for fast in (True, False):
-        caplog.clear()
-        with (
-            caplog.at_level(logging.INFO, logger="chatcli"),
-            overconfident_proxy(llama_1024, fast=fast) as url,
-            openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=120) as oa,
-        ):
-            stream = oa.chat.completions.create(
-                model="any", messages=long_chat(), max_tokens=MAX_TOKENS, stream=True
-            )
-            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-        events = [
-            type(r.chatcli_event).__name__ for r in caplog.records if hasattr(r, "chatcli_event")
-        ]
-        seen.append((bool(text), events))
-    # The same events (the server's overflow, the levels, the escalations): the same calls.
-    assert len(opened) == 1 and isinstance(opened[0], Performed)  # the fast path's call failed
-    assert seen[0] == seen[1]
-    assert seen[0][0] and seen[0][1][0] == "OverflowDetected" and "LevelApplied" in seen[0][1]
+    # Told a window 32 times the server's, the proxy asks the server for the whole request
+    # (no pre-flight cut): the server's own overflow is recovered by the levels.
+    up = llama_upstream(llama_1024, context_window=N_CTX * 32, max_tokens=None)
+    with (
+        caplog.at_level(logging.INFO, logger="chatcli"),
+        running_proxy(up) as url,
+        openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=120) as oa,
+    ):
+        stream = oa.chat.completions.create(
+            model="any", messages=long_chat(), max_tokens=MAX_TOKENS, stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    events = [type(r.chatcli_event).__name__ for r in caplog.records if hasattr(r, "chatcli_event")]
+    assert text and events[0] == "OverflowDetected" and "LevelApplied" in events

@@ -9,8 +9,11 @@ reach the client while the upstream waits, so the gate would time out.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -43,6 +47,21 @@ class Gate:
         self.opened_in_time = self.event.wait(GATE_TIMEOUT_S)
 
 
+class Hold:
+    """A point in a scripted stream where the upstream sends nothing more and waits for the
+    proxy to close the connection (up to GATE_TIMEOUT_S), noting when it did."""
+
+    def __init__(self) -> None:
+        self.closed_at: float | None = None
+
+    def wait_for_close(self, connection: socket.socket) -> None:
+        connection.settimeout(GATE_TIMEOUT_S)
+        with contextlib.suppress(OSError):
+            while connection.recv(1024):  # b"": the peer closed its end
+                pass
+            self.closed_at = time.monotonic()
+
+
 Event = tuple[str | None, str]
 
 
@@ -50,14 +69,14 @@ Event = tuple[str | None, str]
 class GatedUpstream:
     """Streams each request the next scripted list of events (and gates); records bodies."""
 
-    streams: deque[Sequence[Event | Gate]]
+    streams: deque[Sequence[Event | Gate | Hold]]
     bodies: list[Any]
     url: str
 
 
 @pytest.fixture
 def gated() -> Iterator[GatedUpstream]:
-    streams: deque[Sequence[Event | Gate]] = deque()
+    streams: deque[Sequence[Event | Gate | Hold]] = deque()
     bodies: list[Any] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -76,6 +95,9 @@ def gated() -> Iterator[GatedUpstream]:
                 if isinstance(item, Gate):
                     item.wait()
                     continue
+                if isinstance(item, Hold):
+                    item.wait_for_close(self.connection)
+                    return
                 name, data = item
                 chunk = (f"event: {name}\n" if name else "").encode() + f"data: {data}\n\n".encode()
                 self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -246,3 +268,35 @@ def test_text_the_engine_drops_after_sending_ends_an_anthropic_stream_with_an_er
     body = caught.value.body
     assert isinstance(body, dict) and body["error"]["type"] == "api_error"
     assert len(gated.bodies) == 1
+
+
+def test_a_client_that_leaves_mid_answer_ends_the_upstream_request_at_once(
+    gated: GatedUpstream,
+) -> None:
+    # The upstream sends the first words, then nothing, and waits for its connection to
+    # close: the client reads those words and leaves; the proxy must cancel the upstream call
+    # (close its connection) at once, not when the upstream would have answered.
+    events = sse_events("openai-chat-text.txt")
+    at = next(i for i, (_, data) in enumerate(events) if '" unable"' in data) + 1
+    hold = Hold()
+    gated.streams.append([*events[:at], hold])
+    env = {"OPENAI_API_KEY": "sk-up", "CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai", gated.url + "/v1", model="gpt-4o", environ=env)
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "Weather?"}],
+        "stream": True,
+    }
+    with running_proxy(up) as url:
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30) as answer:
+            read = ""
+            for text in answer.iter_text():
+                read += text
+                if " unable" in read:
+                    break
+        left = time.monotonic()
+        deadline = left + GATE_TIMEOUT_S
+        while hold.closed_at is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert hold.closed_at is not None, "the upstream request outlived its client"
+    assert hold.closed_at - left < 1.0

@@ -1,12 +1,10 @@
-"""The pre-flight estimate as a running sum (`chatcli.history.running`): always the exact
-total, and per request only the chars of what is new."""
+"""The pre-flight estimate's sums (`chatcli.history.running`): always the exact total."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.history.memo import clear_memos
 from chatcli.history.running import request_chars, request_shape
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
@@ -35,29 +33,6 @@ def test_the_sum_is_the_total_whatever_was_counted_before(
         assert request_chars(messages) == total_chars(messages)
         # The shape estimate's sum too, in the same order: the same float, bit for bit.
         assert request_shape(messages) == sum(message_shape_tokens(m) for m in messages)
-
-
-class CountingMessage(Message):
-    """A message that counts how often its size is asked for."""
-
-    __slots__ = ()
-    asked: list[int] = []  # noqa: RUF012 - a class-wide tally, on purpose
-
-    @property
-    def char_count(self) -> int:
-        CountingMessage.asked.append(1)
-        return len(self.text)
-
-
-def test_an_appended_turn_costs_only_its_own_chars() -> None:
-    clear_memos()
-    history = tuple(CountingMessage(role=m.role, parts=m.parts) for m in long_chat(2_000))
-    grown = (*history, CountingMessage.user("one more turn"))
-    expected = total_chars(grown)
-    request_chars(history)
-    CountingMessage.asked.clear()
-    assert request_chars(grown) == expected
-    assert len(CountingMessage.asked) == 1  # the new message's size only
 
 
 def long_chat(count: int) -> list[Message]:

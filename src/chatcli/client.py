@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from chatcli.compaction import CompactionResult, acompact, compact
@@ -18,9 +18,9 @@ from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event, Hook, LevelApplied, OverflowDetected, logger
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
-from chatcli.policy.actions import Action, Flow, Outcome, Reply, Send, Sleep
+from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
 from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
-from chatcli.providers.base import Provider, Request, ToolSpec
+from chatcli.providers.base import Provider, ToolSpec
 from chatcli.request_settings import Settings
 from chatcli.retry import DEFAULT_MAX_RETRIES
 from chatcli.streaming import (
@@ -32,34 +32,7 @@ from chatcli.streaming import (
 )
 from chatcli.tokens import TokenEstimator
 
-__all__ = ["Client", "Performed", "StreamStart"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamStart:
-    """A streamed send() stopped before its first call (`Client.start_stream`): the policy's
-    flow, the stream's state, the first action (or the Reply, for a send with no call) and
-    the events emitted so far; `Client.advance`d past the first call, its next step and the
-    items before it (a failed call's `Discard` among them)."""
-
-    flow: Flow
-    run: StreamRun
-    step: Action | Reply
-    events: tuple[StreamItem, ...]
-
-    @property
-    def first(self) -> Request | None:
-        """The request of the first call; None when the first action is not a call."""
-        return self.step.request if isinstance(self.step, Send) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Performed:
-    """The first call of a `StreamStart`, made by the caller: the text it showed, and its
-    outcome (the Response, or the exception the provider would have raised)."""
-
-    shown: str
-    outcome: Outcome
+__all__ = ["Client"]
 
 
 class Client:
@@ -161,9 +134,9 @@ class Client:
         """`send`, streamed: text and tool-call deltas and recovery events as they happen,
         then the `Reply` as the last item (see `chatcli.streaming`). Closing the iterator
         closes the provider's stream."""
-        start = self.start_stream(messages, max_tokens=max_tokens, tools=tools, settings=settings)
-        run, flow, step = start.run, start.flow, start.step
-        yield from start.events
+        run = StreamRun()
+        flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
+        yield from run.drain()
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             if isinstance(step, Sleep):
                 self._sleep(step.seconds)
@@ -183,50 +156,9 @@ class Client:
         settings: Settings | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The async `stream`. Cancelling the task closes the provider's stream."""
-        start = self.start_stream(messages, max_tokens=max_tokens, tools=tools, settings=settings)
-        async for item in self.resume_stream(start):
-            yield item
-
-    def start_stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        tools: Sequence[ToolSpec] = (),
-        settings: Settings | None = None,
-    ) -> StreamStart:
-        """An async streamed send() run up to its first call, which is not made: the view,
-        budget and pre-flight are decided, so `first` is the request the library sends first.
-        `resume_stream` goes on from there; a caller that can make that call more cheaply
-        itself (the proxy's passthrough, when `first` is the caller's own request) makes it
-        and hands its outcome to `resume_stream`, so nothing is decided twice."""
         run = StreamRun()
         flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
-        return StreamStart(flow=flow, run=run, step=step, events=tuple(run.drain()))
-
-    def advance(self, start: StreamStart, performed: Performed) -> StreamStart:
-        """`start` gone on from its first call, made by the caller, who showed
-        `performed.shown` of it, as if this client had made it, with no wait: its items
-        (a failure's `Discard`, the events since) and its next step: the Reply when the
-        stream ends there, else the call or the wait to make next (a cut answer continued
-        after what was shown; a failure recovered). `resume_stream` goes on from it."""
-        if isinstance(start.step, Reply):
-            return start
-        items = [*start.events, *start.run.performed(performed.shown, performed.outcome)]
-        step = _advance(start.flow, performed.outcome)
-        items.extend(start.run.drain())
-        return replace(start, step=step, events=tuple(items))
-
-    async def resume_stream(
-        self, start: StreamStart, *, performed: Performed | None = None
-    ) -> AsyncIterator[StreamItem]:
-        """The rest of `start`'s stream (its items first): what `astream` yields. With
-        `performed`, the first call was made by the caller: the stream goes on from its
-        outcome (`advance`)."""
-        if performed is not None:
-            start = self.advance(start, performed)
-        run, flow, step = start.run, start.flow, start.step
-        for event in start.events:
+        for event in run.drain():
             yield event
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             outcome: Outcome = None
@@ -254,7 +186,7 @@ class Client:
     ) -> tuple[Flow, Action | Reply]:
         """The policy's flow for `messages`, started from the sticky view when one applies,
         run to its first action (or its Reply, for a send with no call): where every send and
-        stream begins (`stream` and `astream` through `start_stream`)."""
+        stream begins."""
         history = tuple(messages)
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history

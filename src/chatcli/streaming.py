@@ -125,16 +125,6 @@ class StreamRun:
             if close is not None:
                 close()
 
-    def performed(self, shown: str, outcome: Outcome) -> Iterator[StreamItem]:
-        """Account for a call the caller made and showed `shown` of, as `acall` would have:
-        a cut answer is continued after it; a failure yields the `Discard` of it."""
-        call = _Call(self)
-        self.shown += shown
-        if isinstance(outcome, Response):
-            call.done(outcome)
-        else:
-            yield from call.failed()
-
     async def acall(
         self, chunks: AsyncIterator[StreamChunk]
     ) -> AsyncIterator[StreamItem | CallOutcome]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import cast
 
-from chatcli.history.memo import ScanMemo, unchanged
 from chatcli.history.result import TransformResult, build_result
+from chatcli.history.scan import run_scan, unchanged
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, Role
 
@@ -43,19 +43,18 @@ def enforce_tool_result_budget(
     """Cut tool results to `per_result_chars` each and `per_turn_chars` per turn.
 
     A turn's cuts depend only on that turn, so they are final once the next assistant message
-    closes it; the scan is memoised by transcript prefix (`chatcli.history.memo`): a request
-    costs what was appended since the last one.
+    closes it (`chatcli.history.scan`).
     """
     if per_result_chars < 1 or per_turn_chars < 1:
         raise ValueError(
             f"budgets must be positive: per_result_chars={per_result_chars}, "
             f"per_turn_chars={per_turn_chars}"
         )
-    return _SCANS.run((per_result_chars, per_turn_chars), tuple(messages))
+    return run_scan(_Scan((per_result_chars, per_turn_chars)), tuple(messages))
 
 
 class _Scan:
-    """The budget of one transcript prefix. Mutable, private; see `chatcli.history.memo`."""
+    """The budget of one transcript prefix. Mutable, private; see `chatcli.history.scan`."""
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
@@ -75,15 +74,6 @@ class _Scan:
         elif message.role is Role.TOOL:
             self.open.append(len(self.messages))
         self.messages.append(message)
-
-    def rewind(self, count: int) -> bool:
-        del self.messages[count:], self.chars[count + 1 :]
-        while self.assistants and self.assistants[-1] >= count:
-            self.assistants.pop()
-        start = self.assistants[-1] if self.assistants else -1  # the latest turn follows it
-        self.cut = {index: new for index, new in self.cut.items() if index < start}
-        self.open = [i for i in range(start + 1, count) if self.messages[i].role is Role.TOOL]
-        return True
 
     def cuts(self, turn: list[int]) -> list[tuple[int, Message]]:
         """The cut messages of a turn (by index): results over the turn's common cap."""
@@ -139,6 +129,3 @@ def turn_cap(lengths: Sequence[int], per_result: int, per_turn: int) -> int:
 def _cut_line(old: Message, new: Message) -> str:
     call_id = old.tool_result.call_id if old.tool_result else "?"
     return f"tool result for call {call_id!r}: {len(old.text):,} -> {len(new.text):,} chars"
-
-
-_SCANS = ScanMemo(_Scan)

@@ -52,8 +52,7 @@ relative age in any text), and stages are decided by scanning the transcript one
 time: the decision after message p depends only on messages up to p. So appending messages
 never changes an earlier decision; the output of earlier messages changes only when the
 appended messages fire a batch. There is no hidden state: the same transcript always gives the
-same view. The scan is memoised by transcript prefix (`_SCANS`), so a request costs what was
-appended since the last one, not the whole transcript again.
+same view.
 
 The pressure estimate counts each result by its ORIGINAL size at its stage: the original chars
 at stage 0, the nominal cut (head + tail + marker) at stage 1, its stub at stage 2. A result
@@ -75,8 +74,8 @@ from collections.abc import Hashable, Sequence
 from typing import cast
 
 from chatcli.config import MicrocompactConfig
-from chatcli.history.memo import ScanMemo
 from chatcli.history.result import TransformResult, build_result
+from chatcli.history.scan import run_scan
 from chatcli.history.stubs import (
     STUB_PREFIX,
     cut_head_tail,
@@ -132,7 +131,7 @@ def microcompact(
     may use (window minus output reserve), None when unknown.
     """
     config = config or MicrocompactConfig()
-    return _SCANS.run((config, _pressure(estimator), config.trigger(room)), tuple(messages))
+    return run_scan(_Scan((config, _pressure(estimator), config.trigger(room))), tuple(messages))
 
 
 def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
@@ -157,8 +156,7 @@ class _Result:
 class _Scan:
     """Microcompaction of one transcript prefix, extended one message at a time.
 
-    Mutable, private to this module; `_SCANS` (`chatcli.history.memo`) hands each scan to
-    one caller at a time.
+    Mutable, private to this module (`chatcli.history.scan`).
     `view_chars` is the pressure estimate in chars (see the module docstring); `chars_in` /
     `chars_out` are what the report states (the input's and the output's real sizes).
     """
@@ -194,9 +192,6 @@ class _Scan:
         self.grown_chars += chars
         if self.trigger == 0 or self.tokens() > self.trigger:
             self.batch(self.target())
-
-    def rewind(self, count: int) -> bool:
-        return False  # a batch may have moved results before `count`: scan again
 
     def tokens(self, chars: int | None = None) -> int:
         """The pressure estimate of the view, or of the view at `chars`."""
@@ -308,6 +303,3 @@ class _Scan:
             chars_freed=self.chars_in - self.chars_out,
             chars_before=self.chars_in,
         )
-
-
-_SCANS = ScanMemo(_Scan)

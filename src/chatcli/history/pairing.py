@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from chatcli.history.memo import ScanMemo, unchanged
 from chatcli.history.result import TransformResult, build_result
+from chatcli.history.scan import run_scan, unchanged
 from chatcli.messages import Message, Role, ToolCall
 
 __all__ = ["interrupted_result", "repair_tool_pairing"]
@@ -37,16 +37,15 @@ def repair_tool_pairing(messages: Sequence[Message]) -> TransformResult:
     """Drop orphan and duplicate results, answer unanswered calls, make results adjacent.
 
     A history that is already well paired (the usual case) comes back as it is; whether it is
-    is checked by a scan memoised by transcript prefix (`chatcli.history.memo`), so a request
-    costs what was appended since the last one. Any other history is repaired in full.
+    is checked by one scan (`chatcli.history.scan`). Any other history is repaired in full.
     """
-    return _SCANS.run(None, tuple(messages))
+    return run_scan(_Scan(None), tuple(messages))
 
 
 class _Scan:
     """Whether a transcript prefix is well paired: each assistant message's calls answered
     right after it, in call order, by one result each, and no other tool message. Mutable,
-    private; see `chatcli.history.memo`."""
+    private; see `chatcli.history.scan`."""
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
@@ -70,18 +69,6 @@ class _Scan:
         paired = not self.pending and len(set(ids)) == len(ids)
         self.pending = deque(ids)
         return paired
-
-    def rewind(self, count: int) -> bool:
-        del self.messages[count:], self.chars[count + 1 :]
-        if self.broken is not None and self.broken < count:
-            return True  # broken before: it stays broken, pending no longer matters
-        self.broken, self.pending = None, deque()
-        start = count
-        while start > 0 and self.messages[start - 1].tool_result is not None:
-            start -= 1  # back to the message whose calls the latest results answer
-        for message in self.messages[max(start - 1, 0) : count]:
-            self.pairs(message)
-        return True
 
     def result(self, transcript: tuple[Message, ...]) -> TransformResult:
         if self.broken is None and not self.pending:
@@ -162,6 +149,3 @@ def _unique_calls(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
             seen.add(call.id)
             unique.append(call)
     return tuple(unique) if len(unique) < len(calls) else calls
-
-
-_SCANS = ScanMemo(_Scan)

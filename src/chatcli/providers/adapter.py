@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -89,11 +89,6 @@ class Adapter(ABC):
     def _checked(self, response: Response, request: Request) -> Response:
         """Inspects a finished answer (whole or streamed); may raise or adjust it."""
         return response
-
-    def _checking(self, request: Request) -> Callable[[Response], Response]:
-        """`_checked` for `request`, with what it needs of the request alone worked out now:
-        made while an answer streams, it leaves less to do at the answer's end."""
-        return lambda response: self._checked(response, request)
 
     def _streams_whole_answer(self, params: Json) -> bool:
         """True when a whole answer must be fetched as a stream (and folded)."""

@@ -28,36 +28,23 @@ Mapping notes:
   beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or
   `options`) or built the adapter with `prompt_cache_key=False`.
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
-- A Chat Completions stream is read raw (`with_streaming_response`) and each event decoded
-  with `json` into `_Fields`, not into the SDK's pydantic models: building a model per chunk
-  was a large share of the CPU a streamed answer cost (the proxy's hot path). Requests,
-  status errors and in-stream errors stay the SDK's. The proxy's fold of a whole stream
-  (`OpenAIBase.folded`; `PassthroughFold`, a part at a time) reads the usual event cheaper
-  still (`_StreamFolder`), to the same outcome.
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import itertools
 import json
 import json.scanner
 import os
-import re
-import urllib.parse
-import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
-    asynccontextmanager,
     contextmanager,
-    suppress,
 )
 from dataclasses import dataclass, field, replace
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any, Literal, Protocol
 
 from chatcli.errors import ConfigError, ProviderError, classify_error
@@ -86,7 +73,7 @@ from chatcli.providers.base import (
 from chatcli.redact import redact_url
 from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
-__all__ = ["OpenAI", "OpenAIBase", "RawStream", "prompt_cache_key"]
+__all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
 
 Api = Literal["chat", "responses"]
 Json = dict[str, Any]
@@ -257,27 +244,6 @@ def chat_response(raw: Any) -> Response:
     )
 
 
-# A value read alike from a plain dict and from `_Fields` (no JSON object inside).
-_TEXT = (str, type(None))
-
-
-def _usual_choice(choice: object) -> bool:
-    """A choice `_ChatAccumulator.fold` takes: an object; the first one (index 0) with a
-    delta object of text only (no tool call), its values strings or null."""
-    if not isinstance(choice, dict):
-        return False
-    if choice.get("index") != 0:
-        return True  # not read at all (chatcli asks for one choice)
-    delta = choice.get("delta")
-    return (
-        isinstance(delta, dict)
-        and delta.get("tool_calls") in (None, [])
-        and isinstance(delta.get("content"), _TEXT)
-        and isinstance(delta.get("refusal"), _TEXT)
-        and isinstance(choice.get("finish_reason"), _TEXT)
-    )
-
-
 @dataclass(slots=True)
 class _ChatAccumulator:
     """Collects `ChatCompletionChunk`s; the finish_reason chunk is the terminator."""
@@ -292,6 +258,8 @@ class _ChatAccumulator:
     answer_id: str | None = None
 
     def add(self, chunk: Any) -> list[StreamDelta]:
+        if not isinstance(getattr(chunk, "choices", None), list):
+            raise _failure(f"a stream event that is not a JSON object with choices: {chunk!r:.200}")
         self.took(chunk.model, chunk.id)
         if getattr(chunk, "usage", None) is not None:
             self.usage = _chat_usage(chunk.usage)
@@ -300,27 +268,6 @@ class _ChatAccumulator:
             if choice.index == 0:  # chatcli asks for one choice; ignore any other
                 deltas.extend(self._add_choice(choice))
         return deltas
-
-    def fold(self, chunk: Json) -> bool:
-        """`add` without its deltas (a whole stream folded at its end: the proxy's), for a
-        chunk decoded into plain dicts when it has the usual shape (`_usual_choice`: text
-        only; no usage, tool call or error; its values strings or null, read alike from a
-        dict and from `_Fields`). False, with nothing done, for any other: `add` takes it."""
-        if "error" in chunk or chunk.get("usage") is not None:
-            return False
-        model, answer_id, choices = chunk.get("model"), chunk.get("id"), chunk.get("choices")
-        if not (isinstance(model, _TEXT) and isinstance(answer_id, _TEXT)):
-            return False
-        if not isinstance(choices, list) or not all(map(_usual_choice, choices)):
-            return False
-        self.took(model, answer_id)
-        for choice in choices:
-            if choice.get("index") == 0:
-                delta = choice["delta"]
-                self.took_choice(
-                    delta.get("content"), delta.get("refusal"), choice.get("finish_reason")
-                )
-        return True
 
     def _add_choice(self, choice: Any) -> list[StreamDelta]:
         delta = choice.delta
@@ -341,13 +288,13 @@ class _ChatAccumulator:
         return deltas
 
     def took(self, model: Any, answer_id: Any) -> None:
-        """What every chunk gives, `add`'s and `fold`'s one rule: the model and answer id."""
+        """What every chunk gives: the model and answer id."""
         self.events += 1
         self.model, self.answer_id = model or self.model, answer_id or self.answer_id
 
     def took_choice(self, content: Any, refusal: Any, finish_reason: Any) -> None:
-        """What the first choice of every chunk gives, `add`'s and `fold`'s one rule: text
-        (kept only when there is some: the parts are joined), refusal, finish reason."""
+        """What the first choice of every chunk gives: text (kept only when there is some:
+        the parts are joined), refusal, finish reason."""
         if content:
             self.texts.append(content)
         if refusal:
@@ -643,7 +590,6 @@ class _Wire:
     endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
     max_tokens_param: str
     stream_params: Mapping[str, Any]
-    raw_stream: bool = False  # events decoded here (`_Fields`), not into the SDK's models
 
 
 _WIRES: dict[str, _Wire] = {
@@ -655,7 +601,6 @@ _WIRES: dict[str, _Wire] = {
         endpoint=lambda client: client.chat.completions,
         max_tokens_param="max_completion_tokens",
         stream_params={"stream": True, "stream_options": {"include_usage": True}},
-        raw_stream=True,
     ),
     "responses": _Wire(
         body=_responses_body,
@@ -667,329 +612,6 @@ _WIRES: dict[str, _Wire] = {
         stream_params={"stream": True},
     ),
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RawStream:
-    """A Chat Completions stream read raw (`OpenAIBase.apassthrough`): its HTTP request, and
-    its bytes as they come (a failure to read raises the classified ProviderError)."""
-
-    request: Any
-    chunks: AsyncIterator[bytes]
-    detachable: Any = None  # the lean transport's body, its reads as they come (`detach`)
-
-
-class _Fields(SimpleNamespace):
-    """A decoded stream event: its JSON object's fields as attributes, an absent one None (as
-    on the SDK's models, which are built without validation)."""
-
-    def __getattr__(self, name: str) -> Any:
-        return None
-
-
-def _fields(pairs: dict[str, Any]) -> _Fields:
-    return _Fields(**pairs)
-
-
-# One decoder for every event: `json.loads` with an object_hook builds a new decoder (and its
-# scanner) per call, half the cost of decoding a short event.
-_EVENT_DECODER = json.JSONDecoder(object_hook=_fields)
-# The whole-stream fold's (`_plain_object`, `_TextEvents`): `json`'s scanner, called at once,
-# decodes the value at an index into plain dicts (typeshed wants a scanner as its context).
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-# The line ends `str.splitlines` knows besides "\n" (`_other_line_end`).
-_ASCII_LINE_ENDS = "\r\x0b\x0c\x1c\x1d\x1e"
-_OTHER_LINE_END = re.compile(f"[{_ASCII_LINE_ENDS}\x85\u2028\u2029]")
-
-
-class _SSE:
-    """Server-sent events, line by line: `feed` gives an event's data when the blank line that
-    ends it comes (comments and other fields skipped, a multi-line data joined with newlines),
-    nothing once `[DONE]` came (the rest is still read, so the connection goes back to the
-    pool)."""
-
-    def __init__(self) -> None:
-        self.data: list[str] = []
-        self.done = False
-
-    def feed(self, line: str) -> str | None:
-        if self.done:
-            return None
-        if line:
-            name, _, value = line.partition(":")
-            if name == "data":
-                self.data.append(value.removeprefix(" "))
-            return None
-        if not self.data:
-            return None
-        data, self.data = "\n".join(self.data), []
-        self.done = data.startswith("[DONE]")
-        return None if self.done else data
-
-
-def _event(data: str, http_request: Any) -> _Fields:
-    """One event's data decoded; an `error` event raises the SDK's APIError, as its own stream
-    does (so it is classified like any SDK error)."""
-    event = _EVENT_DECODER.decode(data)
-    if not isinstance(event, _Fields):
-        raise _failure(f"a stream event that is not a JSON object: {data[:200]}")
-    if event.error:
-        error = json.loads(data)["error"]
-        message = error.get("message") if isinstance(error, dict) else None
-        if not message or not isinstance(message, str):
-            message = "An error occurred during streaming"
-        raise _sdk().APIError(message=message, request=http_request, body=error)
-    return event
-
-
-class _StreamFolder:
-    """A raw stream folded into `accumulator` a part at a time (each part whole events), event
-    by event as `_event` and `add` would (the same values, the same exceptions), cheaply for
-    the usual event: a text event of the stream's shape (`_TextEvents`, found once and kept
-    across parts) by its text alone; else decoded into plain dicts and folded without deltas
-    (`_ChatAccumulator.fold`); any other, and any that does not decode alone into an object,
-    by `_event` and `add`."""
-
-    def __init__(self, accumulator: _ChatAccumulator, http_request: Any) -> None:
-        self.accumulator, self.http_request = accumulator, http_request
-        self.shape: _TextEvents | None = None
-        self.tries = _SHAPE_TRIES
-
-    def feed(self, stream: bytes) -> None:
-        accumulator, shape = self.accumulator, self.shape
-        for data in _stream_data(stream):
-            if shape is not None and (text := shape.text(data)) is not None:
-                accumulator.took(shape.model, shape.answer_id)
-                accumulator.took_choice(text, shape.refusal, shape.finish_reason)
-                continue
-            chunk = _plain_object(data)
-            if chunk is None or not accumulator.fold(chunk):
-                accumulator.add(_event(data, self.http_request))
-            elif self.tries and (found := _TextEvents.of(data, chunk)) is not None:
-                self.shape = shape = found
-                self.tries -= 1
-
-
-class PassthroughFold:
-    """`OpenAIBase.folded` a part at a time: the events piped to the client folded as they
-    are piped (`piped`, whole events, in order), so that little is left to decode when the
-    answer ends (`ended`), on the way to the client's last bytes; so is the adapter's check
-    of `request`'s answer made ready (`_checking`: an OpenAI-compatible server's estimates
-    its prompt, a pass over every message). A malformed piped event raises from `ended`, as
-    from `folded`; nothing is folded after it."""
-
-    def __init__(self, provider: OpenAIBase, request: Request, http_request: Any = None) -> None:
-        self.provider, self.fold = provider, provider._fold()
-        accumulator = self.fold.accumulator
-        assert isinstance(accumulator, _ChatAccumulator)  # the passthrough's one wire
-        self.folder = _StreamFolder(accumulator, http_request)
-        self.checked = provider._checking(request)
-        self.failure: Exception | None = None
-
-    def piped(self, events: bytes) -> None:
-        if self.failure is not None:
-            return
-        try:
-            with self.provider._errors():
-                self.folder.feed(events)
-        except Exception as exc:
-            self.failure = exc
-
-    def ended(self, rest: bytes) -> tuple[str, Response | Exception]:
-        """The answer text piped, and the Response `astream` ends with or the error it
-        raises instead (`rest`: the events not piped)."""
-        if self.failure is not None:
-            raise self.failure
-        shown = "".join(self.folder.accumulator.texts)
-        try:
-            with self.provider._errors():
-                self.folder.feed(rest)
-            return shown, self.checked(self.fold.finish())
-        except Exception as exc:
-            return shown, exc
-
-
-def _stream_data(stream: bytes) -> Iterator[str]:
-    """Each event's data in a whole raw stream, up to `[DONE]`, as `_SSE` reads its lines
-    (a last event without its blank line too). With "\\n" its only line end, the events are
-    what lies between blank lines: the usual one, a single `data: ` line, is cut out as it is;
-    any other (comments, other fields, data on several lines) is `_SSE`'s, and so is a whole
-    stream with another line end (CR, CRLF, any other `str.splitlines` knows)."""
-    text = stream.decode()
-    sse = _SSE()
-    if _other_line_end(text):
-        yield from _sse_data(sse, text.splitlines())
-        return
-    for block in text.split("\n\n"):
-        if block.startswith("data: ") and "\n" not in block:
-            if block.startswith("[DONE]", 6):
-                return
-            yield block[6:]
-        else:
-            yield from _sse_data(sse, block.split("\n"))
-            if sse.done:
-                return
-
-
-def _other_line_end(text: str) -> bool:
-    """Whether `text` has a line end other than "\\n": a plain search of each when it is
-    ASCII (`isascii` is told, not searched), several times faster than the expression's."""
-    if text.isascii():
-        return any(end in text for end in _ASCII_LINE_ENDS)
-    return _OTHER_LINE_END.search(text) is not None
-
-
-def _sse_data(sse: _SSE, lines: Iterable[str]) -> Iterator[str]:
-    """The data of the events `lines` end (with a blank line after them: a last event
-    without its own ends too)."""
-    for line in itertools.chain(lines, [""]):
-        if (data := sse.feed(line)) is not None:
-            yield data
-
-
-def _plain_object(data: str) -> Json | None:
-    """An event's data decoded into plain dicts, when it is one JSON object alone (no blank
-    around it); else None, and `_event` decodes it (raising what it raises)."""
-    try:
-        value, end = _SCAN(data, 0)
-    except Exception:  # StopIteration, a JSONDecodeError, a RecursionError: `_event`'s to say
-        return None
-    return value if end == len(data) and isinstance(value, dict) else None
-
-
-# How many times a stream's fold looks for the shape of its text events (`_TextEvents.of`):
-# the first event often differs (the role in it), and a stream whose events all differ
-# (a random field in each) must not pay for the search at every event.
-_SHAPE_TRIES = 3
-# The last text of an event's data: its `"content"` string, found from the end.
-_LAST_CONTENT = re.compile(r'.*"content"\s*:\s*(")', re.DOTALL)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _TextEvents:
-    """The shape of a stream's text events: their data around their text, the same before
-    its JSON string and after it from one event to the next. JSON is read token by token, so
-    data with the same text around another JSON string decodes to the same object with that
-    text (`of` checks that the string is the text): such an event folds as the first did,
-    with its own text, one string decoded rather than three objects."""
-
-    head: str  # the data up to the text's JSON string, its opening quote included
-    tail: str  # the data after the string's closing quote
-    model: str | None
-    answer_id: str | None
-    refusal: str | None
-    finish_reason: str | None
-
-    @classmethod
-    def of(cls, data: str, chunk: Json) -> _TextEvents | None:
-        """The shape of `data`'s events, from `data` (`chunk` decoded, taken by
-        `_ChatAccumulator.fold`: the usual event) when it has one choice with text, and its
-        last `"content"` string is that text: the data with another string there decodes to
-        the same object with that string as its text (not, say, as a key or another value)."""
-        choices = chunk["choices"]
-        if len(choices) != 1 or choices[0].get("index") != 0:
-            return None
-        text = choices[0]["delta"].get("content")
-        found = _LAST_CONTENT.match(data)
-        if not text or found is None:
-            return None
-        quote = found.start(1)
-        try:
-            _, end = _SCAN(data, quote)
-        except ValueError:
-            return None
-        other = text + "."  # never the text itself
-        changed = _plain_object(data[:quote] + json.dumps(other) + data[end:])
-        if changed is None or _first_text(changed) != other:
-            return None
-        choice = choices[0]
-        return cls(
-            head=data[: quote + 1],
-            tail=data[end:],
-            model=chunk.get("model"),
-            answer_id=chunk.get("id"),
-            refusal=choice["delta"].get("refusal"),
-            finish_reason=choice.get("finish_reason"),
-        )
-
-    def text(self, data: str) -> str | None:
-        """The text of an event of this shape, None for any other event."""
-        if not (data.startswith(self.head) and data.endswith(self.tail)):
-            return None
-        try:
-            text, end = _SCAN(data, len(self.head) - 1)
-        except ValueError:
-            return None
-        # One JSON string exactly between head and tail: a string, as the head ends in '"'.
-        return text if end == len(data) - len(self.tail) and isinstance(text, str) else None
-
-
-def _first_text(chunk: Json) -> Any:
-    """The text of a decoded event's only choice, None when it has no such thing."""
-    choices = chunk.get("choices")
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-        return None
-    delta = choices[0].get("delta")
-    return delta.get("content") if isinstance(delta, dict) else None
-
-
-@contextmanager
-def _decoded(endpoint: Any, params: Json) -> Iterator[Iterator[_Fields]]:
-    """The SDK call's event stream, read raw and decoded here (see the module docstring)."""
-    with endpoint.with_streaming_response.create(**params) as response:
-        yield _events(response)
-
-
-def _events(response: Any) -> Iterator[_Fields]:
-    for data in _sse_data(_SSE(), response.iter_lines()):
-        yield _event(data, response.http_request)
-
-
-@asynccontextmanager
-async def _adecoded(endpoint: Any, params: Json) -> AsyncIterator[AsyncIterator[_Fields]]:
-    """The async `_decoded`."""
-    async with endpoint.with_streaming_response.create(**params) as response:
-        yield _aevents(response)
-
-
-async def _aevents(response: Any) -> AsyncIterator[_Fields]:
-    sse = _SSE()
-    async for line in response.iter_lines():
-        if (data := sse.feed(line)) is not None:
-            yield _event(data, response.http_request)
-    if (data := sse.feed("")) is not None:  # a last event without its blank line
-        yield _event(data, response.http_request)
-
-
-def _given_limit(body: Mapping[str, Any]) -> bool:
-    return body.get("max_completion_tokens") is not None or body.get("max_tokens") is not None
-
-
-def _env_proxied(url: str) -> bool:
-    """Whether a proxy from the environment applies to `url` (urllib's reading of the
-    variables, as httpx's `trust_env`: the scheme's proxy or ALL_PROXY, unless NO_PROXY
-    names the host)."""
-    proxies = urllib.request.getproxies_environment()
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in proxies and "all" not in proxies:
-        return False
-    return not urllib.request.proxy_bypass(parts.hostname or "")
-
-
-def _status_error(response: Any, content: bytes) -> Exception:
-    """The SDK's error for an error status (its message and body), so it is classified as
-    the SDK call's own would be."""
-    text = content.decode(errors="replace").strip()
-    body: Any = text
-    with suppress(ValueError):
-        body = json.loads(text)
-    error = body.get("error", body) if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    detail = message if isinstance(message, str) else text
-    status_error: Exception = _sdk().APIStatusError(
-        f"Error code: {response.status_code} - {detail}", response=response, body=body
-    )
-    return status_error
 
 
 @contextmanager
@@ -1053,9 +675,6 @@ class OpenAIBase(Adapter):
         self.max_output_tokens = max_output_tokens
         self._wire = _WIRES[api]
         self._max_tokens_param = max_tokens_param or self._wire.max_tokens_param
-        self._raw_route: Any = None  # the passthrough's route and client (`apassthrough`)
-        self._raw_loop: asyncio.AbstractEventLoop | None = None
-        self._direct: bool | None = None  # `passthrough_direct`, once read
         self.__api_key = api_key  # never shown: not in repr, logs or errors
 
     def __repr__(self) -> str:
@@ -1097,130 +716,6 @@ class OpenAIBase(Adapter):
     def _body_extra(self, request: Request) -> Json:
         return {}
 
-    # -- a body the caller wrote (the proxy's passthrough) ----------------------------------
-
-    def passthrough_fields(self, request: Request, given: Mapping[str, Any]) -> Json:
-        """The fields this adapter would set in a streamed Chat Completions body that a caller
-        wrote itself (`given`, whose messages are `request`'s): the model, the output limit
-        when `given` has none, usage in the stream, and the adapter's own extras."""
-        fields: Json = {"model": request.model or self.model}
-        if request.max_tokens is not None and not _given_limit(given):
-            fields[self._max_tokens_param] = request.max_tokens
-        options = given.get("stream_options")
-        options = options if isinstance(options, dict) else {}
-        fields["stream_options"] = {**options, "include_usage": True}
-        extra = self._body_extra(replace(request, settings=replace(request.settings, extra=given)))
-        return {**fields, **extra}
-
-    def passthrough_now(self, body: bytes) -> Any | None:
-        """`body` (as `apassthrough` takes it) sent now, from a callback, when that needs no
-        wait (`chatcli.providers.lean_http.Route.send_now`): what `apassthrough(sent=)` must
-        then read the answer of. None: nothing was sent."""
-        return self._passthrough_route().send_now(body)
-
-    @asynccontextmanager
-    async def apassthrough(self, body: bytes, sent: Any | None = None) -> AsyncIterator[RawStream]:
-        """A streamed Chat Completions call of `body`, written by the caller, with plain
-        httpx (no SDK request building) over the lean transport (`_passthrough_route`): its
-        bytes as they are read (`sent`: `passthrough_now` sent it already). An error status
-        raises the ProviderError the SDK call would; so does a connection error, before or
-        while the caller reads."""
-        route = self._passthrough_route()
-        with self._errors():
-            response = await route.send(body, sent)
-        try:
-            if response.status_code >= 400:
-                with self._errors():
-                    raise _status_error(response, await response.aread())
-            from chatcli.providers.lean_http import DETACHABLE
-
-            detachable = None
-            if "content-encoding" not in response.headers:  # the body's bytes as they came
-                detachable = response.extensions.get(DETACHABLE)
-            yield RawStream(
-                request=response.request, chunks=self._read(response), detachable=detachable
-            )
-        finally:
-            await response.aclose()
-            # httpx's response and its body's stream refer to each other, and through the
-            # response its request holds the body sent (~900 KB at 2,000 messages): freed by
-            # the collector's rare full collections only, unless the cycle is broken here.
-            import httpx
-
-            response.stream = httpx.ByteStream(b"")
-
-    def read_failure(self, exc: Exception) -> Exception:
-        """A failure to read a passthrough's body, as the ProviderError its reads raise."""
-        try:
-            with self._errors():
-                raise exc
-        except Exception as classified:
-            return classified
-
-    async def _read(self, response: Any) -> AsyncIterator[bytes]:
-        with self._errors():
-            async for data in response.aiter_bytes():
-                yield data
-
-    def folded(
-        self, piped: bytes, rest: bytes, request: Request, http_request: Any = None
-    ) -> tuple[str, Response | Exception]:
-        """A whole Chat Completions event stream read raw (the passthrough's: the events
-        `piped` to the client, then the `rest`), decoded once, at its end: the answer text of
-        the piped part, and the Response `astream` ends with (the same fold, the same checks)
-        or the error it raises instead. A malformed piped event raises. One decoding, not
-        two (the fast path's is `PassthroughFold`'s, the piped part folded as it passes)."""
-        fold = PassthroughFold(self, request, http_request)
-        fold.piped(piped)
-        return fold.ended(rest)
-
-    @property
-    def passthrough_direct(self) -> bool:
-        """Whether the passthrough may reach the upstream itself: no proxy from the
-        environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, less `NO_PROXY`) applies to its
-        URL. The lean transport connects directly; the SDK's client honours those variables,
-        so behind a proxy the library's path is the one that reaches the upstream. Read once
-        per adapter, as the SDK's client reads them once; with no event loop needed (the URL
-        is the sync client's, the same as the async one's)."""
-        if self._direct is None:
-            self._direct = not _env_proxied(str(self._client().base_url))
-        return self._direct
-
-    def _passthrough_route(self) -> Any:
-        """The passthrough's route (`chatcli.providers.lean_http.Route`: its requests built
-        once, then sent straight to the transport) over its httpx client: one per adapter and
-        event loop, like the SDK's, with the SDK client's URL, headers (organization, project,
-        user agent) and connection limits (httpx's own default, 100 connections, would queue
-        the 101st stream in flight inside the proxy: measured at 200 streams,
-        benchmarks/proxy.py), over the lean transport (`chatcli.providers.lean_http`:
-        httpcore's read of each event was half the proxy's CPU per event)."""
-        import httpx
-
-        from chatcli.providers.lean_http import LeanTransport, Route
-
-        loop = asyncio.get_running_loop()
-        if self._raw_route is None or self._raw_loop is not loop:
-            sdk = self._aclient()
-            base = str(sdk.base_url).rstrip("/") + "/"
-            given = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
-            headers = {**given, "authorization": f"Bearer {self.__api_key}"}
-            client = httpx.AsyncClient(
-                base_url=base,
-                headers=headers,
-                timeout=self.timeout,
-                transport=LeanTransport(_sdk().DEFAULT_CONNECTION_LIMITS),
-            )
-            self._raw_route = Route.of(client, "chat/completions")
-            self._raw_loop = loop
-        return self._raw_route
-
-    async def aclose(self) -> None:
-        """Release the SDK clients' connections and the passthrough's."""
-        await super().aclose()
-        route, self._raw_route = self._raw_route, None
-        if route is not None and self._raw_loop is asyncio.get_running_loop():
-            await route.client.aclose()
-
     def _send(self, client: Any, params: Json) -> Any:
         return self._wire.endpoint(client).create(**params)
 
@@ -1228,17 +723,13 @@ class OpenAIBase(Adapter):
         return await self._wire.endpoint(client).create(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        endpoint = self._wire.endpoint(client)
-        if self._wire.raw_stream:
-            return _decoded(endpoint, params)
-        events: AbstractContextManager[Any] = endpoint.create(**params)
+        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
         return events
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
-        endpoint = self._wire.endpoint(client)
-        if self._wire.raw_stream:
-            return _adecoded(endpoint, params)
-        events: AbstractAsyncContextManager[Any] = await endpoint.create(**params)
+        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
+            **params
+        )
         return events
 
     def _parse(self, raw: Any) -> Response:

@@ -34,7 +34,7 @@ actually do:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -185,18 +185,8 @@ class OpenAICompatible(OpenAIBase):
             return self._client().post(url, cast_to=object, body=dict(body))
 
     def _checked(self, response: Response, request: Request) -> Response:
-        return self._checking(request)(response)
-
-    def _checking(self, request: Request) -> Callable[[Response], Response]:
-        """`_checked` with the prompt estimated now (its one pass over the messages), not at
-        the answer's end."""
-        estimates = self._estimates(request)
-
-        def checked(response: Response) -> Response:
-            self._raise_if_truncated(response, estimates)
-            return self._window_stop(response, request)
-
-        return checked
+        self._raise_if_truncated(response, self._estimates(request))
+        return self._window_stop(response, request)
 
     def raise_if_truncated(self, response: Response, request: Request) -> None:
         """Raise the overflow a silently cut prompt is (`TruncationCheck`), judged from the

@@ -38,9 +38,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Scope
 
-from chatcli.client import StreamStart
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.history.sticky import StickyView
@@ -60,8 +58,6 @@ from chatcli.proxy.guard import Guard
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.passthrough import FastPath, PipedResponse, first_unchanged, passthrough_of
-from chatcli.proxy.pipe import CLIENT_LINK, ON_BODY, ServerLink
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
@@ -82,14 +78,13 @@ RESPONSES = ResponsesDialect()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
     """How the app serves: body limit, CORS origins (none: no CORS), library settings, where
-    requests are recorded (None: nowhere), and whether the fast path is taken."""
+    requests are recorded (None: nowhere)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
     sessions: SessionRecorder | None = None
-    fast_path: bool = True  # chatcli.proxy.passthrough (False: every request the library's)
 
 
 class _Proxy:
@@ -106,21 +101,15 @@ class _Proxy:
             self.sessions.on_error = self.store_failed
 
     async def chat(self, request: Request, dialect: Dialect) -> Response:
-        early = _taken(request.scope)
-        started = time.perf_counter() if early is None else early.started
+        started = time.perf_counter()
         endpoint = request.scope["path"]  # the route's (`request.url` parses a URL anew)
         try:
-            client = self.admit(request) if early is None else early.client
+            client = self.admit(request)
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            if early is not None:
-                response = await self.answer_begun(early.begun, dialect, early.sent)
-            else:
-                raw = await self.raw_body(request)
-                body, parsed, session = self.read(request, dialect, raw)
-                link = (request.scope.get("extensions") or {}).get(CLIENT_LINK)
-                response = await self.answer(parsed, dialect, session, (raw, body), link)
+            parsed, session = self.read(request, dialect, await self.raw_body(request))
+            response = await self.answer(parsed, dialect, session)
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -138,49 +127,11 @@ class _Proxy:
             )
         return response
 
-    def early(self, scope: Scope, raw: bytes) -> None:
-        """A request whose body came whole before its task ran (`chatcli.proxy.pipe.ON_BODY`),
-        begun there and then: admitted, parsed, the library's verdict given and, on the fast
-        path, forwarded (`begin`), all with no wait; its task (`chat`) goes on from there.
-        Only a Chat Completions request, and only with no recorder (whose store is read
-        before a request is forwarded: `shared_window`, `StickyViews.get`). A request that
-        fails here (not admitted, not JSON...) is left to its task, which fails it again and
-        answers why; so is a request whose task has begun already."""
-        extensions = scope.get("extensions")
-        if (
-            extensions is None
-            or _BEGUN in extensions
-            or scope.get("path") != "/v1/chat/completions"
-            or scope.get("method") != "POST"
-            or self.sessions is not None
-            or len(raw) > self.options.max_body_bytes
-        ):
-            return
-        started = time.perf_counter()
-        request = Request(scope)
-        try:
-            client = self.admit(request)
-        except Refused:
-            return
-        try:
-            body, parsed, session = self.read(request, OPENAI, raw)
-            sticky = self.cuts.held(session)
-            link = extensions.get(CLIENT_LINK)
-            forwarder = self.forwarder(parsed)
-            begun = self.begin(parsed, session, forwarder, None, sticky, (raw, body), link)
-        except Exception:
-            self.guard.release(client)
-            return
-        extensions[_BEGUN] = _Early(client, started, begun, (raw, body))
-
-    def read(
-        self, request: Request, dialect: Dialect, raw: bytes
-    ) -> tuple[dict[str, Any], ClientRequest, str]:
-        """A chat request's body (`raw`, decoded), parsed by its dialect with the headers it
-        passes on, and its conversation's key (`session_of`)."""
-        body = _json_object(raw)
-        parsed = passed_headers(dialect.parse(body), request.headers)
-        return body, parsed, self.session_of(request, parsed)
+    def read(self, request: Request, dialect: Dialect, raw: bytes) -> tuple[ClientRequest, str]:
+        """A chat request's body (`raw`), parsed by its dialect with the headers it passes
+        on, and its conversation's key (`session_of`)."""
+        parsed = passed_headers(dialect.parse(_json_object(raw)), request.headers)
+        return parsed, self.session_of(request, parsed)
 
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
@@ -213,61 +164,17 @@ class _Proxy:
         return b"".join(chunks)
 
     async def answer(
-        self,
-        parsed: ClientRequest,
-        dialect: Dialect,
-        session: str | None = None,
-        sent: tuple[bytes, dict[str, Any]] | None = None,
-        link: ServerLink | None = None,
+        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
     ) -> Response:
-        """The answer to a parsed request (`sent`: its body, raw and decoded): JSON, or a
-        stream once its answer has begun, on the fast path when it can take it (`link`: the
-        server's, to pipe from callbacks: `chatcli.proxy.pipe`). `session`: the
-        conversation's key (None: no sticky cut, nothing recorded)."""
-        forwarder = self.forwarder(parsed)
+        """The answer to a parsed request: JSON, or a stream once its answer has begun.
+        `session`: the conversation's key (None: no sticky cut, nothing recorded)."""
+        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
         sticky = None if session is None else await self.cuts.get(session)
-        begun = self.begin(parsed, session, forwarder, window, sticky, sent, link)
-        return await self.answer_begun(begun, dialect, sent)
-
-    def forwarder(self, parsed: ClientRequest) -> Forwarder:
-        """The Provider the library calls for `parsed`: the upstream, with what the client's
-        request adds."""
-        return Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
-
-    def begin(
-        self,
-        parsed: ClientRequest,
-        session: str | None,
-        forwarder: Forwarder,
-        window: int | None,
-        sticky: StickyView | None,
-        sent: tuple[bytes, dict[str, Any]] | None = None,
-        link: ServerLink | None = None,
-    ) -> _Begun:
-        """A request up to its first call, with no wait: the library's Client for it and,
-        streamed, its verdict (`Client.start_stream`); on the fast path, its request sent to
-        the upstream when that needs no wait (`FastPath.send_now`)."""
         events: list[Event] = []
         library = self.library_client(forwarder, window, events, sticky)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        start = fast = None
-        if parsed.stream:
-            messages, tools = parsed.messages, parsed.tools
-            start = library.start_stream(messages, max_tokens=max_tokens, tools=tools)
-            if sent is not None:
-                fast = self.fast_path(parsed, library, start, max_tokens, link)
-            if fast is not None and sent is not None:
-                fast.send_now(*sent)
-        return _Begun(parsed, session, forwarder, events, sticky, library, max_tokens, start, fast)
-
-    async def answer_begun(
-        self, begun: _Begun, dialect: Dialect, sent: tuple[bytes, dict[str, Any]] | None
-    ) -> Response:
-        """`answer`'s end, from its beginning (`begin`)."""
-        parsed, session, library = begun.parsed, begun.session, begun.library
-        sticky, events, max_tokens = begun.sticky, begun.events, begun.max_tokens
-        dropped = begun.forwarder.forwarding.dropped
+        dropped = forwarder.forwarding.dropped
         headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
         model = parsed.model or self.upstream.model
         if not parsed.stream:
@@ -281,36 +188,18 @@ class _Proxy:
             cut = self.new_cut(session, sticky, library)
             await self.record(session, parsed, reply, reply.events, cut)
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
-        start = begun.start
-        assert start is not None
         cuts = _CutOf(self, session, sticky, library)
-        performed = None
-        fast = begun.fast
-        if sent is not None and fast is not None:
-            body = fast.piped(
-                lambda engine, shown: OPENAI.stream(  # the fast path's one dialect
-                    parsed,
-                    self.recorded(cuts, parsed, stream_items(engine, shown=shown)),
-                    model=model,
-                    continued=True,
-                ),
-                lambda reply: self.record(session, parsed, reply, reply.events, cuts.made()),
-            )
-            response = PipedResponse(
-                self.guarded(dialect, body),
-                fast=fast,
-                media_type="text/event-stream",
-                headers=headers,
-            )
-            fast.head = response.start()  # sent by the first bytes' callback (`link`)
-            performed = await fast.open(*sent)
-            if performed is None:
-                return response
-        engine = library.resume_stream(start, performed=performed)
-        live = "thinking_budget" not in parsed.settings  # see chatcli.proxy.items
+        engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
+        live = not self.holds_reasoning(parsed)
         items = await self.started(self.recorded(cuts, parsed, stream_items(engine, live=live)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+    def holds_reasoning(self, parsed: ClientRequest) -> bool:
+        """Whether the answer is written whole at its end: only when it can carry reasoning
+        the client must send back before its text (thinking asked of an Anthropic upstream,
+        whose blocks the adapter gives with the whole answer: `chatcli.proxy.items`)."""
+        return self.upstream.dialect == "anthropic" and "thinking_budget" in parsed.settings
 
     async def guarded(self, dialect: Dialect, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """`body`, ended by the dialect's error event if the request fails after its answer
@@ -320,22 +209,6 @@ class _Proxy:
                 yield chunk
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
-
-    def fast_path(
-        self,
-        parsed: ClientRequest,
-        library: Client,
-        start: StreamStart,
-        max_tokens: int | None,
-        link: ServerLink | None = None,
-    ) -> FastPath | None:
-        """The fast path (`chatcli.proxy.passthrough`) when the request can take it."""
-        provider = passthrough_of(self.upstream, parsed) if self.options.fast_path else None
-        first = first_unchanged(start, parsed, max_tokens) if provider is not None else None
-        if provider is None or first is None:
-            return None
-        unrecorded = self.sessions is None
-        return FastPath(provider, library, start, first, parsed, link, unrecorded=unrecorded)
 
     def library_client(
         self,
@@ -497,9 +370,8 @@ class _Proxy:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[dict[str, Any]]:
         """On shutdown, close the upstream's connections (its SDK client's pool) and write what
-        the session recorder holds. Its state gives the server the callback for a request
-        whose body came whole (`early`, `chatcli.proxy.pipe.ON_BODY`)."""
-        yield {ON_BODY: self.early}
+        the session recorder holds."""
+        yield {}
         aclose = getattr(self.upstream.provider, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -508,47 +380,6 @@ class _Proxy:
 
     async def metrics_text(self, request: Request) -> Response:
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
-
-
-_BEGUN = "chatcli.begun"  # a request's scope extension: its `_Early`, None once its task took it
-
-
-def _taken(scope: Scope) -> _Early | None:
-    """What `_Proxy.early` did for this request (None: nothing), taken by its task: nothing
-    more is done early for it."""
-    extensions = scope.get("extensions")
-    if extensions is None:
-        return None
-    early = extensions.get(_BEGUN)
-    extensions[_BEGUN] = None
-    return early  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True, slots=True)
-class _Early:
-    """A request begun before its task ran (`_Proxy.early`): its client key (admitted),
-    when it began, what was begun, and its body (raw and decoded)."""
-
-    client: str
-    started: float
-    begun: _Begun
-    sent: tuple[bytes, dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Begun:
-    """A request up to its first call (`_Proxy.begin`): what the library was given, and a
-    streamed request's verdict (`start`) and fast path (`fast`, None: the library's path)."""
-
-    parsed: ClientRequest
-    session: str | None
-    forwarder: Forwarder
-    events: list[Event]
-    sticky: StickyView | None
-    library: Client
-    max_tokens: int | None
-    start: StreamStart | None = None
-    fast: FastPath | None = None
 
 
 @dataclass(frozen=True, slots=True)

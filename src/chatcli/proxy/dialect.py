@@ -19,7 +19,7 @@ Fields of a request body fall in three groups, one table per dialect:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -30,14 +30,12 @@ from chatcli.proxy.items import StreamItem
 from chatcli.recovery import Reply
 
 __all__ = [
-    "TEXT_MESSAGES_SIZE",
     "ClientRequest",
     "Dialect",
     "Failure",
     "FailureKind",
     "Refused",
     "RequestError",
-    "TextMessages",
     "split_fields",
     "sse",
     "sse_comment",
@@ -45,10 +43,6 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
-# Characters of text in each generation of `TextMessages`: ~350 conversations of 100
-# messages of ~460 characters (benchmarks/proxy.py's), so that 200 in turn all stay (with 4M,
-# 87 did: taken in turn, none was ever found again); ~60 MB at most for both generations.
-TEXT_MESSAGES_SIZE = 16_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,75 +142,6 @@ class Dialect(Protocol):
     def error(self, failure: Failure) -> Json: ...
 
     def stream_error(self, failure: Failure) -> bytes: ...
-
-
-class TextMessages:
-    """The neutral messages of the wire's commonest shape, a role and a string content and
-    nothing else, each made once per process and handed out again for the same wire message.
-
-    A conversation's every request repeats its earlier messages: made anew, each costs a few
-    dataclass constructions and checks per message per request, and the library's memoised
-    scans (`chatcli.history.memo`) must compare them by value. Handed out again, the same
-    objects cost a dict look-up, and a scan's messages match by identity. Messages are frozen
-    values, so sharing them across requests changes no result.
-
-    `makers` maps a wire role to the neutral message its text makes (what the dialect's own
-    parser makes of that shape: a test holds them equal); another role is not taken. Two
-    generations bound the memory: a message found in the old one moves to the young one, and
-    a young one holding `size` characters of text becomes the old, dropping the oldest.
-    Threads (a test's proxies) may share it: a race loses an entry at worst, made again.
-    """
-
-    def __init__(
-        self, makers: Mapping[str, Callable[[str], Message]], size: int = TEXT_MESSAGES_SIZE
-    ) -> None:
-        self.makers, self.size = makers, size
-        self.young: dict[tuple[str, str], Message] = {}
-        self.old: dict[tuple[str, str], Message] = {}
-        self.chars = 0  # the young generation's
-
-    def parsed(
-        self, raw: Sequence[Any], parse: Callable[[Any, int], Message]
-    ) -> tuple[Message, ...]:
-        """The messages of the wire messages `raw`: each of the shape from the table, any
-        other made by `parse` (the dialect's parser of one, given its index). No two are the
-        same object, so that the forwarder can tell them apart by identity
-        (`chatcli.proxy.upstream`): a repeat of one the table handed out is parsed anew."""
-        messages = tuple(self.get(m) or parse(m, i) for i, m in enumerate(raw))
-        if len(set(map(id, messages))) == len(messages):
-            return messages
-        seen: set[int] = set()
-        out: list[Message] = []
-        for index, message in enumerate(messages):
-            made = parse(raw[index], index) if id(message) in seen else message
-            seen.add(id(made))
-            out.append(made)
-        return tuple(out)
-
-    def get(self, raw: Any) -> Message | None:
-        """The message of `raw` when it has the shape (None when not: the dialect parses it).
-        Exact types: a subclass of dict or str (never decoded JSON) is the parser's."""
-        if type(raw) is not dict or len(raw) != 2:
-            return None
-        role, text = raw.get("role"), raw.get("content")
-        if type(role) is not str or type(text) is not str:
-            return None
-        key = (role, text)
-        return self.young.get(key) or self.made(key)
-
-    def made(self, key: tuple[str, str]) -> Message | None:
-        """The message of `key` (role, text) the young generation lacks, moved or made into
-        it; None for a role the table does not take."""
-        role, text = key
-        maker = self.makers.get(role)
-        if maker is None:
-            return None
-        message = self.old.get(key) or maker(text)
-        if self.chars >= self.size:
-            self.old, self.young, self.chars = self.young, {}, 0
-        self.young[key] = message
-        self.chars += len(text)
-        return message
 
 
 def split_fields(

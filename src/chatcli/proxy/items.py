@@ -22,8 +22,9 @@ What is not forwarded as it comes, and why:
   Claude Code retry the request, and no client takes the shown text plus a second answer
   as one reply.
 - **Reasoning a client must send back** (Anthropic thinking blocks and their signatures,
-  asked for with `thinking`): the adapters stream text only and the blocks must come before
-  the text, so such an answer is written whole, at the end (`live=False`).
+  asked for with `thinking` of an Anthropic upstream): the adapter gives the blocks with the
+  whole answer and they must come before the text, so such an answer is written whole, at
+  the end (`live=False`). Any other upstream's answer streams live, thinking asked or not.
 """
 
 from __future__ import annotations
@@ -103,14 +104,12 @@ class Retracted(Exception):
 
 
 async def stream_items(
-    engine: AsyncIterator[EngineItem], *, live: bool = True, shown: str = ""
+    engine: AsyncIterator[EngineItem], *, live: bool = True
 ) -> AsyncIterator[StreamItem]:
     """The items of one answer from `engine` (a `Client.astream`): text as it comes when
     `live`, else all of it at the end; raises `Retracted` for a `Discard` of text sent. The
-    engine's stream (and so the upstream's) is closed when the reader stops early. `shown`:
-    the answer's text the client was already sent (by the fast path, `chatcli.proxy.
-    passthrough`), which the items go on from."""
-    streamed: list[str] = [shown]
+    engine's stream (and so the upstream's) is closed when the reader stops early."""
+    streamed: list[str] = []
     try:
         async for item in engine:
             if isinstance(item, TextDelta):

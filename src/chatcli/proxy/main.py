@@ -7,15 +7,12 @@ client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`,
 from the environment, as for the chat. Requests are recorded in the chat's session store
 (`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
 which replicas share) unless `--no-sessions`. `--workers N` runs N processes on the port
-(uvicorn's supervisor), each a proxy of its own; `--no-fast-path` turns off
-`chatcli.proxy.passthrough`. uvicorn serves with its httptools protocol, made to show the
-client's connection to the fast path (`chatcli.proxy.pipe.LinkedProtocol`).
+(uvicorn's own process manager), each a proxy of its own, sharing the session store.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -100,12 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes sharing the port (%(default)s); each one is a proxy of its own",
     )
     parser.add_argument(
-        "--no-fast-path",
-        action="store_true",
-        help="send every request through the library's path (default: a request it would "
-        "forward unchanged is piped, chatcli.proxy.passthrough)",
-    )
-    parser.add_argument(
         "--no-sessions",
         action="store_true",
         help="record nothing in the session store (default: every request, grouped into"
@@ -121,7 +112,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         import uvicorn
 
         from chatcli.proxy.app import create_app
-        from chatcli.proxy.pipe import LinkedProtocol
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
             raise
@@ -140,9 +130,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         file=sys.stderr,
     )
     if args.workers == 1:
-        uvicorn.run(
-            _frozen(app), host=args.host, port=args.port, log_level="warning", http=LinkedProtocol
-        )
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
         return 0
     # Each worker process builds its own app from the same flags (`worker_app`).
     os.environ[_WORKER_ARGV] = json.dumps(given)
@@ -150,7 +138,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         f"{__name__}:worker_app",
         factory=True,
         workers=args.workers,
-        http=LinkedProtocol,
         host=args.host,
         port=args.port,
         log_level="warning",
@@ -166,43 +153,7 @@ def worker_app() -> Any:
     from chatcli.proxy.app import create_app
 
     args = build_parser().parse_args(json.loads(os.environ[_WORKER_ARGV]))
-    return _frozen(create_app(*_configured(args, os.environ)))
-
-
-# The collector's thresholds once the app serves (Python's: 700, 10, 10): a young
-# collection after this many more objects made than freed, a middle one after every other
-# young one, a full one after this many middle ones (with Python's own rule on top: only
-# once the objects moved to the oldest generation since the last one are a quarter of it).
-YOUNG_COLLECTION_AFTER = 400
-MIDDLE_COLLECTION_AFTER = 1
-FULL_COLLECTION_AFTER = 10_000
-
-
-def _frozen(app: Any) -> Any:
-    """`app`, with every object made so far (the SDKs' modules and models, the app itself:
-    ~100,000) moved out of the garbage collector's reach (`gc.freeze`), so that a full
-    collection scans only what requests made, and the collector's thresholds set so that
-    no collection stops the streams for long.
-
-    Every request in flight holds its state (its tasks, coroutines and closures, its
-    conversation and the library's view) for its answer's whole length, and is freed by
-    reference counting at its end. With Python's thresholds a middle collection (34 in a
-    26 s run at 200 streams, benchmarks/proxy.py) scans every object that outlived the young
-    collections since the last one, 14,000-26,000 of them: up to 15-22 ms of CPU, every
-    stream stopped meanwhile, the p99 of the first token taken with them. Collected every
-    other young collection, of 400 objects, each takes at most 1.8-2.7 ms (p50 0.3), and
-    the collector less CPU in all (0.20-0.24 s a run against 0.28-0.29). A full
-    collection scans every object the requests made that lived on, the proxy's tables of
-    messages and scans above all (41,000-118,000 objects: 14-68 ms of CPU each, every
-    stream stopped, in a probe at that load, which found several enough to take the p99
-    past 40 ms) and finds next to no garbage there (0-181 objects); so it comes after
-    10,000 middle ones, about every 15 minutes at that load (~11 middle collections a
-    second; after 800, about once a minute). Cyclic garbage that outlives the middle
-    collection waits for the next full one (at the rate seen, a few MB at most)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_AFTER, MIDDLE_COLLECTION_AFTER, FULL_COLLECTION_AFTER)
-    return app
+    return create_app(*_configured(args, os.environ))
 
 
 def _configured(
@@ -227,7 +178,6 @@ def _configured(
         recovery=RecoveryConfig.from_env(env),
         microcompact=MicrocompactConfig.from_env(env),
         sessions=None if args.no_sessions else _recorder(upstream, settings, env),
-        fast_path=not args.no_fast_path,
     )
     return upstream, guard, options
 

@@ -24,7 +24,6 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Json,
     RequestError,
-    TextMessages,
     split_fields,
     sse,
     sse_comment,
@@ -33,7 +32,7 @@ from chatcli.proxy.dialect import (
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
 from chatcli.recovery import Reply
 
-__all__ = ["HANDLED", "SETTINGS", "TEXT_MESSAGES", "OpenAIDialect"]
+__all__ = ["HANDLED", "SETTINGS", "OpenAIDialect"]
 
 HANDLED = frozenset(
     {
@@ -66,15 +65,6 @@ FINISH_REASONS: Mapping[StopReason, str] = {
     StopReason.REFUSAL: "content_filter",
     StopReason.OTHER: "stop",
 }
-# Messages of a role and a string content, as `_message` makes them (see `TextMessages`).
-TEXT_MESSAGES = TextMessages(
-    {
-        "system": Message.system,
-        "developer": Message.system,
-        "user": Message.user,
-        "assistant": Message.assistant,
-    }
-)
 _ERROR_TYPES: Mapping[FailureKind, tuple[str, str | None]] = {
     FailureKind.OVERFLOW: ("invalid_request_error", "context_length_exceeded"),
     FailureKind.INVALID: ("invalid_request_error", None),
@@ -97,7 +87,7 @@ class OpenAIDialect:
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise RequestError("messages must be a non-empty list", param="messages")
-        messages = TEXT_MESSAGES.parsed(raw, _message)
+        messages = tuple(_message(m, i) for i, m in enumerate(raw))
         options = body.get("stream_options") or {}
         return ClientRequest(
             dialect=self.name,
@@ -135,18 +125,15 @@ class OpenAIDialect:
         items: AsyncIterator[StreamItem],
         *,
         model: str,
-        continued: bool = False,
     ) -> AsyncIterator[bytes]:
-        """The answer's chunks; `continued`: the client was sent its beginning already (the
-        fast path, `chatcli.proxy.passthrough`), so no opening chunk."""
+        """The answer's chunks."""
         head = _envelope("chat.completion.chunk", model)
 
         def chunk(delta: Json, finish: str | None = None) -> bytes:
             choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
             return sse({**head, "choices": [choice]})
 
-        if not continued:
-            yield chunk({"role": "assistant", "content": ""})
+        yield chunk({"role": "assistant", "content": ""})
         async for item in items:
             if isinstance(item, TextDelta):
                 yield chunk({"content": item.text})

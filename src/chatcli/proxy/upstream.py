@@ -196,8 +196,7 @@ class Forwarder:
         self.context_window = getattr(self.inner, "context_window", None)
         self.max_output_tokens = getattr(self.inner, "max_output_tokens", None)
 
-    # What `raw_messages` reads, made on its first call: the fast path forwards the client's
-    # body itself and never calls it (`chatcli.proxy.passthrough`).
+    # What `raw_messages` reads, made on its first call.
 
     @cached_property
     def _origins(self) -> dict[int, int | None]:

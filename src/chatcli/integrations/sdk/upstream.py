@@ -17,7 +17,7 @@ Raw stream events of such a call are kept for the caller too (`SdkCall.take_even
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatcli.providers._common import model_limits
@@ -134,9 +134,6 @@ class OpenAICall(_OnCallersClient, OpenAIBase):
             max_output_tokens=cap,
         )
         self.sdk_client, self.call = sdk_client, call
-        # The caller gets the SDK's own chunk types: streams are read through its models, not
-        # decoded raw as chatcli's own adapter does for speed.
-        self._wire = replace(self._wire, raw_stream=False)
 
     def params(self, request: Request, *, stream: bool = False) -> Json:
         return self.call.arguments(request, stream=stream)
