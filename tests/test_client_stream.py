@@ -15,9 +15,9 @@ from chatcli import Client, Message, Settings
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.events import Continued, Escalated, Event, LevelApplied, OverflowDetected, Retried
 from chatcli.messages import StopReason, Usage
-from chatcli.providers.base import Request, Response, TextDelta, ToolCallDelta
+from chatcli.providers.base import ReasoningDelta, Request, Response, TextDelta, ToolCallDelta
 from chatcli.recovery import Reply
-from chatcli.streaming import Discard
+from chatcli.streaming import Discard, StreamRun
 from tests.fakes import ScriptedProvider, WindowedProvider, response
 
 
@@ -290,3 +290,36 @@ def test_a_window_filled_mid_stream_is_continued_in_the_same_stream() -> None:
     events = [type(item) for item in items if isinstance(item, Event)]
     assert events[0] is OverflowDetected and LevelApplied in events and events[-1] is Continued
     assert len(inner.requests) == 2 and len(inner.requests[1].messages) < len(history)
+
+
+def _drained(run: StreamRun, chunks: Iterator[Any]) -> list[Any]:
+    """The items of one call of `run` (its outcome dropped)."""
+    call = run.call(chunks)
+    items = []
+    try:
+        while True:
+            items.append(next(call))
+    except StopIteration:
+        return items
+
+
+def test_reasoning_streams_and_a_call_that_fails_after_it_is_discarded() -> None:
+    def failing() -> Iterator[Any]:
+        yield ReasoningDelta(index=0, block={"type": "thinking", "thinking": ""})
+        yield ReasoningDelta(index=0, thinking="Let me think")
+        raise ProviderError(ErrorInfo(kind=ErrorKind.TRANSIENT, message="dropped"))
+
+    items = _drained(StreamRun(), failing())
+    assert items[:2] == [
+        ReasoningDelta(index=0, block={"type": "thinking", "thinking": ""}),
+        ReasoningDelta(index=0, thinking="Let me think"),
+    ]
+    assert items[2:] == [Discard(text="", reasoning=True)]  # no text shown, reasoning was
+
+
+def test_a_continuations_reasoning_is_not_shown() -> None:
+    run = StreamRun()
+    run.shown, run.continuing = "the first call's text", True
+    chunks = iter([ReasoningDelta(index=0, thinking="again"), TextDelta(text=" and more")])
+    items = _drained(run, chunks)
+    assert not any(isinstance(item, ReasoningDelta) for item in items)

@@ -300,3 +300,32 @@ def test_a_client_that_leaves_mid_answer_ends_the_upstream_request_at_once(
             time.sleep(0.02)
     assert hold.closed_at is not None, "the upstream request outlived its client"
     assert hold.closed_at - left < 1.0
+
+
+def test_thinking_streams_live_before_the_text_with_its_signature(gated: GatedUpstream) -> None:
+    # A client that asked for thinking (Claude Code does by default) gets the upstream's
+    # thinking as it comes: the upstream holds the rest after the first thinking delta until
+    # the client has read it. The blocks keep their order and signature.
+    gate = Gate()
+    gated.streams.append(gated_after(sse_events("anthropic-thinking.txt"), "step by step", gate))
+    env = {"ANTHROPIC_API_KEY": "sk-up", "CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("anthropic", gated.url, model="claude-sonnet-4-5", environ=env)
+    with (
+        running_proxy(up) as url,
+        anthropic_client(url) as client,
+        client.messages.stream(
+            model="claude",
+            max_tokens=2000,
+            messages=[{"role": "user", "content": "27 * 453?"}],
+            extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+        ) as stream,
+    ):
+        for event in stream:
+            if event.type == "thinking" and "step by step" in event.snapshot:
+                gate.open()
+        final = stream.get_final_message()
+    assert gate.opened_in_time is True
+    thinking, text = final.content
+    assert thinking.type == "thinking" and thinking.signature.startswith("EqQBCgIYAhIM1gbc")
+    assert thinking.thinking.endswith("10,800 + 1,350 + 81 = 12,231")
+    assert text.type == "text" and text.text == "27 * 453 = 12,231"

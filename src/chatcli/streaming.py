@@ -1,8 +1,9 @@
 """What `Client.stream` / `astream` yield, and the bookkeeping that keeps the stream one answer.
 
-A stream yields, in order: text deltas (`TextDelta`) and tool-call deltas (`ToolCallDelta`) as
-the provider sends them, recovery events (`chatcli.events.Event`) as the policy emits them, and
-last the `Reply` — the whole answer, which is what counts (the deltas are for showing it as it
+A stream yields, in order: text deltas (`TextDelta`), tool-call deltas (`ToolCallDelta`) and
+reasoning deltas (`ReasoningDelta`, the first call's only) as the provider sends them,
+recovery events (`chatcli.events.Event`) as the policy emits them, and last the `Reply` —
+the whole answer, which is what counts (the deltas are for showing it as it
 comes). Three things keep what was shown equal to the reply's text:
 
 - **An overflow before the first token** is recovered before anything is shown: the provider
@@ -30,6 +31,7 @@ from chatcli.messages import StopReason
 from chatcli.policy.actions import Outcome, Reply
 from chatcli.providers.base import (
     Provider,
+    ReasoningDelta,
     Request,
     Response,
     StreamChunk,
@@ -46,12 +48,14 @@ _CUT = frozenset({StopReason.MAX_TOKENS, StopReason.CONTEXT_WINDOW})
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Discard:
     """The last `text` shown (the end of the stream so far) is not part of the answer: a call
-    failed after showing it, and the retried call streams the answer again."""
+    failed after showing it (and its reasoning, when `reasoning`), and the retried call
+    streams the answer again."""
 
     text: str
+    reasoning: bool = False
 
 
-StreamItem = TextDelta | ToolCallDelta | Event | Discard | Reply
+StreamItem = TextDelta | ToolCallDelta | ReasoningDelta | Event | Discard | Reply
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,12 +164,17 @@ class _Call:
         self.run = run
         self.before = run.shown
         self.seam = _Seam(run.shown) if run.continuing else None
+        self.reasoned = False  # reasoning shown (`ReasoningDelta`)
 
-    def delta(self, chunk: TextDelta | ToolCallDelta) -> Iterator[StreamItem]:
+    def delta(self, chunk: TextDelta | ToolCallDelta | ReasoningDelta) -> Iterator[StreamItem]:
         if isinstance(chunk, ToolCallDelta):
             yield chunk
-            return
-        yield from self.text(self.seam.feed(chunk.text) if self.seam else chunk.text)
+        elif isinstance(chunk, ReasoningDelta):
+            if self.seam is None:  # a continuation's reasoning is not part of the answer shown
+                self.reasoned = True
+                yield chunk
+        else:
+            yield from self.text(self.seam.feed(chunk.text) if self.seam else chunk.text)
 
     def text(self, text: str) -> Iterator[StreamItem]:
         if text:
@@ -182,8 +191,8 @@ class _Call:
 
     def failed(self) -> Iterator[StreamItem]:
         shown, self.run.shown = self.run.shown[len(self.before) :], self.before
-        if shown:
-            yield Discard(text=shown)
+        if shown or self.reasoned:
+            yield Discard(text=shown, reasoning=self.reasoned)
 
 
 def sync_chunks(provider: Provider, request: Request) -> Iterator[StreamChunk]:

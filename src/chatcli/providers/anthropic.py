@@ -61,6 +61,7 @@ from chatcli.providers._common import (
 )
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.base import (
+    ReasoningDelta,
     Request,
     Response,
     StreamDelta,
@@ -452,7 +453,8 @@ class StreamFold:
     message_start, content blocks (start, deltas, stop), message_delta, message_stop.
 
     `feed` takes an event (an SDK object or its wire JSON) and returns the deltas it adds:
-    answer text, and the pieces of tool calls (`ToolCallDelta`, numbered among the calls);
+    answer text, the pieces of tool calls (`ToolCallDelta`, numbered among the calls) and of
+    thinking blocks (`ReasoningDelta`, numbered among them);
     `finish` returns the Response, or raises a TRANSIENT ProviderError when the stream was
     empty or ended before `message_stop`. Unknown events and deltas are ignored, as the API
     asks.
@@ -463,6 +465,7 @@ class StreamFold:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.json_parts: dict[int, list[str]] = {}
         self.calls: dict[int, int] = {}  # content index of a tool_use block -> call position
+        self.reasoning: dict[int, int] = {}  # content index of a thinking block -> position
         self.stopped = False
 
     def feed(self, event: Any) -> list[StreamDelta]:
@@ -482,6 +485,9 @@ class StreamFold:
 
     def _start_block(self, index: int, block: dict[str, Any]) -> list[StreamDelta]:
         self.blocks[index] = block
+        if block.get("type") in _THINKING_TYPES:
+            position = self.reasoning.setdefault(index, len(self.reasoning))
+            return [ReasoningDelta(index=position, block=dict(block))]
         if block.get("type") != "tool_use":
             return []
         position = self.calls.setdefault(index, len(self.calls))
@@ -500,8 +506,12 @@ class StreamFold:
             return [ToolCallDelta(index=position, arguments=partial)] if partial else []
         if kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta["thinking"]
-        elif kind == "signature_delta":
+            position = self.reasoning.setdefault(index, len(self.reasoning))
+            return [ReasoningDelta(index=position, thinking=str(delta["thinking"]))]
+        if kind == "signature_delta":
             block["signature"] = delta["signature"]
+            position = self.reasoning.setdefault(index, len(self.reasoning))
+            return [ReasoningDelta(index=position, signature=str(delta["signature"]))]
         return []
 
     def _apply_message_delta(self, event: Mapping[str, Any]) -> None:

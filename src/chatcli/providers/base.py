@@ -17,6 +17,7 @@ from chatcli.request_settings import Settings
 
 __all__ = [
     "Provider",
+    "ReasoningDelta",
     "Request",
     "Response",
     "StreamChunk",
@@ -95,10 +96,24 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-StreamDelta = TextDelta | ToolCallDelta
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta:
+    """A piece of the answer's reasoning that a client must be able to send back (Anthropic's
+    thinking blocks, whose signatures the API checks), as it arrives: `index` is the block's
+    position among the answer's reasoning blocks; its first piece has `block` (how it starts:
+    its type, and a redacted block whole), then come pieces of `thinking` text and its
+    `signature`. The whole blocks ride on the Response's message (`provider_details`)."""
+
+    index: int
+    block: Mapping[str, Any] | None = None
+    thinking: str = ""
+    signature: str = ""
+
+
+StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta
 # A stream yields deltas and ends with exactly one Response (the whole answer, which is what
 # counts: the deltas are for showing it as it comes).
-StreamChunk = TextDelta | ToolCallDelta | Response
+StreamChunk = TextDelta | ToolCallDelta | ReasoningDelta | Response
 
 
 @runtime_checkable

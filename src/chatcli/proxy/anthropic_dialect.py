@@ -32,7 +32,13 @@ from chatcli.proxy.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.proxy.items import EventItem, ReasoningItem, StreamItem, ToolCallDelta
+from chatcli.proxy.items import (
+    EventItem,
+    ReasoningDelta,
+    ReasoningItem,
+    StreamItem,
+    ToolCallDelta,
+)
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "AnthropicDialect"]
@@ -146,6 +152,8 @@ class _Blocks:
             block = {"type": "tool_use", "id": item.id, "name": item.name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": item.arguments}
             return [*self.start("tool_use", block), _block_delta(self.index, delta)]
+        if isinstance(item, ReasoningDelta):
+            return self.reasoning(item)
         if isinstance(item, ReasoningItem):
             thinking = (item.details.get("anthropic") or {}).get("thinking") or ()
             return [event for block in thinking for event in self.thinking(block)]
@@ -154,6 +162,18 @@ class _Blocks:
         stop = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
         ending: Json = {"type": "message_delta", "delta": stop, "usage": _usage(item.reply)}
         return [*self.close(), sse(ending, "message_delta")]
+
+    def reasoning(self, item: ReasoningDelta) -> list[bytes]:
+        """A piece of a thinking block as the upstream streamed it: its start opens a block
+        (a redacted one whole), its text and signature are that block's deltas."""
+        if item.block is not None:
+            return self.start(str(item.block.get("type")), dict(item.block))
+        if item.thinking:
+            return [_block_delta(self.index, {"type": "thinking_delta", "thinking": item.thinking})]
+        if item.signature:
+            delta = {"type": "signature_delta", "signature": item.signature}
+            return [_block_delta(self.index, delta)]
+        return []
 
     def thinking(self, block: Mapping[str, Any]) -> list[bytes]:
         """A thinking block as the API streams it (a redacted one whole, in its start)."""

@@ -190,16 +190,9 @@ class _Proxy:
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         cuts = _CutOf(self, session, sticky, library)
         engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
-        live = not self.holds_reasoning(parsed)
-        items = await self.started(self.recorded(cuts, parsed, stream_items(engine, live=live)))
+        items = await self.started(self.recorded(cuts, parsed, stream_items(engine)))
         body = self.guarded(dialect, dialect.stream(parsed, items, model=model))
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
-
-    def holds_reasoning(self, parsed: ClientRequest) -> bool:
-        """Whether the answer is written whole at its end: only when it can carry reasoning
-        the client must send back before its text (thinking asked of an Anthropic upstream,
-        whose blocks the adapter gives with the whole answer: `chatcli.proxy.items`)."""
-        return self.upstream.dialect == "anthropic" and "thinking_budget" in parsed.settings
 
     async def guarded(self, dialect: Dialect, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """`body`, ended by the dialect's error event if the request fails after its answer

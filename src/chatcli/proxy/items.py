@@ -21,10 +21,10 @@ What is not forwarded as it comes, and why:
   (`Retracted`): the OpenAI and Anthropic SDKs raise it as an API error, agents such as
   Claude Code retry the request, and no client takes the shown text plus a second answer
   as one reply.
-- **Reasoning a client must send back** (Anthropic thinking blocks and their signatures,
-  asked for with `thinking` of an Anthropic upstream): the adapter gives the blocks with the
-  whole answer and they must come before the text, so such an answer is written whole, at
-  the end (`live=False`). Any other upstream's answer streams live, thinking asked or not.
+- **Reasoning a client must send back** (Anthropic thinking blocks and their signatures)
+  streams live like text (`ReasoningDelta`), before the text as the upstream sends it; an
+  answer whose reasoning came only whole (a whole upstream answer) gets it before its text
+  (`ReasoningItem`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatcli.events import Event
-from chatcli.providers.base import TextDelta
+from chatcli.providers.base import ReasoningDelta, TextDelta
 from chatcli.providers.base import ToolCallDelta as EngineToolCallDelta
 from chatcli.recovery import Reply
 from chatcli.streaming import Discard
@@ -44,6 +44,7 @@ from chatcli.streaming import StreamItem as EngineItem
 __all__ = [
     "EventItem",
     "FinalReply",
+    "ReasoningDelta",
     "ReasoningItem",
     "Retracted",
     "StreamItem",
@@ -88,7 +89,7 @@ class FinalReply:
     reply: Reply
 
 
-StreamItem = TextDelta | ToolCallDelta | ReasoningItem | EventItem | FinalReply
+StreamItem = TextDelta | ToolCallDelta | ReasoningDelta | ReasoningItem | EventItem | FinalReply
 
 
 class Retracted(Exception):
@@ -97,7 +98,8 @@ class Retracted(Exception):
 
     def __init__(self, text: str) -> None:
         super().__init__(
-            f"the upstream's answer failed after {len(text)} characters of it were sent, "
+            f"the upstream's answer failed after {len(text)} characters of it (and any of "
+            "its reasoning) were sent, "
             "and text already streamed cannot be taken back; send the request again"
         )
         self.text = text
@@ -110,17 +112,22 @@ async def stream_items(
     `live`, else all of it at the end; raises `Retracted` for a `Discard` of text sent. The
     engine's stream (and so the upstream's) is closed when the reader stops early."""
     streamed: list[str] = []
+    reasoned = False
     try:
         async for item in engine:
             if isinstance(item, TextDelta):
                 if live:
                     streamed.append(item.text)
                     yield item
+            elif isinstance(item, ReasoningDelta):
+                if live:
+                    reasoned = True
+                    yield item
             elif isinstance(item, Discard):
-                if live and item.text:
+                if live and (item.text or item.reasoning):
                     raise Retracted(item.text)
             elif isinstance(item, Reply):
-                for last in final_items(item, "".join(streamed)):
+                for last in final_items(item, "".join(streamed), reasoned=reasoned):
                     yield last
                 return
             elif not isinstance(item, EngineToolCallDelta):  # tool calls: from the Reply
@@ -132,10 +139,11 @@ async def stream_items(
             await aclose()
 
 
-def final_items(reply: Reply, streamed: str) -> Iterator[StreamItem]:
-    """What the client has not been sent yet: the rest of the text, the tool calls, the Reply."""
+def final_items(reply: Reply, streamed: str, *, reasoned: bool = False) -> Iterator[StreamItem]:
+    """What the client has not been sent yet: the reasoning (unless `reasoned`: streamed),
+    the rest of the text, the tool calls, the Reply."""
     details = reply.message.provider_details
-    if details and not streamed:
+    if details and not streamed and not reasoned:
         yield ReasoningItem(details=details)
     text = reply.message.text
     if text.startswith(streamed):
