@@ -32,8 +32,8 @@ from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokencount import (
     CountingEstimator,
+    TextCounts,
     TiktokenCounter,
-    _ordinary_tokens,
     token_counter,
 )
 from chatcli.tokens import MAX_MARGIN, MarginEstimator, TokenEstimator
@@ -151,13 +151,20 @@ def test_tiktoken_counts_each_text_once() -> None:
     # A long session's messages are predicted in every view of every turn: each text is
     # encoded once, then remembered.
     text = CODE + "a tail no other test counts"
-    before = _ordinary_tokens.cache_info()
-    first = O200K.count(chat(text))
-    again = O200K.count(chat(text))
-    after = _ordinary_tokens.cache_info()
+    counter = TiktokenCounter(encoding=O200K.encoding)
+    first = counter.count(chat(text))
+    again = counter.count(chat(text))
     assert first == again
-    assert after.misses - before.misses == 1
-    assert after.hits - before.hits == 1
+    assert (counter.known.misses, counter.known.hits) == (1, 1)
+
+
+def test_a_counters_memory_of_texts_is_its_own_and_bounded() -> None:
+    counter = TiktokenCounter(encoding=O200K.encoding, known=TextCounts(size=2))
+    other = TiktokenCounter(encoding=O200K.encoding)
+    for text in ("one", "two", "three"):
+        counter.count_text(text)
+    assert list(counter.known.counts) == ["two", "three"]
+    assert not other.known.counts
 
 
 # -- the default for each provider ---------------------------------------------------------

@@ -22,9 +22,11 @@ import hashlib
 import importlib.util
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import cache, lru_cache
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -38,6 +40,7 @@ __all__ = [
     "TEXT_COUNT_CACHE_SIZE",
     "TIKTOKEN_FILES",
     "CountingEstimator",
+    "TextCounts",
     "TiktokenCounter",
     "TokenCounter",
     "encoding_name_for",
@@ -59,10 +62,36 @@ TIKTOKEN_FILES: Mapping[str, tuple[str, str]] = {
     ),
 }
 
-# Texts whose tiktoken count is remembered: a long session's messages, each counted once
-# however many views (recovery levels, turns) it is predicted in. The cache refers to the
-# messages' own strings (a one-part text is not copied), so it costs little memory.
+# Texts whose tiktoken count a counter remembers: a long session's messages, each counted
+# once however many views (recovery levels, turns) it is predicted in. The memory refers to
+# the messages' own strings (a one-part text is not copied), so it costs little.
 TEXT_COUNT_CACHE_SIZE = 4096
+
+
+class TextCounts:
+    """The token counts of the latest `size` texts a counter counted: its own, dropped with it
+    (never shared across counters, so no text outlives the session that counted it)."""
+
+    def __init__(self, size: int = TEXT_COUNT_CACHE_SIZE) -> None:
+        self.size = size
+        self.counts: OrderedDict[str, int] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, text: str, count: Callable[[str], int]) -> int:
+        with self.lock:
+            known = self.counts.get(text)
+            if known is not None:
+                self.counts.move_to_end(text)
+                self.hits += 1
+                return known
+        tokens = count(text)
+        with self.lock:
+            self.misses += 1
+            self.counts[text] = tokens
+            if len(self.counts) > self.size:
+                self.counts.popitem(last=False)
+        return tokens
 
 
 @runtime_checkable
@@ -83,24 +112,23 @@ class TiktokenCounter:
 
     encoding: tiktoken.Encoding
     per_message: int = MESSAGE_OVERHEAD_TOKENS
+    known: TextCounts = field(default_factory=TextCounts, compare=False, repr=False)
 
     def count(self, messages: Sequence[Message]) -> int:
         return sum(self._message_tokens(m) for m in messages) + self.per_message * len(messages)
 
     def count_text(self, text: str) -> int:
-        return _ordinary_tokens(self.encoding, text) if text else 0
+        return self.known.get(text, self._ordinary_tokens) if text else 0
+
+    def _ordinary_tokens(self, text: str) -> int:
+        # Ordinary: text that looks like a special token ("<|endoftext|>") is just text.
+        return len(self.encoding.encode_ordinary(text))
 
     def _message_tokens(self, message: Message) -> int:
         calls = sum(
             self.count_text(c.name) + self.count_text(c.arguments_json) for c in message.tool_calls
         )
         return self.count_text(message.text) + calls
-
-
-@lru_cache(maxsize=TEXT_COUNT_CACHE_SIZE)
-def _ordinary_tokens(encoding: tiktoken.Encoding, text: str) -> int:
-    # Ordinary: text that looks like a special token ("<|endoftext|>") is just text.
-    return len(encoding.encode_ordinary(text))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from chatcli.messages import Message, total_chars
 
@@ -34,7 +33,6 @@ __all__ = [
     "MARGIN_DECAY",
     "MAX_MARGIN",
     "MESSAGE_OVERHEAD_TOKENS",
-    "SHAPE_CACHE_SIZE",
     "MarginEstimator",
     "TextShape",
     "TokenEstimator",
@@ -59,9 +57,6 @@ MAX_MARGIN = 0.25
 MARGIN_DECAY = 0.5
 # A calibration never trusts a scale of the shape estimate outside this range (as the ratio's).
 _MIN_SCALE, _MAX_SCALE = 0.25, 8.0
-# Texts whose shape estimate is remembered: a long session's messages, each read once however
-# many views (recovery levels, turns) it is predicted in (as tiktoken's counts are).
-SHAPE_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +120,6 @@ _WORD_STARTS = (b" a", b" A")
 _SHAPE = TextShape()
 
 
-@lru_cache(maxsize=SHAPE_CACHE_SIZE)
 def shape_tokens(text: str) -> float:
     """The tokens `text` is estimated to cost by its shape (see `TextShape`). Linear in its
     length, in C (byte translations and counts over its UTF-8 bytes)."""
