@@ -16,6 +16,7 @@ from chatcli.history.microcompact import (
     microcompact,
     original_size,
 )
+from chatcli.history.stubs import DESCRIBED_CHARS
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, ToolCall
 from tests.strategies import conversations
@@ -313,6 +314,15 @@ _JS = "function add(a, b) {\n  const c = a + b;\n  return c;\n}\n"
 )
 def test_describe_content_detects_the_kind(text: str, kind: str) -> None:
     assert describe_content(text) == kind
+
+
+def test_the_kind_is_read_from_the_results_head() -> None:
+    # A stub is remade at every request: its kind reads the first DESCRIBED_CHARS only, so
+    # its cost does not grow with the result. A log after a long prose head is "text".
+    prose = "The quick brown fox jumped over the lazy dog.\n" * (DESCRIBED_CHARS // 40)
+    assert describe_content(_CODE * 40 + prose) == "source code"
+    assert describe_content(prose + _LOG * 100) == "text"
+    assert describe_content(_LOG * 100 + prose) == "log"
 
 
 def test_a_cut_json_result_is_still_described_as_json() -> None:

@@ -13,13 +13,12 @@ from a result the tool-result budget cut (`chatcli.history.text`'s marker).
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
 
 from chatcli.history.text import is_cut_boundary
 
 __all__ = [
+    "DESCRIBED_CHARS",
     "STUB_PREFIX",
     "cut_head_tail",
     "describe_content",
@@ -31,6 +30,8 @@ __all__ = [
 
 STUB_PREFIX = "[microcompacted tool result"
 _OWN_MARKER = "chars cut by microcompaction"
+# How much of a result `describe_content` reads for its lines.
+DESCRIBED_CHARS = 4_096
 # A whole cut marker of `chatcli.history.text` ("\n[... 1,234 chars cut ...]\n",
 # "\n[... 1,234 more chars cut]") or of this module, so an earlier cut can be undone in the
 # size computation.
@@ -39,14 +40,16 @@ _CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?
 _STUB_CHARS = re.compile(r", ([\d,]+) chars; the full output is kept in the transcript")
 
 _TIMESTAMP_OR_LEVEL = re.compile(
-    r"^\W{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}|"
+    r"\W{0,2}(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}|"
     r"(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b)"
 )
-_CODE_LINE = re.compile(
-    r"^\s*(def |class |import |from \S+ import |function |const |let |var |#include|package |"
-    r"public |private |fn |func |return\b|if \(|for \()|[;{}]\s*$"
+# How a line of source code starts (after its indentation), or ends.
+_CODE_START = re.compile(
+    r"(def |class |import |from \S+ import |function |const |let |var |#include|package |"
+    r"public |private |fn |func |return\b|if \(|for \()"
 )
-_DIFF_LINE = re.compile(r"^(diff --git |@@ -\d|\+\+\+ |--- a/)")
+_CODE_ENDS = (";", "{", "}")
+_DIFF_LINE = re.compile(r"(diff --git |@@ -\d|\+\+\+ |--- a/)")
 
 
 def original_size(content: str) -> int:
@@ -56,6 +59,8 @@ def original_size(content: str) -> int:
         if stated:
             return int(stated[-1].replace(",", ""))
     size = len(content)
+    if "chars cut" not in content:  # no marker: a plain search, not the expression's scan
+        return size
     for marker in _CUT_MARKER.finditer(content):
         size += int(marker.group(1).replace(",", "")) - len(marker.group(0))
     return size
@@ -122,31 +127,31 @@ def _where(call_id: str) -> str:
 def describe_content(text: str) -> str:
     """What kind of text a tool result is: JSON, diff, log, source code or text.
 
-    Deterministic heuristics on the text alone (a cut result still starts and ends like the
-    original, so the checks look at its shape, not only at whether it parses).
+    Deterministic heuristics on the text alone: JSON by its first and last characters (a cut
+    result still starts and ends like the original), the other kinds by the lines of its
+    first `DESCRIBED_CHARS` (a stub is remade at every request: its cost must not grow with
+    the result).
     """
     stripped = text.strip()
     if _is_json(stripped):
         return "JSON"
-    lines = [line for line in stripped.splitlines() if line.strip()]
+    lines = [line for line in stripped[:DESCRIBED_CHARS].splitlines() if line.strip()]
+    if not lines:
+        return "text"
     if any(_DIFF_LINE.match(line) for line in lines):
         return "diff"
-    if _share(lines, _TIMESTAMP_OR_LEVEL) >= 0.3:
+    if sum(1 for line in lines if _TIMESTAMP_OR_LEVEL.match(line)) >= 0.3 * len(lines):
         return "log"
-    if _share(lines, _CODE_LINE) >= 0.2:
+    if sum(1 for line in lines if _is_code_line(line)) >= 0.2 * len(lines):
         return "source code"
     return "text"
 
 
 def _is_json(text: str) -> bool:
-    if not text or text[0] not in "[{":
-        return False
-    try:
-        json.loads(text)
-    except ValueError:
-        return (text[0], text[-1]) in (("{", "}"), ("[", "]"))
-    return True
+    """An object or an array by its ends (what any that parses has, and a cut one keeps)."""
+    return bool(text) and (text[0], text[-1]) in (("{", "}"), ("[", "]"))
 
 
-def _share(lines: Sequence[str], pattern: re.Pattern[str]) -> float:
-    return sum(1 for line in lines if pattern.search(line)) / len(lines) if lines else 0.0
+def _is_code_line(line: str) -> bool:
+    """A line that starts like a statement or ends with `;`, `{` or `}`."""
+    return line.rstrip().endswith(_CODE_ENDS) or _CODE_START.match(line.lstrip()) is not None
