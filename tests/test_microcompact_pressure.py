@@ -1,6 +1,5 @@
-"""Microcompaction under pressure: the trigger, batches, stable prefixes, and the scans of
-microcompaction, the tool-result budget and pairing repair (the same result whatever ran
-before)."""
+"""Microcompaction under pressure: the trigger, batches, stable prefixes, and the memoised
+scans of microcompaction, the tool-result budget and pairing repair (same results as fresh)."""
 
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ from chatcli.history.microcompact import (
 )
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.tokens import TokenEstimator
 from tests.strategies import agent_sessions, conversations
@@ -249,32 +249,34 @@ def test_nothing_is_cut_while_the_transcript_stays_below_the_trigger(
         assert result.messages == tuple(messages)
 
 
-def _policy_transforms(messages: Sequence[Message], config: MicrocompactConfig) -> list[object]:
+def _policy_transforms(
+    messages: Sequence[Message], config: MicrocompactConfig, memos: ScanMemos | None
+) -> list[object]:
     """Microcompaction, budget and pairing as the policy chains them (small budgets, so the
-    budget cuts too)."""
-    compacted = microcompact(messages, config)
+    budget cuts too), with `memos` (None: every transcript read whole)."""
+    compacted = microcompact(messages, config, memos=memos)
     budgeted = enforce_tool_result_budget(
-        compacted.messages, per_result_chars=9_000, per_turn_chars=12_000
+        compacted.messages, per_result_chars=9_000, per_turn_chars=12_000, memos=memos
     )
-    return [compacted, budgeted, repair_tool_pairing(budgeted.messages)]
+    return [compacted, budgeted, repair_tool_pairing(budgeted.messages, memos=memos)]
 
 
 @settings(max_examples=40, deadline=None)
 @given(agent_sessions(max_steps=16), _TRIGGERS, st.data())
-def test_the_transforms_give_the_same_result_whatever_ran_before(
+def test_memoised_scans_give_what_a_fresh_scan_gives(
     messages: list[Message], trigger: int, data: st.DataObject
 ) -> None:
     config = MicrocompactConfig(trigger_tokens=trigger)
     stops = sorted(data.draw(st.lists(st.integers(1, max(len(messages), 1)), max_size=6)))
-    alone = _policy_transforms(messages, config)
-    for stop in stops:
-        _policy_transforms(messages[:stop], config)  # a shorter request of the conversation
-    assert _policy_transforms(messages, config) == alone
+    memos = ScanMemos()
+    for stop in [*stops, len(messages)]:
+        memoised = _policy_transforms(messages[:stop], config, memos)  # extends earlier scans
+        assert memoised == _policy_transforms(messages[:stop], config, None)
 
 
 @settings(max_examples=40, deadline=None)
 @given(conversations(max_blocks=12), st.data())
-def test_budget_and_pairing_do_not_depend_on_earlier_histories(
+def test_memoised_budget_and_pairing_match_fresh_ones_on_tricky_histories(
     messages: list[Message], data: st.DataObject
 ) -> None:
     # Histories that change anywhere between calls, not only at the end.
@@ -284,17 +286,18 @@ def test_budget_and_pairing_do_not_depend_on_earlier_histories(
         index = data.draw(st.integers(0, len(messages) - 1))
         variant[index] = messages[index].with_text(messages[index].text + " (edited)")
 
-    def both(history: list[Message]) -> list[TransformResult]:
+    def both(history: list[Message], memos: ScanMemos | None) -> list[TransformResult]:
         budgeted = enforce_tool_result_budget(
             history,
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
+            memos=memos,
         )
-        return [budgeted, repair_tool_pairing(history)]
+        return [budgeted, repair_tool_pairing(history, memos=memos)]
 
-    histories = (messages, variant, messages + variant, variant[: len(variant) // 2])
-    alone = [both(history) for history in histories]
-    assert [both(history) for history in reversed(histories)] == alone[::-1]
+    memos = ScanMemos()
+    for history in (messages, variant, messages + variant, variant[: len(variant) // 2]):
+        assert both(history, memos) == both(history, None)
 
 
 @settings(max_examples=40, deadline=None)

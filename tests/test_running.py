@@ -1,4 +1,5 @@
-"""The pre-flight estimate's sums (`chatcli.history.running`): always the exact total."""
+"""The pre-flight estimate as a running sum (`chatcli.history.running`): always the exact
+total, and per request only the chars of what is new."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.history.running import request_chars, request_shape
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.prediction import Prediction
@@ -23,16 +25,42 @@ MESSAGES = st.lists(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(MESSAGES, MESSAGES, st.integers(0, 12))
 def test_the_sum_is_the_total_whatever_was_counted_before(
     first: list[Message], other: list[Message], cut: int
 ) -> None:
     # Extended, cut back, branched off, or another conversation: always the exact total.
+    memos = ScanMemos()
     for messages in (first, first + other, first[:cut], first[:cut] + other, other):
-        assert request_chars(messages) == total_chars(messages)
-        # The shape estimate's sum too, in the same order: the same float, bit for bit.
-        assert request_shape(messages) == sum(message_shape_tokens(m) for m in messages)
+        for kept in (memos, None):
+            assert request_chars(messages, kept) == total_chars(messages)
+            # The shape estimate's sum too, in the same order: the same float, bit for bit.
+            shape = sum(message_shape_tokens(m) for m in messages)
+            assert request_shape(messages, kept) == shape
+
+
+class CountingMessage(Message):
+    """A message that counts how often its size is asked for."""
+
+    __slots__ = ()
+    asked: list[int] = []  # noqa: RUF012 - a class-wide tally, on purpose
+
+    @property
+    def char_count(self) -> int:
+        CountingMessage.asked.append(1)
+        return len(self.text)
+
+
+def test_an_appended_turn_costs_only_its_own_chars() -> None:
+    memos = ScanMemos()
+    history = tuple(CountingMessage(role=m.role, parts=m.parts) for m in long_chat(2_000))
+    grown = (*history, CountingMessage.user("one more turn"))
+    expected = total_chars(grown)
+    request_chars(history, memos)
+    CountingMessage.asked.clear()
+    assert request_chars(grown, memos) == expected
+    assert len(CountingMessage.asked) == 1  # the new message's size only
 
 
 def long_chat(count: int) -> list[Message]:

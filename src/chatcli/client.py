@@ -16,6 +16,7 @@ from typing import Any
 from chatcli.compaction import CompactionResult, acompact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event, Hook, LevelApplied, OverflowDetected, logger
+from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
@@ -54,6 +55,10 @@ class Client:
     the messages sent extend the ones it was made for, requests start from it, so they share
     its prefix byte for byte until the window requires a new cut. Pass what an app persisted;
     read `sticky_view` back (None: no cut applies).
+    `memos`: where the transforms keep their scans of this client's conversations, so a
+    request costs what was appended since the last one (`chatcli.history.scan`); by default
+    the client's own, dropped with it. An app serving many short-lived clients (the proxy)
+    passes one of its own, bounded.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class Client:
         learned_windows: Mapping[str, int] | None = None,
         settings: Settings | None = None,
         sticky_view: StickyView | None = None,
+        memos: ScanMemos | None = None,
     ) -> None:
         self.provider = provider
         self._sticky = sticky_view
@@ -91,6 +97,7 @@ class Client:
             max_retries=max_retries,
             predictive=predictive,
             microcompact=microcompact,
+            memos=memos if memos is not None else ScanMemos(),
         )
         self.hooks = tuple(hooks)
         self._sleep, self._asleep = sleep, asleep

@@ -28,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from typing import cast
 
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.scan import run_scan, unchanged
+from chatcli.history.scan import ScanMemos, run_scan, unchanged
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, Role
 
@@ -38,19 +38,24 @@ _NAME = "tool-result budget"
 
 
 def enforce_tool_result_budget(
-    messages: Sequence[Message], *, per_result_chars: int, per_turn_chars: int
+    messages: Sequence[Message],
+    *,
+    per_result_chars: int,
+    per_turn_chars: int,
+    memos: ScanMemos | None = None,
 ) -> TransformResult:
     """Cut tool results to `per_result_chars` each and `per_turn_chars` per turn.
 
     A turn's cuts depend only on that turn, so they are final once the next assistant message
-    closes it (`chatcli.history.scan`).
+    closes it; with `memos` (its caller's) the scan is memoised by transcript prefix
+    (`chatcli.history.scan`): a request costs what was appended since the last one.
     """
     if per_result_chars < 1 or per_turn_chars < 1:
         raise ValueError(
             f"budgets must be positive: per_result_chars={per_result_chars}, "
             f"per_turn_chars={per_turn_chars}"
         )
-    return run_scan(_Scan((per_result_chars, per_turn_chars)), tuple(messages))
+    return run_scan(memos, _Scan, (per_result_chars, per_turn_chars), tuple(messages))
 
 
 class _Scan:
@@ -74,6 +79,15 @@ class _Scan:
         elif message.role is Role.TOOL:
             self.open.append(len(self.messages))
         self.messages.append(message)
+
+    def rewind(self, count: int) -> bool:
+        del self.messages[count:], self.chars[count + 1 :]
+        while self.assistants and self.assistants[-1] >= count:
+            self.assistants.pop()
+        start = self.assistants[-1] if self.assistants else -1  # the latest turn follows it
+        self.cut = {index: new for index, new in self.cut.items() if index < start}
+        self.open = [i for i in range(start + 1, count) if self.messages[i].role is Role.TOOL]
+        return True
 
     def cuts(self, turn: list[int]) -> list[tuple[int, Message]]:
         """The cut messages of a turn (by index): results over the turn's common cap."""

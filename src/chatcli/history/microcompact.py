@@ -52,7 +52,8 @@ relative age in any text), and stages are decided by scanning the transcript one
 time: the decision after message p depends only on messages up to p. So appending messages
 never changes an earlier decision; the output of earlier messages changes only when the
 appended messages fire a batch. There is no hidden state: the same transcript always gives the
-same view.
+same view. With its caller's memoised scans (`chatcli.history.scan`) a request costs what was
+appended since the last one, not the whole transcript again.
 
 The pressure estimate counts each result by its ORIGINAL size at its stage: the original chars
 at stage 0, the nominal cut (head + tail + marker) at stage 1, its stub at stage 2. A result
@@ -75,7 +76,7 @@ from typing import cast
 
 from chatcli.config import MicrocompactConfig
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.scan import run_scan
+from chatcli.history.scan import ScanMemos, run_scan
 from chatcli.history.stubs import (
     STUB_PREFIX,
     cut_head_tail,
@@ -123,15 +124,18 @@ def microcompact(
     *,
     estimator: TokenEstimator | None = None,
     room: int | None = None,
+    memos: ScanMemos | None = None,
 ) -> TransformResult:
     """Shrink old tool results once the view passes the trigger (see the module docstring).
 
     `estimator` turns the view's chars into tokens (default: `PRESSURE_CHARS_PER_TOKEN`; a
     given one's ratio is rounded down to a multiple of 0.25); `room` is the tokens a prompt
-    may use (window minus output reserve), None when unknown.
+    may use (window minus output reserve), None when unknown; `memos`: the caller's memoised
+    scans (`chatcli.history.scan`), None to read the transcript whole.
     """
     config = config or MicrocompactConfig()
-    return run_scan(_Scan((config, _pressure(estimator), config.trigger(room))), tuple(messages))
+    key = (config, _pressure(estimator), config.trigger(room))
+    return run_scan(memos, _Scan, key, tuple(messages))
 
 
 def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
@@ -156,7 +160,8 @@ class _Result:
 class _Scan:
     """Microcompaction of one transcript prefix, extended one message at a time.
 
-    Mutable, private to this module (`chatcli.history.scan`).
+    Mutable, private to this module; a memo (`chatcli.history.scan`) hands each scan to one
+    caller at a time.
     `view_chars` is the pressure estimate in chars (see the module docstring); `chars_in` /
     `chars_out` are what the report states (the input's and the output's real sizes).
     """
@@ -192,6 +197,9 @@ class _Scan:
         self.grown_chars += chars
         if self.trigger == 0 or self.tokens() > self.trigger:
             self.batch(self.target())
+
+    def rewind(self, count: int) -> bool:
+        return False  # a batch may have moved results before `count`: scan again
 
     def tokens(self, chars: int | None = None) -> int:
         """The pressure estimate of the view, or of the view at `chars`."""

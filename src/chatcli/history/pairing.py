@@ -25,7 +25,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.scan import run_scan, unchanged
+from chatcli.history.scan import ScanMemos, run_scan, unchanged
 from chatcli.messages import Message, Role, ToolCall
 
 __all__ = ["interrupted_result", "repair_tool_pairing"]
@@ -33,13 +33,17 @@ __all__ = ["interrupted_result", "repair_tool_pairing"]
 _NAME = "tool pairing repair"
 
 
-def repair_tool_pairing(messages: Sequence[Message]) -> TransformResult:
+def repair_tool_pairing(
+    messages: Sequence[Message], *, memos: ScanMemos | None = None
+) -> TransformResult:
     """Drop orphan and duplicate results, answer unanswered calls, make results adjacent.
 
     A history that is already well paired (the usual case) comes back as it is; whether it is
-    is checked by one scan (`chatcli.history.scan`). Any other history is repaired in full.
+    is checked by a scan, memoised by transcript prefix in `memos` (its caller's, if any), so
+    a request costs what was appended since the last one. Any other history is repaired in
+    full.
     """
-    return run_scan(_Scan(None), tuple(messages))
+    return run_scan(memos, _Scan, None, tuple(messages))
 
 
 class _Scan:
@@ -69,6 +73,18 @@ class _Scan:
         paired = not self.pending and len(set(ids)) == len(ids)
         self.pending = deque(ids)
         return paired
+
+    def rewind(self, count: int) -> bool:
+        del self.messages[count:], self.chars[count + 1 :]
+        if self.broken is not None and self.broken < count:
+            return True  # broken before: it stays broken, pending no longer matters
+        self.broken, self.pending = None, deque()
+        start = count
+        while start > 0 and self.messages[start - 1].tool_result is not None:
+            start -= 1  # back to the message whose calls the latest results answer
+        for message in self.messages[max(start - 1, 0) : count]:
+            self.pairs(message)
+        return True
 
     def result(self, transcript: tuple[Message, ...]) -> TransformResult:
         if self.broken is None and not self.pending:

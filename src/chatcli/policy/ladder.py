@@ -41,9 +41,11 @@ class Views:
             policy.apply_microcompaction(transcript),
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
+            memos=policy.memos,
         )
         self._config, self._prediction = config, prediction
-        self._results: list[TransformResult] = [repair_tool_pairing(budgeted.messages)]
+        repaired = repair_tool_pairing(budgeted.messages, memos=policy.memos)
+        self._results: list[TransformResult] = [repaired]
         self._retention = prediction.retention() if config.retention == "fit" else None
 
     def at(self, level: int) -> TransformResult:

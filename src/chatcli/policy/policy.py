@@ -10,6 +10,7 @@ from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.events import Event
 from chatcli.history.microcompact import microcompact
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.policy.actions import Flow
 from chatcli.policy.run import Run
@@ -36,6 +37,9 @@ class RecoveryPolicy:
     every level sent in turn (the benchmark compares the two).
     `microcompact`: how old tool results are shrunk in every request's view (the first stage
     of the working view, see the design); None turns microcompaction off.
+    `memos`: its owner's memoised scans of the transforms (`chatcli.history.scan`: a
+    `Client`'s, the proxy app's), so a request costs what was appended since the last one;
+    None reads every transcript whole. Either way, the same views.
     """
 
     config: RecoveryConfig = field(default_factory=RecoveryConfig)
@@ -45,6 +49,7 @@ class RecoveryPolicy:
     max_retries: int = DEFAULT_MAX_RETRIES
     predictive: bool = True
     microcompact: MicrocompactConfig | None = MICROCOMPACT_DEFAULTS
+    memos: ScanMemos | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("context_window", "max_output_tokens"):
@@ -76,4 +81,5 @@ class RecoveryPolicy:
         so a flow given its output sends the view a flow given `messages` sends."""
         if self.microcompact is None:
             return tuple(messages)
-        return microcompact(messages, self.microcompact, room=self.context_window).messages
+        config, room = self.microcompact, self.context_window
+        return microcompact(messages, config, room=room, memos=self.memos).messages

@@ -14,6 +14,7 @@ from chatcli.errors import ErrorInfo
 from chatcli.events import MaxTokensFitted, OutputCapLowered
 from chatcli.history.retain import Retention
 from chatcli.history.running import request_chars, request_shape
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
 from chatcli.request_settings import Settings, output_reserve
@@ -60,6 +61,7 @@ class Prediction:
     may state them). `max_tokens`: the output limit the next request asks for.
     `estimator` counts prompts; `calibrated` once a provider stated a real count.
     `fitted`: the current request's max_tokens was fitted from the provider's numbers.
+    `memos`: the owner's memoised scans, which the running sums of the counts use.
     """
 
     def __init__(
@@ -71,8 +73,9 @@ class Prediction:
         max_tokens: int | None,
         estimator: TokenEstimator,
         settings: Settings | None = None,
+        memos: ScanMemos | None = None,
     ) -> None:
-        self.journal, self.settings = journal, settings
+        self.journal, self.settings, self.memos = journal, settings, memos
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
         # An exact count (or a margin estimate once calibrated) is no guess: trusted from the start.
         self.estimator, self.calibrated = estimator, estimator.trusted
@@ -91,12 +94,12 @@ class Prediction:
         # An estimate from the total chars or shape: their running sum gives the same count,
         # at the cost of what is new since the last request (`chatcli.history.running`).
         if type(estimator).count is TokenEstimator.count:
-            return estimator.count_chars(request_chars(messages), len(messages))
+            return estimator.count_chars(request_chars(messages, self.memos), len(messages))
         if (
             isinstance(estimator, MarginEstimator)
             and type(estimator).count is MarginEstimator.count
         ):
-            return estimator.count_shape(request_shape(messages), len(messages))
+            return estimator.count_shape(request_shape(messages, self.memos), len(messages))
         return estimator.count(messages)
 
     def retention(self) -> Retention | None:

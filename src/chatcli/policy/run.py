@@ -82,6 +82,7 @@ class Run:
             max_tokens=max_tokens,
             estimator=policy.estimator,
             settings=settings,
+            memos=policy.memos,
         )
         self.answer = PartialAnswer(journal, max_escalations=policy.config.max_token_escalations)
         self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal)

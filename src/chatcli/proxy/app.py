@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
+from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
@@ -95,6 +96,9 @@ class _Proxy:
         self.guard = guard
         self.options = options
         self.metrics = Metrics()
+        # The transforms' scans of the conversations it serves: its own, bounded
+        # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
+        self.memos = ScanMemos()
         self.sessions = options.sessions
         self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:
@@ -228,6 +232,7 @@ class _Proxy:
             microcompact=self.options.microcompact,
             context_window=window,
             sticky_view=sticky,
+            memos=self.memos,
         )
 
     def new_cut(
