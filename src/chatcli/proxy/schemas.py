@@ -70,7 +70,8 @@ def _picked(pick: Callable[[Any], str | None], expected: str) -> Discriminator:
 
 def _by_type(known: frozenset[str], *, untyped: str | None = None) -> Callable[[Any], str | None]:
     """A tag by the `type` field: `type=NAME` for a known type, `type=*` for any other
-    string; a value with no `type` is tagged `untyped`."""
+    string; an object with no `type` is tagged `untyped` (the member whose error then says
+    `type` is missing, or one whose `type` has a default)."""
 
     def pick(value: Any) -> str | None:
         if not isinstance(value, dict):
@@ -133,7 +134,7 @@ ChatPart: TypeAlias = Annotated[
     Annotated[_Text, Tag("type=text")]
     | Annotated[_ImageURL, Tag("type=image_url")]
     | Annotated[_Typed, Tag("type=*")],
-    _picked(_by_type(frozenset({"text", "image_url"})), _PART),
+    _picked(_by_type(frozenset({"text", "image_url"}), untyped="type=text"), _PART),
 ]
 ChatContent: TypeAlias = Annotated[
     Annotated[str, Tag("json=str")] | Annotated[list[ChatPart], Tag("json=list")],
@@ -225,7 +226,10 @@ class _FunctionTool(_Wire):
 
 ChatTool: TypeAlias = Annotated[
     Annotated[_FunctionTool, Tag("type=function")] | Annotated[_Typed, Tag("type=*")],
-    _picked(_by_type(frozenset({"function"})), "must be a tool: an object with a string type"),
+    _picked(
+        _by_type(frozenset({"function"}), untyped="type=function"),
+        "must be a tool: an object with a string type",
+    ),
 ]
 
 
@@ -272,7 +276,7 @@ ResponsesPart: TypeAlias = Annotated[
     | Annotated[_Text, Tag("type=output_text")]
     | Annotated[_Text, Tag("type=text")]
     | Annotated[_Typed, Tag("type=*")],
-    _picked(_by_type(frozenset({"input_text", "output_text", "text"})), _PART),
+    _picked(_by_type(frozenset({"input_text", "output_text", "text"}), untyped="type=text"), _PART),
 ]
 ResponsesContent: TypeAlias = Annotated[
     Annotated[str, Tag("json=str")] | Annotated[list[ResponsesPart], Tag("json=list")],
@@ -331,7 +335,10 @@ class _ResponsesFunctionTool(_Wire):
 
 ResponsesTool: TypeAlias = Annotated[
     Annotated[_ResponsesFunctionTool, Tag("type=function")] | Annotated[_Typed, Tag("type=*")],
-    _picked(_by_type(frozenset({"function"})), "must be a tool: an object with a string type"),
+    _picked(
+        _by_type(frozenset({"function"}), untyped="type=function"),
+        "must be a tool: an object with a string type",
+    ),
 ]
 
 
@@ -383,7 +390,7 @@ class _RedactedThinking(_Wire):
 _BLOCK = "must be a content block: an object with a string type"
 ResultBlock: TypeAlias = Annotated[
     Annotated[_Text, Tag("type=text")] | Annotated[_Typed, Tag("type=*")],
-    _picked(_by_type(frozenset({"text"})), _BLOCK),
+    _picked(_by_type(frozenset({"text"}), untyped="type=text"), _BLOCK),
 ]
 
 
@@ -407,7 +414,10 @@ Block: TypeAlias = Annotated[
     | Annotated[_RedactedThinking, Tag("type=redacted_thinking")]
     | Annotated[_Typed, Tag("type=*")],
     _picked(
-        _by_type(frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"})),
+        _by_type(
+            frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
+            untyped="type=text",
+        ),
         _BLOCK,
     ),
 ]
