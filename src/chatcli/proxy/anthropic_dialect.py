@@ -27,6 +27,7 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Json,
     RequestError,
+    checked,
     split_fields,
     sse,
     sse_comment,
@@ -39,6 +40,7 @@ from chatcli.proxy.items import (
     StreamItem,
     ToolCallDelta,
 )
+from chatcli.proxy.schemas import MessagesRequest
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "AnthropicDialect"]
@@ -80,6 +82,7 @@ class AnthropicDialect:
     name = "anthropic"
 
     def parse(self, body: Json) -> ClientRequest:
+        checked(MessagesRequest, body)
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise RequestError("messages: must be a non-empty list")

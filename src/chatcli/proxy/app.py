@@ -402,7 +402,7 @@ def _too_large(limit: int) -> Refused:
 def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise RequestError(f"the body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise RequestError("the body must be a JSON object")

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from chatcli.messages import Message
 from chatcli.providers.base import ToolSpec
 from chatcli.proxy.items import StreamItem
+from chatcli.proxy.schemas import InvalidBody, check
 from chatcli.recovery import Reply
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "FailureKind",
     "Refused",
     "RequestError",
+    "checked",
     "split_fields",
     "sse",
     "sse_comment",
@@ -142,6 +146,15 @@ class Dialect(Protocol):
     def error(self, failure: Failure) -> Json: ...
 
     def stream_error(self, failure: Failure) -> bytes: ...
+
+
+def checked(schema: type[BaseModel], body: Json) -> None:
+    """Refuse `body` unless it is of `schema`, its dialect's wire format
+    (`chatcli.proxy.schemas`): a malformed body is the client's 400, naming the field."""
+    try:
+        check(schema, body)
+    except InvalidBody as exc:
+        raise RequestError(str(exc), param=exc.field) from None
 
 
 def split_fields(

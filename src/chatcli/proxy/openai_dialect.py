@@ -24,12 +24,14 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Json,
     RequestError,
+    checked,
     split_fields,
     sse,
     sse_comment,
     text_of,
 )
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
+from chatcli.proxy.schemas import ChatCompletionsRequest
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "OpenAIDialect"]
@@ -84,6 +86,7 @@ class OpenAIDialect:
     name = "openai"
 
     def parse(self, body: Json) -> ClientRequest:
+        checked(ChatCompletionsRequest, body)
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise RequestError("messages must be a non-empty list", param="messages")

@@ -38,6 +38,7 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Json,
     RequestError,
+    checked,
     split_fields,
     sse,
     sse_comment,
@@ -45,6 +46,7 @@ from chatcli.proxy.dialect import (
 )
 from chatcli.proxy.items import EventItem, FinalReply, ReasoningItem, StreamItem
 from chatcli.proxy.openai_dialect import OpenAIDialect
+from chatcli.proxy.schemas import ResponsesRequest
 from chatcli.recovery import Reply
 
 __all__ = [
@@ -79,6 +81,7 @@ class ResponsesDialect:
     name = "responses"
 
     def parse(self, body: Json) -> ClientRequest:
+        checked(ResponsesRequest, body)
         items = canonical_input(body.get("input"))
         turns = _turns(items)
         instructions = body.get("instructions")

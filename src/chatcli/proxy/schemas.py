@@ -1,0 +1,545 @@
+"""Typed models of the request bodies the proxy takes, to check a body before a dialect reads
+it: a malformed body is the client's 400 naming the field, never a crash in a parser or a
+request an upstream rejects.
+
+One model per wire format: `ChatCompletionsRequest` (OpenAI Chat Completions),
+`ResponsesRequest` (OpenAI Responses), `MessagesRequest` (Anthropic Messages) and
+`CountTokensRequest` (its `count_tokens`: the same body without `max_tokens`). They are as
+permissive as the APIs and the clients in front of them: every object takes fields it does
+not declare (the proxy forwards what it does not read), content is a string or a list of
+parts, and a part, block, item or tool of a type not listed here is taken when it is an
+object with a string `type` (images, documents, hosted tools, namespace tools, whatever a
+newer API adds). What is declared is checked strictly, as JSON gives it (no coercion: `"10"`
+is not a number, `true` is not 1), so that a body that passes is one the dialects can read.
+
+`check` also refuses what no JSON API takes anywhere in a body, declared field or not: a
+string holding a lone surrogate (`"\\ud800"`, which cannot be written as UTF-8) and a
+non-finite number (`NaN`, `Infinity`, which Python's `json` reads but JSON has not).
+
+The models are only checked against, never used to rebuild a body: what is forwarded is the
+client's own JSON. This module needs nothing but pydantic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+
+__all__ = [
+    "ChatCompletionsRequest",
+    "CountTokensRequest",
+    "InvalidBody",
+    "MessagesRequest",
+    "ResponsesRequest",
+    "check",
+]
+
+# No model writes this many tokens; a larger limit is a mistake an upstream would reject.
+MAX_TOKENS = 2**31 - 1
+# Deeper than any real body (JSON schemas of tools included), well within what Python's JSON
+# writers reach from the stack they run on.
+MAX_DEPTH = 256
+Tokens: TypeAlias = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Object: TypeAlias = dict[str, Any]
+
+
+class InvalidBody(ValueError):
+    """A body that is not one of its wire format: `field` is where (`messages[2].role`; None
+    for the body itself), the message says what is wrong there."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.field = field or None
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+# Unions pick their member by a tag a function gives (None: the value is none of them, and
+# the error says what was expected). Tags hold "=", which no field name does, so that an
+# error's location can leave them out (`_where`).
+
+
+def _picked(pick: Callable[[Any], str | None], expected: str) -> Discriminator:
+    return Discriminator(pick, custom_error_type="invalid_union", custom_error_message=expected)
+
+
+def _by_type(known: frozenset[str], *, untyped: str | None = None) -> Callable[[Any], str | None]:
+    """A tag by the `type` field: `type=NAME` for a known type, `type=*` for any other
+    string; an object with no `type` is tagged `untyped` (the member whose error then says
+    `type` is missing, or one whose `type` has a default)."""
+
+    def pick(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        kind = value.get("type")
+        if kind is None:
+            return untyped
+        if not isinstance(kind, str):
+            return None
+        return f"type={kind}" if kind in known else "type=*"
+
+    return pick
+
+
+def _by_role(roles: frozenset[str]) -> Callable[[Any], str | None]:
+    """A tag by the `role` field: `role=NAME` for a known role, `role=*` for any other."""
+
+    def pick(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        role = value.get("role")
+        return f"role={role}" if isinstance(role, str) and role in roles else "role=*"
+
+    return pick
+
+
+def _json_kind(value: Any) -> str | None:
+    """`json=str`, `json=list` or `json=object`: which of them a union of them takes."""
+    for kind, name in ((str, "str"), (list, "list"), (dict, "object")):
+        if isinstance(value, kind):
+            return f"json={name}"
+    return None
+
+
+_CONTENT = _picked(_json_kind, "must be a string or a list of content parts")
+_PART = "must be a content part: an object with a string type"
+
+
+class _Typed(_Wire):
+    """A part, block, item or tool of a type this module does not list: any object with a
+    string `type` (and any fields)."""
+
+    type: str
+
+
+class _Text(_Wire):
+    type: str
+    text: str
+
+
+# -- OpenAI Chat Completions -------------------------------------------------------------
+
+
+class _ImageURL(_Wire):
+    type: Literal["image_url"]
+    image_url: Annotated[Object, Field(min_length=1)]
+
+
+ChatPart: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=text")]
+    | Annotated[_ImageURL, Tag("type=image_url")]
+    | Annotated[_Typed, Tag("type=*")],
+    _picked(_by_type(frozenset({"text", "image_url"}), untyped="type=text"), _PART),
+]
+ChatContent: TypeAlias = Annotated[
+    Annotated[str, Tag("json=str")] | Annotated[list[ChatPart], Tag("json=list")],
+    _CONTENT,
+]
+
+
+class _Function(_Wire):
+    name: str
+    # A string on the wire; some servers' answers give an object, which clients send back.
+    arguments: Annotated[
+        Annotated[str, Tag("json=str")] | Annotated[Object, Tag("json=object")],
+        _picked(_json_kind, "must be a string (of JSON) or an object"),
+    ]
+
+
+class _FunctionCall(_Wire):
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+ChatToolCall: TypeAlias = Annotated[
+    Annotated[_FunctionCall, Tag("type=function")] | Annotated[_Typed, Tag("type=*")],
+    _picked(
+        _by_type(frozenset({"function"}), untyped="type=function"),
+        "must be a tool call: an object with a string type",
+    ),
+]
+
+
+class _SystemMessage(_Wire):
+    role: Literal["system", "developer"]
+    content: ChatContent
+    name: str | None = None
+
+
+class _UserMessage(_Wire):
+    role: Literal["user"]
+    content: ChatContent
+    name: str | None = None
+
+
+class _AssistantMessage(_Wire):
+    role: Literal["assistant"]
+    content: ChatContent | None = None
+    refusal: str | None = None
+    tool_calls: list[ChatToolCall] | None = None
+    name: str | None = None
+
+
+class _ToolMessage(_Wire):
+    role: Literal["tool"]
+    content: ChatContent
+    tool_call_id: str
+
+
+_CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class _OtherRole(_Wire):
+    """A message of no role above: refused, naming its `role`."""
+
+    role: Literal[_CHAT_ROLES]  # type: ignore[valid-type]
+
+
+ChatMessage: TypeAlias = Annotated[
+    Annotated[_SystemMessage, Tag("role=system")]
+    | Annotated[_SystemMessage, Tag("role=developer")]
+    | Annotated[_UserMessage, Tag("role=user")]
+    | Annotated[_AssistantMessage, Tag("role=assistant")]
+    | Annotated[_ToolMessage, Tag("role=tool")]
+    | Annotated[_OtherRole, Tag("role=*")],
+    _picked(_by_role(frozenset(_CHAT_ROLES)), "must be a message: an object with a role"),
+]
+
+
+class _FunctionSpec(_Wire):
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    parameters: Object | None = None
+    strict: bool | None = None
+
+
+class _FunctionTool(_Wire):
+    type: Literal["function"]
+    function: _FunctionSpec
+
+
+ChatTool: TypeAlias = Annotated[
+    Annotated[_FunctionTool, Tag("type=function")] | Annotated[_Typed, Tag("type=*")],
+    _picked(
+        _by_type(frozenset({"function"}), untyped="type=function"),
+        "must be a tool: an object with a string type",
+    ),
+]
+
+
+ToolChoice: TypeAlias = Annotated[
+    Annotated[str, Tag("json=str")] | Annotated[_Typed, Tag("json=object")],
+    _picked(_json_kind, "must be a string or an object with a string type"),
+]
+
+
+class _StreamOptions(_Wire):
+    include_usage: bool | None = None
+
+
+class ChatCompletionsRequest(_Wire):
+    """`POST /v1/chat/completions`."""
+
+    model: str | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    max_tokens: Tokens | None = None
+    max_completion_tokens: Tokens | None = None
+    tools: list[ChatTool] | None = None
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: (
+        Annotated[
+            Annotated[str, Tag("json=str")] | Annotated[list[str], Tag("json=list")],
+            _picked(_json_kind, "must be a string or a list of strings"),
+        ]
+        | None
+    ) = None
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: _Typed | None = None
+    reasoning_effort: str | None = None
+
+
+# -- OpenAI Responses --------------------------------------------------------------------
+
+ResponsesPart: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=input_text")]
+    | Annotated[_Text, Tag("type=output_text")]
+    | Annotated[_Text, Tag("type=text")]
+    | Annotated[_Typed, Tag("type=*")],
+    _picked(_by_type(frozenset({"input_text", "output_text", "text"}), untyped="type=text"), _PART),
+]
+ResponsesContent: TypeAlias = Annotated[
+    Annotated[str, Tag("json=str")] | Annotated[list[ResponsesPart], Tag("json=list")],
+    _CONTENT,
+]
+
+
+class _InputMessage(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: ResponsesContent
+
+
+class _FunctionCallItem(_Wire):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+
+
+class _FunctionCallOutput(_Wire):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: ResponsesContent
+
+
+class _Reasoning(_Wire):
+    type: Literal["reasoning"]
+    summary: list[Object] | None = None
+    encrypted_content: str | None = None
+
+
+ResponsesItem: TypeAlias = Annotated[
+    Annotated[_InputMessage, Tag("type=message")]
+    | Annotated[_FunctionCallItem, Tag("type=function_call")]
+    | Annotated[_FunctionCallOutput, Tag("type=function_call_output")]
+    | Annotated[_Reasoning, Tag("type=reasoning")]
+    | Annotated[_Typed, Tag("type=*")],
+    _picked(
+        _by_type(
+            frozenset({"message", "function_call", "function_call_output", "reasoning"}),
+            untyped="type=message",  # an "easy" message: a role and content only
+        ),
+        "must be an input item: an object with a string type (or a message's role)",
+    ),
+]
+
+
+class _ResponsesFunctionTool(_Wire):
+    type: Literal["function"]
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    parameters: Object | None = None
+    strict: bool | None = None
+
+
+ResponsesTool: TypeAlias = Annotated[
+    Annotated[_ResponsesFunctionTool, Tag("type=function")] | Annotated[_Typed, Tag("type=*")],
+    _picked(
+        _by_type(frozenset({"function"}), untyped="type=function"),
+        "must be a tool: an object with a string type",
+    ),
+]
+
+
+class _ReasoningOptions(_Wire):
+    effort: str | None = None
+
+
+class ResponsesRequest(_Wire):
+    """`POST /v1/responses`."""
+
+    model: str | None = None
+    input: Annotated[
+        Annotated[str, Tag("json=str")]
+        | Annotated[Annotated[list[ResponsesItem], Field(min_length=1)], Tag("json=list")],
+        _picked(_json_kind, "must be a string or a non-empty list of input items"),
+    ]
+    instructions: str | None = None
+    max_output_tokens: Tokens | None = None
+    tools: list[ResponsesTool] | None = None
+    stream: bool | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning: _ReasoningOptions | None = None
+
+
+# -- Anthropic Messages ------------------------------------------------------------------
+
+
+class _ToolUse(_Wire):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: Object
+
+
+class _Thinking(_Wire):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class _RedactedThinking(_Wire):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+_BLOCK = "must be a content block: an object with a string type"
+ResultBlock: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=text")] | Annotated[_Typed, Tag("type=*")],
+    _picked(_by_type(frozenset({"text"}), untyped="type=text"), _BLOCK),
+]
+
+
+ResultContent: TypeAlias = Annotated[
+    Annotated[str, Tag("json=str")] | Annotated[list[ResultBlock], Tag("json=list")], _CONTENT
+]
+
+
+class _ToolResult(_Wire):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: ResultContent | None = None
+    is_error: bool | None = None
+
+
+Block: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=text")]
+    | Annotated[_ToolUse, Tag("type=tool_use")]
+    | Annotated[_ToolResult, Tag("type=tool_result")]
+    | Annotated[_Thinking, Tag("type=thinking")]
+    | Annotated[_RedactedThinking, Tag("type=redacted_thinking")]
+    | Annotated[_Typed, Tag("type=*")],
+    _picked(
+        _by_type(
+            frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
+            untyped="type=text",
+        ),
+        _BLOCK,
+    ),
+]
+
+
+class _Turn(_Wire):
+    role: Literal["user", "assistant"]
+    content: Annotated[
+        Annotated[str, Tag("json=str")] | Annotated[list[Block], Tag("json=list")],
+        _CONTENT,
+    ]
+
+
+class _CustomTool(_Wire):
+    name: Annotated[str, Field(min_length=1)]
+    input_schema: Object
+    description: str | None = None
+
+
+def _tool_kind(value: Any) -> str | None:
+    """A tool the model calls has an `input_schema`; a server tool (web search, bash...) a
+    string `type` and no schema."""
+    if not isinstance(value, dict):
+        return None
+    if "input_schema" in value:
+        return "tool=custom"
+    return "tool=typed" if isinstance(value.get("type"), str) else None
+
+
+AnthropicTool: TypeAlias = Annotated[
+    Annotated[_CustomTool, Tag("tool=custom")] | Annotated[_Typed, Tag("tool=typed")],
+    _picked(
+        _tool_kind,
+        "must be a tool: an object with an input_schema, or a server tool's string type",
+    ),
+]
+
+
+class CountTokensRequest(_Wire):
+    """`POST /v1/messages/count_tokens`: a Messages body without `max_tokens`."""
+
+    model: str | None = None
+    messages: Annotated[list[_Turn], Field(min_length=1)]
+    system: ResultContent | None = None
+    tools: list[AnthropicTool] | None = None
+    tool_choice: _Typed | None = None
+    thinking: _Typed | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    """`POST /v1/messages`."""
+
+    max_tokens: Tokens
+    stream: bool | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop_sequences: list[str] | None = None
+
+
+# -- checking ----------------------------------------------------------------------------
+
+
+def check(schema: type[BaseModel], body: Any) -> None:
+    """Raise `InvalidBody` naming the first thing in `body` that `schema` (or JSON) refuses."""
+    bad = _unwritable(body)
+    if bad is not None:
+        raise InvalidBody(_path(bad[0]), bad[1])
+    try:
+        schema.model_validate(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        steps = [s for s in first["loc"] if not (isinstance(s, str) and "=" in s)]  # no tags
+        raise InvalidBody(_path(steps), first["msg"] + more) from None
+
+
+def _path(steps: Iterable[int | str]) -> str:
+    """A location as a path: `messages[2].content[0].text` (a client's key with a lone
+    surrogate written with a backslash escape, so that the error can be sent)."""
+    out = ""
+    for step in steps:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        else:
+            name = step.encode(errors="backslashreplace").decode()
+            out += f".{name}" if out else name
+    return out
+
+
+Found = tuple[tuple[int | str, ...], str]
+
+
+def _unwritable(value: Any, depth: int = 0) -> Found | None:
+    """Where in `value` (a path of keys and indexes) is the first thing JSON cannot carry, and
+    what: a lone surrogate, a non-finite number, or nesting deeper than `MAX_DEPTH` (which
+    the JSON writers on the way upstream may not reach). A walk, cheaper than a dump."""
+    if depth > MAX_DEPTH:
+        return (), f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, str):
+        if not value.isascii() and not _encodes(value):
+            return (), "a string with a lone surrogate (not valid Unicode)"
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return (), f"{value} is not a JSON number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not key.isascii() and not _encodes(key):
+                return (key,), "a key with a lone surrogate (not valid Unicode)"
+            if (found := _unwritable(item, depth + 1)) is not None:
+                return (key, *found[0]), found[1]
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if (found := _unwritable(item, depth + 1)) is not None:
+                return (index, *found[0]), found[1]
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
