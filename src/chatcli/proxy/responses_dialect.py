@@ -451,9 +451,9 @@ def _unreadable(body: Mapping[str, Any], items: list[Any]) -> Iterator[str]:
         if kind == "namespace":
             members = tool.get("tools")
             for j, member in enumerate(members if isinstance(members, list) else ()):
-                if not isinstance(member, dict) or member.get("type") != "function":
-                    kind = member.get("type") if isinstance(member, dict) else None
-                    yield f"tools[{i}].tools[{j}] of type {kind!r} (only function tools)"
+                inner = member.get("type") if isinstance(member, dict) else None
+                if inner != "function":
+                    yield f"tools[{i}].tools[{j}] of type {inner!r} (only function tools)"
         elif kind != "function" and kind not in HOSTED_TOOLS:
             yield f"tools[{i}] of type {kind!r} (only function tools)"
     for i, item in enumerate(items):
