@@ -24,7 +24,7 @@ from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.upstream import plan
 from chatcli.recovery import Reply
 from tests import test_proxy_wire as wire
-from tests.recorded import sse_events
+from tests.recorded import DATA, sse_events
 from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT, CHAT_TOOLS
 from tests.test_proxy_wire import oa, record, replayed_error
@@ -97,6 +97,16 @@ def kinds(types: list[str]) -> list[str]:
     return [t for i, t in enumerate(types) if not (t.endswith(".delta") and types[i - 1] == t)]
 
 
+# Codex's freeform apply_patch: a custom tool, which the model calls with free text.
+APPLY_PATCH: Any = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edits files.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+}
+# The first request of `codex exec` with its default tools, as recorded (tests/data).
+CODEX_FIRST = json.loads((DATA / "codex-first-request.json").read_text())["body"]
+
 # --- the dialect ------------------------------------------------------------------------------
 
 
@@ -143,7 +153,15 @@ def test_the_settings_reach_another_dialect_in_neutral_form() -> None:
     ("extra", "named"),
     [
         ({"previous_response_id": "resp_1"}, "previous_response_id"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0] of type 'web_search'"),
+        ({"tools": [APPLY_PATCH]}, "tools[0] of type 'custom'"),
+        (
+            {
+                "tools": [
+                    {"type": "namespace", "name": "n", "description": "", "tools": [APPLY_PATCH]}
+                ]
+            },
+            "tools[0].tools[0] of type 'custom'",
+        ),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
             "input[0].content part of type 'input_image'",
@@ -157,6 +175,50 @@ def test_what_another_dialect_cannot_take_is_refused_by_name(
     with pytest.raises(RequestError, match=named.replace("[", r"\[")):
         plan(parsed, "openai")
     assert plan(parsed, "responses").same_dialect  # a Responses upstream takes it verbatim
+
+
+def test_codexs_first_request_is_read_with_its_namespace_flat_and_web_search_left_out() -> None:
+    parsed = DIALECT.parse(CODEX_FIRST)
+    grouped = next(t for t in CODEX_FIRST["tools"] if t["type"] == "namespace")
+    members = [f"{grouped['name']}__{t['name']}" for t in grouped["tools"]]
+    functions = [t["name"] for t in CODEX_FIRST["tools"] if t["type"] == "function"]
+    assert sorted(t.name for t in parsed.tools) == sorted(functions + members)
+    assert parsed.unreadable == ()
+    assert parsed.omitted == ("tools[8] (web_search)",)
+    forwarding = plan(parsed, "openai")
+    assert "tools[8] (web_search)" in forwarding.dropped and "store" in forwarding.dropped
+
+
+def test_a_namespaced_call_goes_flat_to_the_upstream_and_back_as_the_client_named_it() -> None:
+    body = {
+        **CODEX_FIRST,
+        "input": [
+            *CODEX_FIRST["input"],
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "wait_agent",
+                "namespace": "multi_agent_v1",
+                "arguments": "{}",
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": "none"},
+        ],
+    }
+    parsed = DIALECT.parse(body)
+    sent = parsed.messages[-2].tool_calls[0]
+    assert sent.name == "multi_agent_v1__wait_agent"  # one of the tools the upstream has
+    assert sent.name in {t.name for t in parsed.tools}
+    calls = (
+        ToolCall(id="call_2", name="multi_agent_v1__close_agent", arguments={"target": "a"}),
+        ToolCall(id="call_3", name="exec_command", arguments={"cmd": "ls"}),
+    )
+    whole = Response.model_validate(DIALECT.reply(parsed, reply_of(calls=calls), model="m"))
+    written = [(i.name, i.namespace) for i in whole.output if i.type == "function_call"]
+    assert written == [("close_agent", "multi_agent_v1"), ("exec_command", None)]
+    events = streamed([FinalReply(reply=reply_of(calls=calls))], body)
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [(i.name, i.namespace) for i in done] == written
+    assert [(i.name, i.namespace) for i in events[-1].response.output] == written
 
 
 def test_a_whole_reply_is_the_sdks_response() -> None:
@@ -353,6 +415,20 @@ def test_what_a_chat_upstream_cannot_take_is_a_400_not_a_silent_drop(
     client = oa(openai_proxy)
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):
         client.responses.create(model="gpt-4o", input="Hi", previous_response_id="resp_1")
-    with pytest.raises(openai.BadRequestError, match="'web_search'"):
-        client.responses.create(model="gpt-4o", input="Hi", tools=[{"type": "web_search"}])
+    with pytest.raises(openai.BadRequestError, match="'custom'"):
+        client.responses.create(model="gpt-4o", input="Hi", tools=[APPLY_PATCH])
     assert upstream.requests == []  # nothing was sent on
+
+
+def test_codexs_first_request_reaches_a_chat_upstream_with_function_tools_only(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    upstream.add(Scripted(events=[data for _, data in sse_events("openai-chat-text.txt")]))
+    with httpx.stream("POST", openai_proxy + "/v1/responses", json=CODEX_FIRST) as raw:
+        text = raw.read().decode()
+    assert raw.status_code == 200 and "event: response.completed" in text
+    assert "tools[8] (web_search)" in raw.headers["x-chatcli-dropped"].split(",")
+    tools = upstream.requests[0].json()["tools"]
+    assert {t["type"] for t in tools} == {"function"}  # the namespace's functions, flat
+    assert "multi_agent_v1__spawn_agent" in {t["function"]["name"] for t in tools}
+    assert len(tools) == len(DIALECT.parse(CODEX_FIRST).tools)  # web_search left out

@@ -58,9 +58,12 @@ class ClientRequest:
     neutral ones (an Anthropic user turn with three tool results gives three).
 
     `unreadable` names what the neutral view lacks but an upstream of the same dialect would
-    take verbatim (a hosted tool, an image): another dialect's upstream cannot be sent it, so
-    the proxy refuses the request rather than drop it silently. `headers` are the client's
-    headers an upstream of its dialect may need (`chatcli.proxy.upstream.passed_headers`).
+    take verbatim (a custom tool, an image): another dialect's upstream cannot be sent it, so
+    the proxy refuses the request rather than drop it silently. `omitted` names what another
+    dialect's upstream is not sent but can do without (a tool the client's server would run
+    itself, such as web search): it is left out and said in the answer's headers. `headers`
+    are the client's headers an upstream of its dialect may need
+    (`chatcli.proxy.upstream.passed_headers`).
     """
 
     dialect: str
@@ -78,6 +81,7 @@ class ClientRequest:
     setting_fields: Mapping[str, str] = field(default_factory=dict)  # setting -> its field
     passthrough: Mapping[str, Any] = field(default_factory=dict)
     unreadable: tuple[str, ...] = ()
+    omitted: tuple[str, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -10,11 +10,21 @@ list of items of turn `i`. `instructions` is a system message (origin None) whos
 
 Other item types (built-in tool calls, item references, ...) are refused (`RequestError`;
 `chatcli.wrap` then sends such a call as it is, without recovery). What the neutral view
-cannot carry but a Responses upstream would take verbatim (non-function tools, images and
-files in a message, `previous_response_id`, `conversation`) is listed in
+cannot carry but a Responses upstream would take verbatim (custom and client-run built-in
+tools, images and files in a message, `previous_response_id`, `conversation`) is listed in
 `ClientRequest.unreadable`: the proxy, whose upstream never speaks Responses, refuses it
 with a 400 naming it (`chatcli.proxy.upstream.plan`) instead of dropping it. The proxy keeps
 no responses, so `store` is not forwarded either (the answer's `x-chatcli-dropped` says so).
+
+Tools, as Codex sends them: a `namespace` tool groups function tools, which the model calls
+with the namespace apart (`function_call` items with `name` and `namespace`). The neutral
+view has one flat list of functions, so each is named `<namespace>__<name>` there (the flat
+name Codex itself gives a namespaced tool where a boundary cannot keep the split), and a
+call of a flat name is written back as the `name` and `namespace` the client gave
+(`Namespaced`). A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
+search, ...) has no one to run it behind another dialect's upstream: it is left out
+(`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than refused, so that a
+client offering one by default (Codex offers web search) still works.
 
 Shapes follow openai-python's types (`Response`, `ResponseStreamEvent`) and the recorded API
 stream in tests/data/sse (an `error` event then `response.failed`, for a failure after the
@@ -26,10 +36,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chatcli.messages import Message, Role, StopReason, TextPart
+from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
 from chatcli.proxy.dialect import (
@@ -51,10 +61,13 @@ from chatcli.recovery import Reply
 
 __all__ = [
     "HANDLED",
+    "HOSTED_TOOLS",
     "SETTINGS",
+    "Namespaced",
     "ResponseEvents",
     "ResponsesDialect",
     "canonical_input",
+    "flat_name",
     "output_items",
 ]
 
@@ -70,6 +83,20 @@ SETTINGS: Mapping[str, str] = {
 }
 # Fields that only mean something to a server holding earlier responses.
 _STATEFUL = ("previous_response_id", "conversation")
+# Tool types the Responses server runs itself (openai-python's `Tool` union): another
+# dialect's upstream is not offered them (the module docstring).
+HOSTED_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "mcp",
+    }
+)
 _ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 _OPENAI = OpenAIDialect()
@@ -91,6 +118,7 @@ class ResponsesDialect:
         tools = body.get("tools") or []
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise RequestError("tools must be a list of objects", param="tools")
+        functions = tuple(_functions(tools))
         fields = split_fields(body, HANDLED, SETTINGS)
         return ClientRequest(
             dialect=self.name,
@@ -100,15 +128,17 @@ class ResponsesDialect:
             raw_messages=tuple(turns),
             raw_system=instructions,
             max_tokens=_max_tokens(body),
-            tools=tuple(_tool(t) for t in tools if t.get("type") == "function"),
+            tools=tuple(_tool(tool, namespace) for namespace, tool in functions),
             raw_tools=body.get("tools"),
             stream=bool(body.get("stream")),
             unreadable=tuple(_unreadable(body, items)),
+            omitted=tuple(f"tools[{i}] ({t['type']})" for i, t in enumerate(tools) if _hosted(t)),
             **{**fields, "settings": _settings(fields["settings"])},
         )
 
     def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json:
-        return _response_body(request, reply, model=model, output=output_items(reply.message))
+        output = output_items(reply.message, Namespaced.of(request.raw_tools))
+        return _response_body(request, reply, model=model, output=output)
 
     async def stream(
         self, request: ClientRequest, items: AsyncIterator[StreamItem], *, model: str
@@ -182,13 +212,45 @@ def _response_body(
     }
 
 
-def output_items(message: Message) -> list[Json]:
-    """An assistant message as `output` items: reasoning, the text message, function calls."""
+def output_items(message: Message, names: Namespaced | None = None) -> list[Json]:
+    """An assistant message as `output` items: reasoning, the text message, function calls
+    (a flat name among `names` written back as its namespace and name)."""
     items = [dict(item) for item in (message.provider_details or {}).get(REASONING_KEY, ())]
     if message.text:
         items.append(_message_item(f"msg_{uuid.uuid4().hex}", [_text_part(message.text)]))
-    items.extend(_call_item(call.id, call.name, call.arguments_json) for call in message.tool_calls)
+    names = names or Namespaced()
+    items.extend(names.call_item(call) for call in message.tool_calls)
     return items
+
+
+def flat_name(namespace: str, name: str) -> str:
+    """The neutral name of function `name` of a `namespace` tool: `<namespace>__<name>`, as
+    Codex flattens one (stray underscores at the seam trimmed)."""
+    return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
+
+
+@dataclass(frozen=True, slots=True)
+class Namespaced:
+    """The functions of a request's `namespace` tools: flat name -> (namespace, name)."""
+
+    split: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, raw_tools: Any) -> Namespaced:
+        tools = raw_tools if isinstance(raw_tools, list) else []
+        return cls(
+            {
+                flat_name(namespace, tool["name"]): (namespace, tool["name"])
+                for namespace, tool in _functions(tools)
+                if namespace is not None
+            }
+        )
+
+    def call_item(self, call: ToolCall) -> Json:
+        """A `function_call` output item of `call`, in the names the client gave."""
+        namespace, name = self.split.get(call.name, (None, call.name))
+        item = _call_item(call.id, name, call.arguments_json)
+        return item if namespace is None else {**item, "namespace": namespace}
 
 
 class ResponseEvents:
@@ -257,8 +319,8 @@ class ResponseEvents:
         given (a stream that also passed on events of its own)."""
         out = [*self.start(), *self._close_text()]
         if calls:
-            written = reply.message.tool_calls
-            out.extend(self.items([_call_item(c.id, c.name, c.arguments_json) for c in written]))
+            names = Namespaced.of(self.request.raw_tools)
+            out.extend(self.items([names.call_item(c) for c in reply.message.tool_calls]))
         output = self.output if output is None else output
         body = _response_body(self.request, reply, model=self.model, output=output, rid=self.id)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
@@ -388,8 +450,15 @@ def _unreadable(body: Mapping[str, Any], items: list[Any]) -> Iterator[str]:
         if body.get(name) is not None:
             yield f"{name} (the proxy keeps no responses: send the whole conversation in input)"
     for i, tool in enumerate(body.get("tools") or ()):
-        if tool.get("type") != "function":
-            yield f"tools[{i}] of type {tool.get('type')!r} (only function tools)"
+        kind = tool.get("type")
+        if kind == "namespace":
+            members = tool.get("tools")
+            for j, member in enumerate(members if isinstance(members, list) else ()):
+                inner = member.get("type") if isinstance(member, dict) else None
+                if inner != "function":
+                    yield f"tools[{i}].tools[{j}] of type {inner!r} (only function tools)"
+        elif kind != "function" and kind not in HOSTED_TOOLS:
+            yield f"tools[{i}] of type {kind!r} (only function tools)"
     for i, item in enumerate(items):
         for key in ("content", "output"):  # a message's parts, a tool result's parts
             parts = item.get(key)
@@ -441,9 +510,7 @@ def _turn(items: list[Any], index: int) -> Message:
         text_of(i.get("content")) for i in items if (i.get("type") or "message") == "message"
     )
     calls = tuple(
-        parse_tool_call(
-            str(i.get("call_id") or ""), str(i.get("name") or ""), i.get("arguments") or ""
-        )
+        parse_tool_call(str(i.get("call_id") or ""), _call_name(i), i.get("arguments") or "")
         for i in items
         if i.get("type") == "function_call"
     )
@@ -456,11 +523,37 @@ def _turn(items: list[Any], index: int) -> Message:
     )
 
 
-def _tool(tool: Mapping[str, Any]) -> ToolSpec:
+def _call_name(item: Mapping[str, Any]) -> str:
+    """A `function_call` item's neutral name: a namespaced call's flat name."""
+    name, namespace = str(item.get("name") or ""), item.get("namespace")
+    return flat_name(str(namespace), name) if namespace else name
+
+
+def _hosted(tool: Mapping[str, Any]) -> bool:
+    return tool.get("type") in HOSTED_TOOLS
+
+
+def _functions(tools: list[Any]) -> Iterator[tuple[str | None, Mapping[str, Any]]]:
+    """The function tools of `tools`, top-level (namespace None) and grouped in a
+    `namespace` tool (with its name); anything else is `_unreadable`'s or `_hosted`."""
+    for tool in tools:
+        if tool.get("type") == "function":
+            yield None, tool
+        elif tool.get("type") == "namespace":
+            if not tool.get("name"):
+                raise RequestError("each namespace tool needs a name", param="tools")
+            members = tool.get("tools")
+            for member in members if isinstance(members, list) else ():
+                if isinstance(member, dict) and member.get("type") == "function":
+                    yield str(tool["name"]), member
+
+
+def _tool(tool: Mapping[str, Any], namespace: str | None) -> ToolSpec:
     if not tool.get("name"):
         raise RequestError("each function tool needs a name", param="tools")
+    name = str(tool["name"])
     return ToolSpec(
-        name=tool["name"],
+        name=name if namespace is None else flat_name(namespace, name),
         description=tool.get("description") or "",
         parameters=tool.get("parameters") or {},
     )

@@ -18,12 +18,14 @@ beyond messages, output limit and tools:
 - another dialect: the settings of `CROSS_SETTINGS` become `chatcli.Settings`, which the
   upstream's adapter writes in its own field names; the other fields cannot be expressed
   there and are reported as dropped. What the neutral view lacks (`ClientRequest.unreadable`:
-  a hosted tool, an image in a Responses input) is refused with a 400 naming it, never
-  dropped silently.
+  an image in a Responses input, a custom tool) is refused with a 400 naming it, never
+  dropped silently; what it can do without (`ClientRequest.omitted`: a tool the client's own
+  server would run, such as web search) is left out, logged, and reported as dropped.
 """
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,8 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
+
+logger = logging.getLogger("chatcli.proxy")
 
 # The wire dialect of each registry provider that speaks one a client can (python:... and the
 # others speak none: only the mapped settings reach them).
@@ -158,7 +162,7 @@ class Forwarding:
 def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
     """The settings a request forwards to an upstream of `upstream_dialect` (module
     docstring). A setting `Settings` refuses, or a part of the request the upstream cannot
-    be sent, is the client's error (a 400 naming it)."""
+    be sent, is the client's error (a 400 naming it); what it can do without is dropped."""
     if upstream_dialect == request.dialect:
         return Forwarding(
             settings=RequestSettings(extra=request.passthrough),
@@ -182,7 +186,9 @@ def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
         raise RequestError(str(exc)) from None
     kept = {request.setting_fields[s] for s in values}
     dropped = tuple(sorted(k for k in request.passthrough if k not in kept))
-    return Forwarding(settings=settings, dropped=dropped)
+    if request.omitted:
+        logger.warning("left out what this upstream cannot run: %s", ", ".join(request.omitted))
+    return Forwarding(settings=settings, dropped=dropped + request.omitted)
 
 
 class Forwarder:
