@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.compaction import SUMMARY_HEADER
+from chatcli import Client, InstructionsCarried
+from chatcli.compaction import SUMMARY_HEADER, compact
 from chatcli.config import RecoveryConfig
 from chatcli.history.carry import (
     CARRY_HEADING,
+    CarriedItem,
     CarryBudget,
     carried_items,
     carry_instructions,
@@ -29,6 +31,8 @@ from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.tokens import TokenEstimator
+from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer, agent_session
+from tests.fakes import ScriptedProvider, corpus_error, response
 from tests.strategies import conversations, recovery_configs
 from tests.test_history_properties import assert_paired, latest_request
 
@@ -190,3 +194,57 @@ def test_carrying_is_pure_and_keeps_pairs_systems_and_the_latest_request(
     users = "\n".join(m.text for m in messages if m.role is Role.USER)
     for item in carried_items(out.messages)[0]:
         assert item.text in users  # only the user's words, verbatim
+
+
+# ---------------------------------------------------------------------------- wiring
+
+
+def test_five_compactions_with_a_headings_only_summary_keep_what_the_first_carried() -> None:
+    rules = "Never push to main. The deploy key ends in 7Q2. The budget cap is 4,200 EUR."
+    messages = [*agent_session(1), Message.user(rules), Message.assistant("Noted.")]
+    messages += agent_session(5)[1:]
+    summarizer = ScriptedSummarizer([SECTIONS_TEMPLATE.format(goal="-", rules="-")])
+    first = compact(summarizer, messages)
+    carried = carried_items(first.messages)[0]
+    assert {"Never push to main.", "The budget cap is 4,200 EUR."} <= {i.text for i in carried}
+    assert first.report.pinned == ()  # carried: no pin needed
+    view = first.messages
+    for _ in range(4):
+        view = compact(summarizer, [*view, *agent_session(4)[1:]]).messages
+        assert set(carried) <= set(carried_items(view)[0])
+        assert sum(is_carry_block(m) for m in view) == 1
+
+
+def test_a_level_emits_its_event_and_numbers_items_by_the_callers_history() -> None:
+    overflow = corpus_error("pe-062", sdk="anthropic")
+    provider = ScriptedProvider(script=[overflow, response("ok"), overflow, response("ok")])
+    client = Client(provider, microcompact=None, sleep=lambda seconds: None)
+    history = [SYSTEM, *ports(0, 12), Message.user("Never push to main. Now sum the ports.")]
+    reply = client.send(history)
+    carried = [e for e in reply.events if isinstance(e, InstructionsCarried)]
+    assert len(carried) == 1 and carried[0].new > 0
+    assert carried[0].describe().startswith("level 2: carried ")
+    assert_numbered(carried_items(reply.view)[0], history)
+    # The next request starts from the sticky view: numbers still are the history's.
+    history += [reply.message, *ports(12, 24), Message.user("And these?")]
+    reply = client.send(history)
+    assert client.sticky_view is not None
+    items, _ = carried_items(reply.view)
+    assert any(i.number is not None and i.number > 26 for i in items)
+    assert_numbered(items, history)
+
+
+def ports(start: int, end: int) -> list[Message]:
+    messages: list[Message] = []
+    for n in range(start, end):
+        messages += [
+            Message.user(f"Item {n}: the staging port is {9000 + n}."),
+            Message.assistant("Noted; the port goes into the staging table. " * 8),
+        ]
+    return messages
+
+
+def assert_numbered(items: Sequence[CarriedItem], history: Sequence[Message]) -> None:
+    assert items
+    for item in items:
+        assert item.number is not None and item.text in history[item.number - 1].text

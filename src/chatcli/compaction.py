@@ -50,11 +50,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import accumulate
 from typing import TypeVar
 
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.history.carry import CarryBudget, carry_instructions, carrying
 from chatcli.history.instructions import extract_instructions
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport
@@ -697,10 +699,13 @@ def _accept(
     """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
     _check_summary(summary, "\n".join(_render(split.middle)) + (plan.focus or ""))
     instructions, request = _required(split.middle, _latest_request(split.middle + split.tail))
-    pinned = _missing(summary, instructions)
+    # What the removed user messages said is carried; what is carried needs no pin.
+    carried = _carried(messages, (*split.systems, *split.tail), plan)
+    systems = carried[: len(carried) - len(split.tail)]
+    pinned = _missing(summary + "\n" + "\n".join(m.text for m in systems), instructions)
     request = request if request and _missing(summary, (request,)) else ""
     text = _summary_text(summary, pinned, request, len(split.middle))
-    view = (*split.systems, Message.user(text), *split.tail)
+    view = (*systems, Message.user(text), *split.tail)
     report = CompactionReport(
         messages_before=len(messages),
         messages_after=len(view),
@@ -773,7 +778,11 @@ def _fall_back(
     paid for.
     """
     for level in (1, 2, 3):
-        result = apply_recovery_level(messages, level, plan.recovery)
+        result = carrying(
+            partial(apply_recovery_level, level=level, config=plan.recovery),
+            messages,
+            budget=_carry_budget(messages, plan),
+        )
         tokens = plan.estimator.count(result.messages)
         if plan.budget is None or tokens <= plan.budget:
             break
@@ -788,6 +797,22 @@ def _fall_back(
         reason=reason,
     )
     return CompactionResult(messages=result.messages, report=report)
+
+
+def _carry_budget(messages: tuple[Message, ...], plan: _Plan) -> CarryBudget:
+    """The carried block's share (`RecoveryConfig.carry_pct`) of the budget, or of the view
+    before compaction when the window is unknown."""
+    room = plan.budget if plan.budget is not None else plan.estimator.count(messages)
+    return CarryBudget(tokens=room * plan.recovery.carry_pct // 100, count=plan.estimator.count)
+
+
+def _carried(
+    messages: tuple[Message, ...], view: tuple[Message, ...], plan: _Plan
+) -> tuple[Message, ...]:
+    """`view` with what the user messages it leaves out said carried (`chatcli.history.carry`)."""
+    if not plan.recovery.carry_pct:
+        return view
+    return carry_instructions(messages, view, budget=_carry_budget(messages, plan)).messages
 
 
 # ---------------------------------------------------------------------------- auto-compaction

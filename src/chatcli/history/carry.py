@@ -150,13 +150,19 @@ class CarryBudget:
 
 class Numbering:
     """The transcript's message numbers (from 1): a message is found by identity, else by its
-    role and text (the last equal one; a cut copy of a message is not found)."""
+    role and text (the last equal one; a cut copy of a message is not found). The lookup
+    tables are built on the first call: most requests never number anything."""
 
     def __init__(self, transcript: Sequence[Message]) -> None:
-        self._ids = {id(m): i for i, m in enumerate(transcript, 1)}
-        self._texts = {(m.role, m.text): i for i, m in enumerate(transcript, 1)}
+        self._transcript = tuple(transcript)
+        self._ids: dict[int, int] | None = None
+        self._texts: dict[tuple[Role, str], int] = {}
 
     def __call__(self, message: Message) -> int | None:
+        if self._ids is None:
+            numbered = tuple(enumerate(self._transcript, 1))
+            self._ids = {id(m): i for i, m in numbered}
+            self._texts = {(m.role, m.text): i for i, m in numbered}
         found = self._ids.get(id(message))
         return found if found is not None else self._texts.get((message.role, message.text))
 
