@@ -105,9 +105,14 @@ def test_system_messages_in_the_middle_are_kept_in_order() -> None:
 # ---------------------------------------------------------------------------- verification
 
 
+# Pinning is what verification does with carrying off; with it on (the default), the carried
+# block holds the user's instructions and they need no pin (tests/test_carry.py).
+NO_CARRY = RecoveryConfig(carry_pct=0)
+
+
 def test_verification_pins_the_instructions_the_summary_dropped() -> None:
     summary = _summary(rules="- never use TABS for indentation")  # case and period differ
-    result = compact(ScriptedSummarizer([summary]), _with_rules())
+    result = compact(ScriptedSummarizer([summary]), _with_rules(), recovery_config=NO_CARRY)
     assert result.report.pinned == ("Always run the tests with -q.",)
     text = result.messages[1].text
     assert text.index(summary) < text.index("- Always run the tests with -q.")
@@ -123,7 +128,7 @@ def test_a_summarised_latest_request_is_pinned_verbatim() -> None:
             Message.assistant(f"Step {step}.", tool_calls=(call,)),
             Message.tool(call.id, f"edited module {step}\n" * 60),
         ]
-    result = compact(ScriptedSummarizer([_summary()]), messages)
+    result = compact(ScriptedSummarizer([_summary()]), messages, recovery_config=NO_CARRY)
     assert result.report.pinned == (request,)  # its own instruction is inside it: not twice
     text = result.messages[1].text
     assert text.endswith(f"[The user's latest request, verbatim:]\n{request}")
@@ -140,10 +145,10 @@ def test_a_summary_that_keeps_the_request_needs_no_pin() -> None:
 
 
 def test_pinned_instructions_survive_a_second_compaction() -> None:
-    first = compact(ScriptedSummarizer([_summary()]), _with_rules())
+    first = compact(ScriptedSummarizer([_summary()]), _with_rules(), recovery_config=NO_CARRY)
     assert len(first.report.pinned) == 2
     later = [*first.messages, *agent_session(3)[1:]]
-    second = compact(ScriptedSummarizer([_summary()]), later)
+    second = compact(ScriptedSummarizer([_summary()]), later, recovery_config=NO_CARRY)
     assert second.report.pinned == first.report.pinned
     assert sum(is_summary_message(m) for m in second.messages) == 1
 
@@ -240,7 +245,7 @@ def test_a_portuguese_rule_the_summary_dropped_is_pinned() -> None:
     rule = "Nunca use tabs para indentação."
     messages = [*agent_session(1), Message.user(f"Estamos fazendo um parser. {rule}")]
     messages += [Message.assistant("Entendido."), *agent_session(5)[1:]]
-    result = compact(ScriptedSummarizer([_summary()]), messages)
+    result = compact(ScriptedSummarizer([_summary()]), messages, recovery_config=NO_CARRY)
     assert result.report.pinned == (rule,)
 
 

@@ -37,6 +37,8 @@ CONTRACT = {
     # issue 10
     "Settings",
     "ToolCallDelta",
+    # issue 27
+    "recall_tool",
 }
 
 

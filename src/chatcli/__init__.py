@@ -33,6 +33,7 @@ from chatcli.events import (
     Escalated,
     Event,
     Hook,
+    InstructionsCarried,
     LevelApplied,
     LevelSkipped,
     MaxTokensFitted,
@@ -45,6 +46,7 @@ from chatcli.events import (
     ToolCallsDropped,
 )
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.carry import CARRY_HEADING, carry_instructions
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult
@@ -73,11 +75,13 @@ from chatcli.providers.gemini import Gemini
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.recall import RecallTool, recall_tool
 from chatcli.recovery import Client, Reply
 from chatcli.request_settings import Settings
 from chatcli.tokens import TokenEstimator
 
 __all__ = [
+    "CARRY_HEADING",
     "COMPACTION_NOTICE",
     "CONTINUATION_MESSAGE",
     "Anthropic",
@@ -98,6 +102,7 @@ __all__ = [
     "Event",
     "Gemini",
     "Hook",
+    "InstructionsCarried",
     "LevelApplied",
     "LevelSkipped",
     "LlamaCpp",
@@ -112,6 +117,7 @@ __all__ = [
     "PreflightRecovery",
     "Provider",
     "ProviderError",
+    "RecallTool",
     "RecoveryConfig",
     "RecoveryFailed",
     "RemoteCounter",
@@ -142,12 +148,14 @@ __all__ = [
     "apply_recovery_level",
     "auto_compact",
     "calibrate_estimator",
+    "carry_instructions",
     "classify_error",
     "compact",
     "counter_for",
     "enforce_tool_result_budget",
     "is_context_window_stop",
     "microcompact",
+    "recall_tool",
     "repair_tool_pairing",
     "should_auto_compact",
     "wrap",

@@ -199,7 +199,7 @@ class Client:
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
         run = self.policy.flow(
-            working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit
+            working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit, history=history
         )
         flow = self._keeping_cut(history, run)
         return flow, _advance(flow, None)

@@ -50,11 +50,14 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import accumulate
 from typing import TypeVar
 
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.history.carry import CarryBudget, carry_instructions, carrying
+from chatcli.history.instructions import extract_instructions
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport
 from chatcli.history.text import cut_middle
@@ -612,110 +615,7 @@ def _render_one(message: Message, names: dict[str, str]) -> str:
 # ---------------------------------------------------------------------------- verification
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Lexicon:
-    """How one language states an instruction (phrases are comma-separated, lower case).
-
-    `polite`: words that may come before an imperative ("please"). `starts`: first words of an
-    imperative sentence, verbs and negations ("Use tabs.", "Não altere o main.py."); a first
-    word followed by a comma does not count ("No, está bien."). `rules`: phrases that make any
-    sentence a rule ("Tests must pass.", "Quero que você responda em português.").
-    """
-
-    polite: str
-    starts: str
-    rules: str
-
-
-# The product's spec is Portuguese; its users write English, Portuguese and Spanish.
-# Imperatives in Portuguese and Spanish are listed in the forms used to address the assistant
-# (você / tú / usted). Pro-drop makes some of them look like third-person statements ("Usa
-# Python 3.11."): such a sentence may be pinned needlessly, which costs a line, while a lost
-# rule costs the user's trust.
-_LEXICONS = {
-    "en": _Lexicon(
-        polite="please, pls, kindly",
-        starts="add, always, answer, avoid, build, call, change, check, commit, create, delete, "
-        "do, document, don't, dont, ensure, explain, fix, follow, format, give, ignore, "
-        "implement, include, install, keep, leave, limit, list, make, move, name, never, note, "
-        "prefer, print, put, read, refactor, remember, remove, rename, replace, reply, respond, "
-        "return, run, send, show, skip, sort, start, stop, tell, translate, try, update, use, "
-        "wait, write",
-        rules="always, never, don't, dont, do not, must, must not, mustn't, should not, "
-        "shouldn't, make sure, ensure, avoid, only, i want you to, i'd like you to, "
-        "i would like you to, i need you to, i expect you to, you need to, you have to",
-    ),
-    "pt": _Lexicon(
-        polite="por favor, por gentileza",
-        starts="adicione, altere, apague, atualize, certifique-se, coloque, comece, confira, "
-        "considere, corrija, crie, deixe, documente, escreva, evite, execute, explique, faça, "
-        "formate, garanta, gere, ignore, implemente, inclua, jamais, leia, lembre, lembre-se, "
-        "liste, mantenha, mostre, mude, não, nunca, pare, prefira, remova, renomeie, responda, "
-        "rode, sempre, siga, traduza, troque, use, usa, utilize, verifique",
-        rules="sempre, nunca, jamais, não deve, não devem, não pode, não podem, deve, devem, "
-        "tem que, têm que, você precisa, certifique-se, garanta que, evite, somente, apenas, "
-        "quero que, preciso que, gostaria que, é proibido",
-    ),
-    "es": _Lexicon(
-        polite="por favor",
-        starts="actualiza, agrega, añade, asegúrate, asegurate, borra, cambia, comprueba, "
-        "considera, corrige, corrija, crea, deja, documenta, elimina, empieza, envía, escribe, "
-        "escriba, evita, explica, explique, genera, haga, haz, ignora, implementa, incluye, "
-        "jamás, lee, mantén, mantenga, muestra, no, nunca, pon, prefiere, quita, recuerda, "
-        "renombra, responde, responda, revisa, siempre, traduce, usa, use, utiliza, verifica",
-        rules="siempre, nunca, jamás, jamas, no debes, no debe, no deben, debes, debe, deben, "
-        "tienes que, hay que, asegúrate, asegurate, evita, solo, sólo, solamente, únicamente, "
-        "quiero que, necesito que, me gustaría que, está prohibido",
-    ),
-}
-
-
-def _phrases(field: str) -> tuple[str, ...]:
-    return tuple(
-        phrase.strip()
-        for lexicon in _LEXICONS.values()
-        for phrase in getattr(lexicon, field).split(",")
-    )
-
-
-def _alternation(phrases: tuple[str, ...]) -> str:
-    """A regex matching any of `phrases` as whole words, any spacing between their words."""
-    longest_first = sorted(set(phrases), key=len, reverse=True)
-    return "|".join(r"\s+".join(map(re.escape, p.split())) for p in longest_first)
-
-
-_POLITE = re.compile(rf"^(?:{_alternation(_phrases('polite'))})(?!\w)[\s,:]*", re.IGNORECASE)
-_STARTS = frozenset(_phrases("starts"))
-_RULE_WORDS = re.compile(rf"(?<!\w)(?:{_alternation(_phrases('rules'))})(?!\w)", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]{3,}")
-
-
-def extract_instructions(text: str) -> tuple[str, ...]:
-    """The user's explicit instructions in `text`: imperative sentences and rule sentences.
-
-    A sentence is an instruction when it starts with an imperative (after an optional
-    "please" / "por favor") or states a rule (always, never, don't, must, make sure, "I want
-    you to", sempre, nunca, não deve, siempre, no debes, ...: see `_LEXICONS`), in English,
-    Portuguese or Spanish. Questions are not instructions. Deterministic; order kept,
-    duplicates dropped.
-    """
-    found: dict[str, None] = {}
-    for raw in _SENTENCE_END.split(text):
-        sentence = raw.strip().lstrip("-*•>").strip()
-        if sentence and not sentence.endswith("?") and _is_instruction(sentence):
-            found.setdefault(sentence, None)
-    return tuple(found)
-
-
-def _is_instruction(sentence: str) -> bool:
-    plain = sentence.replace("’", "'")
-    if _RULE_WORDS.search(plain):
-        return True
-    words = _POLITE.sub("", plain.lstrip("¡¿ ")).lower().split()
-    return bool(words) and words[0].rstrip(":") in _STARTS
 
 
 def is_summary_message(message: Message) -> bool:
@@ -799,10 +699,13 @@ def _accept(
     """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
     _check_summary(summary, "\n".join(_render(split.middle)) + (plan.focus or ""))
     instructions, request = _required(split.middle, _latest_request(split.middle + split.tail))
-    pinned = _missing(summary, instructions)
+    # What the removed user messages said is carried; what is carried needs no pin.
+    carried = _carried(messages, (*split.systems, *split.tail), plan)
+    systems = carried[: len(carried) - len(split.tail)]
+    pinned = _missing(summary + "\n" + "\n".join(m.text for m in systems), instructions)
     request = request if request and _missing(summary, (request,)) else ""
     text = _summary_text(summary, pinned, request, len(split.middle))
-    view = (*split.systems, Message.user(text), *split.tail)
+    view = (*systems, Message.user(text), *split.tail)
     report = CompactionReport(
         messages_before=len(messages),
         messages_after=len(view),
@@ -875,7 +778,11 @@ def _fall_back(
     paid for.
     """
     for level in (1, 2, 3):
-        result = apply_recovery_level(messages, level, plan.recovery)
+        result = carrying(
+            partial(apply_recovery_level, level=level, config=plan.recovery),
+            messages,
+            budget=_carry_budget(messages, plan),
+        )
         tokens = plan.estimator.count(result.messages)
         if plan.budget is None or tokens <= plan.budget:
             break
@@ -890,6 +797,22 @@ def _fall_back(
         reason=reason,
     )
     return CompactionResult(messages=result.messages, report=report)
+
+
+def _carry_budget(messages: tuple[Message, ...], plan: _Plan) -> CarryBudget:
+    """The carried block's share (`RecoveryConfig.carry_pct`) of the budget, or of the view
+    before compaction when the window is unknown."""
+    room = plan.budget if plan.budget is not None else plan.estimator.count(messages)
+    return CarryBudget(tokens=room * plan.recovery.carry_pct // 100, count=plan.estimator.count)
+
+
+def _carried(
+    messages: tuple[Message, ...], view: tuple[Message, ...], plan: _Plan
+) -> tuple[Message, ...]:
+    """`view` with what the user messages it leaves out said carried (`chatcli.history.carry`)."""
+    if not plan.recovery.carry_pct:
+        return view
+    return carry_instructions(messages, view, budget=_carry_budget(messages, plan)).messages
 
 
 # ---------------------------------------------------------------------------- auto-compaction

@@ -47,6 +47,8 @@ class RecoveryConfig:
     `target_pct` / `nuclear_pct` percent of the room the window leaves, when the window is
     known (`chatcli.history.retain`); "seed" keeps the seed's fixed counts. The counts
     (`emergency_keep_messages` at level 2) are the floor of "fit" and all of "seed".
+    `carry_pct`: the share of the room (percent) the instructions and facts of removed user
+    messages may take in the view (`chatcli.history.carry`); 0 carries nothing.
     """
 
     max_recovery_attempts: int = 3
@@ -57,6 +59,7 @@ class RecoveryConfig:
     retention: str = "fit"
     target_pct: int = 75
     nuclear_pct: int = 40
+    carry_pct: int = 25
 
     def __post_init__(self) -> None:
         _check_ranges(self, _RECOVERY_BOUNDS)
@@ -98,6 +101,7 @@ _RECOVERY_ENV = {
     "tool_result_max_chars": "CHATCLI_TOOL_RESULT_MAX_CHARS",
     "target_pct": "CHATCLI_RECOVERY_TARGET_PCT",
     "nuclear_pct": "CHATCLI_RECOVERY_NUCLEAR_PCT",
+    "carry_pct": "CHATCLI_CARRY_PCT",
 }
 # Zero recovery attempts or escalations is a meaningful choice (turn the feature off);
 # zero kept messages or a zero budget is not, nor is a share of the room of 0%.
@@ -109,6 +113,7 @@ _RECOVERY_BOUNDS: dict[str, tuple[int, int | None]] = {
     "tool_result_max_chars": (1, None),
     "target_pct": (1, 100),
     "nuclear_pct": (1, 100),
+    "carry_pct": (0, 100),
 }
 
 

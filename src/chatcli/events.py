@@ -23,6 +23,7 @@ __all__ = [
     "Escalated",
     "Event",
     "Hook",
+    "InstructionsCarried",
     "LevelApplied",
     "LevelSkipped",
     "MaxTokensFitted",
@@ -125,6 +126,26 @@ class LevelApplied(Event):
 
     def describe(self) -> str:
         return f"{self.action()}, {'sending' if self.preflight else 'retrying'}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstructionsCarried(Event):
+    """User messages left the view (`by` a recovery level or a compaction), and the
+    instructions and facts they held were carried into it (`chatcli.history.carry`): the
+    block holds `carried` of them, `new` of those from this transform, and says `left_out`
+    were left out to fit its share of the room."""
+
+    by: str
+    carried: int
+    new: int
+    left_out: int = 0
+
+    def describe(self) -> str:
+        more = f", {self.left_out:,} left out to fit" if self.left_out else ""
+        return (
+            f"{self.by}: carried {self.new:,} instructions and facts of removed user messages "
+            f"into the view ({self.carried:,} in all{more})"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

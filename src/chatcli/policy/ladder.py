@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from chatcli.events import LevelApplied, LevelSkipped, PreflightRecovery
+from chatcli.events import InstructionsCarried, LevelApplied, LevelSkipped, PreflightRecovery
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.carry import CarryBudget, Numbering, carried_items, carrying, is_carry_block
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
@@ -31,10 +32,17 @@ _FIRST_FIT_LEVEL = 2
 class Views:
     """The working view at each level, computed lazily (see "cumulative"). Levels 2 and 3 keep
     what fits the room the prediction knows (`chatcli.history.retain`): they are computed
-    again when it changes (a window or a calibration learned from an overflow)."""
+    again when it changes (a window or a calibration learned from an overflow). What the user
+    messages they drop said is carried into the view (`chatcli.history.carry`), within
+    `RecoveryConfig.carry_pct` of the room (of the view before the level when the window is
+    unknown), numbered by `numbering` (the transcript's message numbers)."""
 
     def __init__(
-        self, transcript: tuple[Message, ...], policy: RecoveryPolicy, prediction: Prediction
+        self,
+        transcript: tuple[Message, ...],
+        policy: RecoveryPolicy,
+        prediction: Prediction,
+        numbering: Numbering | None = None,
     ) -> None:
         config = policy.config
         budgeted = enforce_tool_result_budget(
@@ -44,6 +52,7 @@ class Views:
             memos=policy.memos,
         )
         self._config, self._prediction = config, prediction
+        self._numbering = numbering if numbering is not None else Numbering(transcript)
         repaired = repair_tool_pairing(budgeted.messages, memos=policy.memos)
         self._results: list[TransformResult] = [repaired]
         self._retention = prediction.retention() if config.retention == "fit" else None
@@ -51,10 +60,22 @@ class Views:
     def at(self, level: int) -> TransformResult:
         self._follow_prediction()
         while len(self._results) <= level:
-            previous = self._results[-1].messages
-            result = recover(previous, len(self._results), self._config, self._retention)
-            self._results.append(result)
+            self._results.append(self._recover(self._results[-1].messages, len(self._results)))
         return self._results[level]
+
+    def _recover(self, previous: tuple[Message, ...], level: int) -> TransformResult:
+        config, retention = self._config, self._retention
+        if level < _FIRST_FIT_LEVEL or not config.carry_pct:
+            return recover(previous, level, config, retention)
+        count = retention.count if retention is not None else self._prediction.count
+        room = retention.room if retention is not None else count(previous)
+        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count)
+        return carrying(
+            lambda m: recover(m, level, config, retention),
+            previous,
+            budget=budget,
+            numbering=self._numbering,
+        )
 
     def _follow_prediction(self) -> None:
         if self._config.retention != "fit":
@@ -87,9 +108,10 @@ class Ladder:
         prediction: Prediction,
         answer: PartialAnswer,
         journal: Journal,
+        numbering: Numbering | None = None,
     ) -> None:
         self.transcript = transcript
-        self.views = Views(transcript, policy, prediction)
+        self.views = Views(transcript, policy, prediction, numbering)
         self.predictive = policy.predictive
         self.max_level = min(len(LEVEL_NAMES), policy.config.max_recovery_attempts)
         self.level = 0
@@ -167,20 +189,34 @@ class Ladder:
     def apply(self, level: int, *, preflight: bool = False) -> None:
         """Move to `level`; a calibrated prediction then fits max_tokens to its view."""
         result = self.views.at(level)
+        before = self.view
         self.level, self.view, self.prediction.fitted = level, result.messages, False
         notices, synthetic = _added_messages(self.transcript, result.messages)
+        block = any(is_carry_block(m) for m in result.messages)
         event = LevelApplied(
             level=level,
             name=LEVEL_NAMES[level],
             report=result.report,
-            kept=len(result.messages) - notices - synthetic,
+            kept=len(result.messages) - notices - synthetic - block,
             total=len(self.transcript),
             chars_freed=total_chars(self.transcript) - total_chars(result.messages),
-            added=_added_phrases(notices, synthetic),
+            added=_added_phrases(notices, synthetic, block),
             preflight=preflight,
         )
         self.journal.attempt(event, event.action())
+        self.announce_carried(f"level {level}", before, result.messages)
         self.prediction.fit_calibrated(self.request_messages(level))
+
+    def announce_carried(
+        self, by: str, before: tuple[Message, ...], after: tuple[Message, ...]
+    ) -> None:
+        """An `InstructionsCarried` when `after`'s block holds items `before`'s did not."""
+        old, _ = carried_items(before)
+        items, left_out = carried_items(after)
+        new = len(set(items) - set(old))
+        if new:
+            event = InstructionsCarried(by=by, carried=len(items), new=new, left_out=left_out)
+            self.journal.emit(event)
 
     def shorten_before_sending(self, estimate: int) -> bool:
         """The next request is predicted not to fit (`estimate` tokens of prompt): apply the
@@ -217,8 +253,10 @@ def _notices(messages: Sequence[Message]) -> int:
     return sum(1 for m in messages if m.role is Role.SYSTEM and m.text == COMPACTION_NOTICE)
 
 
-def _added_phrases(notices: int, synthetic: int) -> tuple[str, ...]:
+def _added_phrases(notices: int, synthetic: int, block: bool = False) -> tuple[str, ...]:
     phrases = ["the compaction notice"] if notices else []
+    if block:
+        phrases.append("the carried instructions")
     if synthetic == 1:
         phrases.append("a result for an interrupted tool call")
     elif synthetic:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.events import Event
+from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import microcompact
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
@@ -67,13 +68,18 @@ class RecoveryPolicy:
         tools: Sequence[ToolSpec] = (),
         settings: Settings | None = None,
         emit: Callable[[Event], None] = lambda event: None,
+        history: Sequence[Message] | None = None,
     ) -> Flow:
         """The generator for one send(); `emit` receives each event as it happens. `settings`
-        go with every request (a continuation's without `response_format`: see `Run`)."""
+        go with every request (a continuation's without `response_format`: see `Run`).
+        `history`: the conversation `messages` were made from (a sticky view's), whose
+        message numbers carried instructions cite; by default `messages` themselves."""
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         chosen = settings if settings is not None else Settings()
-        return Run(self, tuple(messages), max_tokens, tuple(tools), emit, chosen).steps()
+        numbering = Numbering(messages if history is None else history)
+        run = Run(self, tuple(messages), max_tokens, tuple(tools), emit, chosen, numbering)
+        return run.steps()
 
     def apply_microcompaction(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         """The first stage of every request's view: `messages` with old tool results shrunk

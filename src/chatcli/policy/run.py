@@ -30,6 +30,7 @@ from chatcli.events import (
     SilentTruncationDetected,
     ToolCallsDropped,
 )
+from chatcli.history.carry import Numbering
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.policy.actions import Flow, Reply, Send, Sleep
 from chatcli.policy.journal import Journal
@@ -72,6 +73,7 @@ class Run:
         tools: tuple[ToolSpec, ...],
         emit: Callable[[Event], None],
         settings: Settings,
+        numbering: Numbering | None = None,
     ) -> None:
         self.policy, self.tools, self.settings = policy, tools, settings
         self.journal = journal = Journal(emit)
@@ -85,7 +87,7 @@ class Run:
             memos=policy.memos,
         )
         self.answer = PartialAnswer(journal, max_escalations=policy.config.max_token_escalations)
-        self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal)
+        self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal, numbering)
         self.retries = self.cap_lowerings = self.calls = 0
         self.resent = False  # the last request was sent again at once (`never_answered`)
         self.usage = Usage()
