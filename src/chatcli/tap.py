@@ -52,6 +52,12 @@ class StreamingTap:
         return model if isinstance(model, str) else None
 
     @property
+    def compaction_provider(self) -> str | None:
+        """The inner provider's: whose compactions it reads (`chatcli.history.native`)."""
+        owner = getattr(self.inner, "compaction_provider", None)
+        return owner if isinstance(owner, str) else None
+
+    @property
     def context_window(self) -> int | None:
         return _int_attr(self.inner, "context_window")
 

@@ -1,0 +1,207 @@
+"""Provider-native compaction through the adapters, with the real SDKs talking to the replay
+server: the edit (or `context_management`) on the wire, the block (or item) kept as the
+message's CompactionPart, sent back on the next request, dropped when the model changes, and
+its cost counted. Bodies: tests/data/native-compaction.json (each cites its documentation)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcli.client import Client
+from chatcli.messages import Message, Usage
+from chatcli.providers.anthropic import Anthropic, supports_native_compaction
+from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+
+DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
+KEY = "sk-ant-test-0123456789abcdef"
+MODEL = "claude-sonnet-4-6"
+SUMMARY = DATA["anthropic_message"]["content"][0]["content"]
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with replay_server() as s:
+        yield s
+
+
+def anthropic(server: ReplayServer, model: str = MODEL, **native: Any) -> Anthropic:
+    return Anthropic(
+        model,
+        api_key=KEY,
+        base_url=server.url,
+        native_compaction=NativeCompaction(**native),
+    )
+
+
+def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """`message` as the Messages API streams it: the compaction block starts with its content
+    null and gets it whole in one `compaction_delta` (the SDK's BetaCompactionContentBlockDelta);
+    text in one `text_delta`; usage (iterations included) in `message_delta`."""
+    head = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 0}}
+    events: list[tuple[str, Any]] = [("message_start", {"type": "message_start", "message": head})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "compaction":
+            start, delta = {**block, "content": None}, {"type": "compaction_delta"}
+            delta["content"] = block["content"]
+        else:
+            start, delta = {**block, "text": ""}, {"type": "text_delta", "text": block["text"]}
+        events += [
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            ),
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events += [
+        ("message_delta", {"type": "message_delta", "delta": stop, "usage": message["usage"]}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return [(name, json.dumps(data)) for name, data in events]
+
+
+def final(chunks: list[StreamChunk]) -> Response:
+    last = chunks[-1]
+    assert isinstance(last, Response)
+    return last
+
+
+def history() -> tuple[Message, ...]:
+    return (
+        Message.system("You help with Python."),
+        Message.user("Build me a price scraper. " + "details " * 200),
+        Message.assistant("Done with the parser. " + "code " * 200),
+        Message.user("Go on."),
+    )
+
+
+# -- Anthropic ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["complete", "stream", "acomplete", "astream"])
+async def test_anthropic_edit_on_the_wire_and_block_kept(server: ReplayServer, mode: str) -> None:
+    message = DATA["anthropic_message"]
+    streamed = "stream" in mode
+    server.add(Scripted(events=anthropic_events(message)) if streamed else Scripted(body=message))
+    provider = anthropic(server, trigger_tokens=120_000)
+    request = Request(messages=history(), max_tokens=2048)
+    if mode == "complete":
+        response = provider.complete(request)
+    elif mode == "acomplete":
+        response = await provider.acomplete(request)
+    elif mode == "stream":
+        response = final(list(provider.stream(request)))
+    else:
+        response = final([c async for c in provider.astream(request)])
+
+    sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages")
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
+    assert "context-management-2025-06-27" not in sent.headers["anthropic-beta"]
+    assert sent.json()["context_management"] == {
+        "edits": [
+            {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 120_000}}
+        ]
+    }
+    part = response.message.compaction
+    assert part is not None and part.summary == SUMMARY
+    assert (part.provider, part.model) == ("anthropic", MODEL)
+    assert part.provider_details == {"type": "compaction", "content": SUMMARY}
+    assert response.message.text == message["content"][1]["text"]
+    # The summary's own tokens, apart from the answer's (which leave them out).
+    assert response.compaction_usage == Usage(input_tokens=180_000, output_tokens=3500)
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (23_000, 1000)
+
+
+def test_anthropic_context_editing_and_trigger_floor(server: ReplayServer) -> None:
+    server.add(Scripted(body=DATA["anthropic_message"]))
+    provider = anthropic(
+        server,
+        trigger_tokens=10,
+        clear_tool_uses=True,
+        clear_thinking=True,
+        instructions="Keep paths.",
+    )
+    provider.complete(Request(messages=history(), max_tokens=100))
+    sent = server.requests[0]
+    assert sent.headers["anthropic-beta"] == "compact-2026-01-12,context-management-2025-06-27"
+    assert sent.json()["context_management"]["edits"] == [
+        {"type": "clear_thinking_20251015"},
+        {"type": "clear_tool_uses_20250919"},
+        {
+            "type": "compact_20260112",
+            "trigger": {"type": "input_tokens", "value": 50_000},  # the API's least trigger
+            "instructions": "Keep paths.",
+        },
+    ]
+
+
+def test_anthropic_without_native_compaction_sends_no_edit(server: ReplayServer) -> None:
+    message = DATA["anthropic_message"]
+    server.add(Scripted(body={**message, "content": message["content"][1:]}))
+    Anthropic(MODEL, api_key=KEY, base_url=server.url).complete(Request(messages=history()))
+    sent = server.requests[0]
+    assert "context_management" not in sent.json()
+    assert "compact" not in sent.headers.get("anthropic-beta", "")
+
+
+def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> None:
+    """Through the Client: the next request starts from the block, verbatim, and the span it
+    replaced is no longer sent."""
+    server.add(Scripted(body=DATA["anthropic_message"]), Scripted(body=DATA["anthropic_message"]))
+    provider = anthropic(server)
+    client = Client(provider, context_window=200_000)
+    reply = client.send(history())
+    conversation = (*history(), reply.message, Message.user("And rate limiting?"))
+    client.send(conversation)
+    sent = server.requests[1].json()
+    assert sent["system"][0]["text"] == "You help with Python."
+    first = sent["messages"][0]
+    assert first["role"] == "assistant"
+    assert first["content"][0] == {"type": "compaction", "content": SUMMARY}
+    assert first["content"][1]["text"] == DATA["anthropic_message"]["content"][1]["text"]
+    assert sent["messages"][-1]["content"][0]["text"] == "And rate limiting?"
+    assert "Build me a price scraper" not in json.dumps(sent)
+
+
+def test_anthropic_block_dropped_when_the_model_changes(server: ReplayServer) -> None:
+    message = DATA["anthropic_message"]
+    plain = {**message, "content": message["content"][1:], "model": "claude-haiku-4-5"}
+    server.add(Scripted(body=message), Scripted(body=plain))
+    reply = Client(anthropic(server)).send(history())
+    other = Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
+    Client(other).send((*history(), reply.message, Message.user("And rate limiting?")))
+    sent = json.dumps(server.requests[1].json())
+    assert '"compaction"' not in sent
+    assert "Build me a price scraper" in sent  # the span is back, for chatcli's own compaction
+
+
+def test_a_failed_compaction_block_is_no_compaction(server: ReplayServer) -> None:
+    message = dict(DATA["anthropic_message"])
+    message["content"] = [{"type": "compaction", "content": None}, *message["content"][1:]]
+    server.add(Scripted(body=message))
+    response = anthropic(server).complete(Request(messages=history()))
+    assert response.message.compaction is None
+
+
+def test_supported_models() -> None:
+    assert supports_native_compaction("claude-sonnet-4-6")
+    assert supports_native_compaction("claude-opus-4-6-20260205")
+    assert not supports_native_compaction("claude-haiku-4-5")
+    assert not supports_native_compaction("claude-sonnet-4-5")
