@@ -16,6 +16,8 @@ from chatcli.client import Client
 from chatcli.messages import Message, Usage
 from chatcli.providers.anthropic import Anthropic, supports_native_compaction
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
+from chatcli.providers.openai import OpenAI
+from chatcli.providers.openai import supports_native_compaction as openai_supports
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
@@ -205,3 +207,104 @@ def test_supported_models() -> None:
     assert supports_native_compaction("claude-opus-4-6-20260205")
     assert not supports_native_compaction("claude-haiku-4-5")
     assert not supports_native_compaction("claude-sonnet-4-5")
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+OPENAI_KEY = "sk-test-0123456789abcdef"
+OPENAI_MODEL = "gpt-5.1-codex"
+ITEM = DATA["openai_response"]["output"][0]
+
+
+def openai(server: ReplayServer, model: str = OPENAI_MODEL, **native: Any) -> OpenAI:
+    return OpenAI(
+        model,
+        api="responses",
+        api_key=OPENAI_KEY,
+        base_url=server.url + "/v1",
+        native_compaction=NativeCompaction(**native) if native else None,
+    )
+
+
+def openai_events(response: dict[str, Any]) -> list[str]:
+    """`response` as the Responses API streams it: each output item added then done (text in
+    one delta), then `response.completed` with the whole response."""
+    head = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": head}]
+    for index, item in enumerate(response["output"]):
+        added = item if item["type"] == "compaction" else {**item, "content": []}
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": text,
+                    "logprobs": [],
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    numbered = [{**event, "sequence_number": n} for n, event in enumerate(events)]
+    return [json.dumps(event) for event in numbered]
+
+
+@pytest.mark.parametrize("mode", ["complete", "stream", "acomplete", "astream"])
+async def test_openai_context_management_on_the_wire_and_item_kept(
+    server: ReplayServer, mode: str
+) -> None:
+    body = DATA["openai_response"]
+    streamed = "stream" in mode
+    server.add(Scripted(events=openai_events(body)) if streamed else Scripted(body=body))
+    provider = openai(server, "gpt-5.1-codex", trigger_tokens=150_000)
+    request = Request(messages=history(), max_tokens=2048)
+    if mode == "complete":
+        response = provider.complete(request)
+    elif mode == "acomplete":
+        response = await provider.acomplete(request)
+    elif mode == "stream":
+        response = final(list(provider.stream(request)))
+    else:
+        response = final([c async for c in provider.astream(request)])
+    sent = server.requests[0]
+    assert sent.path == "/v1/responses"
+    assert sent.json()["context_management"] == [
+        {"type": "compaction", "compact_threshold": 150_000}
+    ]
+    part = response.message.compaction
+    assert part is not None and part.provider_details == ITEM
+    assert (part.provider, part.model, part.summary) == ("openai", OPENAI_MODEL, "")
+    assert response.message.text == "Next, pagination."
+
+
+def test_openai_item_reused_on_the_next_request(server: ReplayServer) -> None:
+    server.add(Scripted(body=DATA["openai_response"]), Scripted(body=DATA["openai_response"]))
+    client = Client(openai(server, trigger_tokens=150_000), context_window=400_000)
+    reply = client.send(history())
+    client.send((*history(), reply.message, Message.user("And rate limiting?")))
+    sent = server.requests[1].json()
+    assert sent["input"][0] == {"role": "system", "content": "You help with Python."}
+    assert sent["input"][1] == ITEM  # verbatim, the items before it dropped
+    assert sent["input"][2]["id"] == "msg_0123456789abcdef"
+    assert sent["input"][-1] == {"role": "user", "content": "And rate limiting?"}
+    assert "Build me a price scraper" not in json.dumps(sent)
+
+
+def test_openai_item_dropped_when_the_model_changes(server: ReplayServer) -> None:
+    plain = {**DATA["openai_response"], "output": DATA["openai_response"]["output"][1:]}
+    server.add(Scripted(body=DATA["openai_response"]), Scripted(body=plain))
+    reply = Client(openai(server, trigger_tokens=150_000)).send(history())
+    Client(openai(server, "gpt-4.1")).send((*history(), reply.message, Message.user("More?")))
+    sent = server.requests[1].json()
+    assert "context_management" not in sent  # not asked for on this adapter
+    assert all(item.get("type") != "compaction" for item in sent["input"])
+    assert "Build me a price scraper" in json.dumps(sent)
+
+
+def test_openai_chat_completions_reads_no_compaction() -> None:
+    chat = OpenAI(OPENAI_MODEL, api_key=OPENAI_KEY, base_url="http://127.0.0.1:9/v1")
+    assert chat.compaction_provider is None
+    assert openai_supports("gpt-5.1-codex") and not openai_supports("gpt-4.1")
