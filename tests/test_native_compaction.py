@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 
+from chatcli.catalog import ModelInfo, Prices
+from chatcli.cli.render import event_line
 from chatcli.client import Client
+from chatcli.config import RecoveryConfig
+from chatcli.errors import CompactionError, ConfigError, ProviderError
 from chatcli.messages import Message, Usage
 from chatcli.providers.anthropic import Anthropic, supports_native_compaction
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai import supports_native_compaction as openai_supports
+from chatcli.session import ChatSession
+from chatcli.session_text import NativeCompactionNote
+from chatcli.store import SessionStore
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
@@ -308,3 +315,137 @@ def test_openai_chat_completions_reads_no_compaction() -> None:
     chat = OpenAI(OPENAI_MODEL, api_key=OPENAI_KEY, base_url="http://127.0.0.1:9/v1")
     assert chat.compaction_provider is None
     assert openai_supports("gpt-5.1-codex") and not openai_supports("gpt-4.1")
+
+
+# -- the strategy, in a chat session ---------------------------------------------------------
+
+PRICED = ModelInfo(
+    model=MODEL,
+    context_window=200_000,
+    prices=Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
+)
+# Anthropic's error shape (docs, "Errors"); the message is this test's.
+REFUSED = {
+    "type": "error",
+    "error": {"type": "invalid_request_error", "message": "context_management: unknown edit"},
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    with SessionStore(tmp_path / "s.db") as opened:
+        yield opened
+
+
+def chat(store: SessionStore, provider: Any, compaction: str = "auto") -> ChatSession:
+    return ChatSession.open(
+        store,
+        provider,
+        provider_name="anthropic",
+        model=MODEL,
+        model_info=PRICED,
+        max_tokens=8000,
+        recovery=RecoveryConfig(compaction=compaction),
+    )
+
+
+def plain_anthropic(server: ReplayServer) -> Anthropic:
+    return Anthropic(MODEL, api_key=KEY, base_url=server.url, context_window=200_000)
+
+
+def test_session_native_compaction_shown_and_counted(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    server.add(Scripted(body=DATA["anthropic_message"]))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[:3])
+    events: list[Any] = []
+    session.send("Go on.", on_event=events.append)
+    edits = server.requests[0].json()["context_management"]["edits"]
+    # The trigger is chatcli's own: 80% of (200,000 - 8,000).
+    assert edits == [
+        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 153_600}}
+    ]
+    (note,) = [e for e in events if isinstance(e, NativeCompactionNote)]
+    assert event_line(note).plain.startswith("↻ compacted by the provider: 3 messages replaced")
+    summary = session.cost_summary()
+    compaction = 180_000 * 3.0 / 1e6 + 3500 * 15.0 / 1e6
+    assert summary.total.compaction_cost == pytest.approx(compaction)
+    answer = 23_000 * 3.0 / 1e6 + 1000 * 15.0 / 1e6
+    assert summary.total.cost == pytest.approx(compaction + answer)
+    # The next request starts from the block; a reopened session too.
+    assert session.working_messages()[1].compaction is not None
+    reopened = ChatSession.open(
+        store,
+        plain_anthropic(server),
+        provider_name="anthropic",
+        model=MODEL,
+        resume=session.info.id,
+    )
+    assert [m.text for m in reopened.working_messages()][-1] == DATA["anthropic_message"][
+        "content"
+    ][1]["text"]
+    assert len(reopened.working_messages()) == 3  # system, compaction, the rest of the answer
+
+
+def test_session_chatcli_strategy_sends_no_edit(server: ReplayServer, store: SessionStore) -> None:
+    message = DATA["anthropic_message"]
+    server.add(Scripted(body={**message, "content": message["content"][1:]}))
+    chat(store, plain_anthropic(server), "chatcli").send("hi")
+    assert "context_management" not in server.requests[0].json()
+
+
+def test_session_auto_falls_back_when_the_edit_is_refused(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    message = DATA["anthropic_message"]
+    server.add(
+        Scripted(status=400, body=REFUSED),
+        Scripted(body={**message, "content": message["content"][1:]}),
+    )
+    session = chat(store, plain_anthropic(server))
+    events: list[Any] = []
+    session.send("hi", on_event=events.append)
+    assert "context_management" in server.requests[0].json()
+    assert "context_management" not in server.requests[1].json()
+    assert session.native_failed is not None and not session.native_active()
+    assert any("chatcli compacts" in e.describe() for e in events)
+
+
+def test_session_native_strategy_does_not_fall_back(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    server.add(Scripted(status=400, body=REFUSED))
+    session = chat(store, plain_anthropic(server), "native")
+    with pytest.raises(ProviderError):
+        session.send("hi")
+    with pytest.raises(CompactionError, match="CHATCLI_COMPACTION"):
+        session.compact()
+
+
+def test_session_auto_falls_back_on_an_answer_without_the_block(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    message = DATA["anthropic_message"]
+    past = {**message["usage"], "input_tokens": 160_000, "iterations": None}
+    server.add(Scripted(body={**message, "content": message["content"][1:], "usage": past}))
+    session = chat(store, plain_anthropic(server))
+    session.send("hi")
+    assert session.native_failed == "an answer past its trigger came without a compaction"
+    assert session.provider.native_compaction is None  # type: ignore[attr-defined]
+
+
+def test_session_unsupported_model_uses_chatcli(server: ReplayServer, store: SessionStore) -> None:
+    server.add(Scripted(body={**DATA["anthropic_message"], "content": []}))
+    haiku = Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
+    session = chat(store, haiku)
+    assert not session.native_active() and haiku.native_compaction is None
+
+
+def test_compaction_strategy_from_env() -> None:
+    assert RecoveryConfig.from_env({}).compaction == "auto"
+    assert RecoveryConfig.from_env({"CHATCLI_COMPACTION": " Native "}).compaction == "native"
+    with pytest.raises(ConfigError, match="CHATCLI_COMPACTION='sometimes' must be one of"):
+        RecoveryConfig.from_env({"CHATCLI_COMPACTION": "sometimes"})
+    with pytest.raises(ConfigError, match="compaction='x'"):
+        RecoveryConfig(compaction="x")

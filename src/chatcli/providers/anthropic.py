@@ -188,6 +188,10 @@ class Anthropic(Adapter):
     def __repr__(self) -> str:
         return f"Anthropic(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
+    def native_compaction_supported(self) -> bool:
+        """Whether this model compacts on Anthropic's servers (`supports_native_compaction`)."""
+        return supports_native_compaction(self.model)
+
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         return request_params(
             request,

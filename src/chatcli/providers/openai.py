@@ -827,6 +827,10 @@ class OpenAI(OpenAIBase):
         """Whose compactions this adapter reads: OpenAI's, on the Responses API only."""
         return _COMPACTION_PROVIDER if self.api == "responses" else None
 
+    def native_compaction_supported(self) -> bool:
+        """Whether this model compacts on OpenAI's servers (the Responses API only)."""
+        return self.api == "responses" and supports_native_compaction(self.model)
+
     def _body_extra(self, request: Request) -> Json:
         extra = self._compaction_fields()
         given = request.settings.extra.keys() | request.options.keys()
