@@ -373,8 +373,13 @@ def test_session_native_compaction_shown_and_counted(
     assert summary.total.compaction_cost == pytest.approx(compaction)
     answer = 23_000 * 3.0 / 1e6 + 1000 * 15.0 / 1e6
     assert summary.total.cost == pytest.approx(compaction + answer)
-    # The next request starts from the block; a reopened session too.
+    # The next request starts from the block (a cache break the compaction explains); a
+    # reopened session too.
     assert session.working_messages()[1].compaction is not None
+    plain = {**DATA["anthropic_message"], "content": DATA["anthropic_message"]["content"][1:]}
+    server.add(Scripted(body=plain))
+    session.send("And rate limiting?")
+    assert list(session.cost_summary().cache_breaks.values()) == ["a compaction"]
     reopened = ChatSession.open(
         store,
         plain_anthropic(server),
@@ -382,10 +387,10 @@ def test_session_native_compaction_shown_and_counted(
         model=MODEL,
         resume=session.info.id,
     )
-    assert [m.text for m in reopened.working_messages()][-1] == DATA["anthropic_message"][
-        "content"
-    ][1]["text"]
-    assert len(reopened.working_messages()) == 3  # system, compaction, the rest of the answer
+    view = reopened.working_messages()
+    assert view[1].compaction is not None and view[2].text == plain["content"][0]["text"]
+    assert [m.text for m in view[3:]] == ["And rate limiting?", plain["content"][0]["text"]]
+    assert len(view) == 5  # system, compaction, the rest of its answer, the next exchange
 
 
 def test_session_chatcli_strategy_sends_no_edit(server: ReplayServer, store: SessionStore) -> None:

@@ -3,12 +3,18 @@ recovery levels that never cut it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from chatcli.config import RecoveryConfig
-from chatcli.history.native import is_anchor, native_view
+from chatcli.history.native import is_anchor, native_view, owns
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import CompactionPart, Message, Role, TextPart, ToolCall
 from chatcli.serialize import message_from_dict, message_to_dict
+from tests.strategies import conversations
 
 BLOCK = {"type": "compaction", "content": "Summary: the user builds a parser."}
 PART = CompactionPart(
@@ -118,3 +124,55 @@ def test_a_compaction_survives_the_store() -> None:
     message = _answer()
     assert message_from_dict(message_to_dict(message)) == message
     assert message.char_count == len("Next, the lexer.") + len(PART.summary)
+
+
+OWNERS = (("anthropic", "claude-sonnet-4-6"), ("anthropic", "claude-opus-4-6"), ("openai", "gpt-5"))
+
+
+@st.composite
+def compacted_conversations(draw: st.DrawFn) -> list[Message]:
+    """A conversation whose assistant messages may carry a compaction of any owner."""
+    messages = draw(conversations())
+    out = []
+    for message in messages:
+        if message.role is Role.ASSISTANT and draw(st.booleans()):
+            provider, model = draw(st.sampled_from(OWNERS))
+            part = CompactionPart(
+                provider=provider, model=model, summary="s", provider_details={"type": "compaction"}
+            )
+            message = replace(message, compaction=part)
+        out.append(message)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(compacted_conversations(), st.sampled_from((*OWNERS, (None, None))))
+def test_native_view_invariants(messages: list[Message], owner: tuple[str, str]) -> None:
+    provider, model = owner
+    before = tuple(messages)
+    view = native_view(before, provider=provider, model=model).messages
+    assert before == tuple(messages)  # never mutated
+    assert native_view(before, provider=provider, model=model).messages == view
+    systems = [m for m in before if m.role is Role.SYSTEM]
+    assert [m for m in view if m.role is Role.SYSTEM] == systems
+    assert all(m.compaction is None or owns(m, provider, model) for m in view)
+    own = [i for i, m in enumerate(before) if owns(m, provider, model)]
+    if own:  # the latest own compaction leads, what follows it is kept whole
+        anchors = [m for m in view if m.compaction is not None]
+        assert anchors == [Message(role=Role.ASSISTANT, compaction=before[own[-1]].compaction)]
+        after = [_stripped(m) for m in before[own[-1] + 1 :] if m.role is not Role.SYSTEM]
+        after = [m for m in after if m is not None]
+        others = [m for m in view if m.role is not Role.SYSTEM]
+        assert others[len(others) - len(after) :] == after
+    assert native_view(view, provider=provider, model=model).messages == view  # idempotent
+    for level in (2, 3):
+        kept = apply_recovery_level(view, level, RecoveryConfig()).messages
+        assert [m for m in kept if is_anchor(m)] == [m for m in view if is_anchor(m)]
+
+
+def _stripped(message: Message) -> Message | None:
+    """`message` without a compaction (None: nothing left), as another owner's view has it."""
+    if message.compaction is None:
+        return message
+    rest = replace(message, compaction=None)
+    return rest if rest.parts or rest.tool_calls or rest.provider_details else None

@@ -350,11 +350,13 @@ class ChatSession:
             self._learn_windows(client.learned_windows)
         self.append((reply.message,))
         self.last_reply = reply
-        self._after_native(reply, on_event)
+        compacted = self._after_native(reply, on_event)
         self._calibrate()
         broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
         extra = () if broken is None else ((CACHE_BREAK, broken.describe(), broken.data()),)
         self._sent_view, self._view_reset = reply.view, None
+        if compacted:  # the next request starts from the provider's compaction
+            self._view_reset = COMPACTION
         request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
@@ -380,17 +382,18 @@ class ChatSession:
                 raise
         return client.send(self.working_messages(), max_tokens=self.max_tokens, tools=self.tools)
 
-    def _after_native(self, reply: Reply, on_event: EventHook | None) -> None:
-        """Store the provider's compaction as a compaction of its own; or, past the trigger
-        without one, stop relying on it ("auto")."""
+    def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
+        """Store the provider's compaction as a compaction of its own (True); or, past the
+        trigger without one, stop relying on it ("auto")."""
         part = reply.message.compaction
         if part is not None and owns(reply.message, self.tap.compaction_provider, self.tap.model):
             self._store_native_compaction(reply, on_event)
-            return
+            return True
         trigger = self._native_trigger()
         prompt = self.tap.last_prompt[1] if self.tap.last_prompt is not None else 0
         if self.native_active() and trigger is not None and prompt > trigger:
             self._give_up_native("an answer past its trigger came without a compaction", on_event)
+        return False
 
     def _store_native_compaction(self, reply: Reply, on_event: EventHook | None) -> None:
         usage = sum((c.usage for c in self.tap.calls if c.kind is CallKind.COMPACTION), Usage())
@@ -408,7 +411,6 @@ class ChatSession:
             recovery_cost_usd=0.0,
             events=(("native-compaction", note.describe(), {"replaced": replaced}),),
         )
-        self._view_reset = COMPACTION
         if on_event is not None:
             on_event(note)
 
