@@ -25,6 +25,7 @@ from chatcli.providers.openai import supports_native_compaction as openai_suppor
 from chatcli.session import ChatSession
 from chatcli.session_text import NativeCompactionNote
 from chatcli.store import SessionStore
+from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
@@ -454,3 +455,37 @@ def test_compaction_strategy_from_env() -> None:
         RecoveryConfig.from_env({"CHATCLI_COMPACTION": "sometimes"})
     with pytest.raises(ConfigError, match="compaction='x'"):
         RecoveryConfig(compaction="x")
+
+
+def test_compact_by_hand_summarises_the_span_the_provider_compacted(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    """/compact ("auto") writes chatcli's own summary of the whole span, the provider's
+    compaction removed (its summary is the provider's to read), not of the block alone."""
+    server.add(Scripted(body=DATA["anthropic_message"]))
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=200_000)
+    session = ChatSession.open(
+        store,
+        plain_anthropic(server),
+        provider_name="anthropic",
+        model=MODEL,
+        model_info=PRICED,
+        summarizer=summarizer,
+    )
+    session.append(history()[:3])
+    session.send("Go on.")
+    session.append((Message.user("Now pagination."), Message.assistant("On it.")))
+    session.compact()
+    (request,) = summarizer.requests
+    assert "Build me a price scraper" in conversation_text(request)
+    assert all(m.compaction is None for m in session.working_messages())
+
+
+def test_count_tokens_reads_compaction_blocks_on_the_beta_endpoint(server: ReplayServer) -> None:
+    server.add(Scripted(body={"input_tokens": 2345}))
+    provider = anthropic(server)
+    part_message = Message.assistant("Next.")
+    assert provider.count_tokens((Message.user("hi"), part_message)) == 2345
+    sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages/count_tokens")
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]

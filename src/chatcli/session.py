@@ -296,6 +296,15 @@ class ChatSession:
         the session has no microcompaction of its own to keep in step."""
         return self._policy().apply_microcompaction(self.working_messages())
 
+    def _own_span(self) -> tuple[Message, ...]:
+        """What chatcli's own compaction summarises: the working messages (microcompacted)
+        with every provider's compaction removed, so the span one replaced is back and the
+        summary covers it (the provider's summary is opaque, or another model's)."""
+        base = self.base if self.base is not None else ()
+        raw = base + self.transcript[self.upto :]
+        bare = native_view(raw, provider=None, model=None).messages
+        return self._policy().apply_microcompaction(bare)
+
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
         sticky = self.store.sticky_view(self.info.id) if self.saved else None
         if sticky is not None:  # made after the last compaction or clear: they drop it
@@ -484,7 +493,7 @@ class ChatSession:
         try:
             result = compact(
                 self.provider,
-                self._microcompacted(),
+                self._own_span(),
                 focus=focus,
                 config=self.compaction,
                 window=self.context_window,
@@ -505,7 +514,7 @@ class ChatSession:
             return
         decision = auto_compact(
             self.provider,
-            self._microcompacted(),
+            self._own_span(),
             breaker=self.breaker,
             window=window,
             output_reserve=self.max_tokens or 0,

@@ -206,10 +206,13 @@ class Anthropic(Adapter):
         `messages.count_tokens`: exact, but a round trip (free, rate-limited); see
         `chatcli.providers.counting` for caching and the fallback to the estimate."""
         request = Request(messages=tuple(messages))
-        params = request_params(request, model=self.model, cap=self.max_output_tokens)
+        native = self.native_compaction  # its blocks are read by the beta endpoint only
+        params = request_params(
+            request, model=self.model, cap=self.max_output_tokens, native=native
+        )
         del params["max_tokens"]  # the one `create` argument that `count_tokens` does not take
         with _translated_errors():
-            counted = self._client().messages.count_tokens(**params)
+            counted = _endpoint(self._client(), params).count_tokens(**params)
         return int(counted.input_tokens)
 
     def _new_client(self) -> Any:
