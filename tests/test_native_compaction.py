@@ -140,7 +140,15 @@ async def test_anthropic_edit_on_the_wire_and_block_kept(server: ReplayServer, m
 
 
 def test_anthropic_context_editing_and_trigger_floor(server: ReplayServer) -> None:
-    server.add(Scripted(body=DATA["anthropic_message"]))
+    # The answer reports the edit it applied (fields of the SDK's
+    # BetaClearToolUses20250919EditResponse; the figures are this test's).
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": 8,
+        "cleared_input_tokens": 50_000,
+    }
+    applied = {"context_management": {"applied_edits": [edit]}}
+    server.add(Scripted(body={**DATA["anthropic_message"], **applied}))
     provider = anthropic(
         server,
         trigger_tokens=10,
@@ -148,7 +156,11 @@ def test_anthropic_context_editing_and_trigger_floor(server: ReplayServer) -> No
         clear_thinking=True,
         instructions="Keep paths.",
     )
-    provider.complete(Request(messages=history(), max_tokens=100))
+    response = provider.complete(Request(messages=history(), max_tokens=100))
+    assert (
+        response.provider_details["anthropic"]["context_management"]
+        == applied["context_management"]
+    )
     sent = server.requests[0]
     assert sent.headers["anthropic-beta"] == "compact-2026-01-12,context-management-2025-06-27"
     assert sent.json()["context_management"]["edits"] == [
