@@ -827,3 +827,40 @@ def test_bad_compaction_env_values_name_the_variable(name: str, value: str) -> N
 def test_bad_compaction_constructor_values_are_rejected() -> None:
     with pytest.raises(ConfigError, match="auto_compact_pct"):
         CompactionConfig(auto_compact_pct=120)
+
+
+def _over_the_window() -> list[Message]:
+    """An agent turn over a 20,000-token window, cut where the tool result must go back to
+    the model: an image pasted as a data URL earlier, then the user's latest request, a call
+    and its huge result (the tail compaction keeps, so no summary alone can make it fit)."""
+    call = ToolCall(id="c1", name="read_log", arguments={"path": "build.log"})
+    image = "data:image/png;base64," + "iVBORw0KGgo" * 4000
+    return [
+        *_long_chat(2, chars=4000),
+        Message.user(f"Look at this screenshot {image}"),
+        Message.assistant("A red build badge."),
+        Message.user("Fix the failing build. Always run the tests with -q."),
+        Message.assistant("I will read the log.", (call,)),
+        Message.tool("c1", "error line\n" * 30_000),
+    ]
+
+
+def test_a_compaction_over_the_window_is_shrunk_first_and_keeps_the_request() -> None:
+    messages = _over_the_window()
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=20_000)
+    result = compact(summarizer, messages, window=20_000, output_reserve=2000)
+    view = result.messages
+    assert TokenEstimator().count(view) <= 18_000
+    # The latest request and its instruction, verbatim (kept, or pinned beside the summary).
+    assert messages[-3].text in "\n".join(m.text for m in view)
+    assert view[-1].tool_result is not None and "chars cut for compaction" in view[-1].text
+    assert "iVBORw0KGgo" not in " ".join(conversation_text(r) for r in summarizer.requests)
+    assert all(summarizer.needed_tokens(r) <= 20_000 for r in summarizer.requests)
+
+
+def test_a_compaction_under_the_window_is_not_shrunk() -> None:
+    messages = _long_chat(3, chars=2000)
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=200_000)
+    result = compact(summarizer, messages, window=200_000)
+    assert result.messages[-1] == messages[-1]
+    assert "parser grammar rules " * 90 in conversation_text(summarizer.requests[0])

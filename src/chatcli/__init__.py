@@ -53,9 +53,19 @@ from chatcli.history.result import TransformReport, TransformResult
 from chatcli.history.sticky import StickyView
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
 from chatcli.integrations.sdk import wrap
-from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, ToolResult, Usage
+from chatcli.messages import (
+    CompactionPart,
+    Message,
+    Role,
+    StopReason,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import (
+    NativeCompaction,
     Provider,
     Request,
     Response,
@@ -91,6 +101,7 @@ __all__ = [
     "CompactionBreaker",
     "CompactionConfig",
     "CompactionError",
+    "CompactionPart",
     "CompactionReport",
     "CompactionResult",
     "ConfigError",
@@ -110,6 +121,7 @@ __all__ = [
     "MaxTokensFitted",
     "Message",
     "MicrocompactConfig",
+    "NativeCompaction",
     "OpenAI",
     "OpenAICompatible",
     "OutputCapLowered",

@@ -16,6 +16,7 @@ from typing import Any
 from chatcli.compaction import CompactionResult, acompact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event, Hook, LevelApplied, OverflowDetected, logger
+from chatcli.history.native import native_view
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
@@ -194,7 +195,9 @@ class Client:
         """The policy's flow for `messages`, started from the sticky view when one applies,
         run to its first action (or its Reply, for a send with no call): where every send and
         stream begins."""
-        history = tuple(messages)
+        # What a provider that compacted on its servers sees (`chatcli.history.native`).
+        owner = getattr(self.provider, "compaction_provider", None)
+        history = native_view(messages, provider=owner, model=self._model).messages
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)

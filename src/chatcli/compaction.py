@@ -32,6 +32,11 @@ What guards it (each is tested):
   breaker is open (after `max_failures` failed or ineffective compactions in a row) and the
   conversation exceeds the effective window: then no model call is made at all.
 
+**Overflow during compaction never sticks.** A conversation over the budget is shrunk before
+it is split (`_fitted`): tool results budgeted, inline media (base64 data URLs) replaced by a
+marker, every assistant or tool message cut to a share of the budget; user messages, and so
+the user's latest request and instructions, are kept verbatim beside the summary.
+
 **Transient failures are asked again.** A summary call that fails with a rate limit or a
 transient error (5xx, timeout, connection reset) is sent again after the wait
 `chatcli.retry.retry_delay` gives (the provider's Retry-After when it is at most
@@ -56,6 +61,7 @@ from typing import TypeVar
 
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.carry import CarryBudget, carry_instructions, carrying
 from chatcli.history.instructions import extract_instructions
 from chatcli.history.pairing import repair_tool_pairing
@@ -70,6 +76,7 @@ from chatcli.tokens import TokenEstimator
 __all__ = [
     "MAX_MERGE_LEVELS",
     "MAX_SUMMARY_RETRIES",
+    "MEDIA_MARKER",
     "SUMMARY_HEADER",
     "SUMMARY_SECTIONS",
     "AutoCompaction",
@@ -373,7 +380,7 @@ def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionR
     """Summarise, verify, validate; fall back to the recovery levels when allowed."""
     calls: list[Response | None] = []  # None: a call that raised (counted, maybe billed)
     try:
-        repaired = repair_tool_pairing(messages).messages
+        repaired = _fitted(repair_tool_pairing(messages).messages, plan)
         split = _split(repaired, plan.config.keep_turns, _max_tail_chars(plan))
         blocks = _render(split.middle)
         try:
@@ -557,6 +564,32 @@ def _request(
 
 
 # ---------------------------------------------------------------------------- split + render
+
+_MEDIA = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=]+")
+MEDIA_MARKER = "[media removed for compaction]"
+# Over the budget, no assistant or tool message keeps more than this share of it.
+_MESSAGE_SHARE = 4
+
+
+def _fitted(messages: tuple[Message, ...], plan: _Plan) -> tuple[Message, ...]:
+    """`messages` shrunk to what compaction can carry when over the budget (see the module
+    docstring); as they are otherwise, or when the budget is unknown."""
+    if plan.budget is None or plan.estimator.count(messages) <= plan.budget:
+        return messages
+    budgeted = enforce_tool_result_budget(
+        messages,
+        per_result_chars=plan.recovery.tool_result_max_chars,
+        per_turn_chars=plan.recovery.tool_result_budget_chars,
+    ).messages
+    limit = int(plan.budget * plan.estimator.chars_per_token) // _MESSAGE_SHARE
+    return tuple(_fitted_message(m, limit) for m in budgeted)
+
+
+def _fitted_message(message: Message, limit: int) -> Message:
+    text = _MEDIA.sub(MEDIA_MARKER, message.text)
+    if message.role in (Role.ASSISTANT, Role.TOOL):
+        text = cut_middle(text, limit, note=" for compaction")
+    return message if text == message.text else message.with_text(text)
 
 
 def _max_tail_chars(plan: _Plan) -> int | None:

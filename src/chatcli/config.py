@@ -12,7 +12,14 @@ from dataclasses import dataclass, fields
 
 from chatcli.errors import ConfigError
 
-__all__ = ["RETENTIONS", "CompactionConfig", "MicrocompactConfig", "RecoveryConfig", "read_int"]
+__all__ = [
+    "COMPACTIONS",
+    "RETENTIONS",
+    "CompactionConfig",
+    "MicrocompactConfig",
+    "RecoveryConfig",
+    "read_int",
+]
 
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
 
@@ -37,6 +44,7 @@ def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: in
 
 
 RETENTIONS = ("fit", "seed")
+COMPACTIONS = ("auto", "native", "chatcli", "off")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +57,11 @@ class RecoveryConfig:
     (`emergency_keep_messages` at level 2) are the floor of "fit" and all of "seed".
     `carry_pct`: the share of the room (percent) the instructions and facts of removed user
     messages may take in the view (`chatcli.history.carry`); 0 carries nothing.
+
+    `compaction` (`CHATCLI_COMPACTION`) chooses who compacts: "auto" (the default) the
+    provider on its own servers where the model supports it, chatcli's own verified compaction
+    otherwise or when the provider's fails; "native" only the provider; "chatcli" only
+    chatcli; "off" neither (overflow recovery still applies).
     """
 
     max_recovery_attempts: int = 3
@@ -60,12 +73,17 @@ class RecoveryConfig:
     target_pct: int = 75
     nuclear_pct: int = 40
     carry_pct: int = 25
+    compaction: str = "auto"
 
     def __post_init__(self) -> None:
         _check_ranges(self, _RECOVERY_BOUNDS)
         if self.retention not in RETENTIONS:
             raise ConfigError(
                 f"retention={self.retention!r} must be one of {', '.join(RETENTIONS)}"
+            )
+        if self.compaction not in COMPACTIONS:
+            raise ConfigError(
+                f"compaction={self.compaction!r} must be one of {', '.join(COMPACTIONS)}"
             )
         if self.nuclear_pct > self.target_pct:
             raise ConfigError(
@@ -79,20 +97,24 @@ class RecoveryConfig:
         env = os.environ if environ is None else environ
         defaults = {f.name: f.default for f in fields(cls) if f.name in _RECOVERY_ENV}
         ints = _ints_from_env(env, _RECOVERY_ENV, _RECOVERY_BOUNDS, defaults)  # type: ignore[arg-type]
-        return cls(retention=_read_retention(env), **ints)
+        retention = _read_choice(env, _RETENTION_ENV, RETENTIONS)
+        compaction = _read_choice(env, _STRATEGY_ENV, COMPACTIONS)
+        return cls(retention=retention, compaction=compaction, **ints)
 
 
-def _read_retention(env: Mapping[str, str]) -> str:
-    raw = env.get(_RETENTION_ENV)
+def _read_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """`name`'s value, one of `choices` (case and blanks aside); unset: the first."""
+    raw = env.get(name)
     if raw is None:
-        return "fit"
+        return choices[0]
     value = raw.strip().lower()
-    if value not in RETENTIONS:
-        raise ConfigError(f"{_RETENTION_ENV}={raw!r} must be one of {', '.join(RETENTIONS)}")
+    if value not in choices:
+        raise ConfigError(f"{name}={raw!r} must be one of {', '.join(choices)}")
     return value
 
 
 _RETENTION_ENV = "CHATCLI_RETENTION"
+_STRATEGY_ENV = "CHATCLI_COMPACTION"
 _RECOVERY_ENV = {
     "max_recovery_attempts": "CHATCLI_MAX_RECOVERY_ATTEMPTS",
     "max_token_escalations": "CHATCLI_MAX_TOKEN_ESCALATIONS",

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "CompactionPart",
     "Message",
     "Role",
     "StopReason",
@@ -58,6 +59,31 @@ class TextPart:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionPart:
+    """A provider's own compaction of the conversation before it: Anthropic's `compaction`
+    block, OpenAI's encrypted `compaction` output item.
+
+    Opaque: `provider_details` is the block or item as the provider sent it, sent back to it
+    verbatim. Readable only by the `provider` (the adapter family, "anthropic" or "openai")
+    and `model` that made it: `chatcli.history.native` drops it for any other, and replaces
+    the span before it with it for its own. `summary` is its readable text when the provider
+    shows one (Anthropic does, OpenAI's is encrypted: "").
+    """
+
+    provider: str
+    model: str
+    provider_details: Details
+    summary: str = ""
+
+    @property
+    def char_count(self) -> int:
+        """Characters it contributes to a prompt: its summary, else its opaque payload."""
+        if self.summary:
+            return len(self.summary)
+        return len(str(self.provider_details.get("encrypted_content") or ""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A request by the assistant to run a tool.
 
@@ -93,7 +119,7 @@ class Message:
 
     A `tool` message carries exactly one `tool_result`; an `assistant` message may carry
     `tool_calls` besides its text parts. `text` is the text content (for a tool message, the
-    result's content).
+    result's content). An assistant message may begin with a provider's `compaction`.
     """
 
     role: Role
@@ -101,12 +127,13 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_result: ToolResult | None = None
     provider_details: Details | None = None
+    compaction: CompactionPart | None = None
 
     def __post_init__(self) -> None:
         if (self.role is Role.TOOL) != (self.tool_result is not None):
             raise ValueError("a tool message needs exactly one tool_result, others none")
-        if self.tool_calls and self.role is not Role.ASSISTANT:
-            raise ValueError("only assistant messages carry tool_calls")
+        if (self.tool_calls or self.compaction) and self.role is not Role.ASSISTANT:
+            raise ValueError("only assistant messages carry tool_calls or a compaction")
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -137,10 +164,11 @@ class Message:
     @property
     def char_count(self) -> int:
         """Characters this message contributes to a prompt: text plus tool-call names/args."""
+        native = self.compaction.char_count if self.compaction is not None else 0
         if not self.tool_calls:  # most messages (every count reads every message)
-            return len(self.text)
+            return len(self.text) + native
         calls = sum(len(c.name) + len(c.arguments_json) for c in self.tool_calls)
-        return len(self.text) + calls
+        return len(self.text) + calls + native
 
     def with_text(self, text: str) -> Message:
         """A copy whose text is `text` (tool result content for a tool message).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chatcli.messages import Message, Role, TextPart, ToolCall, ToolResult, Usage
+from chatcli.messages import CompactionPart, Message, Role, TextPart, ToolCall, ToolResult, Usage
 
 __all__ = ["message_from_dict", "message_to_dict", "usage_from_dict", "usage_to_dict"]
 
@@ -34,6 +34,16 @@ def message_to_dict(message: Message) -> dict[str, Any]:
         )
     if message.provider_details is not None:
         out["details"] = message.provider_details
+    if message.compaction is not None:
+        c = message.compaction
+        out["compaction"] = _drop_none(
+            {
+                "provider": c.provider,
+                "model": c.model,
+                "summary": c.summary or None,
+                "details": c.provider_details,
+            }
+        )
     return out
 
 
@@ -57,9 +67,21 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
                 provider_details=result.get("details"),
             ),
             provider_details=data.get("details"),
+            compaction=_compaction_from_dict(data.get("compaction")),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a chatcli message: {exc!r} in {dict(data)!r:.200}") from exc
+
+
+def _compaction_from_dict(data: Mapping[str, Any] | None) -> CompactionPart | None:
+    if data is None:
+        return None
+    return CompactionPart(
+        provider=data["provider"],
+        model=data["model"],
+        summary=data.get("summary", ""),
+        provider_details=data["details"],
+    )
 
 
 def usage_to_dict(usage: Usage) -> dict[str, int]:

@@ -15,6 +15,15 @@ overflows state are read from the store at start and stored as learned, keyed by
 session's provider and URL (`window_scope`): the chat and the proxy replicas on one upstream
 share them.
 
+Who compacts is `RecoveryConfig.compaction`: with "auto" (the default) or "native", a
+provider whose model supports it compacts on its own servers (its adapter's
+`native_compaction`, triggered at the share of the room auto-compaction uses); its compaction
+is kept in the transcript, replaces the span before it in the view, and is stored as a
+compaction request of its own (its tokens are compaction cost). With "auto", chatcli's own
+auto-compaction runs instead where the model has none, and from the moment the provider's
+fails: a request it refuses (sent again without it), or an answer past the trigger without
+the compaction.
+
 Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
 (`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
 session says to the user (`chatcli.session_text`); the names are re-exported here.
@@ -31,17 +40,23 @@ from chatcli.catalog import ModelInfo
 from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import ContextReport, build_context_report
-from chatcli.cost import usage_cost
-from chatcli.errors import CompactionError
+from chatcli.cost import CallKind, usage_cost
+from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event
-from chatcli.messages import Message, Usage
-from chatcli.providers.base import Provider, ToolSpec
+from chatcli.history.native import native_view, owns
+from chatcli.messages import Message, Role, Usage
+from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
 from chatcli.session_cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
-from chatcli.session_text import CANCELLED_NOTE, CompactionNote, describe_compaction
+from chatcli.session_text import (
+    CANCELLED_NOTE,
+    CompactionNote,
+    NativeCompactionNote,
+    describe_compaction,
+)
 from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView, window_scope
 from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 
@@ -138,6 +153,8 @@ class ChatSession:
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
         self._sent_view: tuple[Message, ...] | None = None
         self._view_reset: str | None = None
+        self.native_failed: str | None = None  # why "auto" stopped relying on the provider's
+        self._set_native()
 
     @classmethod
     def open(
@@ -190,11 +207,14 @@ class ChatSession:
         reopened session continues on it."""
         self.tap.inner, self.model, self.model_info = provider, model, model_info
         self.estimator = default_estimator(provider)  # another model counts otherwise
+        self.native_failed = None
+        self._set_native()
         self._save_settings(model=model)
 
     def set_max_tokens(self, max_tokens: int | None) -> None:
         """The output limit from the next request on; a reopened session keeps it."""
         self.max_tokens = max_tokens
+        self._set_native()
         self._save_settings(max_tokens=max_tokens)
 
     def _save_settings(self, **settings: Any) -> None:
@@ -211,9 +231,46 @@ class ChatSession:
 
     def working_messages(self) -> tuple[Message, ...]:
         """What the next request starts from, before `Client` shapes it (microcompaction,
-        budget, recovery)."""
+        budget, recovery): the span a provider's compaction replaced is not in it."""
         base = self.base if self.base is not None else ()
-        return base + self.transcript[self.upto :]
+        view = base + self.transcript[self.upto :]
+        return native_view(
+            view, provider=self.tap.compaction_provider, model=self.tap.model
+        ).messages
+
+    # -- who compacts --------------------------------------------------------------------
+
+    def native_active(self) -> bool:
+        """Whether the provider compacts on its servers: the strategy allows it, its model
+        supports it and ("auto") it has not failed in this session."""
+        strategy = self.recovery.compaction
+        allowed = strategy == "native" or (strategy == "auto" and self.native_failed is None)
+        supported = getattr(self.provider, "native_compaction_supported", None)
+        return allowed and callable(supported) and bool(supported())
+
+    def _set_native(self) -> None:
+        """Ask the provider to compact (or not) from the next request on."""
+        if hasattr(self.provider, "native_compaction"):
+            native = NativeCompaction(trigger_tokens=self._native_trigger())
+            self.provider.native_compaction = native if self.native_active() else None
+
+    def _native_trigger(self) -> int | None:
+        """The prompt size at which chatcli's own auto-compaction would run (None: the
+        window is unknown, the provider's default applies)."""
+        window = self.context_window
+        if window is None:
+            return None
+        return max(window - (self.max_tokens or 0), 0) * self.compaction.auto_compact_pct // 100
+
+    def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
+        """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
+        if self.recovery.compaction != "auto" or not self.native_active():
+            return False
+        self.native_failed = reason
+        self._set_native()
+        if on_event is not None:
+            on_event(NativeCompactionNote(gave_up=reason))
+        return True
 
     def _client(self, hooks: Sequence[EventHook] = ()) -> Client:
         """The Client a send() runs now: the one place the session's settings become a
@@ -238,6 +295,15 @@ class ChatSession:
         summarises and what the estimates before a request count. Taken from the policy, so
         the session has no microcompaction of its own to keep in step."""
         return self._policy().apply_microcompaction(self.working_messages())
+
+    def _own_span(self) -> tuple[Message, ...]:
+        """What chatcli's own compaction summarises: the working messages (microcompacted)
+        with every provider's compaction removed, so the span one replaced is back and the
+        summary covers it (the provider's summary is opaque, or another model's)."""
+        base = self.base if self.base is not None else ()
+        raw = base + self.transcript[self.upto :]
+        bare = native_view(raw, provider=None, model=None).messages
+        return self._policy().apply_microcompaction(bare)
 
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
         sticky = self.store.sticky_view(self.info.id) if self.saved else None
@@ -284,9 +350,7 @@ class ChatSession:
         client = self._client(hooks)
         sent = len(self.transcript)
         try:
-            reply = client.send(
-                self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
-            )
+            reply = self._answer(client, on_event)
         except Exception:
             self._record("chat-failed", events, view=None)
             raise
@@ -295,10 +359,13 @@ class ChatSession:
             self._learn_windows(client.learned_windows)
         self.append((reply.message,))
         self.last_reply = reply
+        compacted = self._after_native(reply, on_event)
         self._calibrate()
         broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
         extra = () if broken is None else ((CACHE_BREAK, broken.describe(), broken.data()),)
         self._sent_view, self._view_reset = reply.view, None
+        if compacted:  # the next request starts from the provider's compaction
+            self._view_reset = COMPACTION
         request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
@@ -310,6 +377,51 @@ class ChatSession:
             recovery_cost=recovery,
             calls=tuple(self.tap.calls),
         )
+
+    def _answer(self, client: Client, on_event: EventHook | None) -> Reply:
+        """The Client's answer; a request the provider refuses for its compaction edit is sent
+        once more without it when "auto" can fall back."""
+        try:
+            return client.send(
+                self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
+            )
+        except ProviderError as exc:
+            refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
+            if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
+                raise
+        return client.send(self.working_messages(), max_tokens=self.max_tokens, tools=self.tools)
+
+    def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
+        """Store the provider's compaction as a compaction of its own (True); or, past the
+        trigger without one, stop relying on it ("auto")."""
+        part = reply.message.compaction
+        if part is not None and owns(reply.message, self.tap.compaction_provider, self.tap.model):
+            self._store_native_compaction(reply, on_event)
+            return True
+        trigger = self._native_trigger()
+        prompt = self.tap.last_prompt[1] if self.tap.last_prompt is not None else 0
+        if self.native_active() and trigger is not None and prompt > trigger:
+            self._give_up_native("an answer past its trigger came without a compaction", on_event)
+        return False
+
+    def _store_native_compaction(self, reply: Reply, on_event: EventHook | None) -> None:
+        usage = sum((c.usage for c in self.tap.calls if c.kind is CallKind.COMPACTION), Usage())
+        base = self.base if self.base is not None else ()
+        raw = base + self.transcript[self.upto : -1]  # before the answer that compacted
+        replaced = sum(1 for m in raw if m.role is not Role.SYSTEM)
+        note = NativeCompactionNote(part=reply.message.compaction, replaced=replaced, usage=usage)
+        self._ensure_saved()
+        self.store.record_request(
+            self.info.id,
+            tag="compaction",
+            model=self.model,
+            usage=usage,
+            cost_usd=usage_cost(usage, self.model_info).total,
+            recovery_cost_usd=0.0,
+            events=(("native-compaction", note.describe(), {"replaced": replaced}),),
+        )
+        if on_event is not None:
+            on_event(note)
 
     def _learn_windows(self, learned: dict[str, int]) -> None:
         """Keep the windows `send`'s Client learned, and store the new ones for the others
@@ -342,8 +454,10 @@ class ChatSession:
         extra: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> tuple[int, float | None, float | None]:
         """Store one request with the calls the tap saw and its events (`extra`: stored ones
-        that are not recovery events): (id, cost, recovery cost)."""
-        cost = turn_cost(self.tap.calls, self.model, self.model_info)
+        that are not recovery events): (id, cost, recovery cost). A compaction the provider
+        made during it is stored apart (`_store_native_compaction`)."""
+        calls = [c for c in self.tap.calls if c.kind is not CallKind.COMPACTION]
+        cost = turn_cost(calls, self.model, self.model_info)
         self._ensure_saved()
         request_id = self.store.record_request(
             self.info.id,
@@ -361,11 +475,25 @@ class ChatSession:
 
     def compact(self, focus: str | None = None) -> CompactionResult:
         """/compact: summarise the middle of the working view (raises CompactionError, with
-        nothing changed, when no valid summary was made; its calls' cost is stored)."""
+        nothing changed, when no valid summary was made; its calls' cost is stored).
+
+        It follows `RecoveryConfig.compaction`: "off" refuses; "native" refuses too (the
+        provider compacts at its trigger, not on demand); "auto" and "chatcli" write chatcli's
+        own summary (with "auto" it also replaces a provider's compaction in the view)."""
+        strategy = self.recovery.compaction
+        if strategy in ("off", "native"):
+            raise CompactionError(
+                f"compaction is {strategy!r} (CHATCLI_COMPACTION): "
+                + (
+                    "nothing compacts"
+                    if strategy == "off"
+                    else "the provider compacts at its trigger"
+                )
+            )
         try:
             result = compact(
                 self.provider,
-                self._microcompacted(),
+                self._own_span(),
                 focus=focus,
                 config=self.compaction,
                 window=self.context_window,
@@ -381,11 +509,12 @@ class ChatSession:
 
     def _auto_compact(self, on_event: EventHook | None) -> None:
         window = self.context_window
-        if window is None or not self.auto_compaction:
+        mine = self.recovery.compaction in ("auto", "chatcli") and not self.native_active()
+        if window is None or not self.auto_compaction or not mine:
             return
         decision = auto_compact(
             self.provider,
-            self._microcompacted(),
+            self._own_span(),
             breaker=self.breaker,
             window=window,
             output_reserve=self.max_tokens or 0,

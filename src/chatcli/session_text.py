@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from chatcli.compaction import CompactionResult
 from chatcli.events import Event
+from chatcli.messages import CompactionPart, Usage
 
-__all__ = ["CANCELLED_NOTE", "CompactionNote", "describe_compaction"]
+__all__ = ["CANCELLED_NOTE", "CompactionNote", "NativeCompactionNote", "describe_compaction"]
 
 CANCELLED_NOTE = "[answer cancelled by the user]"
 
@@ -44,3 +45,25 @@ class CompactionNote(Event):
         if self.notice:
             lines.append(self.notice)
         return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeCompactionNote(Event):
+    """The provider compacted the conversation on its own servers during a request (shown
+    like chatcli's own compaction), or chatcli stopped relying on it (`gave_up`: why)."""
+
+    part: CompactionPart | None = None
+    replaced: int = 0
+    usage: Usage | None = None
+    gave_up: str = ""
+
+    def describe(self) -> str:
+        if self.part is None:
+            return f"provider compaction off for this session ({self.gave_up}): chatcli compacts"
+        summary = len(self.part.summary) if self.part.summary else None
+        size = f"a {summary:,}-char summary" if summary is not None else "an encrypted summary"
+        tokens = f", {self.usage.output_tokens:,} summary tokens" if self.usage else ""
+        return (
+            f"compacted by the provider: {self.replaced} messages replaced by {size} "
+            f"({self.part.provider}, {self.part.model}{tokens})"
+        )

@@ -20,7 +20,8 @@ DeltaHook = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallRecord:
-    """One provider call: why it was made (answer, continuation, failed) and its usage."""
+    """One provider call: why it was made (answer, continuation, failed) and its usage. A
+    compaction the provider made on its servers during a call is a record of its own."""
 
     kind: CallKind
     usage: Usage
@@ -52,6 +53,12 @@ class StreamingTap:
         return model if isinstance(model, str) else None
 
     @property
+    def compaction_provider(self) -> str | None:
+        """The inner provider's: whose compactions it reads (`chatcli.history.native`)."""
+        owner = getattr(self.inner, "compaction_provider", None)
+        return owner if isinstance(owner, str) else None
+
+    @property
     def context_window(self) -> int | None:
         return _int_attr(self.inner, "context_window")
 
@@ -74,6 +81,8 @@ class StreamingTap:
             if self.on_discard is not None:
                 self.on_discard()
         self.calls.append(CallRecord(kind=kind, usage=response.usage))
+        if response.compaction_usage is not None:  # the provider's own summary, apart
+            self.calls.append(CallRecord(kind=CallKind.COMPACTION, usage=response.compaction_usage))
         if response.usage.prompt_tokens > 0:
             self.last_prompt = (request.messages, response.usage.prompt_tokens)
         return response

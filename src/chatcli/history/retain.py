@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from chatcli.config import RecoveryConfig
+from chatcli.history.native import is_anchor
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult, build_result
 from chatcli.history.text import cut_middle
@@ -146,10 +147,11 @@ def _fit(
 ) -> TransformResult:
     repaired = repair_tool_pairing(messages)
     systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
-    others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM)
+    anchors = tuple(m for m in repaired.messages if is_anchor(m))  # never cut: see truncate
+    others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM and not is_anchor(m))
     # Once is enough: a view truncated before may carry the notice already.
     present = any(m.text == COMPACTION_NOTICE for m in systems)
-    fixed = (*systems, *((_NOTICE,) if notice and not present else ()))
+    fixed = (*systems, *((_NOTICE,) if notice and not present else ()), *anchors)
     available = target - retention.count(fixed) if fixed else target
     plan = _plan(others, available, retention)
     pinned = tuple(plan.cuts.get(i, others[i]) for i in plan.pins)
@@ -160,7 +162,9 @@ def _fit(
         (*fixed, *pinned, *span),
         dropped=_dropped_lines(others, plan),
         cut=tuple(_cut_line(i, others[i], cut) for i, cut in sorted(plan.cuts.items())),
-        injected=("compaction notice (system message)",) if len(fixed) > len(systems) else (),
+        injected=("compaction notice (system message)",)
+        if len(fixed) > len(systems) + len(anchors)
+        else (),
         moved=tuple(f"pinned user request #{i} in front of the newest messages" for i in plan.pins),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
@@ -368,7 +372,7 @@ def _dropped_lines(others: tuple[Message, ...], plan: _Plan) -> tuple[str, ...]:
 
 
 def _non_system(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    return tuple(m for m in messages if m.role is not Role.SYSTEM)
+    return tuple(m for m in messages if m.role is not Role.SYSTEM and not is_anchor(m))
 
 
 def _keeps_seed_tail(view: tuple[Message, ...], seed: tuple[Message, ...]) -> bool:

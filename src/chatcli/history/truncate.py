@@ -11,7 +11,9 @@
 The reduced budgets of level 1 are arguments of this one call, never a change to the config.
 
 Levels 2 and 3 put every system message first, in its original order (level 3 follows them
-with the notice), then the kept tail of the other messages. The tail obeys these rules:
+with the notice), then a provider's compaction, which stands for everything before it and is
+never cut (`chatcli.history.native`), then the kept tail of the other messages. The tail
+obeys these rules:
 
 - It starts with a user message (an API requirement) whenever the input has one: leading
   assistant/tool messages of the last N are dropped.
@@ -42,6 +44,7 @@ from dataclasses import replace
 
 from chatcli.config import RecoveryConfig
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.native import is_anchor
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult, build_result
 from chatcli.history.text import cut_tail
@@ -185,7 +188,8 @@ def _reduced(limit: int) -> int:
 def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> TransformResult:
     repaired = repair_tool_pairing(messages)
     systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
-    others = [m for m in repaired.messages if m.role is not Role.SYSTEM]
+    anchors = tuple(m for m in repaired.messages if is_anchor(m))
+    others = [m for m in repaired.messages if m.role is not Role.SYSTEM and not is_anchor(m)]
     pin, start = _tail_bounds(others, keep)
     kept = (*(() if pin is None else (others[pin],)), *others[start:])
     # Once is enough: a view truncated before (an earlier turn, auto-compaction's fallback)
@@ -193,11 +197,12 @@ def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> Tran
     present = any(m.text == COMPACTION_NOTICE for m in systems)
     notices = (_NOTICE,) if notice and not present else ()
     # Counted from the small kept part: a long history is counted once, by the repair.
-    dropped_chars = repaired.report.chars_after - total_chars(systems) - total_chars(kept)
+    fixed = (*systems, *anchors)
+    dropped_chars = repaired.report.chars_after - total_chars(fixed) - total_chars(kept)
     chosen = build_result(
         "truncation",
         repaired.messages,
-        (*systems, *notices, *kept),
+        (*systems, *notices, *anchors, *kept),
         dropped=_dropped_lines(start - (pin is not None), dropped_chars, pin),
         injected=("compaction notice (system message)",) if notices else (),
         chars_freed=dropped_chars - total_chars(notices),

@@ -34,6 +34,16 @@ and writes apart from `input_tokens`, as Anthropic reports them. A `tool_use` th
 limit cut off (the last block of a `max_tokens` answer, or streamed JSON that does not parse)
 is a `ToolCall` with `incomplete=True`.
 
+Native compaction (`Anthropic(native_compaction=NativeCompaction(...))`, for the models of
+`COMPACTION_MODELS`): the request goes to the beta Messages endpoint with the `compact_20260112`
+edit in `context_management.edits` (its `trigger` in input tokens, no lower than the API's
+`MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_20251015`,
+`clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
+becomes the message's `CompactionPart` (kept verbatim, sent back first in its message), a block
+whose content is null (a failed compaction, a no-op for the API) is dropped; the compaction's
+own tokens (`usage.iterations` entries of type `compaction`, which the top-level usage leaves
+out) are the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`.
+
 Errors are classified once, here. SDK-level retries are off: the Client retries classified
 errors itself.
 """
@@ -47,7 +57,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, cont
 from typing import Any
 
 from chatcli.continuation import DEFAULT_MAX_TOKENS
-from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
+from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
     drop_setting,
@@ -61,6 +71,7 @@ from chatcli.providers._common import (
 )
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.base import (
+    NativeCompaction,
     ReasoningDelta,
     Request,
     Response,
@@ -74,13 +85,18 @@ from chatcli.request_settings import JSON_MODE, output_reserve
 
 __all__ = [
     "CACHE_CONTROL",
+    "COMPACTION_MODELS",
     "DEFAULT_MAX_TOKENS",
+    "MIN_COMPACTION_TRIGGER",
     "STOP_REASONS",
     "Anthropic",
     "StreamFold",
+    "compaction_usage",
+    "context_edits",
     "request_params",
     "response_from_message",
     "settings_fields",
+    "supports_native_compaction",
     "usage_from_wire",
     "wire_messages",
 ]
@@ -98,6 +114,26 @@ STOP_REASONS: Mapping[str, StopReason] = {
 }
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+# Models that take the `compact_20260112` edit: the "Supported models" of Anthropic's compaction
+# page (platform.claude.com/docs/en/build-with-claude/compaction); the Models API states it per
+# model too (`capabilities.context_management.compact_20260112`).
+COMPACTION_MODELS = (
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-opus-4-7",
+    "claude-mythos-preview",
+)
+# The least `trigger` the compaction edit accepts (the same page, "Parameters").
+MIN_COMPACTION_TRIGGER = 50_000
+_COMPACTION_BETA = "compact-2026-01-12"
+_CONTEXT_EDITING_BETA = "context-management-2025-06-27"
+
+
+def supports_native_compaction(model: str) -> bool:
+    """Whether `model` (an id or a dated snapshot of one) is among `COMPACTION_MODELS`."""
+    return any(model == known or model.startswith(known + "-") for known in COMPACTION_MODELS)
+
+
 _KEY_ENV = ("ANTHROPIC_API_KEY",)
 
 
@@ -112,9 +148,12 @@ class Anthropic(Adapter):
     `DEFAULT_MAX_TOKENS`, plus any thinking budget, the same reserve recovery plans with.
     `cache_control` is put on the cache breakpoints (see the module docstring); None turns
     automatic prompt caching off, `{"type": "ephemeral", "ttl": "1h"}` caches for an hour.
+    `native_compaction`: ask the API to compact on its servers (see the module docstring);
+    None (the default) never does.
     """
 
     api_name = "Anthropic"
+    compaction_provider = "anthropic"  # the `CompactionPart.provider` this adapter reads
 
     def __init__(
         self,
@@ -127,6 +166,7 @@ class Anthropic(Adapter):
         timeout: float | None = None,
         environ: Mapping[str, str] | None = None,
         cache_control: Mapping[str, Any] | None = CACHE_CONTROL,
+        native_compaction: NativeCompaction | None = None,
     ) -> None:
         sdk = require_module("anthropic", "anthropic")
         key = api_key_from_env(
@@ -138,6 +178,7 @@ class Anthropic(Adapter):
         self.model = model
         self.base_url = base_url
         self.cache_control = dict(cache_control) if cache_control is not None else None
+        self.native_compaction = native_compaction
         self.context_window, self.max_output_tokens = model_limits(
             model, "anthropic", context_window, max_output_tokens
         )
@@ -147,9 +188,17 @@ class Anthropic(Adapter):
     def __repr__(self) -> str:
         return f"Anthropic(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
+    def native_compaction_supported(self) -> bool:
+        """Whether this model compacts on Anthropic's servers (`supports_native_compaction`)."""
+        return supports_native_compaction(self.model)
+
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         return request_params(
-            request, model=self.model, cap=self.max_output_tokens, cache_control=self.cache_control
+            request,
+            model=self.model,
+            cap=self.max_output_tokens,
+            cache_control=self.cache_control,
+            native=self.native_compaction,
         )
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
@@ -157,10 +206,13 @@ class Anthropic(Adapter):
         `messages.count_tokens`: exact, but a round trip (free, rate-limited); see
         `chatcli.providers.counting` for caching and the fallback to the estimate."""
         request = Request(messages=tuple(messages))
-        params = request_params(request, model=self.model, cap=self.max_output_tokens)
+        native = self.native_compaction  # its blocks are read by the beta endpoint only
+        params = request_params(
+            request, model=self.model, cap=self.max_output_tokens, native=native
+        )
         del params["max_tokens"]  # the one `create` argument that `count_tokens` does not take
         with _translated_errors():
-            counted = self._client().messages.count_tokens(**params)
+            counted = _endpoint(self._client(), params).count_tokens(**params)
         return int(counted.input_tokens)
 
     def _new_client(self) -> Any:
@@ -176,26 +228,33 @@ class Anthropic(Adapter):
         return int(params["max_tokens"]) > NONSTREAMING_MAX_TOKENS
 
     def _send(self, client: Any, params: dict[str, Any]) -> Any:
-        return client.messages.create(**params)
+        return _endpoint(client, params).create(**params)
 
     async def _asend(self, client: Any, params: dict[str, Any]) -> Any:
-        return await client.messages.create(**params)
+        return await _endpoint(client, params).create(**params)
 
     def _open(self, client: Any, params: dict[str, Any]) -> AbstractContextManager[Any]:
-        events: AbstractContextManager[Any] = client.messages.create(**params, stream=True)
+        events: AbstractContextManager[Any] = _endpoint(client, params).create(
+            **params, stream=True
+        )
         return events
 
     async def _aopen(self, client: Any, params: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
-        events: AbstractAsyncContextManager[Any] = await client.messages.create(
+        events: AbstractAsyncContextManager[Any] = await _endpoint(client, params).create(
             **params, stream=True
         )
         return events
 
     def _parse(self, raw: Any) -> Response:
-        return response_from_message(_dump(raw))
+        return response_from_message(_dump(raw), model=self.model)
 
     def _fold(self) -> StreamFold:
-        return StreamFold()
+        return StreamFold(model=self.model)
+
+
+def _endpoint(client: Any, params: Mapping[str, Any]) -> Any:
+    """The beta Messages endpoint for a request with beta flags (`betas`), else the plain one."""
+    return client.beta.messages if "betas" in params else client.messages
 
 
 # The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
@@ -233,6 +292,7 @@ def request_params(
     model: str,
     cap: int | None,
     cache_control: Mapping[str, Any] | None = None,
+    native: NativeCompaction | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `messages.create`; see the module docstring.
 
@@ -256,9 +316,36 @@ def request_params(
     if request.tools:
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
     extra = {**settings_fields(request), **settings.extra, **request.options}
+    if native is not None:
+        params["betas"] = _betas(native)
+        extra = {"context_management": {"edits": context_edits(native)}, **extra}
     if extra:
         params["extra_body"] = extra
     return params
+
+
+def context_edits(native: NativeCompaction) -> list[dict[str, Any]]:
+    """`context_management.edits` for `native`: thinking first (the API wants it first), then
+    tool uses, then the compaction."""
+    edits: list[dict[str, Any]] = []
+    if native.clear_thinking:
+        edits.append({"type": "clear_thinking_20251015"})
+    if native.clear_tool_uses:
+        edits.append({"type": "clear_tool_uses_20250919"})
+    compact: dict[str, Any] = {"type": "compact_20260112"}
+    if native.trigger_tokens is not None:
+        value = max(native.trigger_tokens, MIN_COMPACTION_TRIGGER)
+        compact["trigger"] = {"type": "input_tokens", "value": value}
+    if native.pause:
+        compact["pause_after_compaction"] = True
+    if native.instructions:
+        compact["instructions"] = native.instructions
+    return [*edits, compact]
+
+
+def _betas(native: NativeCompaction) -> list[str]:
+    editing = native.clear_thinking or native.clear_tool_uses
+    return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
 
 
 def settings_fields(request: Request) -> dict[str, Any]:
@@ -346,7 +433,14 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
         for call in message.tool_calls
     ]
-    return [*_thinking_blocks(message), *texts, *calls]
+    return [*_compaction_block(message), *_thinking_blocks(message), *texts, *calls]
+
+
+def _compaction_block(message: Message) -> list[dict[str, Any]]:
+    part = message.compaction
+    if part is None or part.provider != Anthropic.compaction_provider:
+        return []  # another provider's: unreadable here (the Client's view drops it first)
+    return [dict(part.provider_details)]
 
 
 def _thinking_blocks(message: Message) -> list[dict[str, Any]]:
@@ -381,13 +475,16 @@ def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
 
 
 def response_from_message(
-    message: Mapping[str, Any], *, unparsed: frozenset[int] = frozenset()
+    message: Mapping[str, Any],
+    *,
+    unparsed: frozenset[int] = frozenset(),
+    model: str | None = None,
 ) -> Response:
     """A Messages API `message` object as a Response.
 
     `unparsed` holds the content indexes of `tool_use` blocks whose streamed JSON did not
     parse (their input is `{}`); those calls are incomplete, like the last block of an answer
-    stopped at `max_tokens`.
+    stopped at `max_tokens`. A compaction is tagged with `model` (default: the answer's).
     """
     blocks: list[Mapping[str, Any]] = message.get("content") or []
     stop = message.get("stop_reason")
@@ -403,19 +500,41 @@ def response_from_message(
         if block.get("type") == "text" and block.get("text")
     )
     thinking = [dict(block) for block in blocks if block.get("type") in _THINKING_TYPES]
+    usage = message.get("usage") or {}
     reply = Message(
         role=Role.ASSISTANT,
         parts=parts,
         tool_calls=calls,
         provider_details={"anthropic": {"thinking": thinking}} if thinking else None,
+        compaction=_compaction_part(blocks, model or message.get("model") or ""),
     )
     return Response(
         message=reply,
         stop_reason=STOP_REASONS.get(stop or "", StopReason.OTHER),
-        usage=usage_from_wire(message.get("usage") or {}),
+        usage=usage_from_wire(usage),
         model=message.get("model"),
         provider_details={"anthropic": _response_details(message)},
+        compaction_usage=compaction_usage(usage),
     )
+
+
+def _compaction_part(blocks: Sequence[Mapping[str, Any]], model: str) -> CompactionPart | None:
+    made = [b for b in blocks if b.get("type") == "compaction" and b.get("content") is not None]
+    if not made:
+        return None
+    block = dict(made[-1])
+    return CompactionPart(
+        provider=Anthropic.compaction_provider,
+        model=model,
+        summary=str(block["content"]),
+        provider_details=block,
+    )
+
+
+def compaction_usage(usage: Mapping[str, Any]) -> Usage | None:
+    """The tokens of the `compaction` entries of `usage.iterations` (None: there are none)."""
+    entries = [i for i in usage.get("iterations") or () if i.get("type") == "compaction"]
+    return sum((usage_from_wire(entry) for entry in entries), Usage()) if entries else None
 
 
 def _tool_call(block: Mapping[str, Any], *, incomplete: bool) -> ToolCall:
@@ -429,7 +548,7 @@ def _tool_call(block: Mapping[str, Any], *, incomplete: bool) -> ToolCall:
 
 
 def _response_details(message: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("id", "stop_reason", "stop_sequence", "stop_details")
+    keys = ("id", "stop_reason", "stop_sequence", "stop_details", "context_management")
     return {key: message[key] for key in keys if message.get(key) is not None}
 
 
@@ -460,7 +579,8 @@ class StreamFold:
     asks.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model  # what a compaction is tagged with (default: the answer's model)
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
         self.json_parts: dict[int, list[str]] = {}
@@ -512,6 +632,8 @@ class StreamFold:
             block["signature"] = delta["signature"]
             position = self.reasoning.setdefault(index, len(self.reasoning))
             return [ReasoningDelta(index=position, signature=str(delta["signature"]))]
+        if kind == "compaction_delta":  # the whole summary in one delta, as the SDK folds it
+            block.update({k: delta[k] for k in ("content", "encrypted_content") if k in delta})
         return []
 
     def _apply_message_delta(self, event: Mapping[str, Any]) -> None:
@@ -528,7 +650,9 @@ class StreamFold:
             raise incomplete_answer("the Anthropic stream ended before message_stop")
         unparsed = frozenset(i for i in self.json_parts if not self._parse_input(i))
         content = [self.blocks[i] for i in sorted(self.blocks)]
-        return response_from_message({**self.message, "content": content}, unparsed=unparsed)
+        return response_from_message(
+            {**self.message, "content": content}, unparsed=unparsed, model=self.model
+        )
 
     def _parse_input(self, index: int) -> bool:
         text = "".join(self.json_parts[index])

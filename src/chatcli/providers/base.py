@@ -16,6 +16,7 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.request_settings import Settings
 
 __all__ = [
+    "NativeCompaction",
     "Provider",
     "ReasoningDelta",
     "Request",
@@ -59,13 +60,37 @@ class Request:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Response:
-    """One model answer, normalised."""
+    """One model answer, normalised.
+
+    `compaction_usage`: what a compaction the provider made on its own servers used, when it
+    reports it apart from `usage` (Anthropic's `usage.iterations`); None: none reported.
+    """
 
     message: Message
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     provider_details: Mapping[str, Any] | None = None
+    compaction_usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeCompaction:
+    """What an adapter that can asks its provider to compact on its own servers (the
+    adapter's `native_compaction` attribute; None: never).
+
+    `trigger_tokens`: the prompt size that triggers it (None: the provider's default);
+    `instructions`: the summary prompt's extra instructions (Anthropic); `pause`: stop the
+    answer right after the compaction (Anthropic's `pause_after_compaction`);
+    `clear_tool_uses` / `clear_thinking`: Anthropic's context editing of old tool results
+    and thinking blocks, sent with it.
+    """
+
+    trigger_tokens: int | None = None
+    instructions: str | None = None
+    pause: bool = False
+    clear_tool_uses: bool = False
+    clear_thinking: bool = False
 
 
 @runtime_checkable

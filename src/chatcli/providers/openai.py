@@ -27,6 +27,11 @@ Mapping notes:
 - Prompt caching: `OpenAI` sends a `prompt_cache_key` derived from the conversation's stable
   beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or
   `options`) or built the adapter with `prompt_cache_key=False`.
+- Native compaction (Responses API, `OpenAI(..., native_compaction=NativeCompaction(...))`, for
+  the models `supports_native_compaction` names): `context_management: [{"type": "compaction",
+  "compact_threshold": N}]` on every request; the answer's encrypted `compaction` output item
+  becomes the message's `CompactionPart` (kept verbatim) and is sent back first, in front of the
+  message's other items.
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
@@ -48,7 +53,7 @@ from types import ModuleType
 from typing import Any, Literal, Protocol
 
 from chatcli.errors import ConfigError, ProviderError, classify_error
-from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
+from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
     drop_setting,
@@ -63,6 +68,7 @@ from chatcli.providers._common import (
 )
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.base import (
+    NativeCompaction,
     Request,
     Response,
     StreamDelta,
@@ -73,7 +79,13 @@ from chatcli.providers.base import (
 from chatcli.redact import redact_url
 from chatcli.request_settings import JSON_MODE, TOOL_CHOICE_MODES
 
-__all__ = ["OpenAI", "OpenAIBase", "prompt_cache_key"]
+__all__ = [
+    "COMPACTION_FAMILIES",
+    "OpenAI",
+    "OpenAIBase",
+    "prompt_cache_key",
+    "supports_native_compaction",
+]
 
 Api = Literal["chat", "responses"]
 Json = dict[str, Any]
@@ -92,6 +104,17 @@ _INCOMPLETE_STOP = {
     "content_filter": StopReason.REFUSAL,
 }
 REASONING_KEY = "openai_reasoning"
+# Model families that take `context_management` compaction on the Responses API. The compaction
+# guide (developers.openai.com/api/docs/guides/compaction) lists no models; Codex, its main user,
+# enables it for the gpt-5 family and later: others are treated as unsupported (chatcli's own
+# compaction then).
+COMPACTION_FAMILIES = ("gpt-5", "gpt-6")
+_COMPACTION_PROVIDER = "openai"
+
+
+def supports_native_compaction(model: str) -> bool:
+    """Whether `model` is of `COMPACTION_FAMILIES` (on the Responses API)."""
+    return model.startswith(COMPACTION_FAMILIES)
 
 
 def _sdk() -> ModuleType:
@@ -333,6 +356,9 @@ def _response_items(message: Message) -> list[Json]:
         return [{"role": message.role.value, "content": message.text}]
     reasoning = (message.provider_details or {}).get(REASONING_KEY, ())
     items = [dict(item) for item in reasoning]
+    part = message.compaction
+    if part is not None and part.provider == _COMPACTION_PROVIDER:  # another's: unreadable
+        items.insert(0, dict(part.provider_details))
     if message.text:
         items.append(_assistant_text_item(message))
     items.extend(_function_call_item(c) for c in message.tool_calls)
@@ -399,6 +425,7 @@ class _Output:
     refused: bool = False
     calls: list[ToolCall] = field(default_factory=list)
     reasoning: list[Json] = field(default_factory=list)
+    compaction: Json | None = None  # the latest compaction item, verbatim
 
     def add(self, item: Any, *, truncated: bool) -> None:
         if item.type == "message":
@@ -412,6 +439,8 @@ class _Output:
             self.calls.append(call)
         elif item.type == "reasoning":
             self.reasoning.append(item.model_dump(mode="json", exclude_none=True))
+        elif item.type == "compaction":
+            self.compaction = item.model_dump(mode="json", exclude_none=True)
 
     def _add_message(self, item: Any) -> None:
         self.text_id = item.id
@@ -449,6 +478,7 @@ def responses_response(raw: Any) -> Response:
         parts=_text_parts("".join(output.texts), text_details),
         tool_calls=tuple(output.calls),
         provider_details={REASONING_KEY: tuple(output.reasoning)} if output.reasoning else None,
+        compaction=_compaction_part(output.compaction, str(raw.model or "")),
     )
     usage = _responses_usage(raw.usage) if raw.usage is not None else Usage()
     return Response(
@@ -458,6 +488,12 @@ def responses_response(raw: Any) -> Response:
         model=raw.model,
         provider_details={"id": raw.id},
     )
+
+
+def _compaction_part(item: Json | None, model: str) -> CompactionPart | None:
+    if item is None or not item.get("encrypted_content"):
+        return None
+    return CompactionPart(provider=_COMPACTION_PROVIDER, model=model, provider_details=item)
 
 
 @dataclass(slots=True)
@@ -768,6 +804,7 @@ class OpenAI(OpenAIBase):
         max_output_tokens: int | None = None,
         environ: Mapping[str, str] | None = None,
         prompt_cache_key: bool = True,
+        native_compaction: NativeCompaction | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         key = api_key_from_env(api_key, ("OPENAI_API_KEY",), env, required=True)
@@ -783,9 +820,39 @@ class OpenAI(OpenAIBase):
             max_output_tokens=output,
         )
         self._auto_cache_key = prompt_cache_key
+        self.native_compaction = native_compaction
+
+    @property
+    def compaction_provider(self) -> str | None:
+        """Whose compactions this adapter reads: OpenAI's, on the Responses API only."""
+        return _COMPACTION_PROVIDER if self.api == "responses" else None
+
+    def native_compaction_supported(self) -> bool:
+        """Whether this model compacts on OpenAI's servers (the Responses API only)."""
+        return self.api == "responses" and supports_native_compaction(self.model)
 
     def _body_extra(self, request: Request) -> Json:
+        extra = self._compaction_fields()
         given = request.settings.extra.keys() | request.options.keys()
         if not self._auto_cache_key or "prompt_cache_key" in given:
+            return extra
+        return {**extra, "prompt_cache_key": prompt_cache_key(request.messages)}
+
+    def _compaction_fields(self) -> Json:
+        native = self.native_compaction
+        if native is None or self.api != "responses":
             return {}
-        return {"prompt_cache_key": prompt_cache_key(request.messages)}
+        entry: Json = {"type": "compaction"}
+        if native.trigger_tokens is not None:
+            entry["compact_threshold"] = native.trigger_tokens
+        return {"context_management": [entry]}
+
+    def _checked(self, response: Response, request: Request) -> Response:
+        """A compaction is tagged with the model this adapter asked for, as the Client's view
+        matches it (the answer may name a dated snapshot)."""
+        part = response.message.compaction
+        model = request.model or self.model
+        if part is None or part.model == model:
+            return response
+        message = replace(response.message, compaction=replace(part, model=model))
+        return replace(response, message=message)

@@ -1,0 +1,81 @@
+"""The working view around a provider's own compaction (`CompactionPart`).
+
+A provider that compacts on its own servers answers with an opaque compaction (Anthropic's
+`compaction` block, OpenAI's encrypted `compaction` item) that the client keeps and sends
+back; the provider then ignores everything before it (Anthropic drops the blocks before it;
+OpenAI lets the client drop the items before the latest one). `native_view` makes the view
+say so before anything counts or cuts it:
+
+- For the provider and model that made it, the latest compaction replaces the span before
+  it: every non-system message before its message is dropped, and its message is split into
+  the compaction alone and the rest of the answer (so a recovery level can keep the one
+  without the other; the adapters send them back as one answer).
+- Any other compaction is removed: it is never shown to another provider or model. The span
+  before it, which the transcript keeps whole, is sent instead, and chatcli's own compaction
+  summarises it when it is too big (the fallback the strategy prescribes).
+
+Invariants: system messages are kept, in order; messages after the latest own compaction are
+kept whole and in order; the input is never mutated; the same input gives the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from chatcli.history.result import TransformResult, build_result
+from chatcli.messages import Message, Role
+
+__all__ = ["is_anchor", "native_view", "owns"]
+
+
+def owns(message: Message, provider: str | None, model: str | None) -> bool:
+    """Whether `message` carries a compaction that `provider` and `model` made."""
+    part = message.compaction
+    return part is not None and part.provider == provider and part.model == model
+
+
+def is_anchor(message: Message) -> bool:
+    """A compaction alone in its message (as `native_view` leaves it): it stands for the whole
+    span before it, so the recovery levels keep it like a system message, never cut it."""
+    return message.compaction is not None and not message.parts and not message.tool_calls
+
+
+def native_view(
+    messages: Sequence[Message], *, provider: str | None, model: str | None
+) -> TransformResult:
+    """`messages` as the provider sees them (see the module docstring); `provider` None (a
+    provider without native compaction) removes every compaction."""
+    before = tuple(messages)
+    if not any(m.compaction is not None for m in before):
+        return build_result("native compaction", before, before)
+    latest = max((i for i, m in enumerate(before) if owns(m, provider, model)), default=None)
+    foreign = sum(1 for m in before if m.compaction is not None and not owns(m, provider, model))
+    kept: list[Message] = []
+    for i, message in enumerate(before):
+        if latest is not None and i < latest and message.role is not Role.SYSTEM:
+            continue
+        if i == latest:
+            kept.extend(_split(message))
+        elif message.compaction is not None:
+            kept.extend(_without_compaction(message))
+        else:
+            kept.append(message)
+    dropped = []
+    if latest is not None:
+        span = sum(1 for m in before[:latest] if m.role is not Role.SYSTEM)
+        dropped.append(f"{span} messages before the provider's compaction (it replaces them)")
+    if foreign:
+        dropped.append(f"{foreign} compaction(s) made by another provider or model")
+    return build_result("native compaction", before, tuple(kept), dropped=dropped)
+
+
+def _split(message: Message) -> tuple[Message, ...]:
+    """The compaction alone, then the rest of the answer when there is any."""
+    alone = Message(role=Role.ASSISTANT, compaction=message.compaction)
+    return (alone, *_without_compaction(message))
+
+
+def _without_compaction(message: Message) -> tuple[Message, ...]:
+    rest = replace(message, compaction=None)
+    return (rest,) if rest.parts or rest.tool_calls or rest.provider_details else ()

@@ -1,0 +1,503 @@
+"""Provider-native compaction through the adapters, with the real SDKs talking to the replay
+server: the edit (or `context_management`) on the wire, the block (or item) kept as the
+message's CompactionPart, sent back on the next request, dropped when the model changes, and
+its cost counted. Bodies: tests/data/native-compaction.json (each cites its documentation)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatcli.catalog import ModelInfo, Prices
+from chatcli.cli.render import event_line
+from chatcli.client import Client
+from chatcli.config import RecoveryConfig
+from chatcli.errors import CompactionError, ConfigError, ProviderError
+from chatcli.messages import Message, Usage
+from chatcli.providers.anthropic import Anthropic, supports_native_compaction
+from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
+from chatcli.providers.openai import OpenAI
+from chatcli.providers.openai import supports_native_compaction as openai_supports
+from chatcli.session import ChatSession
+from chatcli.session_text import NativeCompactionNote
+from chatcli.store import SessionStore
+from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
+from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+
+DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
+KEY = "sk-ant-test-0123456789abcdef"
+MODEL = "claude-sonnet-4-6"
+SUMMARY = DATA["anthropic_message"]["content"][0]["content"]
+
+
+@pytest.fixture(autouse=True)
+async def _adapters_closed() -> AsyncIterator[None]:
+    async with adapters_closed():
+        yield
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with replay_server() as s:
+        yield s
+
+
+def anthropic(server: ReplayServer, model: str = MODEL, **native: Any) -> Anthropic:
+    return Anthropic(
+        model,
+        api_key=KEY,
+        base_url=server.url,
+        native_compaction=NativeCompaction(**native),
+    )
+
+
+def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """`message` as the Messages API streams it: the compaction block starts with its content
+    null and gets it whole in one `compaction_delta` (the SDK's BetaCompactionContentBlockDelta);
+    text in one `text_delta`; usage (iterations included) in `message_delta`."""
+    head = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 0}}
+    events: list[tuple[str, Any]] = [("message_start", {"type": "message_start", "message": head})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "compaction":
+            start, delta = {**block, "content": None}, {"type": "compaction_delta"}
+            delta["content"] = block["content"]
+        else:
+            start, delta = {**block, "text": ""}, {"type": "text_delta", "text": block["text"]}
+        events += [
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            ),
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events += [
+        ("message_delta", {"type": "message_delta", "delta": stop, "usage": message["usage"]}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return [(name, json.dumps(data)) for name, data in events]
+
+
+def final(chunks: list[StreamChunk]) -> Response:
+    last = chunks[-1]
+    assert isinstance(last, Response)
+    return last
+
+
+def history() -> tuple[Message, ...]:
+    return (
+        Message.system("You help with Python."),
+        Message.user("Build me a price scraper. " + "details " * 200),
+        Message.assistant("Done with the parser. " + "code " * 200),
+        Message.user("Go on."),
+    )
+
+
+# -- Anthropic ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["complete", "stream", "acomplete", "astream"])
+async def test_anthropic_edit_on_the_wire_and_block_kept(server: ReplayServer, mode: str) -> None:
+    message = DATA["anthropic_message"]
+    streamed = "stream" in mode
+    server.add(Scripted(events=anthropic_events(message)) if streamed else Scripted(body=message))
+    provider = anthropic(server, trigger_tokens=120_000)
+    request = Request(messages=history(), max_tokens=2048)
+    if mode == "complete":
+        response = provider.complete(request)
+    elif mode == "acomplete":
+        response = await provider.acomplete(request)
+    elif mode == "stream":
+        response = final(list(provider.stream(request)))
+    else:
+        response = final([c async for c in provider.astream(request)])
+
+    sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages")
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
+    assert "context-management-2025-06-27" not in sent.headers["anthropic-beta"]
+    assert sent.json()["context_management"] == {
+        "edits": [
+            {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 120_000}}
+        ]
+    }
+    part = response.message.compaction
+    assert part is not None and part.summary == SUMMARY
+    assert (part.provider, part.model) == ("anthropic", MODEL)
+    assert part.provider_details == {"type": "compaction", "content": SUMMARY}
+    assert response.message.text == message["content"][1]["text"]
+    # The summary's own tokens, apart from the answer's (which leave them out).
+    assert response.compaction_usage == Usage(input_tokens=180_000, output_tokens=3500)
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (23_000, 1000)
+
+
+def test_anthropic_context_editing_and_trigger_floor(server: ReplayServer) -> None:
+    # The answer reports the edit it applied (fields of the SDK's
+    # BetaClearToolUses20250919EditResponse; the figures are this test's).
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": 8,
+        "cleared_input_tokens": 50_000,
+    }
+    applied = {"context_management": {"applied_edits": [edit]}}
+    server.add(Scripted(body={**DATA["anthropic_message"], **applied}))
+    provider = anthropic(
+        server,
+        trigger_tokens=10,
+        clear_tool_uses=True,
+        clear_thinking=True,
+        instructions="Keep paths.",
+    )
+    response = provider.complete(Request(messages=history(), max_tokens=100))
+    assert (
+        response.provider_details["anthropic"]["context_management"]
+        == applied["context_management"]
+    )
+    sent = server.requests[0]
+    assert sent.headers["anthropic-beta"] == "compact-2026-01-12,context-management-2025-06-27"
+    assert sent.json()["context_management"]["edits"] == [
+        {"type": "clear_thinking_20251015"},
+        {"type": "clear_tool_uses_20250919"},
+        {
+            "type": "compact_20260112",
+            "trigger": {"type": "input_tokens", "value": 50_000},  # the API's least trigger
+            "instructions": "Keep paths.",
+        },
+    ]
+
+
+def test_anthropic_without_native_compaction_sends_no_edit(server: ReplayServer) -> None:
+    message = DATA["anthropic_message"]
+    server.add(Scripted(body={**message, "content": message["content"][1:]}))
+    Anthropic(MODEL, api_key=KEY, base_url=server.url).complete(Request(messages=history()))
+    sent = server.requests[0]
+    assert "context_management" not in sent.json()
+    assert "compact" not in sent.headers.get("anthropic-beta", "")
+
+
+def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> None:
+    """Through the Client: the next request starts from the block, verbatim, and the span it
+    replaced is no longer sent."""
+    server.add(Scripted(body=DATA["anthropic_message"]), Scripted(body=DATA["anthropic_message"]))
+    provider = anthropic(server)
+    client = Client(provider, context_window=200_000)
+    reply = client.send(history())
+    conversation = (*history(), reply.message, Message.user("And rate limiting?"))
+    client.send(conversation)
+    sent = server.requests[1].json()
+    assert sent["system"][0]["text"] == "You help with Python."
+    first = sent["messages"][0]
+    assert first["role"] == "assistant"
+    assert first["content"][0] == {"type": "compaction", "content": SUMMARY}
+    assert first["content"][1]["text"] == DATA["anthropic_message"]["content"][1]["text"]
+    assert sent["messages"][-1]["content"][0]["text"] == "And rate limiting?"
+    assert "Build me a price scraper" not in json.dumps(sent)
+
+
+def test_anthropic_block_dropped_when_the_model_changes(server: ReplayServer) -> None:
+    message = DATA["anthropic_message"]
+    plain = {**message, "content": message["content"][1:], "model": "claude-haiku-4-5"}
+    server.add(Scripted(body=message), Scripted(body=plain))
+    reply = Client(anthropic(server)).send(history())
+    other = Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
+    Client(other).send((*history(), reply.message, Message.user("And rate limiting?")))
+    sent = json.dumps(server.requests[1].json())
+    assert '"compaction"' not in sent
+    assert "Build me a price scraper" in sent  # the span is back, for chatcli's own compaction
+
+
+def test_a_failed_compaction_block_is_no_compaction(server: ReplayServer) -> None:
+    message = dict(DATA["anthropic_message"])
+    message["content"] = [{"type": "compaction", "content": None}, *message["content"][1:]]
+    server.add(Scripted(body=message))
+    response = anthropic(server).complete(Request(messages=history()))
+    assert response.message.compaction is None
+
+
+def test_supported_models() -> None:
+    assert supports_native_compaction("claude-sonnet-4-6")
+    assert supports_native_compaction("claude-opus-4-6-20260205")
+    assert not supports_native_compaction("claude-haiku-4-5")
+    assert not supports_native_compaction("claude-sonnet-4-5")
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+OPENAI_KEY = "sk-test-0123456789abcdef"
+OPENAI_MODEL = "gpt-5.1-codex"
+ITEM = DATA["openai_response"]["output"][0]
+
+
+def openai(server: ReplayServer, model: str = OPENAI_MODEL, **native: Any) -> OpenAI:
+    return OpenAI(
+        model,
+        api="responses",
+        api_key=OPENAI_KEY,
+        base_url=server.url + "/v1",
+        native_compaction=NativeCompaction(**native) if native else None,
+    )
+
+
+def openai_events(response: dict[str, Any]) -> list[str]:
+    """`response` as the Responses API streams it: each output item added then done (text in
+    one delta), then `response.completed` with the whole response."""
+    head = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": head}]
+    for index, item in enumerate(response["output"]):
+        added = item if item["type"] == "compaction" else {**item, "content": []}
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "delta": text,
+                    "logprobs": [],
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    numbered = [{**event, "sequence_number": n} for n, event in enumerate(events)]
+    return [json.dumps(event) for event in numbered]
+
+
+@pytest.mark.parametrize("mode", ["complete", "stream", "acomplete", "astream"])
+async def test_openai_context_management_on_the_wire_and_item_kept(
+    server: ReplayServer, mode: str
+) -> None:
+    body = DATA["openai_response"]
+    streamed = "stream" in mode
+    server.add(Scripted(events=openai_events(body)) if streamed else Scripted(body=body))
+    provider = openai(server, "gpt-5.1-codex", trigger_tokens=150_000)
+    request = Request(messages=history(), max_tokens=2048)
+    if mode == "complete":
+        response = provider.complete(request)
+    elif mode == "acomplete":
+        response = await provider.acomplete(request)
+    elif mode == "stream":
+        response = final(list(provider.stream(request)))
+    else:
+        response = final([c async for c in provider.astream(request)])
+    sent = server.requests[0]
+    assert sent.path == "/v1/responses"
+    assert sent.json()["context_management"] == [
+        {"type": "compaction", "compact_threshold": 150_000}
+    ]
+    part = response.message.compaction
+    assert part is not None and part.provider_details == ITEM
+    assert (part.provider, part.model, part.summary) == ("openai", OPENAI_MODEL, "")
+    assert response.message.text == "Next, pagination."
+
+
+def test_openai_item_reused_on_the_next_request(server: ReplayServer) -> None:
+    server.add(Scripted(body=DATA["openai_response"]), Scripted(body=DATA["openai_response"]))
+    client = Client(openai(server, trigger_tokens=150_000), context_window=400_000)
+    reply = client.send(history())
+    client.send((*history(), reply.message, Message.user("And rate limiting?")))
+    sent = server.requests[1].json()
+    assert sent["input"][0] == {"role": "system", "content": "You help with Python."}
+    assert sent["input"][1] == ITEM  # verbatim, the items before it dropped
+    assert sent["input"][2]["id"] == "msg_0123456789abcdef"
+    assert sent["input"][-1] == {"role": "user", "content": "And rate limiting?"}
+    assert "Build me a price scraper" not in json.dumps(sent)
+
+
+def test_openai_item_dropped_when_the_model_changes(server: ReplayServer) -> None:
+    plain = {**DATA["openai_response"], "output": DATA["openai_response"]["output"][1:]}
+    server.add(Scripted(body=DATA["openai_response"]), Scripted(body=plain))
+    reply = Client(openai(server, trigger_tokens=150_000)).send(history())
+    Client(openai(server, "gpt-4.1")).send((*history(), reply.message, Message.user("More?")))
+    sent = server.requests[1].json()
+    assert "context_management" not in sent  # not asked for on this adapter
+    assert all(item.get("type") != "compaction" for item in sent["input"])
+    assert "Build me a price scraper" in json.dumps(sent)
+
+
+def test_openai_chat_completions_reads_no_compaction() -> None:
+    chat = OpenAI(OPENAI_MODEL, api_key=OPENAI_KEY, base_url="http://127.0.0.1:9/v1")
+    assert chat.compaction_provider is None
+    assert openai_supports("gpt-5.1-codex") and not openai_supports("gpt-4.1")
+
+
+# -- the strategy, in a chat session ---------------------------------------------------------
+
+PRICED = ModelInfo(
+    model=MODEL,
+    context_window=200_000,
+    prices=Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
+)
+# Anthropic's error shape (docs, "Errors"); the message is this test's.
+REFUSED = {
+    "type": "error",
+    "error": {"type": "invalid_request_error", "message": "context_management: unknown edit"},
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    with SessionStore(tmp_path / "s.db") as opened:
+        yield opened
+
+
+def chat(store: SessionStore, provider: Any, compaction: str = "auto") -> ChatSession:
+    return ChatSession.open(
+        store,
+        provider,
+        provider_name="anthropic",
+        model=MODEL,
+        model_info=PRICED,
+        max_tokens=8000,
+        recovery=RecoveryConfig(compaction=compaction),
+    )
+
+
+def plain_anthropic(server: ReplayServer) -> Anthropic:
+    return Anthropic(MODEL, api_key=KEY, base_url=server.url, context_window=200_000)
+
+
+def test_session_native_compaction_shown_and_counted(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    server.add(Scripted(body=DATA["anthropic_message"]))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[:3])
+    events: list[Any] = []
+    session.send("Go on.", on_event=events.append)
+    edits = server.requests[0].json()["context_management"]["edits"]
+    # The trigger is chatcli's own: 80% of (200,000 - 8,000).
+    assert edits == [
+        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 153_600}}
+    ]
+    (note,) = [e for e in events if isinstance(e, NativeCompactionNote)]
+    assert event_line(note).plain.startswith("↻ compacted by the provider: 3 messages replaced")
+    summary = session.cost_summary()
+    compaction = 180_000 * 3.0 / 1e6 + 3500 * 15.0 / 1e6
+    assert summary.total.compaction_cost == pytest.approx(compaction)
+    answer = 23_000 * 3.0 / 1e6 + 1000 * 15.0 / 1e6
+    assert summary.total.cost == pytest.approx(compaction + answer)
+    # The next request starts from the block (a cache break the compaction explains); a
+    # reopened session too.
+    assert session.working_messages()[1].compaction is not None
+    plain = {**DATA["anthropic_message"], "content": DATA["anthropic_message"]["content"][1:]}
+    server.add(Scripted(body=plain))
+    session.send("And rate limiting?")
+    assert list(session.cost_summary().cache_breaks.values()) == ["a compaction"]
+    reopened = ChatSession.open(
+        store,
+        plain_anthropic(server),
+        provider_name="anthropic",
+        model=MODEL,
+        resume=session.info.id,
+    )
+    view = reopened.working_messages()
+    assert view[1].compaction is not None and view[2].text == plain["content"][0]["text"]
+    assert [m.text for m in view[3:]] == ["And rate limiting?", plain["content"][0]["text"]]
+    assert len(view) == 5  # system, compaction, the rest of its answer, the next exchange
+
+
+def test_session_chatcli_strategy_sends_no_edit(server: ReplayServer, store: SessionStore) -> None:
+    message = DATA["anthropic_message"]
+    server.add(Scripted(body={**message, "content": message["content"][1:]}))
+    chat(store, plain_anthropic(server), "chatcli").send("hi")
+    assert "context_management" not in server.requests[0].json()
+
+
+def test_session_auto_falls_back_when_the_edit_is_refused(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    message = DATA["anthropic_message"]
+    server.add(
+        Scripted(status=400, body=REFUSED),
+        Scripted(body={**message, "content": message["content"][1:]}),
+    )
+    session = chat(store, plain_anthropic(server))
+    events: list[Any] = []
+    session.send("hi", on_event=events.append)
+    assert "context_management" in server.requests[0].json()
+    assert "context_management" not in server.requests[1].json()
+    assert session.native_failed is not None and not session.native_active()
+    assert any("chatcli compacts" in e.describe() for e in events)
+
+
+def test_session_native_strategy_does_not_fall_back(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    server.add(Scripted(status=400, body=REFUSED))
+    session = chat(store, plain_anthropic(server), "native")
+    with pytest.raises(ProviderError):
+        session.send("hi")
+    with pytest.raises(CompactionError, match="CHATCLI_COMPACTION"):
+        session.compact()
+
+
+def test_session_auto_falls_back_on_an_answer_without_the_block(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    message = DATA["anthropic_message"]
+    past = {**message["usage"], "input_tokens": 160_000, "iterations": None}
+    server.add(Scripted(body={**message, "content": message["content"][1:], "usage": past}))
+    session = chat(store, plain_anthropic(server))
+    session.send("hi")
+    assert session.native_failed == "an answer past its trigger came without a compaction"
+    assert session.provider.native_compaction is None  # type: ignore[attr-defined]
+
+
+def test_session_unsupported_model_uses_chatcli(server: ReplayServer, store: SessionStore) -> None:
+    server.add(Scripted(body={**DATA["anthropic_message"], "content": []}))
+    haiku = Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
+    session = chat(store, haiku)
+    assert not session.native_active() and haiku.native_compaction is None
+
+
+def test_compaction_strategy_from_env() -> None:
+    assert RecoveryConfig.from_env({}).compaction == "auto"
+    assert RecoveryConfig.from_env({"CHATCLI_COMPACTION": " Native "}).compaction == "native"
+    with pytest.raises(ConfigError, match="CHATCLI_COMPACTION='sometimes' must be one of"):
+        RecoveryConfig.from_env({"CHATCLI_COMPACTION": "sometimes"})
+    with pytest.raises(ConfigError, match="compaction='x'"):
+        RecoveryConfig(compaction="x")
+
+
+def test_compact_by_hand_summarises_the_span_the_provider_compacted(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    """/compact ("auto") writes chatcli's own summary of the whole span, the provider's
+    compaction removed (its summary is the provider's to read), not of the block alone."""
+    server.add(Scripted(body=DATA["anthropic_message"]))
+    summarizer = ScriptedSummarizer([faithful_summary], context_window=200_000)
+    session = ChatSession.open(
+        store,
+        plain_anthropic(server),
+        provider_name="anthropic",
+        model=MODEL,
+        model_info=PRICED,
+        summarizer=summarizer,
+    )
+    session.append(history()[:3])
+    session.send("Go on.")
+    session.append((Message.user("Now pagination."), Message.assistant("On it.")))
+    session.compact()
+    (request,) = summarizer.requests
+    assert "Build me a price scraper" in conversation_text(request)
+    assert all(m.compaction is None for m in session.working_messages())
+
+
+def test_count_tokens_reads_compaction_blocks_on_the_beta_endpoint(server: ReplayServer) -> None:
+    server.add(Scripted(body={"input_tokens": 2345}))
+    provider = anthropic(server)
+    part_message = Message.assistant("Next.")
+    assert provider.count_tokens((Message.user("hi"), part_message)) == 2345
+    sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages/count_tokens")
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
