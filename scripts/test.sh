@@ -20,5 +20,8 @@ bash scripts/install-llama-cpp-python.sh .venv/bin/python
 step "llama-server (C++)"
 bash scripts/build-llama-server.sh >/dev/null
 
+step "coding agents from the npm registry (Codex)"
+bash scripts/install-codex.sh
+
 step "pytest"
 .venv/bin/pytest "$@"
