@@ -148,7 +148,14 @@ def test_the_key_is_sent_to_the_probes(server: ReplayServer) -> None:
     discover_window(
         server.url + "/v1", "google/gemma-3-4b", api_key="lm-key", probes=probe_for("LM Studio")
     )
-    assert server.requests[0].headers["Authorization"] == "Bearer lm-key"
+    headers = {k.lower(): v for k, v in server.requests[0].headers.items()}
+    assert headers["authorization"] == "Bearer lm-key"
+
+
+def test_no_key_no_authorization_header(server: ReplayServer) -> None:
+    server.add(answer("sw-003"))
+    discover_window(server.url + "/v1", "google/gemma-3-4b", probes=probe_for("LM Studio"))
+    assert "authorization" not in {k.lower() for k in server.requests[0].headers}
 
 
 def test_a_server_that_states_nothing_is_asked_once(server: ReplayServer) -> None:

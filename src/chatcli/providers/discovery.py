@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from chatcli.providers._common import require_module
 from chatcli.redact import redact_url
 
 __all__ = [
@@ -191,12 +192,18 @@ def forget_discovered_windows() -> None:
 def _probe(
     root: str, model: str, api_key: str | None, timeout: float, probes: tuple[Probe, ...]
 ) -> ServerWindow | None:
-    import httpx  # the openai SDK's own dependency: present wherever OpenAICompatible is
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with httpx.Client(timeout=timeout, headers=headers) as client:
+    # The openai SDK's own client, through its documented calls to undocumented endpoints
+    # (`client.get(path, cast_to=object)`): present wherever OpenAICompatible is (the `openai`
+    # extra), no second HTTP library. No retries: an unanswered probe means "not stated".
+    # Such calls carry no credentials of their own: the key goes in the header, and without
+    # one the header is left out (the SDK's `omit`).
+    openai = require_module("openai", "openai")
+    headers = {"Authorization": f"Bearer {api_key}" if api_key else openai.omit}
+    with openai.OpenAI(
+        api_key=api_key or "no-key", base_url=root, timeout=timeout, max_retries=0
+    ) as client:
         for probe in probes:  # bounded: at most one request per probe
-            tokens = _ask(client, root, model, probe)
+            tokens = _ask(client, root, model, probe, headers)
             if tokens is not None:
                 found = ServerWindow(tokens=tokens, server=probe.server, source=probe.source)
                 shown = redact_url(root)
@@ -209,18 +216,21 @@ def _probe(
     return None
 
 
-def _ask(client: Any, root: str, model: str, probe: Probe) -> int | None:
+def _ask(
+    client: Any, root: str, model: str, probe: Probe, headers: Mapping[str, Any]
+) -> int | None:
     url = server_url(root, probe.path)
     shown = redact_url(url)  # a base_url can carry credentials: never logged
     try:
+        # An absolute URL is sent as it is (the root's query string kept); a body that is not
+        # JSON comes back as text, which no reader takes; an HTTP error status raises.
         if probe.post:
-            response = client.post(url, json={"model": model})
+            options = {"headers": headers}
+            body = client.post(url, cast_to=object, body={"model": model}, options=options)
         else:
-            response = client.get(url, params={"model": model} if probe.model_query else None)
-        if response.status_code != 200:
-            logger.debug("window probe %s: HTTP %d", shown, response.status_code)
-            return None
-        return probe.read(response.json(), model)
+            query = {"params": {"model": model}} if probe.model_query else {}
+            body = client.get(url, cast_to=object, options={"headers": headers, **query})
+        return probe.read(body, model)
     except Exception as exc:  # a probe must never break anything: the window stays unknown
         why = str(exc).replace(url, str(shown))
         logger.debug("window probe %s failed: %s: %s", shown, type(exc).__name__, why)
