@@ -18,11 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -52,10 +52,10 @@ def llama_server(model: Path) -> Iterator[str]:
     try:
         for _ in range(300):  # up to a minute
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass  # not listening yet
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break  # 200: a status of 400 or more raises
+            except OSError:
+                pass  # not listening yet (or still loading the model: 503)
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/v1"
     finally:

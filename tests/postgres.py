@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -27,8 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-from tests.proxy_harness import free_port
 
 __all__ = [
     "create_database",
@@ -41,6 +40,15 @@ __all__ = [
 
 DEFAULT_PG_BIN = "/usr/lib/postgresql/15/bin"
 START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    """A free loopback port (here, not from tests/proxy_harness.py: scripts/check-installs.sh
+    starts the server where neither uvicorn nor the proxy is installed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def pg_bin() -> Path:
