@@ -389,14 +389,13 @@ def test_an_unrecoverable_overflow_is_openais_400_naming_input(
 def test_a_failure_after_the_stream_began_is_an_error_then_response_failed(
     upstream: ReplayServer, openai_proxy: str
 ) -> None:
-    # The recorded answer stops at max_tokens; the continuation call fails with a 500.
+    # The recorded answer stops at max_tokens (the upstream's: the client set none, so the
+    # proxy escalates); the continuation call fails with a 500.
     failing = Scripted(status=500, body={"error": {"message": "boom", "type": "server_error"}})
     upstream.add(
         Scripted(events=[data for _, data in sse_events("openai-chat-length.txt")]), failing
     )
-    stream = oa(openai_proxy).responses.create(
-        model="gpt-4o", input="Hi", max_output_tokens=50, stream=True
-    )
+    stream = oa(openai_proxy).responses.create(model="gpt-4o", input="Hi", stream=True)
     seen: list[str] = []
     with pytest.raises(openai.APIError, match="boom"):
         seen.extend(e.type for e in stream)
@@ -404,7 +403,7 @@ def test_a_failure_after_the_stream_began_is_an_error_then_response_failed(
     upstream.add(
         Scripted(events=[data for _, data in sse_events("openai-chat-length.txt")]), failing
     )
-    body = {"model": "gpt-4o", "input": "Hi", "max_output_tokens": 50, "stream": True}
+    body = {"model": "gpt-4o", "input": "Hi", "stream": True}
     raw = httpx.post(openai_proxy + "/v1/responses", json=body).text
     assert raw.rstrip().endswith("}") and "event: response.failed" in raw  # what Codex reads
 

@@ -25,11 +25,14 @@ import httpx
 import openai
 import pytest
 
+from chatcli.proxy.app import ProxyOptions
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import sse_events
 
 GATE_TIMEOUT_S = 10.0
 WINDOW = 4096
+# The escalation tests set max_tokens: the proxy is started to continue past it.
+ESCALATING = ProxyOptions(escalate_past_client_limit=True)
 
 
 class Gate:
@@ -136,7 +139,7 @@ def test_an_escalated_openai_answer_streams_its_continuation_live(gated: GatedUp
     gated.streams.extend([sse_events("openai-chat-length.txt"), continuation])
     env = {"OPENAI_API_KEY": "sk-up", "CHATCLI_HOME": "/nonexistent"}
     up = upstream_at("openai", gated.url + "/v1", model="gpt-4o", environ=env)
-    with running_proxy(up) as url, openai_client(url) as client:
+    with running_proxy(up, options=ESCALATING) as url, openai_client(url) as client:
         stream = client.chat.completions.create(
             model="gpt-4o",
             messages=[{"role": "user", "content": "Weather?"}],
@@ -170,7 +173,7 @@ def test_an_escalated_anthropic_answer_is_one_stream_without_the_cut_tool_call(
     up = upstream_at("anthropic", gated.url, model="claude-sonnet-4-5", environ=env)
     tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
     with (
-        running_proxy(up) as url,
+        running_proxy(up, options=ESCALATING) as url,
         anthropic_client(url) as client,
         client.messages.stream(
             model="claude",

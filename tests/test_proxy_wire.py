@@ -499,15 +499,14 @@ def test_a_turn_the_server_dropped_is_caught_with_the_window_unknown(
 def test_a_failure_after_the_answer_began_ends_the_stream_with_an_error_event(
     upstream: ReplayServer, openai_proxy: str
 ) -> None:
-    # The recorded answer stops at max_tokens: the proxy escalates, and the continuation call
-    # fails with a 500. The client has the partial answer, then the dialect's error.
+    # The recorded answer stops at max_tokens (the upstream's: the client set none, so the
+    # proxy escalates), and the continuation call fails with a 500. The client has the
+    # partial answer, then the dialect's error.
     upstream.add(
         Scripted(events=[data for _, data in sse_events("openai-chat-length.txt")]),
         Scripted(status=500, body={"error": {"message": "boom", "type": "server_error"}}),
     )
-    stream = oa(openai_proxy).chat.completions.create(
-        model="gpt-4o", messages=chat(1), max_tokens=50, stream=True
-    )
+    stream = oa(openai_proxy).chat.completions.create(model="gpt-4o", messages=chat(1), stream=True)
     texts: list[str] = []
     with pytest.raises(openai.APIError, match="boom"):
         for chunk in stream:

@@ -21,9 +21,12 @@ class Reply:
     """The answer to one `send()`.
 
     `message`: one assistant message (continuations stitched in). `usage`: summed over every
-    provider call that reported usage. `events`: everything recovery did, in order.
-    `truncated`: the answer is partial (escalations ran out, or a cut answer was returned).
-    `view`: the working view the answer is based on. `calls`: provider calls made.
+    provider call that reported usage (what the answer cost). `final_usage`: the last
+    call's alone (None: not known, `usage` stands for it), what the prompt the answer ended
+    on holds: the figure a client's context meter reads, where the sum would count a prompt
+    once per call. `events`: everything recovery did, in order. `truncated`: the answer is
+    partial (escalations ran out, or a cut answer was returned). `view`: the working view the
+    answer is based on. `calls`: provider calls made.
     """
 
     message: Message
@@ -33,6 +36,7 @@ class Reply:
     view: tuple[Message, ...]
     stop_reason: StopReason
     calls: int
+    final_usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -91,6 +91,7 @@ class Run:
         self.retries = self.cap_lowerings = self.calls = 0
         self.resent = False  # the last request was sent again at once (`never_answered`)
         self.usage = Usage()
+        self.final_usage: Usage | None = None  # the last answered call's
 
     def steps(self) -> Flow:
         if self.policy.predictive:
@@ -151,6 +152,7 @@ class Run:
             view=self.ladder.view,
             stop_reason=stop_reason,
             calls=self.calls,
+            final_usage=self.final_usage,
         )
 
     def preflight(self) -> None:
@@ -165,6 +167,7 @@ class Run:
 
     def on_response(self, response: Response, request: Request) -> Reply | None:
         self.usage += response.usage
+        self.final_usage = response.usage
         self.retries, self.resent = 0, False
         self.prediction.fitted = False
         message = self.runnable(response)

@@ -41,6 +41,7 @@ from chatcli.proxy.items import (
     ToolCallDelta,
 )
 from chatcli.proxy.schemas import MessagesRequest
+from chatcli.proxy.usage import answer_usage
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "AnthropicDialect"]
@@ -229,7 +230,7 @@ def _message_head(model: str, reply: Reply | None) -> Json:
 
 
 def _usage(reply: Reply) -> Json:
-    usage = reply.usage
+    usage = answer_usage(reply)
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,

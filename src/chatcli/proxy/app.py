@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -62,6 +62,7 @@ from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
+from chatcli.proxy.usage import recovery_headers
 from chatcli.recovery import Client, Reply
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
@@ -79,13 +80,17 @@ RESPONSES = ResponsesDialect()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyOptions:
     """How the app serves: body limit, CORS origins (none: no CORS), library settings, where
-    requests are recorded (None: nowhere)."""
+    requests are recorded (None: nowhere), and whether an answer may be escalated past the
+    max_tokens its client asked for."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cors_origins: tuple[str, ...] = ()
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
     microcompact: MicrocompactConfig | None = field(default_factory=MicrocompactConfig)
     sessions: SessionRecorder | None = None
+    # A client's explicit max_tokens is its ceiling: an answer cut there is returned as cut,
+    # unless this lets the library escalate past it (`--escalate-past-client-limit`).
+    escalate_past_client_limit: bool = False
 
 
 class _Proxy:
@@ -176,7 +181,7 @@ class _Proxy:
         window = await self.shared_window(forwarder)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
-        library = self.library_client(forwarder, window, events, sticky)
+        library = self.library_client(forwarder, window, events, sticky, self.recovery_for(parsed))
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         dropped = forwarder.forwarding.dropped
         headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
@@ -191,6 +196,8 @@ class _Proxy:
                 raise Refused(self.failed(exc)) from exc
             cut = self.new_cut(session, sticky, library)
             await self.record(session, parsed, reply, reply.events, cut)
+            self.metrics.record_reply(reply)
+            headers.update(recovery_headers(reply))
             return JSONResponse(dialect.reply(parsed, reply, model=model), headers=headers)
         cuts = _CutOf(self, session, sticky, library)
         engine = library.astream(parsed.messages, max_tokens=max_tokens, tools=parsed.tools)
@@ -207,12 +214,21 @@ class _Proxy:
         except Exception as exc:
             yield dialect.stream_error(self.failed(exc))
 
+    def recovery_for(self, parsed: ClientRequest) -> RecoveryConfig:
+        """The library's settings for `parsed`: no escalation past a max_tokens the client
+        set, unless the proxy was started to (`escalate_past_client_limit`)."""
+        recovery = self.options.recovery
+        if parsed.max_tokens is None or self.options.escalate_past_client_limit:
+            return recovery
+        return replace(recovery, max_token_escalations=0)
+
     def library_client(
         self,
         provider: Provider,
         window: int | None,
         events: list[Event],
         sticky: StickyView | None = None,
+        recovery: RecoveryConfig | None = None,
     ) -> Client:
         """The library's Client for one request over `provider`, starting from the
         conversation's `sticky` cut; its events feed the metrics, the windows the replicas
@@ -226,7 +242,7 @@ class _Proxy:
 
         return Client(
             provider,
-            self.options.recovery,
+            self.options.recovery if recovery is None else recovery,
             hooks=(hook,),
             max_retries=0,
             microcompact=self.options.microcompact,
@@ -267,6 +283,7 @@ class _Proxy:
                     events.append(item.event)
                 elif isinstance(item, FinalReply):
                     reply = item.reply
+                    self.metrics.record_reply(reply)
                     await self.record(session, parsed, reply, reply.events, cuts.made())
                 yield item
         except Exception:

@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes sharing the port (%(default)s); each one is a proxy of its own",
     )
     parser.add_argument(
+        "--escalate-past-client-limit",
+        action="store_true",
+        help="continue an answer cut at the max_tokens its client set, with a higher limit "
+        "(default: the client's max_tokens is its ceiling; the answer is returned as cut)",
+    )
+    parser.add_argument(
         "--no-sessions",
         action="store_true",
         help="record nothing in the session store (default: every request, grouped into"
@@ -178,6 +184,7 @@ def _configured(
         recovery=RecoveryConfig.from_env(env),
         microcompact=MicrocompactConfig.from_env(env),
         sessions=None if args.no_sessions else _recorder(upstream, settings, env),
+        escalate_past_client_limit=args.escalate_past_client_limit,
     )
     return upstream, guard, options
 

@@ -1,9 +1,10 @@
 """The proxy's counters, served as Prometheus text at `GET /metrics`.
 
-Requests (by endpoint and status), recoveries by level, max_tokens escalations, upstream
-errors (by classified kind), session-store errors and request latency (a histogram, by
-endpoint). Labels hold only these names and numbers: never a key, a model answer or a
-client's text.
+Requests (by endpoint and status), recoveries by level, max_tokens escalations, the upstream
+calls a recovery made besides each answer's last one and the tokens they used
+(`chatcli.proxy.usage`), upstream errors (by classified kind), session-store errors and
+request latency (a histogram, by endpoint). Labels hold only these names and numbers: never a
+key, a model answer or a client's text.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from chatcli.events import Escalated, Event, LevelApplied
+from chatcli.proxy.usage import recovery_calls, recovery_usage
+from chatcli.recovery import Reply
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 
@@ -27,6 +30,8 @@ class Metrics:
         self.requests: Counter[tuple[str, int]] = Counter()
         self.recoveries: Counter[int] = Counter()
         self.escalations = 0
+        self.recovery_calls = 0
+        self.recovery_tokens: Counter[str] = Counter()
         self.upstream_errors: Counter[str] = Counter()
         self.store_errors = 0  # records or window reads the session store failed
         self._buckets: dict[str, list[int]] = {}
@@ -37,6 +42,15 @@ class Metrics:
             self.recoveries[event.level] += 1
         elif isinstance(event, Escalated):
             self.escalations += 1
+
+    def record_reply(self, reply: Reply) -> None:
+        """The calls `reply` took besides its last one, and their usage."""
+        self.recovery_calls += recovery_calls(reply)
+        usage = recovery_usage(reply)
+        self.recovery_tokens["input"] += usage.input_tokens
+        self.recovery_tokens["output"] += usage.output_tokens
+        self.recovery_tokens["cache_read"] += usage.cache_read_tokens
+        self.recovery_tokens["cache_write"] += usage.cache_write_tokens
 
     def record_request(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests[(endpoint, status)] += 1
@@ -56,6 +70,13 @@ class Metrics:
             yield f'chatcli_proxy_recoveries_total{{level="{level}"}} {self.recoveries[level]}'
         yield from _header("chatcli_proxy_escalations_total", "counter", "max_tokens escalations")
         yield f"chatcli_proxy_escalations_total {self.escalations}"
+        name = "chatcli_proxy_recovery_calls_total"
+        yield from _header(name, "counter", "upstream calls besides each answer's last")
+        yield f"{name} {self.recovery_calls}"
+        name = "chatcli_proxy_recovery_tokens_total"
+        yield from _header(name, "counter", "tokens used by those calls")
+        for kind in ("input", "output", "cache_read", "cache_write"):
+            yield f'{name}{{kind="{kind}"}} {self.recovery_tokens[kind]}'
         yield from _header("chatcli_proxy_upstream_errors_total", "counter", "failed requests")
         for kind, n in sorted(self.upstream_errors.items()):
             yield f'chatcli_proxy_upstream_errors_total{{kind="{kind}"}} {n}'

@@ -32,6 +32,7 @@ from chatcli.proxy.dialect import (
 )
 from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
 from chatcli.proxy.schemas import ChatCompletionsRequest
+from chatcli.proxy.usage import answer_usage
 from chatcli.recovery import Reply
 
 __all__ = ["HANDLED", "SETTINGS", "OpenAIDialect"]
@@ -193,7 +194,7 @@ def _function(name: str, arguments: str) -> Json:
 
 
 def _usage(reply: Reply) -> Json:
-    usage = reply.usage
+    usage = answer_usage(reply)
     prompt = usage.prompt_tokens
     out: Json = {
         "prompt_tokens": prompt,

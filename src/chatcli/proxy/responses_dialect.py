@@ -57,6 +57,7 @@ from chatcli.proxy.dialect import (
 from chatcli.proxy.items import EventItem, FinalReply, ReasoningItem, StreamItem
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.schemas import ResponsesRequest
+from chatcli.proxy.usage import answer_usage
 from chatcli.recovery import Reply
 
 __all__ = [
@@ -406,7 +407,7 @@ def _call_item(call_id: str, name: str, arguments: str) -> Json:
 
 
 def _usage(reply: Reply) -> Json:
-    usage = reply.usage
+    usage = answer_usage(reply)
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {
