@@ -7,7 +7,8 @@ Shapes follow anthropic-sdk-python's types (`Message`, the `message_start` ...
 `invalid_request_error` "prompt is too long: N tokens > M maximum", Anthropic's own wording,
 which Claude Code recognises (it then compacts on its own side).
 
-One user turn may hold several tool results and text: each becomes its own neutral message,
+A system turn among the messages (Claude Code puts its environment in one) is a system
+message where it stands. One user turn may hold several tool results and text: each becomes its own neutral message,
 in order, all with the turn's index as origin. Thinking blocks (with their signatures) ride
 on the assistant message's `provider_details`, as the Anthropic adapter keeps them.
 """
@@ -277,9 +278,12 @@ def _system(system: Any) -> Iterator[Message]:
 
 
 def _turn(raw: Any, index: int) -> Iterator[Message]:
-    if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant"):
-        raise RequestError(f"messages.{index}: needs role user or assistant")
+    if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant", "system"):
+        raise RequestError(f"messages.{index}: needs role user, assistant or system")
     content = raw.get("content")
+    if raw["role"] == "system":  # an instruction between turns (Claude Code sends them)
+        yield Message.system(content if isinstance(content, str) else text_of(content))
+        return
     if raw["role"] == "assistant":
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         yield response_from_message({"content": blocks or []}).message
