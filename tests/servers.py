@@ -6,6 +6,11 @@ Fixtures (load them with `pytest_plugins = ("tests.servers",)`):
 - `tiny_model`: the tiny GGUF of `chatcli.tinymodel`, written once per session.
 - `llama_server`: the C++ `llama-server` (built by scripts/build-llama-server.sh), on
   127.0.0.1, `-c 512 -np 1`, serving the tiny model; yields its base URL.
+- `llama_1024`, `llama_16k`: the same with a 1,024- and a 16,384-token window, one per test
+  module. `llama_16k` is the coding agents' (their system prompt and tool definitions fit):
+  its answers end (`stop`) at the first `AGENT_STOP` the model writes, a few tokens in, as an
+  agent's answers end (Claude Code takes an answer cut at max_tokens for a failure); a
+  request's own stop sequences replace it.
 - `llama_cpp_python_server`: `python -m llama_cpp.server` (installed by
   scripts/install-llama-cpp-python.sh), `n_ctx` 512, same model; yields its base URL.
 
@@ -32,7 +37,9 @@ import pytest
 from chatcli.tinymodel import write_tiny_model
 
 __all__ = [
+    "AGENT_N_CTX",
     "N_CTX",
+    "llama_16k",
     "llama_cpp_python_server",
     "llama_server",
     "llama_server_binary",
@@ -44,7 +51,11 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 N_CTX = 512  # the servers' context window: small, so overflow is cheap to provoke
 SMALL_N_CTX = 1024  # `llama_1024`'s window (the proxy and integration tests)
 MODEL_NAME = "chatcli-tiny"  # the name both servers report, instead of the model's temp path
-MODEL_CONTEXT_LENGTH = 2048  # llama.context_length in the GGUF; must be >= both windows
+AGENT_N_CTX = 16384  # `llama_16k`'s window (the coding agents' tests)
+AGENT_STOP = " tool"  # `llama_16k`'s default stop string: among the tiny model's commonest
+# llama.context_length in the GGUF: llama-server caps a larger window to it, so it must be >=
+# every window (the KV cache is what the window costs: ~8 MB at 16,384 tokens).
+MODEL_CONTEXT_LENGTH = 32768
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 
@@ -102,9 +113,22 @@ def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         yield base_url
 
 
+@pytest.fixture(scope="module")
+def llama_16k(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A llama-server with a 16,384-token window whose answers end at `AGENT_STOP`, one per
+    test module: Claude Code's system prompt and tool definitions fit it, with room for an
+    answer."""
+    stop = ("--reverse-prompt", AGENT_STOP)
+    with _llama_server(tiny_model, tmp_path_factory, AGENT_N_CTX, stop) as base_url:
+        yield base_url
+
+
 @contextmanager
 def _llama_server(
-    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, n_ctx: int
+    tiny_model: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    n_ctx: int,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
     binary = llama_server_binary()
     if not os.access(binary, os.X_OK):
@@ -117,6 +141,7 @@ def _llama_server(
         *("--model", str(tiny_model), "--alias", MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--ctx-size", str(n_ctx), "--parallel", "1", "--threads", "1", "--seed", "1"),
+        *extra,
     ]
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with _running(command, f"http://127.0.0.1:{port}", "/health", log) as base_url:

@@ -1,0 +1,277 @@
+"""Claude Code, the real agent (`@anthropic-ai/claude-code` from npm, installed by
+scripts/install-agent-clients.sh), pointed at the proxy in front of the real llama-server with
+the tiny model and a 16,384-token window: its system prompt, tool definitions and environment
+fit (about 12,500 of the tiny model's tokens), with room for an answer.
+
+Claude Code runs as a user runs it (`claude -p PROMPT --output-format json`, stdin piped in),
+offline: a fresh HOME, a dummy API key, telemetry, error reporting, the auto-updater and all
+nonessential traffic off, and an HTTPS proxy at a closed loopback port for anything not sent
+to 127.0.0.1, so that a request anywhere else fails at once instead of leaving the machine.
+Its output limit is set with its own variable (`CLAUDE_CODE_MAX_OUTPUT_TOKENS`): the tiny
+model never ends an answer, so every answer runs to max_tokens.
+
+Three scenarios: a prompt answered; a prompt that does not fit the window (a large file
+piped in) answered after recovery, with the usage of the call that answered; and a prompt
+no recovery can fit (a system prompt over the window) shown as Claude Code's own "Prompt is
+too long", in bounded time. Then the proxy with what the agent's default settings send: a
+streamed answer with thinking on starts before it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from chatcli.proxy.app import ProxyOptions
+from chatcli.tinymodel import TRAINING_TEXT
+from tests.proxy_harness import running_proxy, upstream_at
+
+pytest_plugins = ("tests.servers",)
+pytestmark = pytest.mark.llama_server
+
+AGENT_N_CTX = 16384  # tests/servers.py's `llama_16k`
+MODEL_NAME = "chatcli-tiny"
+MAX_OUTPUT_TOKENS = 256  # what Claude Code asks for (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
+RUN_TIMEOUT_S = 180.0  # one `claude -p`: a hang fails the test, never the suite
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "tests" / "data" / "claude-code" / "messages-request.json"
+
+
+def claude_binary() -> Path:
+    """Where scripts/install-agent-clients.sh installs Claude Code ($CHATCLI_NPM_CLIENTS: its
+    prefix)."""
+    prefix = Path(os.environ.get("CHATCLI_NPM_CLIENTS", ROOT / ".cache" / "npm-clients"))
+    return prefix / "node_modules" / ".bin" / "claude"
+
+
+@pytest.fixture(scope="module")
+def claude() -> Path:
+    binary = claude_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.skip(
+            f"Claude Code not found at {binary}; install it with scripts/install-agent-clients.sh"
+        )
+    return binary
+
+
+def offline_env(home: Path, proxy: str, max_output_tokens: int) -> dict[str, str]:
+    """Claude Code's environment: only the proxy, nothing sent anywhere else."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": proxy,
+        "ANTHROPIC_API_KEY": "sk-chatcli-test",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # Anything not for 127.0.0.1 goes to a proxy nothing listens on: it fails at once.
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+
+
+def run_claude(
+    claude: Path,
+    proxy: str,
+    home: Path,
+    prompt: str,
+    *,
+    stdin: str = "",
+    args: tuple[str, ...] = (),
+    max_output_tokens: int = MAX_OUTPUT_TOKENS,
+) -> tuple[dict[str, Any], float]:
+    """`claude -p PROMPT --output-format json` with `stdin` piped in: its result, and the
+    seconds it took."""
+    home.mkdir(exist_ok=True)
+    started = time.monotonic()
+    run = subprocess.run(
+        [str(claude), "-p", prompt, "--output-format", "json", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=offline_env(home, proxy, max_output_tokens),
+        cwd=home,
+        timeout=RUN_TIMEOUT_S,
+    )
+    took = time.monotonic() - started
+    assert run.stdout.strip(), f"no output (exit {run.returncode}): {run.stderr[-2000:]}"
+    result: dict[str, Any] = json.loads(run.stdout)
+    return result, took
+
+
+def metric(proxy: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """The value of one series of the proxy's /metrics (summed over the series of `name`
+    when `labels` is None)."""
+    total = 0.0
+    for line in httpx.get(proxy + "/metrics").text.splitlines():
+        series, _, value = line.rpartition(" ")
+        named = series == name or series.startswith(name + "{")
+        if named and (labels is None or all(f'{k}="{v}"' in series for k, v in labels.items())):
+            total += float(value)
+    return total
+
+
+@pytest.fixture(scope="module")
+def proxy(llama_16k: str) -> Iterator[str]:
+    """`chatcli proxy --provider openai-compatible --context-window 16384` in front of it."""
+    upstream = upstream_at(
+        "openai-compatible",
+        llama_16k + "/v1",
+        model=MODEL_NAME,
+        context_window=AGENT_N_CTX,
+        environ={"CHATCLI_HOME": "/nonexistent"},
+    )
+    with running_proxy(upstream) as url:
+        yield url
+
+
+def test_a_plain_prompt_is_answered(claude: Path, proxy: str, tmp_path: Path) -> None:
+    before = metric(proxy, "chatcli_proxy_recoveries_total")
+    result, _ = run_claude(claude, proxy, tmp_path / "home", "Say hello.")
+    assert result["is_error"] is False, shown(result)
+    assert result["result"]  # the tiny model's random text, as Claude Code shows it
+    usage = result["usage"]
+    assert 0 < usage["input_tokens"] + usage["cache_read_input_tokens"] < AGENT_N_CTX
+    assert metric(proxy, "chatcli_proxy_recoveries_total") == before  # it fitted
+
+
+def test_a_piped_file_over_the_window_is_answered_after_recovery(
+    claude: Path, proxy: str, tmp_path: Path
+) -> None:
+    before = metric(proxy, "chatcli_proxy_recoveries_total")
+    big = "\n".join(f"{i}: {TRAINING_TEXT}" for i in range(200))  # ~3x the room left
+    result, _ = run_claude(claude, proxy, tmp_path / "home", "Summarize the file above.", stdin=big)
+    assert result["is_error"] is False, shown(result)
+    assert result["result"]
+    assert metric(proxy, "chatcli_proxy_recoveries_total") > before
+    usage = result["usage"]
+    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+    # The usage of the call that answered: a prompt that fits the window.
+    assert prompt > 0 and prompt + usage["output_tokens"] <= AGENT_N_CTX
+
+
+def test_a_system_prompt_over_the_window_is_claude_codes_own_context_error(
+    claude: Path, proxy: str, tmp_path: Path
+) -> None:
+    requests = metric(proxy, "chatcli_proxy_requests_total", {"endpoint": "/v1/messages"})
+    system = " ".join([TRAINING_TEXT] * 60)  # system prompts are always kept: nothing helps
+    result, took = run_claude(
+        claude, proxy, tmp_path / "home", "Say hello.", args=("--append-system-prompt", system)
+    )
+    assert result["is_error"] is True
+    assert "prompt is too long" in result["result"].lower(), result["result"]
+    sent = metric(proxy, "chatcli_proxy_requests_total", {"endpoint": "/v1/messages"}) - requests
+    assert sent <= 2, f"{sent} requests: a retry loop"
+    assert took < 60, f"{took:.0f} s"
+
+
+@pytest.fixture(scope="module")
+def escalating_proxy(llama_16k: str) -> Iterator[str]:
+    """The same, started with `--escalate-past-client-limit`."""
+    upstream = upstream_at(
+        "openai-compatible",
+        llama_16k + "/v1",
+        model=MODEL_NAME,
+        context_window=AGENT_N_CTX,
+        environ={"CHATCLI_HOME": "/nonexistent"},
+    )
+    options = ProxyOptions(escalate_past_client_limit=True)
+    with running_proxy(upstream, options=options) as url:
+        yield url
+
+
+def test_claude_codes_max_tokens_is_the_answers_ceiling(
+    claude: Path, proxy: str, tmp_path: Path
+) -> None:
+    escalations = metric(proxy, "chatcli_proxy_escalations_total")
+    result, _ = run_claude(claude, proxy, tmp_path / "home", "Say hello.", max_output_tokens=2)
+    # Each answer stops at the 2 tokens Claude Code asked for; Claude Code's own handling
+    # of that follows (it asks to go on, a few times, then says so).
+    assert result["usage"]["output_tokens"] == 2 * result["num_turns"], shown(result)
+    assert metric(proxy, "chatcli_proxy_escalations_total") == escalations
+
+
+def test_a_continued_answer_tells_claude_code_the_final_calls_usage(
+    claude: Path, escalating_proxy: str, tmp_path: Path
+) -> None:
+    proxy = escalating_proxy
+    calls = metric(proxy, "chatcli_proxy_recovery_calls_total")
+    result, _ = run_claude(claude, proxy, tmp_path / "home", "Say hello.", max_output_tokens=2)
+    # The proxy continued each answer past Claude Code's 2 tokens (several calls, each with
+    # the ~12,500-token prompt); Claude Code was told the usage of each answer's last call,
+    # which fits the window, where the calls' sum would be over it.
+    assert metric(proxy, "chatcli_proxy_escalations_total") >= 1
+    extra = metric(proxy, "chatcli_proxy_recovery_calls_total") - calls
+    turns = result["num_turns"]
+    assert extra >= turns, shown(result)
+    usage = result["usage"]
+    prompt = (usage["input_tokens"] + usage["cache_read_input_tokens"]) / turns
+    assert AGENT_N_CTX / 2 < prompt < AGENT_N_CTX, shown(result)
+    assert (
+        metric(proxy, "chatcli_proxy_recovery_tokens_total", {"kind": "input"})
+        + metric(proxy, "chatcli_proxy_recovery_tokens_total", {"kind": "cache_read"})
+        >= extra * AGENT_N_CTX / 2
+    )  # the other calls' prompts, told apart
+
+
+def test_a_whole_recovered_answer_names_its_extra_calls_in_headers(escalating_proxy: str) -> None:
+    body = json.loads(RECORDED.read_text())
+    body.update(stream=False, max_tokens=2)
+    answer = httpx.post(
+        escalating_proxy + "/v1/messages",
+        json=body,
+        headers={"anthropic-version": "2023-06-01"},
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert answer.status_code == 200, answer.text
+    calls = int(answer.headers["x-chatcli-recovery-calls"])
+    extra = dict(
+        part.strip().split("=") for part in answer.headers["x-chatcli-recovery-usage"].split(",")
+    )
+    usage = answer.json()["usage"]
+    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+    assert calls >= 1 and AGENT_N_CTX / 2 < prompt < AGENT_N_CTX
+    assert int(extra["input_tokens"]) + int(extra["cache_read_tokens"]) >= calls * prompt * 0.9
+
+
+def test_a_streamed_answer_with_thinking_on_starts_before_it_ends(proxy: str) -> None:
+    """What Claude Code's default settings send (thinking on, a large max_tokens), streamed:
+    the first bytes come as the upstream sends them, not held to the end of the answer."""
+    body = {
+        "model": "claude-opus-5-5",
+        "max_tokens": 3000,
+        "thinking": {"type": "adaptive"},
+        "stream": True,
+        "stop_sequences": ["@@@"],  # instead of the server's own stop: a long answer
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+    }
+    started = time.monotonic()
+    deltas: list[float] = []
+    headers = {"anthropic-version": "2023-06-01"}
+    with httpx.stream(
+        "POST", proxy + "/v1/messages", json=body, headers=headers, timeout=RUN_TIMEOUT_S
+    ) as answer:
+        for line in answer.iter_lines():
+            if line == "event: content_block_delta":
+                deltas.append(time.monotonic() - started)
+    ended = time.monotonic() - started
+    assert len(deltas) > 500
+    # Held whole, every delta would come in the last moment; live, they span the answer.
+    assert deltas[0] < ended / 3 and deltas[-1] - deltas[0] > ended / 2, (deltas[0], ended)
+
+
+def shown(result: dict[str, Any]) -> str:
+    """What a failed assertion shows of Claude Code's result."""
+    keys = ("result", "is_error", "stop_reason", "api_error_status", "num_turns", "usage")
+    return json.dumps({k: result.get(k) for k in keys})[:3000]
