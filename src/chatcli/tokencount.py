@@ -12,7 +12,7 @@ I/O and belong to the provider adapters; they can implement `TokenCounter` too.
 
 `CountingEstimator` puts an exact counter where the recovery policy takes a `TokenEstimator`:
 every prediction is then a count, and a count the provider states teaches it only the fixed
-tokens the counter cannot see (tool schemas, a chat template's own tokens).
+tokens the counter cannot see (a chat template's own tokens, the way it renders tools).
 """
 
 from __future__ import annotations

@@ -3,10 +3,17 @@
 The one place that knows how large a request is predicted to be and how much room the window
 leaves next to it (see docs/design/recovery.md: "The output reserve", "Lowering max_tokens
 beats truncating", "Skips are trusted only when calibrated").
+
+A request's prompt is its messages and its tool definitions: a chat template or an API puts
+the definitions (as JSON) into the prompt, and a coding agent's are the larger part of its
+first requests. Every request of a send carries the same tools, so they are counted as one
+message before the view (`tool_definitions`), by whatever estimator counts the view, and a
+count a provider states calibrates on both.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -17,6 +24,7 @@ from chatcli.history.running import request_chars, request_shape
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.policy.journal import Journal
+from chatcli.providers.base import ToolSpec
 from chatcli.request_settings import Settings, output_reserve
 from chatcli.tokens import MarginEstimator, TokenEstimator
 
@@ -25,6 +33,7 @@ __all__ = [
     "MIN_OUTPUT_ROOM",
     "PREFLIGHT_MARGIN",
     "Prediction",
+    "tool_definitions",
     "useful_output_room",
 ]
 
@@ -54,6 +63,26 @@ def useful_output_room(requested: int, limit: int) -> int:
     return min(wanted, max(MIN_OUTPUT_ROOM, wanted // 4))
 
 
+def tool_definitions(tools: Sequence[ToolSpec]) -> tuple[Message, ...]:
+    """What `tools` put into a prompt, as messages to count: one system message holding their
+    definitions as JSON (the form chat templates and APIs render them in); none without
+    tools."""
+    if not tools:
+        return ()
+    functions = [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": dict(tool.parameters),
+            },
+        }
+        for tool in tools
+    ]
+    return (Message.system(json.dumps(functions, ensure_ascii=False)),)
+
+
 class Prediction:
     """The limits of one send() as known so far, and predictions made from them.
 
@@ -62,6 +91,7 @@ class Prediction:
     `estimator` counts prompts; `calibrated` once a provider stated a real count.
     `fitted`: the current request's max_tokens was fitted from the provider's numbers.
     `memos`: the owner's memoised scans, which the running sums of the counts use.
+    `tools`: the tool definitions every request carries, counted with each prompt.
     """
 
     def __init__(
@@ -74,8 +104,10 @@ class Prediction:
         estimator: TokenEstimator,
         settings: Settings | None = None,
         memos: ScanMemos | None = None,
+        tools: Sequence[ToolSpec] = (),
     ) -> None:
         self.journal, self.settings, self.memos = journal, settings, memos
+        self.tools = tool_definitions(tools)  # counted before every view
         self.window, self.cap, self.max_tokens = window, cap, max_tokens
         # An exact count (or a margin estimate once calibrated) is no guess: trusted from the start.
         self.estimator, self.calibrated = estimator, estimator.trusted
@@ -90,6 +122,8 @@ class Prediction:
         self.planned_reserve = reserve if cap is None else min(reserve, cap)
 
     def count(self, messages: Sequence[Message]) -> int:
+        """The prompt of a request of `messages`: they and the tool definitions."""
+        messages = (*self.tools, *messages) if self.tools else messages
         estimator = self.estimator
         # An estimate from the total chars or shape: their running sum gives the same count,
         # at the cost of what is new since the last request (`chatcli.history.running`).
@@ -109,6 +143,8 @@ class Prediction:
         if self.window is None:
             return None
         room = self.window - min(self.planned_reserve, self.window // 2)
+        if self.tools:  # what the definitions take is no room for messages
+            room = max(1, room - self.counter.count(self.tools))
         return Retention(room=room, count=self.counter.count)
 
     def reserve(self) -> int:
@@ -174,7 +210,8 @@ class Prediction:
         if limit is not None:
             self.window = limit
         if prompt is not None:
-            self.counter = self.counter.calibrated(messages, prompt)
+            counted = (*self.tools, *messages)  # what the provider counted
+            self.counter = self.counter.calibrated(counted, prompt)
             if predict:
                 self.estimator, self.calibrated = self.counter, True
 

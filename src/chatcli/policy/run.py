@@ -85,6 +85,7 @@ class Run:
             estimator=policy.estimator,
             settings=settings,
             memos=policy.memos,
+            tools=tools,
         )
         self.answer = PartialAnswer(journal, max_escalations=policy.config.max_token_escalations)
         self.ladder = Ladder(transcript, policy, self.prediction, self.answer, journal, numbering)

@@ -38,7 +38,8 @@ the endpoint, an odd answer) makes `RemoteCounter.count` return its fallback est
 `calibrate_estimator` return the estimator unchanged; both log a warning under "chatcli" that
 says the estimate is used.
 
-Counts cover the messages only: tool schemas sent with a request add to the real prompt.
+Counts cover the messages they are given. The recovery policy counts a request's tool
+definitions too, as one more message of their JSON (`chatcli.policy.prediction.tool_definitions`).
 """
 
 from __future__ import annotations

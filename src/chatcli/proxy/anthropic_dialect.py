@@ -8,9 +8,10 @@ Shapes follow anthropic-sdk-python's types (`Message`, the `message_start` ...
 which Claude Code recognises (it then compacts on its own side).
 
 A system turn among the messages (Claude Code puts its environment in one) is a system
-message where it stands. One user turn may hold several tool results and text: each becomes its own neutral message,
-in order, all with the turn's index as origin. Thinking blocks (with their signatures) ride
-on the assistant message's `provider_details`, as the Anthropic adapter keeps them.
+message where it stands. One user turn may hold several tool results and text: each becomes
+its own neutral message, in order, all with the turn's index as origin. Thinking blocks
+(with their signatures) ride on the assistant message's `provider_details`, as the
+Anthropic adapter keeps them.
 """
 
 from __future__ import annotations
