@@ -170,10 +170,21 @@ def test_a_system_prompt_over_the_window_is_claude_codes_own_context_error(
         claude, proxy, tmp_path / "home", "Say hello.", args=("--append-system-prompt", system)
     )
     assert result["is_error"] is True
+    # Claude Code's own message, with the numbers it read from the proxy's error.
     assert "prompt is too long" in result["result"].lower(), result["result"]
+    assert str(AGENT_N_CTX) in result["result"], result["result"]
     sent = metric(proxy, "chatcli_proxy_requests_total", {"endpoint": "/v1/messages"}) - requests
     assert sent <= 2, f"{sent} requests: a retry loop"
     assert took < 60, f"{took:.0f} s"
+    # The proxy's error speaks to the client: the window, what was tried, what it can do.
+    body = json.loads(RECORDED.read_text())
+    body.update(stream=False, system=system)
+    headers = {"anthropic-version": "2023-06-01"}
+    answer = httpx.post(proxy + "/v1/messages", json=body, headers=headers, timeout=60)
+    message = answer.json()["error"]["message"]
+    assert answer.status_code == 400 and message.startswith("prompt is too long: ")
+    assert f"{AGENT_N_CTX:,}-token context window" in message and "level 3" in message
+    assert "/clear" not in message and "--context-window" not in message, message
 
 
 @pytest.fixture(scope="module")

@@ -211,10 +211,26 @@ def test_error_envelopes_have_the_providers_recorded_shape() -> None:
     recorded = json.loads(anthropic_record["body"])
     mine = AnthropicDialect().error(failure)
     assert set(mine) == set(recorded) and set(mine["error"]) == set(recorded["error"])
-    assert mine["error"] == {
-        "type": "invalid_request_error",
-        "message": "prompt is too long: 5848 tokens > 4097 maximum",
-    }
+    assert mine["error"]["type"] == "invalid_request_error"
+    assert mine["error"]["message"].startswith(
+        "prompt is too long: 5848 tokens > 4097 maximum (chatcli: "
+    )
+
+
+def test_an_overflow_tells_the_client_what_was_tried_and_what_it_can_do() -> None:
+    from chatcli.policy.run import RECOVERY_ADVICE
+
+    attempts = ("level 2 (emergency truncation) skipped: predicted 36,399 > 16,384 tokens",)
+    error = ContextRecoveryError(
+        f"the conversation does not fit the context window: boom. {RECOVERY_ADVICE}",
+        info=ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, prompt_tokens=36771, limit=16384),
+        attempts=attempts,
+    )
+    message = AnthropicDialect().error(failure_from(error))["error"]["message"]
+    assert message.startswith("prompt is too long: 36771 tokens > 16384 maximum")
+    assert "16,384-token context window" in message and attempts[0] in message
+    assert "compact or clear the conversation" in message
+    assert "/clear" not in message and "--context-window" not in message  # the chat's words
 
 
 def test_failures_by_kind() -> None:

@@ -122,10 +122,9 @@ def test_openai_streaming_delivers_one_answer_with_its_continuations(
     proxy: str, oa: openai.OpenAI
 ) -> None:
     escalations = counter(proxy, "chatcli_proxy_escalations_total")
-    stream = oa.chat.completions.create(
+    stream = oa.chat.completions.create(  # no max_tokens: the proxy's (16) is escalated
         model="any",
         messages=[{"role": "user", "content": "Tell me a long story."}],
-        max_tokens=4,
         stream=True,
         stream_options={"include_usage": True},
     )

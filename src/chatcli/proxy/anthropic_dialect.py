@@ -138,7 +138,8 @@ class AnthropicDialect:
 
 def _overflow_message(failure: Failure) -> str:
     if failure.limit and failure.prompt_tokens:
-        return f"prompt is too long: {failure.prompt_tokens} tokens > {failure.limit} maximum"
+        numbers = f"{failure.prompt_tokens} tokens > {failure.limit} maximum"
+        return f"prompt is too long: {numbers} (chatcli: {failure.message})"
     return f"prompt is too long ({failure.message})"
 
 

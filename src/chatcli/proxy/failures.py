@@ -2,7 +2,8 @@
 library's classified errors (`ErrorInfo.kind`) to what the client is told.
 
 An overflow recovery could not fix is the client's 400 (its dialect's "context too long"
-error), never a 5xx: a client retries a 5xx forever. Upstream rate limits keep their
+error, saying what the proxy tried and what the client can do), never a 5xx: a client
+retries a 5xx forever. Upstream rate limits keep their
 `Retry-After`; the upstream rejecting the proxy's own key is the client's 401/403. Messages
 go through `redact_secrets`, so no key the upstream echoes reaches the client. A stream
 that must stop because text already sent was dropped (`Retracted`) is an upstream failure
@@ -23,7 +24,7 @@ from chatcli.errors import (
 from chatcli.proxy.dialect import Failure, FailureKind
 from chatcli.proxy.items import Retracted
 
-__all__ = ["failure_from"]
+__all__ = ["failure_from", "overflow_message"]
 
 logger = logging.getLogger("chatcli.proxy")
 
@@ -47,7 +48,7 @@ _FIXED_STATUS = frozenset({FailureKind.OVERFLOW, FailureKind.RATE_LIMIT, Failure
 def failure_from(error: BaseException) -> Failure:
     """The Failure to answer for an exception raised by `Client.asend`."""
     if isinstance(error, ContextRecoveryError):
-        return _from_info(error.info, FailureKind.OVERFLOW, 400, str(error))
+        return _from_info(error.info, FailureKind.OVERFLOW, 400, overflow_message(error))
     if isinstance(error, ProviderError):
         kind, status = _BY_KIND[error.info.kind]
         return _from_info(error.info, kind, status, error.info.message or str(error))
@@ -55,6 +56,24 @@ def failure_from(error: BaseException) -> Failure:
         return Failure(kind=FailureKind.UPSTREAM, status=502, message=str(error))
     logger.error("upstream call failed: %s", redact_secrets(repr(error)))
     return Failure(kind=FailureKind.UPSTREAM, status=502, message="the upstream call failed")
+
+
+def overflow_message(error: ContextRecoveryError) -> str:
+    """What a client is told of a request recovery could not fit: the window, what the proxy
+    tried, and what the client can do (the library's own message speaks to the chat's user,
+    of its slash commands and flags)."""
+    info = error.info
+    window = f"{info.limit:,}-token context window" if info.limit else "context window"
+    prompt = f" ({info.prompt_tokens:,} tokens of prompt)" if info.prompt_tokens else ""
+    why = f": {info.message.rstrip('.')}" if info.message else ""
+    tried = "; ".join(error.attempts) or "no recovery step applies"
+    return (
+        f"the request does not fit the upstream model's {window}{prompt}{why}. The proxy's "
+        f"recovery could not make it fit ({tried}). The system prompt, the tool definitions "
+        "and the latest message are always sent: to go on, compact or clear the conversation, "
+        "send a shorter system prompt, fewer tools or a shorter message, or use a model with "
+        "a larger window"
+    )
 
 
 def _from_info(info: ErrorInfo, kind: FailureKind, status: int, message: str) -> Failure:
