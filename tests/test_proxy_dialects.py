@@ -323,3 +323,37 @@ def test_a_setting_out_of_range_is_the_clients_error() -> None:
         plan(request, "openai")
     assert caught.value.failure.status == 400
     assert "top_p must be between 0 and 1" in caught.value.failure.message
+
+
+def test_claude_codes_recorded_request_parses_with_its_system_turn() -> None:
+    body = json.loads((DATA / "claude-code" / "messages-request.json").read_text())
+    request = AnthropicDialect().parse(body)
+    roles = [m.role for m in request.messages]
+    # The system blocks, the user turn, then the system turn where Claude Code put it.
+    assert roles[-2:] == [Role.USER, Role.SYSTEM] and set(roles[:-2]) == {Role.SYSTEM}
+    assert request.messages[-1].text.startswith("# Environment")
+    assert [t.name for t in request.tools][:2] == ["Agent", "Bash"] and len(request.tools) == 12
+
+
+def test_an_answer_reports_its_last_calls_usage_and_the_rest_apart() -> None:
+    from dataclasses import replace
+
+    from chatcli.proxy.usage import recovery_headers
+
+    response = response_from_message(DOCS_TOOL_USE_RESPONSE)
+    final = Usage(input_tokens=900, output_tokens=30, cache_read_tokens=100)
+    total = final + Usage(input_tokens=800, output_tokens=20, cache_read_tokens=1000)
+    reply = replace(as_reply(response), usage=total, final_usage=final, calls=3)
+    asked = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    usage = AnthropicDialect().reply(AnthropicDialect().parse(asked), reply, model="m")["usage"]
+    assert (usage["input_tokens"], usage["cache_read_input_tokens"]) == (900, 100)
+    assert usage["output_tokens"] == 30
+    asked = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    openai_usage = OpenAIDialect().reply(OpenAIDialect().parse(asked), reply, model="m")["usage"]
+    assert openai_usage["prompt_tokens"] == 1000
+    assert recovery_headers(reply) == {
+        "x-chatcli-recovery-calls": "2",
+        "x-chatcli-recovery-usage": "input_tokens=800, output_tokens=20, "
+        "cache_read_tokens=1000, cache_write_tokens=0",
+    }
+    assert recovery_headers(as_reply(response)) == {}

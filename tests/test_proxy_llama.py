@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.upstream import Upstream
 from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import running_proxy, upstream_at
@@ -47,7 +48,11 @@ def llama_upstream(
 
 @pytest.fixture(scope="module")
 def proxy(llama_1024: str) -> Iterator[str]:
-    with running_proxy(llama_upstream(llama_1024)) as url:
+    """The proxy in front of `llama_1024`, started to escalate past a client's max_tokens
+    (`--escalate-past-client-limit`): the clients here set small limits to provoke the
+    escalations they test (tests/test_proxy_claude_code.py: the limit as a ceiling)."""
+    options = ProxyOptions(escalate_past_client_limit=True)
+    with running_proxy(llama_upstream(llama_1024), options=options) as url:
         yield url
 
 
@@ -122,9 +127,10 @@ def test_openai_streaming_delivers_one_answer_with_its_continuations(
     proxy: str, oa: openai.OpenAI
 ) -> None:
     escalations = counter(proxy, "chatcli_proxy_escalations_total")
-    stream = oa.chat.completions.create(  # no max_tokens: the proxy's (16) is escalated
+    stream = oa.chat.completions.create(
         model="any",
         messages=[{"role": "user", "content": "Tell me a long story."}],
+        max_tokens=4,
         stream=True,
         stream_options={"include_usage": True},
     )
