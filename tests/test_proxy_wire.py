@@ -443,6 +443,11 @@ def test_models_health_and_count_tokens(upstream: ReplayServer, openai_proxy: st
         model="x", messages=[{"role": "user", "content": "hello " * 100}]
     )
     assert 50 < counted.input_tokens < 400
+    tool = {"name": "read", "description": "Read a file. " * 50, "input_schema": {}}
+    with_tools = an(openai_proxy).messages.count_tokens(
+        model="x", messages=[{"role": "user", "content": "hello " * 100}], tools=[tool]
+    )
+    assert with_tools.input_tokens > counted.input_tokens + 100  # the definitions count
     assert UPSTREAM_KEY not in httpx.get(openai_proxy + "/healthz").text
 
 

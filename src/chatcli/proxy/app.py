@@ -43,6 +43,7 @@ from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
+from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
@@ -358,7 +359,8 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(ANTHROPIC, refused.failure, request.url.path, started)
         counter = counter_for(self.upstream.provider)
-        tokens = await asyncio.to_thread(counter.count, parsed.messages)
+        counted = (*tool_definitions(parsed.tools), *parsed.messages)  # the prompt's tools too
+        tokens = await asyncio.to_thread(counter.count, counted)
         self.metrics.record_request(request.url.path, 200, time.perf_counter() - started)
         return JSONResponse({"input_tokens": tokens})
 
