@@ -62,14 +62,20 @@ def claude() -> Path:
     return binary
 
 
-def offline_env(home: Path, proxy: str, max_output_tokens: int) -> dict[str, str]:
-    """Claude Code's environment: only the proxy, nothing sent anywhere else."""
+def offline_env(home: Path, proxy: str, max_output_tokens: int | None) -> dict[str, str]:
+    """Claude Code's environment: only the proxy, nothing sent anywhere else (and its output
+    limit, None: its default)."""
+    limit = (
+        {}
+        if max_output_tokens is None
+        else {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens)}
+    )
     return {
+        **limit,
         "PATH": "/usr/bin:/bin",
         "HOME": str(home),
         "ANTHROPIC_BASE_URL": proxy,
         "ANTHROPIC_API_KEY": "sk-chatcli-test",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
@@ -89,7 +95,7 @@ def run_claude(
     *,
     stdin: str = "",
     args: tuple[str, ...] = (),
-    max_output_tokens: int = MAX_OUTPUT_TOKENS,
+    max_output_tokens: int | None = MAX_OUTPUT_TOKENS,
 ) -> tuple[dict[str, Any], float]:
     """`claude -p PROMPT --output-format json` with `stdin` piped in: its result, and the
     seconds it took."""
@@ -144,6 +150,16 @@ def test_a_plain_prompt_is_answered(claude: Path, proxy: str, tmp_path: Path) ->
     usage = result["usage"]
     assert 0 < usage["input_tokens"] + usage["cache_read_input_tokens"] < AGENT_N_CTX
     assert metric(proxy, "chatcli_proxy_recoveries_total") == before  # it fitted
+
+
+def test_claude_code_with_its_default_settings_is_answered(
+    claude: Path, proxy: str, tmp_path: Path
+) -> None:
+    # Its own output limit (far over the window) and thinking on: max_tokens is fitted to
+    # the room the window leaves, and the answer streams.
+    result, _ = run_claude(claude, proxy, tmp_path / "home", "Say hi.", max_output_tokens=None)
+    assert result["is_error"] is False, shown(result)
+    assert result["result"] and result["num_turns"] == 1
 
 
 def test_a_piped_file_over_the_window_is_answered_after_recovery(
