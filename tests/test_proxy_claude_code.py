@@ -270,6 +270,15 @@ def test_a_whole_recovered_answer_names_its_extra_calls_in_headers(escalating_pr
     prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
     assert calls >= 1 and AGENT_N_CTX / 2 < prompt < AGENT_N_CTX
     assert int(extra["input_tokens"]) + int(extra["cache_read_tokens"]) >= calls * prompt * 0.9
+    # Streamed, the headers go out first: the same figures come in a comment before the end.
+    body.update(stream=True)
+    headers = {"anthropic-version": "2023-06-01"}
+    streamed = httpx.post(
+        escalating_proxy + "/v1/messages", json=body, headers=headers, timeout=RUN_TIMEOUT_S
+    ).text
+    told = streamed.index(": chatcli: recovery: ")
+    assert told < streamed.index("event: message_stop")
+    assert streamed[told:].startswith(f": chatcli: recovery: {calls} upstream call(s) besides")
 
 
 def test_a_streamed_answer_with_thinking_on_starts_before_it_ends(proxy: str) -> None:

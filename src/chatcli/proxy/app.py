@@ -63,7 +63,7 @@ from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.responses_dialect import ResponsesDialect
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
-from chatcli.proxy.usage import recovery_headers
+from chatcli.proxy.usage import RecoveryCalls, recovery_headers
 from chatcli.recovery import Client, Reply
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
@@ -286,6 +286,8 @@ class _Proxy:
                     reply = item.reply
                     self.metrics.record_reply(reply)
                     await self.record(session, parsed, reply, reply.events, cuts.made())
+                    if (told := RecoveryCalls.of(reply)) is not None:
+                        yield EventItem(event=told)  # the recovery's calls, before the end
                 yield item
         except Exception:
             await self.record(session, parsed, None, events)

@@ -5,19 +5,24 @@ an agent's context meter shows it. A recovery makes several calls for one answer
 prompt, then a shorter view; a continuation after max_tokens), each with its own prompt, so
 their sum counts the prompt once per call. The answer's usage is therefore the last call's
 (`Reply.final_usage`): its prompt is the one the answer ended on, its output the rest of the
-answer. What the other calls used is the recovery's, told apart: in response headers
-(`recovery_headers`) and in `/metrics`. The library keeps the sum (`Reply.usage`, what the
-answer cost) for its own users.
+answer. What the other calls used is the recovery's, told apart: in the response headers of
+a whole answer (`recovery_headers`), in an SSE comment before a streamed answer's end (its
+headers went out before its calls were made: `RecoveryCalls`), and in `/metrics`. The
+library keeps the sum (`Reply.usage`, what the answer cost) for its own users.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from chatcli.events import Event
 from chatcli.messages import Usage
 from chatcli.recovery import Reply
 
 __all__ = [
     "RECOVERY_CALLS_HEADER",
     "RECOVERY_USAGE_HEADER",
+    "RecoveryCalls",
     "answer_usage",
     "recovery_calls",
     "recovery_headers",
@@ -56,10 +61,30 @@ def recovery_headers(reply: Reply) -> dict[str, str]:
     calls = recovery_calls(reply)
     if not calls:
         return {}
+    return {RECOVERY_CALLS_HEADER: str(calls), RECOVERY_USAGE_HEADER: _summed(reply)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryCalls(Event):
+    """What a streamed answer's recovery used, written before the answer's end (as the
+    dialects write every event: an SSE comment, which clients ignore)."""
+
+    reply: Reply
+
+    @staticmethod
+    def of(reply: Reply) -> RecoveryCalls | None:
+        """The event for `reply`; None when it took one call."""
+        return RecoveryCalls(reply=reply) if recovery_calls(reply) else None
+
+    def describe(self) -> str:
+        calls = recovery_calls(self.reply)
+        return f"recovery: {calls} upstream call(s) besides the last: {_summed(self.reply)}"
+
+
+def _summed(reply: Reply) -> str:
     usage = recovery_usage(reply)
-    summed = (
+    return (
         f"input_tokens={usage.input_tokens}, output_tokens={usage.output_tokens}, "
         f"cache_read_tokens={usage.cache_read_tokens}, "
         f"cache_write_tokens={usage.cache_write_tokens}"
     )
-    return {RECOVERY_CALLS_HEADER: str(calls), RECOVERY_USAGE_HEADER: summed}
