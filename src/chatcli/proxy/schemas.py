@@ -424,7 +424,7 @@ Block: TypeAlias = Annotated[
 
 
 class _Turn(_Wire):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]  # system: between turns, as Claude Code sends
     content: Annotated[
         Annotated[str, Tag("json=str")] | Annotated[list[Block], Tag("json=list")],
         _CONTENT,
