@@ -1,5 +1,5 @@
 """Claude Code, the real agent (`@anthropic-ai/claude-code` from npm, installed by
-scripts/install-agent-clients.sh), pointed at the proxy in front of the real llama-server with
+scripts/install-claude-code.sh), pointed at the proxy in front of the real llama-server with
 the tiny model and a 16,384-token window: its system prompt, tool definitions and environment
 fit (about 12,500 of the tiny model's tokens), with room for an answer.
 
@@ -46,10 +46,9 @@ RECORDED = ROOT / "tests" / "data" / "claude-code" / "messages-request.json"
 
 
 def claude_binary() -> Path:
-    """Where scripts/install-agent-clients.sh installs Claude Code ($CHATCLI_NPM_CLIENTS: its
-    prefix)."""
-    prefix = Path(os.environ.get("CHATCLI_NPM_CLIENTS", ROOT / ".cache" / "npm-clients"))
-    return prefix / "node_modules" / ".bin" / "claude"
+    """Where scripts/install-claude-code.sh puts Claude Code ($CHATCLI_CLAUDE overrides)."""
+    explicit = os.environ.get("CHATCLI_CLAUDE")
+    return Path(explicit) if explicit else ROOT / ".cache/npm-clients/node_modules/.bin/claude"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +56,7 @@ def claude() -> Path:
     binary = claude_binary()
     if not os.access(binary, os.X_OK):
         pytest.skip(
-            f"Claude Code not found at {binary}; install it with scripts/install-agent-clients.sh"
+            f"Claude Code not found at {binary}; install it with scripts/install-claude-code.sh"
         )
     return binary
 
