@@ -20,7 +20,8 @@ bash scripts/install-llama-cpp-python.sh .venv/bin/python
 step "llama-server (C++)"
 bash scripts/build-llama-server.sh >/dev/null
 
-step "coding agents from the npm registry (Codex)"
+step "coding agents from the npm registry (Claude Code, Codex)"
+bash scripts/install-claude-code.sh
 bash scripts/install-codex.sh
 
 step "pytest"
