@@ -49,7 +49,8 @@ at every load LiteLLM sustains; chatcli's CPU per answer at most 4x the bare for
 The stub and the clients are plain asyncio streams on uvloop (keep-alive connections, chunked
 decoding), the cheapest honest HTTP/1.1 there is here, so that they take little of the
 machine from the proxies. `--profile FILE` runs the one-worker chatcli proxy under cProfile
-and writes its profile to FILE when it stops (`python -m pstats FILE`).
+(its process's CPU time) and writes its profile to FILE when it stops (`python -m pstats
+FILE`).
 """
 
 from __future__ import annotations
@@ -672,8 +673,13 @@ def chatcli_proxy(
     """`chatcli proxy` in front of the stub, recording nothing; under cProfile if `profile`
     (written when it stops on SIGINT)."""
     code = "from chatcli.cli import main; raise SystemExit(main())"
-    if profile:
-        code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {profile!r})"
+    if profile:  # CPU time, not wall time: a coroutine's waits are not its cost
+        code = (
+            "import cProfile, time, chatcli.cli\n"
+            "profile = cProfile.Profile(time.process_time)\n"
+            "try:\n    profile.runcall(chatcli.cli.main)\n"
+            f"finally:\n    profile.dump_stats({profile!r})"
+        )
     home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
     home.mkdir(exist_ok=True)
     return subprocess.Popen(
