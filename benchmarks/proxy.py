@@ -1,65 +1,56 @@
-"""The proxy's added latency under bounded loopback load.
+"""The proxy's added latency, CPU and memory, side by side with a bare forwarder and LiteLLM.
 
-Three processes on 127.0.0.1: an upstream stub that streams an OpenAI chat answer at a fixed
-token rate, `chatcli proxy` in front of it, and this script, whose clients call the stub
-directly and then through the proxy with the same conversations (real text: this
-repository's README, cut into messages; as many distinct conversations as streams, each
-asking again about one answer's length later) on the same arrival schedule. It prints, for each
-conversation length, the p50/p99 time to first token and to the whole answer, direct and
-through the proxy, and the difference (the proxy's added latency); the same with the stub's
-own time taken out (see below); requests per second per worker; the CPU per request of the
-proxy and of the stub (read from /proc, so it holds on a busy machine); how busy the machine
-was and by whom; the load average; and the proxy's peak memory (RSS). The proxy runs with
-`--no-sessions`: what recording each request adds is benchmarks/proxy_store.py's measure.
+One run, one upstream stub, the same clients on the same arrival schedule, every path in turn
+at every load: the stub called directly; a bare forwarder (a Starlette app on uvicorn passing
+the request's and the answer's bytes through with httpx: the floor of any Python proxy on
+these parts); `chatcli proxy` with one worker and with two (`--workers 2`, `--no-sessions`:
+what recording adds is benchmarks/proxy_store.py's measure); LiteLLM's proxy (the real
+package, in a virtualenv of its own: benchmarks/install-litellm-proxy.sh), one worker. All on
+127.0.0.1. It prints one markdown table, a row per load and path, and the two goals' ratios.
 
-    python benchmarks/proxy.py [--streams 200] [--messages 100,2000] [--workers N]
-                               [--token-rate 50] [--answer-tokens 150] [--warm-up 3]
-                               [--window 20] [--seed 1] [--profile F]
-                               [--litellm LITELLM] [--bare] [--bare-cost MS/US ...]
-    python benchmarks/proxy.py --burst [--streams 200] [--requests 400] [--messages 100]
+    python benchmarks/proxy.py [--streams 20,50,200] [--messages 100,2000]
+        [--paths direct,bare,chatcli-1,chatcli-2,litellm] [--litellm LITELLM]
+        [--warm-up 3] [--window 12] [--token-rate 50] [--answer-tokens 150] [--seed 1]
+        [--profile FILE]
 
-**Steady state** (the default): requests arrive as a Poisson process (open loop: an arrival
-does not wait for an answer) at rate = streams / answer duration, so `--streams` are in
-flight on average, as with that many users each asking again a while after an answer. The
-first `--warm-up` seconds of arrivals are not measured; those of the next `--window` seconds
-are. Direct and through the proxy run the same schedule (same `--seed`). The stub streams
-`--answer-tokens` tokens at `--token-rate` tokens/s, one event per token, as OpenAI does
-(50 tokens/s: between gpt-4-turbo's ~35 and gpt-4o's ~65 tokens/s medians measured by users
-on OpenAI's forum; 150 tokens: a short chat answer; 3 s a stream).
+**Load.** For each `--messages` (conversations of that many messages of real text: this
+repository's README cut into messages, one distinct conversation per stream) and each
+`--streams`, requests arrive as a Poisson process (open loop: an arrival does not wait for an
+answer) at rate = streams / answer duration, so that many answers are in flight on average.
+The stub streams `--answer-tokens` tokens at `--token-rate` tokens/s, one event per token
+(150 tokens at 50 tokens/s: a short chat answer at a common model's speed, 3 s). Arrivals of
+the first `--warm-up` seconds are not measured, those of the next `--window` seconds are; every
+path runs the same schedule (`--seed`).
 
-**Burst** (`--burst`, the former mode): `--streams` clients start at once, each sending its
-share of `--requests` back to back (a closed loop that measures the machine's queue as much
-as the proxy).
+**Added latency, the stub's own time taken out.** The stub writes in its first token when it
+received the request and when it sent that token, and in its last token when it sent it
+(CLOCK_MONOTONIC, shared by all processes). A request's time outside the stub is (stub
+received - client sent) + (client got the token - stub sent it), for the first token and for
+the whole answer: on the direct path the network and the clients' own queue, through a proxy
+its work besides. A path's added latency is its percentile of that time minus the direct
+path's (p50, p99); the direct row shows its own time outside the stub.
 
-**The stub's own time taken out.** The stub writes, in its first token, when it received the
-request and when it sent that token, and in its last token when it sent it (CLOCK_MONOTONIC,
-which all processes share). A request's time outside the stub is (stub received - client
-sent) + (client got the token - stub sent it): on loopback direct, that is the network and
-the clients' own queue; through the proxy, the proxy's work besides. Its percentiles do not
-carry the stub's scheduling jitter, which a difference of two runs' end-to-end percentiles
-does. The first token's is printed whole and in its two legs: the request's way to the stub
-(through the proxy: its work before it forwards the request) and the token's way back (its
-work to start the response and pass the token on).
+**CPU per answer**: the CPU time (user + system, from /proc, so it holds on a busy machine)
+that the path's process tree (the stub's, for the direct path) spent in the window, over the
+answers it finished in the window. **Peak memory**: the peak RSS of the path's process tree in
+the run (each process's peak, summed; reset before each run through /proc/PID/clear_refs).
 
-The clients are plain asyncio streams on uvloop (keep-alive connections, chunked decoding,
-no HTTP library), so that they cost the machine little next to the proxy; the stub likewise.
+**Bounded.** At most 4 x streams requests in flight per run, and at least 100 (an arrival
+beyond is dropped and counted); the answers still open `DRAIN_S` seconds after the answer
+duration past the last arrival are abandoned (the client closes the connection) and counted;
+then the run waits for the servers to go quiet. A path *sustains* a load when none of its
+requests failed, was dropped or abandoned, and it finished at least 90% as many answers in
+the window as arrived.
 
-**The anchors**, each in front of the same stub, measured on the same schedule and reported
-like chatcli's: `--litellm LITELLM` (the `litellm` command that
-benchmarks/install-litellm-proxy.sh installs in a virtualenv of its own and prints):
-LiteLLM's proxy, one worker; `--bare`: a bare forwarder on uvloop (`BareForwarder`: bytes
-in, bytes out, nothing parsed but each request's length), the floor any Python proxy pays
-per request and per event on this machine. `--bare-cost MS/US` (repeatable) adds the same
-forwarder spending MS ms of CPU on each request and US µs on each read of the answer (a
-busy loop on the thread's CPU clock), and nothing else: the latency a proxy of that cost
-adds at that load on this machine, to set beside chatcli's (whose CPU per answer the
-figures give).
+**The goals**, as ratios in the same run: chatcli's added latency at most a fifth of
+LiteLLM's (each of first token and whole answer, p50 and p99; the worst of the four is shown)
+at every load LiteLLM sustains; chatcli's CPU per answer at most 4x the bare forwarder's.
 
-`--workers N` runs `chatcli proxy --workers N`. `--profile FILE` runs the proxy under
-cProfile and writes its profile to FILE (read it with `python -m pstats FILE`).
-
-Bounded: a schedule of (warm-up + window) x rate requests, or `--requests`, a 300 s deadline
-per run, loopback only.
+The stub and the clients are plain asyncio streams on uvloop (keep-alive connections, chunked
+decoding), the cheapest honest HTTP/1.1 there is here, so that they take little of the
+machine from the proxies. `--profile FILE` runs the one-worker chatcli proxy under cProfile
+(its process's CPU time) and writes its profile to FILE when it stops (`python -m pstats
+FILE`).
 """
 
 from __future__ import annotations
@@ -75,6 +66,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,8 +74,18 @@ from typing import Any
 import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
-DEADLINE_S = 300.0
+DEADLINE_S = 300.0  # a whole run's bound (benchmarks/proxy_store.py's too)
+DRAIN_S = 5.0  # past the last arrival and one answer's duration: open answers are abandoned
+IN_FLIGHT_PER_STREAM = 4  # the open loop's bound, in streams
 PATH = "/v1/chat/completions"
+PATHS = {
+    "direct": "direct (the stub)",
+    "bare": "bare forwarder",
+    "chatcli-1": "chatcli, 1 worker",
+    "chatcli-2": "chatcli, 2 workers",
+    "litellm": "LiteLLM, 1 worker",
+}
+LITELLM = ROOT / "benchmarks" / ".litellm-proxy" / "bin" / "litellm"
 # The stub's stamps (see the module's docstring): in the first and the last token.
 FIRST = re.compile(rb'"t0@([0-9.]+)@([0-9.]+) ')
 LAST = re.compile(rb'"t[0-9]+#([0-9.]+) ')
@@ -156,6 +158,8 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
                 )
                 for i in range(tokens):
                     await asyncio.sleep(max(0.0, received + (i + 1) / rate - time.monotonic()))
+                    if writer.is_closing():  # the client went away
+                        return
                     writer.write(stub_token(stub_text(i, tokens, received, time.monotonic())))
                 for chunk in stub_end(body, tokens):
                     writer.write(chunk)
@@ -172,90 +176,46 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
     uvloop.run(main())
 
 
-class BareForwarder(asyncio.Protocol):
-    """A client connection of the bare forwarder (`--bare`): each request's bytes, as they
-    came, to the stub on a connection of its own (opened at the first request, kept), and
-    each read of the stub's answer to the client as it came. No parsing but the request's
-    length, no judging, no recovery: what any Python proxy on uvloop pays per request and per
-    event on this machine, the floor under chatcli's figures.
+def bare_app(upstream: str) -> Any:
+    """The bare forwarder: a Starlette app that sends each request's body to `upstream` with
+    httpx and streams the answer's bytes back as they come, nothing parsed, judged or
+    rewritten. httpx's pool takes the OpenAI SDK's limits (1,000 connections, 100 kept
+    alive), as chatcli's upstream client does."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
 
-    `cost` (`--bare-cost`): CPU spent (`burn`) on each request before it is forwarded and on
-    each read of the answer before it is passed on, in seconds: a forwarder of that cost per
-    request and per event, with nothing else of a real proxy, to tell what latency a given
-    cost adds on this machine at a given load."""
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+    client = httpx.AsyncClient(base_url=upstream, timeout=None, limits=limits)
 
-    def __init__(self, upstream_port: int, cost: tuple[float, float] = (0.0, 0.0)) -> None:
-        self.upstream_port, self.cost = upstream_port, cost
-        self.buffer = b""
-        self.client: asyncio.Transport | None = None
-        self.upstream: asyncio.Transport | None = None
-        self.waiting: list[bytes] = []  # requests come before the upstream connection
-        self.connecting: asyncio.Future[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.client = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            length = re.search(rb"(?i)content-length:\s*(\d+)", self.buffer[:end])
-            total = end + 4 + (int(length.group(1)) if length else 0)
-            if len(self.buffer) < total:
-                return
-            request, self.buffer = self.buffer[:total], self.buffer[total:]
-            burn(self.cost[0])
-            if self.upstream is not None:
-                self.upstream.write(request)
-                continue
-            if not self.waiting:
-                self.connecting = asyncio.ensure_future(self.connect())
-            self.waiting.append(request)
-
-    async def connect(self) -> None:
-        client, read_cost = self.client, self.cost[1]
-        assert client is not None
-
-        class Back(asyncio.Protocol):
-            def data_received(self, data: bytes) -> None:
-                burn(read_cost)
-                client.write(data)
-
-            def connection_lost(self, exc: Exception | None) -> None:
-                client.close()
-
-        loop = asyncio.get_running_loop()
-        self.upstream, _ = await loop.create_connection(Back, "127.0.0.1", self.upstream_port)
-        self.upstream.write(b"".join(self.waiting))
-        self.waiting.clear()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.upstream is not None:
-            self.upstream.close()
-
-
-def burn(seconds: float) -> None:
-    """`seconds` of this thread's CPU spent (none for 0)."""
-    if seconds > 0:
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
-
-
-def bare_cost(text: str) -> tuple[float, float]:
-    """`--bare-cost`'s "MS/US": CPU per request in ms, per read in µs; in seconds."""
-    request, _, read = text.partition("/")
-    return float(request) / 1e3, float(read or 0) / 1e6
-
-
-def run_bare(port: int, upstream_port: int, cost: tuple[float, float] = (0.0, 0.0)) -> None:
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: BareForwarder(upstream_port, cost), "127.0.0.1", port, backlog=4096
+    async def forward(request: Request) -> StreamingResponse:
+        sent = client.build_request(
+            "POST",
+            request.url.path,
+            content=await request.body(),
+            headers={"content-type": request.headers.get("content-type", "application/json")},
         )
-        await server.serve_forever()
+        answer = await client.send(sent, stream=True)
+        return StreamingResponse(
+            answer.aiter_raw(),
+            status_code=answer.status_code,
+            media_type=answer.headers.get("content-type"),
+            background=BackgroundTask(answer.aclose),
+        )
 
-    uvloop.run(main())
+    return Starlette(routes=[Route(PATH, forward, methods=["POST"])])
+
+
+def run_bare(port: int, upstream_port: int) -> None:
+    """The bare forwarder on uvicorn, as `chatcli proxy` serves (uvloop and httptools when
+    installed)."""
+    import uvicorn
+
+    app = bare_app(f"http://127.0.0.1:{upstream_port}")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
 
 def conversation(n: int, number: int | None = None) -> list[dict[str, str]]:
@@ -267,7 +227,8 @@ def conversation(n: int, number: int | None = None) -> list[dict[str, str]]:
     mark = "" if number is None else f"(conversation {number}) "
     out = [{"role": "system", "content": "You are a helpful assistant."}]
     for i in range(n - 1):
-        chunk = mark + " ".join(words[(i * size) % (len(words) - size) :][:size])
+        start = (i * size) % (len(words) - size)
+        chunk = mark + " ".join(words[start : start + size])
         out.append({"role": "user" if i % 2 == 0 else "assistant", "content": chunk})
     if out[-1]["role"] != "user":
         out.append({"role": "user", "content": "Go on."})
@@ -301,11 +262,19 @@ class Pool:
 
     async def request(self, payload: bytes) -> Timing:
         reader, writer = await self.take()
+        try:
+            return await self.timed(reader, writer, payload)
+        except BaseException:  # failed or abandoned: the connection is not reused
+            writer.close()
+            raise
+
+    async def timed(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, payload: bytes
+    ) -> Timing:
         sent = time.monotonic()
         writer.write(payload)
         head = await reader.readuntil(b"\r\n\r\n")
         if not head.startswith(b"HTTP/1.1 200"):
-            writer.close()
             raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
         received, first = bytearray(), 0.0
         while True:
@@ -345,17 +314,19 @@ class Pool:
     def close(self) -> None:
         for _, writer, _ in self.idle:
             writer.close()
+        self.idle.clear()
 
 
-def payloads(port: int, messages: int, conversations: int) -> list[bytes]:
-    """The requests of `conversations` conversations of `messages` messages each, whole."""
+def payloads(messages: int, conversations: int) -> list[bytes]:
+    """The requests of `conversations` conversations of `messages` messages each, whole (the
+    same bytes to every path: the host named without a port)."""
     out = []
     for number in range(conversations):
         chat = conversation(messages, number)
         body = {"model": "stub", "messages": chat, "stream": True, "max_tokens": 512}
         data = json.dumps(body).encode()
         out.append((
-            f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: "
+            f"POST {PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: "
             f"application/json\r\ncontent-length: {len(data)}\r\n\r\n"
         ).encode() + data)  # fmt: skip
     return out
@@ -363,7 +334,8 @@ def payloads(port: int, messages: int, conversations: int) -> list[bytes]:
 
 def arrivals(rate: float, until: float, seed: int) -> list[float]:
     """Poisson arrival times in [0, until): exponential gaps of mean 1/rate."""
-    rng, times, at = random.Random(seed), [], 0.0
+    rng, at = random.Random(seed), 0.0
+    times: list[float] = []
     while True:
         at += rng.expovariate(rate)
         if at >= until:
@@ -373,14 +345,23 @@ def arrivals(rate: float, until: float, seed: int) -> list[float]:
 
 @dataclass(frozen=True)
 class Run:
-    """One path's measured requests, and what the processes spent meanwhile."""
+    """One path's run at one load: its measured answers, what went wrong, what it spent."""
 
-    timings: list[Timing]
-    failed: int
+    timings: list[Timing]  # the answers to the requests that arrived in the window
+    asked: int  # requests that arrived in the window
+    failed: int  # of them: an error
+    dropped: int  # of them: not sent, over the bound on requests in flight
+    abandoned: int  # of them: still open at the drain's end
     served: int  # answers that ended in the window (any request's)
     window: float  # seconds measured
-    cpu: dict[str, float]  # seconds of CPU in the window, per process (and the machine's)
-    load: float  # 1-minute load average at the window's end
+    cpu: float  # seconds of CPU of the path's processes in the window
+    machine: float  # seconds of CPU of the whole machine in the window (all cores)
+    peak_rss_kib: int
+
+    @property
+    def sustained(self) -> bool:
+        clean = not (self.failed or self.dropped or self.abandoned)
+        return clean and self.served >= 0.9 * self.asked
 
 
 async def attempt(pool: Pool, body: bytes) -> Timing | None:
@@ -391,80 +372,91 @@ async def attempt(pool: Pool, body: bytes) -> Timing | None:
         return None
 
 
+DROPPED, ABANDONED = "dropped", "abandoned"
+
+
+def outcome(task: asyncio.Task[Timing | str | None]) -> Timing | str | None:
+    """A request's end: its timing, DROPPED, ABANDONED, or None (it failed)."""
+    if task.cancelled():
+        return ABANDONED
+    return None if task.exception() is not None else task.result()
+
+
 async def steady(
     port: int,
     bodies: list[bytes],
     schedule: list[float],
     measured: tuple[float, float],
-    pids: dict[str, list[int]],
+    pids: list[int],
+    bound: tuple[int, float],
 ) -> Run:
     """Sends a request at each time of `schedule` (seconds from now), the i-th of the
-    conversation i modulo their number (`bodies`: each conversation asks again about one
-    answer's length later, as a user would); measures the requests sent in `measured` (from,
-    to) and the CPU spent from its start to its end."""
+    conversation i modulo their number (`bodies`); measures the requests sent in `measured`
+    (from, to), and what `pids` and the machine spent from its start to its end. `bound`:
+    the requests in flight at most (beyond, an arrival is dropped), and the seconds past the
+    last arrival after which the answers still open are abandoned."""
     pool = Pool(port)
     await attempt(pool, bodies[0])  # one connection and one request before the clock starts
+    reset_peak_rss(pids)
     origin = time.monotonic()
-
     ends: list[float] = []
+    flight = [0]
 
-    async def at(when: float, body: bytes) -> Timing | None:
+    async def at(when: float, body: bytes) -> Timing | str | None:
         await asyncio.sleep(origin + when - time.monotonic())
-        timing = await attempt(pool, body)
-        ends.append(time.monotonic() - origin)
+        if flight[0] >= bound[0]:
+            return DROPPED
+        flight[0] += 1
+        try:
+            timing = await attempt(pool, body)
+        finally:
+            flight[0] -= 1
+        if timing is not None:
+            ends.append(time.monotonic() - origin)
         return timing
 
-    async def sample(when: float) -> dict[str, float]:
+    async def sample(when: float) -> tuple[float, float]:
         await asyncio.sleep(origin + when - time.monotonic())
-        return usage(pids)
+        return cpu_seconds(pids), machine_cpu_seconds()
 
     tasks = [
         asyncio.ensure_future(at(when, bodies[i % len(bodies)])) for i, when in enumerate(schedule)
     ]
     before = await sample(measured[0])
     after = await sample(measured[1])
-    load = os.getloadavg()[0]
-    results = await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S)
+    cutoff = origin + (schedule[-1] if schedule else 0.0) + bound[1]
+    await asyncio.wait(tasks, timeout=min(DEADLINE_S, max(0.0, cutoff - time.monotonic())))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     pool.close()
     kept = [
-        r for when, r in zip(schedule, results, strict=True) if measured[0] <= when < measured[1]
+        outcome(task)
+        for when, task in zip(schedule, tasks, strict=True)
+        if measured[0] <= when < measured[1]
     ]
-    done = [r for r in kept if r is not None]
-    spent = {name: after[name] - before[name] for name in after}
-    served = sum(measured[0] <= end < measured[1] for end in ends)
-    return Run(done, len(kept) - len(done), served, measured[1] - measured[0], spent, load)
-
-
-async def burst(
-    port: int, bodies: list[bytes], streams: int, requests: int, pids: dict[str, list[int]]
-) -> Run:
-    """`streams` clients at once, each sending its share of `requests` back to back (client
-    i the conversation i modulo their number, `bodies`)."""
-    pool = Pool(port)
-    await attempt(pool, bodies[0])
-    before, started = usage(pids), time.monotonic()
-
-    async def client(share: int, body: bytes) -> list[Timing | None]:
-        return [await attempt(pool, body) for _ in range(share)]
-
-    shares = [requests // streams + (i < requests % streams) for i in range(streams)]
-    clients = (client(share, bodies[i % len(bodies)]) for i, share in enumerate(shares))
-    results = await asyncio.wait_for(asyncio.gather(*clients), DEADLINE_S)
-    after, load = usage(pids), os.getloadavg()[0]
-    pool.close()
-    flat = [r for rs in results for r in rs]
-    done = [r for r in flat if r is not None]
-    spent = {name: after[name] - before[name] for name in after}
-    return Run(done, len(flat) - len(done), len(flat), time.monotonic() - started, spent, load)
+    return Run(
+        timings=[r for r in kept if isinstance(r, Timing)],
+        asked=len(kept),
+        failed=sum(r is None for r in kept),
+        dropped=sum(r == DROPPED for r in kept),
+        abandoned=sum(r == ABANDONED for r in kept),
+        served=sum(measured[0] <= end < measured[1] for end in ends),
+        window=measured[1] - measured[0],
+        cpu=after[0] - before[0],
+        machine=after[1] - before[1],
+        peak_rss_kib=peak_rss_kib(pids),
+    )
 
 
 def pct(values: list[float], p: float) -> float:
+    """The `p` quantile of `values` (seconds), in ms."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
 
 
 def tree(pid: int) -> list[int]:
-    """`pid` and its descendants (the proxy's worker processes)."""
+    """`pid` and its descendants (a server's worker processes)."""
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -478,7 +470,7 @@ def tree(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pids: list[int]) -> float:
+def cpu_seconds(pids: Iterable[int]) -> float:
     """User + system CPU time of these processes so far (robust to a busy machine)."""
     total = 0
     for each in pids:
@@ -490,75 +482,176 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def usage(pids: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds so far of each named process tree, of this script (the clients), and of
-    the whole machine (busy time of all cores, from /proc/stat: everyone's work), of which
-    `stolen`: the time a virtual machine's cores waited while its hypervisor ran others
-    (/proc/stat's steal: a run with much of it ran on a machine slowed from outside)."""
-    spent = {name: cpu_seconds(each) for name, each in pids.items()}
-    mine = os.times()
-    spent["clients"] = mine.user + mine.system
+def machine_cpu_seconds() -> float:
+    """Busy time of all cores so far (/proc/stat: everyone's work, the hypervisor's steal
+    included)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle, tick = fields[3] + fields[4], os.sysconf("SC_CLK_TCK")
-    spent["machine"] = (sum(fields[:8]) - idle) / tick
-    spent["stolen"] = fields[7] / tick
-    return spent
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_kib(pid: int) -> int:
-    """Peak RSS of `pid`'s worker processes, summed (itself when it has none)."""
+def reset_peak_rss(pids: Iterable[int]) -> None:
+    """Each process's peak RSS (VmHWM) set back to its RSS now (Linux's clear_refs)."""
+    for each in pids:
+        try:
+            Path(f"/proc/{each}/clear_refs").write_text("5")
+        except OSError:
+            continue
+
+
+def peak_rss_kib(pids: Iterable[int]) -> int:
+    """The peak RSS of these processes, summed."""
     total = 0
-    for each in tree(pid)[1:] or [pid]:
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
+    for each in pids:
+        try:
+            lines = Path(f"/proc/{each}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in lines if line.startswith("VmHWM:"))
     return total
 
 
-def report(n: int, runs: dict[str, Run], workers: int, cores: int) -> None:
-    """The figures of one conversation length: direct, through the proxy, and added."""
-    direct = runs["direct"]
-    print(f"\n{n} messages:")
-    for title, field in (
-        ("end to end (as the client sees it):", ""),
-        ("outside the stub (the stub's own time taken out, per request):", "_outside"),
-    ):
-        print(f"  {title}")
-        legs = (("  to the stub", "to_stub"), ("  and back", "back")) if field else ()
-        for label, name in (("first token", "first"), *legs, ("whole answer", "whole")):
-            d = [getattr(t, name + field) for t in direct.timings]
-            for path in (k for k in runs if k != "direct"):
-                p = [getattr(t, name + field) for t in runs[path].timings]
-                print(f"    {label:12} direct p50 {pct(d, .5):7.1f} ms p99 {pct(d, .99):7.1f} ms | "
-                      f"{path} p50 {pct(p, .5):7.1f} ms p99 {pct(p, .99):7.1f} ms | added p50 "
-                      f"{pct(p, .5) - pct(d, .5):+7.1f} ms "
-                      f"p99 {pct(p, .99) - pct(d, .99):+7.1f} ms")  # fmt: skip
-    for name, run in runs.items():
-        count, served = len(run.timings), run.served
-        flight = sum(t.whole for t in run.timings) / run.window
-        cpu = {k: v / run.window for k, v in run.cpu.items()}
-        processes = [k for k in run.cpu if k not in ("machine", "stolen")]
-        ours = sum(cpu[k] for k in processes)
-        per_request = ", ".join(
-            f"{k} {run.cpu[k] * 1000 / max(served, 1):.1f} ms" for k in processes
-        )
-        rate = served / run.window
-        print(f"  {name}: {count} requests measured, {run.failed} failed, {flight:.0f} in flight "
-              f"on average; {rate:.1f} answers/s served"
-              f"{f' ({rate / workers:.1f} per worker)' if name == 'proxy' else ''}; CPU per "
-              f"answer served: {per_request}")  # fmt: skip
-        busy = ", ".join(f"{k} {cpu[k]:.2f}" for k in processes)
-        other = max(0.0, cpu["machine"] - ours - cpu["stolen"])
-        print(f"    machine: {cpu['machine']:.2f} of {cores} cores busy ({busy}, other "
-              f"processes and the kernel {other:.2f}, stolen by the hypervisor "
-              f"{cpu['stolen']:.2f}), load average {run.load:.1f}")  # fmt: skip
+@dataclass(frozen=True)
+class Row:
+    """One path at one load, in the table's units: ms, MiB."""
+
+    messages: int
+    streams: int
+    path: str
+    run: Run
+    added: tuple[float, float, float, float]  # first token p50, p99; whole answer p50, p99
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.run.cpu * 1000 / max(self.run.served, 1)
+
+
+def outside(run: Run) -> tuple[float, float, float, float]:
+    """A run's time outside the stub, ms: first token p50, p99; whole answer p50, p99."""
+    first = [t.first_outside for t in run.timings]
+    whole = [t.whole_outside for t in run.timings]
+    if not first:
+        return (float("nan"),) * 4
+    return pct(first, 0.5), pct(first, 0.99), pct(whole, 0.5), pct(whole, 0.99)
+
+
+def rows(messages: int, streams: int, runs: dict[str, Run]) -> list[Row]:
+    """The rows of one load: each path's time outside the stub less the direct path's (the
+    direct row: its own)."""
+    base = outside(runs["direct"]) if "direct" in runs else (0.0,) * 4
+    out = []
+    for path, run in runs.items():
+        own = outside(run)
+        added = own if path == "direct" else tuple(a - b for a, b in zip(own, base, strict=True))
+        out.append(Row(messages, streams, path, run, added))  # type: ignore[arg-type]
+    return out
+
+
+def latency_ratio(row: Row, litellm: Row | None) -> float | None:
+    """The worst of chatcli's four added latencies over LiteLLM's (None: no LiteLLM row, or
+    one whose added latency is not positive)."""
+    if litellm is None or min(litellm.added) <= 0:
+        return None
+    return max(a / b for a, b in zip(row.added, litellm.added, strict=True))
+
+
+def cpu_ratio(row: Row, bare: Row | None) -> float | None:
+    if bare is None or bare.cpu_ms <= 0:
+        return None
+    return row.cpu_ms / bare.cpu_ms
+
+
+def fmt(value: float | None, form: str = "{:.1f}", absent: str = "-") -> str:
+    return absent if value is None or value != value else form.format(value)
+
+
+HEADER = (
+    "| messages | streams | path | answers/s (asked) | measured (failed, dropped, abandoned) "
+    "| first token +p50 | +p99 | whole answer +p50 | +p99 | CPU ms/answer | peak RSS MiB "
+    "| machine busy (cores) | added / LiteLLM's | CPU / bare's |"
+)
+
+
+def table_line(row: Row, same_load: dict[str, Row]) -> str:
+    run = row.run
+    lost = f"{len(run.timings)} ({run.failed}, {run.dropped}, {run.abandoned})"
+    sustained = "" if run.sustained else " (not sustained)"
+    rate = f"{run.served / run.window:.1f} ({run.asked / run.window:.1f}){sustained}"
+    if row.path == "direct":  # its own time outside the stub, not an addition
+        figures = [f"({fmt(v)})" for v in row.added]
+    else:
+        figures = [fmt(v, "{:+.1f}") for v in row.added]
+    ratios = ["", ""]
+    if row.path.startswith("chatcli"):
+        ratios = [
+            fmt(latency_ratio(row, same_load.get("litellm")), "{:.2f}"),
+            fmt(cpu_ratio(row, same_load.get("bare")), "{:.1f}x"),
+        ]
+    cells = [
+        str(row.messages), str(row.streams), PATHS[row.path], rate, lost, *figures,
+        f"{row.cpu_ms:.1f}", f"{run.peak_rss_kib / 1024:.0f}", f"{run.machine / run.window:.2f}",
+        *ratios,
+    ]  # fmt: skip
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(all_rows: Sequence[Row]) -> list[str]:
+    lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
+    for row in all_rows:
+        same_load = {
+            r.path: r for r in all_rows if (r.messages, r.streams) == (row.messages, row.streams)
+        }
+        lines.append(table_line(row, same_load))
+    return lines
+
+
+def goals(all_rows: Sequence[Row]) -> list[str]:
+    """The two goals' verdicts, per chatcli path, with every load's ratio; the latency ratio
+    at the loads LiteLLM does not sustain is shown apart, and not judged."""
+    out = []
+    at = {(r.messages, r.streams, r.path): r for r in all_rows}
+    for path in (p for p in ("chatcli-1", "chatcli-2") if any(r.path == p for r in all_rows)):
+        judged: list[Ratio] = []
+        beyond: list[Ratio] = []
+        cpu: list[Ratio] = []
+        for row in (r for r in all_rows if r.path == path):
+            name = f"{row.messages} msgs x {row.streams}"
+            litellm = at.get((row.messages, row.streams, "litellm"))
+            bare = at.get((row.messages, row.streams, "bare"))
+            if litellm is not None:
+                ratio = latency_ratio(row, litellm)
+                ok = ratio is not None and ratio <= 0.2
+                (judged if litellm.run.sustained else beyond).append((name, ratio, ok))
+            if bare is not None:
+                ratio = cpu_ratio(row, bare)
+                cpu.append((name, ratio, ratio is not None and ratio <= 4.0))
+        latency = verdict("added latency <= 1/5 of LiteLLM's where it sustains the load", judged)
+        if beyond:
+            latency += "; where LiteLLM does not sustain the load: " + listed(beyond)
+        out.append(f"- {PATHS[path]}: {latency}")
+        cpu_line = verdict("CPU per answer <= 4x the bare forwarder's", cpu, "{:.1f}x")
+        out.append(f"- {PATHS[path]}: {cpu_line}")
+    return out
+
+
+Ratio = tuple[str, float | None, bool]  # a load, its ratio (None: none), the goal met
+
+
+def listed(ratios: list[Ratio], form: str = "{:.2f}") -> str:
+    return "; ".join(f"{name} {fmt(ratio, form)}" for name, ratio, _ in ratios)
+
+
+def verdict(goal: str, ratios: list[Ratio], form: str = "{:.2f}") -> str:
+    if not ratios:
+        return f"{goal}: no load to judge"
+    met = all(ok for _, _, ok in ratios)
+    return f"{goal}: {'met' if met else 'MISSED'} ({listed(ratios, form)})"
 
 
 def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[bytes]:
-    """LiteLLM's proxy, the anchor, in front of the same stub: as its users start it (one
-    worker, its defaults), its one model named `stub` as the clients ask for it, its cost
-    map read from its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup); the
-    config is JSON, which is YAML."""
+    """LiteLLM's proxy in front of the same stub: as its users start it (one worker, its
+    defaults), its one model named `stub` as the clients ask for it, its cost map read from
+    its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup); the config is JSON,
+    which is YAML."""
     config = ROOT / ".bench-home" / "litellm-proxy.yaml"
     config.parent.mkdir(exist_ok=True)
     params = {"model": "openai/stub", "api_base": f"http://127.0.0.1:{stub_port}/v1"}
@@ -574,8 +667,32 @@ def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[b
     )  # fmt: skip
 
 
-def wait_listening(port: int) -> None:
-    deadline = time.monotonic() + 30
+def chatcli_proxy(
+    stub_port: int, port: int, workers: int, profile: str | None
+) -> subprocess.Popen[bytes]:
+    """`chatcli proxy` in front of the stub, recording nothing; under cProfile if `profile`
+    (written when it stops on SIGINT)."""
+    code = "from chatcli.cli import main; raise SystemExit(main())"
+    if profile:  # CPU time, not wall time: a coroutine's waits are not its cost
+        code = (
+            "import cProfile, time, chatcli.cli\n"
+            "profile = cProfile.Profile(time.process_time)\n"
+            "try:\n    profile.runcall(chatcli.cli.main)\n"
+            f"finally:\n    profile.dump_stats({profile!r})"
+        )
+    home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
+    home.mkdir(exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "proxy",
+         "--provider", "openai-compatible", "--model", "stub", "--port", str(port),
+         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "100000",
+         "--no-sessions", "--workers", str(workers)],
+        env={**os.environ, "CHATCLI_HOME": str(home)},
+    )  # fmt: skip
+
+
+def wait_listening(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
@@ -584,128 +701,112 @@ def wait_listening(port: int) -> None:
     raise RuntimeError(f"nothing listening on {port}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streams", type=int, default=200, help="in flight on average")
-    parser.add_argument("--messages", default="100,2000")
+def settle(pids: list[int], limit: float = 15.0) -> None:
+    """Waits (at most `limit` s) until these processes spend under 5% of a core: an
+    overloaded server's backlog is not the next run's."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pids)
+        time.sleep(0.25)
+        if cpu_seconds(pids) - before < 0.0125:
+            return
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--streams", default="20,50,200", help="loads: answers in flight")
+    parser.add_argument("--messages", default="100,2000", help="conversation lengths")
+    parser.add_argument("--paths", default=",".join(PATHS), help="paths measured")
+    parser.add_argument("--litellm", default=str(LITELLM), help="LiteLLM's `litellm` command")
+    parser.add_argument("--warm-up", type=float, default=3.0, help="seconds not measured")
+    parser.add_argument("--window", type=float, default=12.0, help="seconds measured")
     parser.add_argument("--token-rate", type=float, default=50.0, help="the stub's tokens/s")
     parser.add_argument("--answer-tokens", type=int, default=150, help="tokens per answer")
-    parser.add_argument("--warm-up", type=float, default=3.0, help="seconds not measured")
-    parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--burst", action="store_true", help="all streams at once, closed loop")
-    parser.add_argument("--requests", type=int, help="--burst: requests per run (2x streams)")
-    parser.add_argument("--workers", type=int, default=1, help="proxy worker processes")
-    parser.add_argument(
-        "--conversations",
-        type=int,
-        default=0,
-        help="distinct conversations the requests take turns at (default: --streams)",
-    )
-    parser.add_argument("--profile", help="run the proxy under cProfile, writing its profile here")
-    parser.add_argument(
-        "--litellm",
-        metavar="LITELLM",
-        help="also measure LiteLLM's proxy in front of the same stub: its `litellm` command "
-        "(benchmarks/install-litellm-proxy.sh prints it)",
-    )
-    parser.add_argument(
-        "--bare", action="store_true", help="also measure a bare forwarder (the floor)"
-    )
-    parser.add_argument(
-        "--bare-cost",
-        action="append",
-        default=[],
-        metavar="MS/US",
-        help="also measure a bare forwarder spending MS ms of CPU per request and US µs per "
-        "read of the answer (repeatable)",
-    )
+    parser.add_argument("--profile", help="run chatcli's 1-worker proxy under cProfile")
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--bare-forwarder", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--bare-forwarder", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    unknown = set(args.paths.split(",")) - set(PATHS)
+    if unknown:
+        parser.error(f"unknown paths {sorted(unknown)}; known: {', '.join(PATHS)}")
+    if "litellm" in args.paths.split(",") and not Path(args.litellm).exists():
+        parser.error(
+            f"no LiteLLM at {args.litellm}: run benchmarks/install-litellm-proxy.sh, "
+            "or leave litellm out of --paths"
+        )
+    return args
+
+
+def start(
+    paths: list[str], stub_port: int, args: argparse.Namespace
+) -> dict[str, tuple[int, subprocess.Popen[bytes]]]:
+    """Every proxy path's server, started: its port and its process."""
+    servers = {}
+    for path in paths:
+        port = free_port()
+        if path == "bare":
+            command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
+            servers[path] = (port, subprocess.Popen(command))
+        elif path.startswith("chatcli"):
+            workers = int(path.rpartition("-")[2])
+            profile = args.profile if workers == 1 else None
+            servers[path] = (port, chatcli_proxy(stub_port, port, workers, profile))
+        elif path == "litellm":
+            servers[path] = (port, litellm_proxy(args.litellm, stub_port, port))
+    return servers
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
     if args.stub:
         run_stub(args.stub, args.answer_tokens, args.token_rate)
         return
     if args.bare_forwarder:
-        port, upstream_port, cost = args.bare_forwarder
-        run_bare(int(port), int(upstream_port), bare_cost(cost))
+        run_bare(*args.bare_forwarder)
         return
-    requests = args.requests or 2 * args.streams
-    stub_port, proxy_port = free_port(), free_port()
-    home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
-    home.mkdir(exist_ok=True)
-    env = {**os.environ, "CHATCLI_HOME": str(home)}
+    paths = [p for p in PATHS if p in args.paths.split(",")]
+    stub_port = free_port()
     stub = subprocess.Popen(
         [sys.executable, __file__, "--stub", str(stub_port), "--answer-tokens",
          str(args.answer_tokens), "--token-rate", str(args.token_rate)]
     )  # fmt: skip
-    code = "from chatcli.cli import main; raise SystemExit(main())"
-    if args.profile:  # written when the proxy stops on SIGINT (see the end)
-        code = f"import cProfile, chatcli.cli; cProfile.run('chatcli.cli.main()', {args.profile!r})"
-    proxy = subprocess.Popen(
-        [sys.executable, "-c", code, "proxy",
-         "--provider", "openai-compatible", "--model", "stub", "--port", str(proxy_port),
-         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "100000",
-         "--no-sessions", "--workers", str(args.workers)],
-        env=env,
-    )  # fmt: skip
-    anchors: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
-    if args.litellm:
-        port = free_port()
-        anchors["litellm"] = (port, litellm_proxy(args.litellm, stub_port, port))
-    costs = (["0/0"] if args.bare else []) + args.bare_cost
-    for cost in costs:
-        bare_cost(cost)  # a bad one fails here, before any run
-        port = free_port()
-        command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port), cost]
-        name = "bare" if cost == "0/0" else f"bare+{cost}"
-        anchors[name] = (port, subprocess.Popen(command))
+    servers = start([p for p in paths if p != "direct"], stub_port, args)
     try:
         wait_listening(stub_port)
-        wait_listening(proxy_port)
-        for port, _ in anchors.values():
-            wait_listening(port)
-        time.sleep(1.0)  # the proxy's workers
-        pids = {"proxy": tree(proxy.pid), "stub": [stub.pid]}
-        pids.update((name, tree(process.pid)) for name, (_, process) in anchors.items())
+        for port, _ in servers.values():
+            wait_listening(port, 120.0)  # LiteLLM takes its time
+        time.sleep(2.0)  # the workers of `--workers 2`
+        ports = {"direct": stub_port, **{p: port for p, (port, _) in servers.items()}}
+        processes = {"direct": stub, **{p: process for p, (_, process) in servers.items()}}
         duration = args.answer_tokens / args.token_rate
-        rate = args.streams / duration
-        answer = (f"answers of {args.answer_tokens} tokens at {args.token_rate:.0f} tokens/s "
-                  f"({duration:.1f} s)")  # fmt: skip
-        if args.burst:
-            print(f"burst: {args.streams} clients at once, {requests} requests back to back "
-                  f"per run; {answer}")  # fmt: skip
-        else:
-            print(f"steady state: {args.streams} streams in flight on average, Poisson "
-                  f"arrivals at {rate:.1f}/s (seed {args.seed}); {answer}; {args.warm_up:.0f} s "
-                  f"warm-up, {args.window:.0f} s measured")  # fmt: skip
-        print(f"{args.conversations or args.streams} distinct conversations, the requests "
-              f"taking turns at them")  # fmt: skip
-        print(f"proxy: {args.workers} worker(s); machine: {os.cpu_count()} cores, "
-              f"load average {os.getloadavg()[0]:.1f} before")  # fmt: skip
         span = args.warm_up + args.window
-        schedule = arrivals(rate, span, args.seed)
-        for n in (int(x) for x in args.messages.split(",")):
-            runs = {}
-            paths = {"direct": stub_port, "proxy": proxy_port}
-            paths.update((name, port) for name, (port, _) in anchors.items())
-            for name, port in paths.items():
-                bodies = payloads(port, n, args.conversations or args.streams)
-                if args.burst:
-                    load = burst(port, bodies, args.streams, requests, pids)
-                else:
-                    load = steady(port, bodies, schedule, (args.warm_up, span), pids)
-                runs[name] = uvloop.run(load)
-            report(n, runs, args.workers, os.cpu_count() or 1)
-            print(f"  proxy peak RSS so far: {rss_kib(proxy.pid) / 1024:.0f} MiB")
-            for name, (_, process) in anchors.items():
-                print(f"  {name} peak RSS so far: {rss_kib(process.pid) / 1024:.0f} MiB")
+        print(f"Answers of {args.answer_tokens} tokens at {args.token_rate:.0f} tokens/s "
+              f"({duration:.1f} s); Poisson arrivals (seed {args.seed}), {args.warm_up:.0f} s "
+              f"not measured, then {args.window:.0f} s measured; one distinct conversation per "
+              f"stream. Machine: {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f} before.\n")  # fmt: skip
+        all_rows: list[Row] = []
+        for messages in (int(x) for x in args.messages.split(",")):
+            for streams in (int(x) for x in args.streams.split(",")):
+                schedule = arrivals(streams / duration, span, args.seed)
+                bound = (max(100, IN_FLIGHT_PER_STREAM * streams), duration + DRAIN_S)
+                runs, bodies = {}, payloads(messages, streams)
+                for path in paths:
+                    pids = tree(processes[path].pid)
+                    load = steady(ports[path], bodies, schedule, (args.warm_up, span), pids, bound)
+                    runs[path] = uvloop.run(load)
+                    settle([pid for p in processes.values() for pid in tree(p.pid)])
+                all_rows += rows(messages, streams, runs)
+                print("\n".join(table(all_rows)[-len(runs) :]), file=sys.stderr)  # progress
+        print("\n".join(table(all_rows)))
+        print(f"\nGoals (load average {os.getloadavg()[0]:.1f} after):")
+        print("\n".join(goals(all_rows)))
     finally:
-        proxy.send_signal(signal.SIGINT)  # a clean stop: the profile is written
+        for _, server in servers.values():
+            server.send_signal(signal.SIGINT)  # a clean stop: the profile is written
         stub.terminate()
-        for _, process in anchors.values():
-            process.terminate()
-        for process in (proxy, stub, *(process for _, process in anchors.values())):
+        for process in (stub, *(server for _, server in servers.values())):
             process.wait(30)
 
 

@@ -241,8 +241,8 @@ class Forwarder:
 
         Same dialect, the messages travel in the body fields (`settings.extra`, which wins
         over what the adapter writes), so the adapter is given only the few it needs
-        (`_written`): the SDKs validate every message of a typed parameter, about 1 ms per
-        message on this machine, the proxy's largest cost; the fields are sent as they are.
+        (`_written`): the SDKs validate every message of a typed parameter, a cost that grows
+        with the conversation; the fields are sent as they are.
         """
         settings = self.forwarding.settings
         messages = request.messages
