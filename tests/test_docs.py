@@ -71,9 +71,7 @@ def read_blocks(page: Path) -> Iterator[Block]:
             i += 1
             continue
         indent = opening["indent"]
-        end = next(
-            (j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), len(lines)
-        )
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), len(lines))
         body = [line.removeprefix(indent) for line in lines[i + 1 : end]]
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         found = _MARKER.match(before)
