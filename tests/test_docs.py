@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,22 +159,37 @@ def run_python(source: str, env: dict[str, str], cwd: Path) -> subprocess.Comple
     )
 
 
+PYTHON_BLOCKS = of_kind(("run", "python"), ("run", "python proxy"))
+PARALLEL_BLOCKS = 4  # the blocks mostly wait: for imports, for llama-server
+
+
+@pytest.fixture(scope="module")
+def python_runs(
+    block_env: dict[str, str],
+    llama_1024: str,
+    proxy_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every python block run once, a few at a time, by name; the addresses in the docs
+    replaced by the real server's and proxy's."""
+
+    def run(block: Block) -> subprocess.CompletedProcess[str]:
+        source = block.text.replace(LLAMA_URL, llama_1024).replace(PROXY_URL, proxy_url)
+        return run_python(source, block_env, tmp_path_factory.mktemp("block"))
+
+    blocks = [param.values[0] for param in PYTHON_BLOCKS]
+    with ThreadPoolExecutor(PARALLEL_BLOCKS) as pool:
+        return dict(zip([b.name for b in blocks], pool.map(run, blocks), strict=True))
+
+
 @pytest.mark.llama_server
-@pytest.mark.parametrize("block", of_kind(("run", "python")))
+@pytest.mark.parametrize("block", PYTHON_BLOCKS)
 def test_python_block_runs(
-    block: Block, block_env: dict[str, str], llama_1024: str, tmp_path: Path
+    block: Block, python_runs: dict[str, subprocess.CompletedProcess[str]]
 ) -> None:
-    run = run_python(block.text.replace(LLAMA_URL, llama_1024), block_env, tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-
-
-@pytest.mark.llama_server
-@pytest.mark.parametrize("block", of_kind(("run", "python proxy")))
-def test_python_block_runs_through_the_proxy(
-    block: Block, block_env: dict[str, str], proxy_url: str, tmp_path: Path
-) -> None:
-    assert PROXY_URL in block.text
-    run = run_python(block.text.replace(PROXY_URL, proxy_url), block_env, tmp_path)
+    if block.marker == ("run", "python proxy"):
+        assert PROXY_URL in block.text  # it talks to the proxy, not to the server behind it
+    run = python_runs[block.name]
     assert run.returncode == 0, run.stderr[-3000:]
 
 
@@ -308,3 +324,15 @@ def test_the_tree_in_architecture_is_the_tree() -> None:
     present |= {f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()}
     assert sorted(listed - present) == []
     assert sorted(present - listed) == []
+
+
+def test_the_install_lines_name_real_extras() -> None:
+    """Every `pip install 'chatcli[...]'` (or `'.[...]'`) in the docs names extras pyproject
+    declares."""
+    declared = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    text = "\n".join(page.read_text() for page in PAGES)
+    named = re.findall(r"pip install (?:-e )?'(?:chatcli|\.)\[([\w,-]+)\]'", text)
+    assert named
+    assert sorted({e for extras in named for e in extras.split(",")} - declared) == []
