@@ -336,3 +336,67 @@ def test_the_install_lines_name_real_extras() -> None:
     named = re.findall(r"pip install (?:-e )?'(?:chatcli|\.)\[([\w,-]+)\]'", text)
     assert named
     assert sorted({e for extras in named for e in extras.split(",")} - declared) == []
+
+
+# -- what the command and the settings say ---------------------------------------------------
+
+
+def test_the_readme_lists_the_chats_slash_commands() -> None:
+    """README's "In the chat:" line names every slash command, each with its arguments."""
+    from chatcli.cli.slash import SLASH_COMMANDS
+
+    readme = (ROOT / "README.md").read_text()
+    line = readme[readme.index("In the chat: ") :].split(".\n")[0]
+    shown = re.findall(r"`(/[^`]+)`", line)
+    expected = [f"/{c.name} {c.args}".strip() for c in SLASH_COMMANDS.values()]
+    assert sorted(shown) == sorted(expected)
+
+
+def test_the_proxy_page_names_every_flag() -> None:
+    text = (ROOT / "docs" / "proxy.md").read_text()
+    flags = set(re.findall(r"--[a-z][a-z-]+", proxy_parser().format_help()))
+    assert sorted(f for f in flags - {"--help"} if f not in text) == []
+
+
+def _documented_defaults() -> dict[str, str]:
+    """`CHATCLI_X` -> the default column of configuration.md's three-column tables."""
+    rows = re.findall(
+        r"^\| `(CHATCLI_\w+)` \| [^|]+ \| ([^|]+) \|$",
+        (ROOT / "docs" / "configuration.md").read_text(),
+        re.M,
+    )
+    return {name: default.strip() for name, default in rows}
+
+
+def _field_of(variable: str) -> tuple[str, str] | None:
+    """(the settings class, its field) that `variable` sets, found through `from_env` alone:
+    the field that changes when the variable is given a valid other value."""
+    from chatcli import CompactionConfig, MicrocompactConfig, RecoveryConfig
+    from chatcli.errors import ConfigError
+
+    for cls in (RecoveryConfig, MicrocompactConfig, CompactionConfig):
+        base = cls.from_env({})
+        for probe in ("7", "3", "1", "60", "90", "1234", "99999", "seed", "native"):
+            try:
+                other = cls.from_env({variable: probe})
+            except ConfigError:
+                continue
+            changed = [
+                f for f in base.__dataclass_fields__ if getattr(base, f) != getattr(other, f)
+            ]
+            if changed:
+                (field,) = changed
+                return cls.__name__, str(getattr(base, field))
+    return None
+
+
+def test_the_documented_defaults_are_the_codes() -> None:
+    defaults = _documented_defaults()
+    assert len(defaults) > 20
+    wrong = {}
+    for variable, documented in defaults.items():
+        found = _field_of(variable)
+        assert found is not None, f"{variable}: no settings class reads it"
+        if found[1] != documented:
+            wrong[variable] = (documented, found)
+    assert wrong == {}
