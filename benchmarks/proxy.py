@@ -730,7 +730,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         parser.error(f"unknown paths {sorted(unknown)}; known: {', '.join(PATHS)}")
-    if "litellm" in args.paths.split(",") and not Path(args.litellm).exists():
+    serving = args.stub or args.bare_forwarder  # one server of the run: no anchor needed
+    if not serving and "litellm" in args.paths.split(",") and not Path(args.litellm).exists():
         parser.error(
             f"no LiteLLM at {args.litellm}: run benchmarks/install-litellm-proxy.sh, "
             "or leave litellm out of --paths"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every install line README.md documents, proved as a new user meets it: for each, a fresh
+# Every install line README.md and docs/ document, proved as a new user meets it: for each, a fresh
 # virtualenv, `pip install 'chatcli[EXTRA]'` from this checkout (the wheel built once from
 # it, not editable), then one real smoke command in that virtualenv alone:
 #
 #   proxy        `chatcli proxy` in front of the real llama-server (tiny model): one whole and
 #                one streamed Chat Completions answer, one whole Messages answer
 #   proxy,anthropic  the same through `--provider anthropic` (llama-server's Messages API)
+#   proxy,gemini / proxy,postgres  the proxy's smoke, then gemini's / postgres's, in one venv
+#   cli,anthropic  the chat: `chatcli -p` answered through the Anthropic adapter
 #   openai       OpenAICompatible against llama-server: its window asked of the server, one
 #                whole and one streamed answer through Client
 #   anthropic    Anthropic (the SDK) against llama-server's Messages endpoint: one answer
@@ -33,8 +35,8 @@ repo=$PWD
 
 # The install lines README.md documents (the quick start's `[local]` included), and the proxy
 # with a provider's extra added (README: `chatcli proxy --provider anthropic`): one place.
-INSTALLS=(proxy proxy,anthropic openai anthropic gemini catalog postgres pydantic-ai langchain
-    litellm local)
+INSTALLS=(proxy proxy,anthropic proxy,gemini proxy,postgres cli,anthropic openai anthropic gemini
+    catalog postgres pydantic-ai langchain litellm local)
 
 cache="${CHATCLI_CACHE:-$HOME/.cache/chatcli}"
 llama_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
@@ -243,6 +245,17 @@ print("gpt-4o:", info.context_window, "tokens")'
 }
 
 smoke_local() { "$1/bin/chatcli" demo </dev/null; }
+
+# The combined lines the docs show: each part's smoke command in the one virtualenv.
+smoke_proxy_gemini() { smoke_proxy "$1" && smoke_gemini "$1"; }
+smoke_proxy_postgres() { smoke_proxy "$1" && smoke_postgres "$1"; }
+
+# The chat's line: one question answered by `chatcli -p` through the Anthropic adapter.
+smoke_cli_anthropic() {
+    CHATCLI_HOME="$work/home-cli" ANTHROPIC_API_KEY=none "$1/bin/chatcli" -p "Hello" \
+        --provider anthropic --base-url "$llama" --model "$model_name" \
+        --context-window "$window" --max-tokens 8 </dev/null
+}
 
 # --- one install line: a fresh virtualenv, the install, its smoke command ---
 
