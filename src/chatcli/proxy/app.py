@@ -1,6 +1,7 @@
 """The proxy's ASGI app (Starlette): the routes, and one request from body to answer.
 
-Routes: `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI), `POST /v1/messages` and
+Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/responses/compact`
+(OpenAI; compaction for any upstream: `chatcli.proxy.compaction`), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
 `GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
 it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
@@ -29,6 +30,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,14 +41,28 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from chatcli.compaction import CompactionResult
 from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.errors import CompactionError, ProviderError
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
+from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
+from chatcli.proxy.compaction import (
+    Sealed,
+    Sealer,
+    compact_threshold,
+    compaction_item,
+    expanded,
+    new_key,
+    sealed_of,
+    triggered,
+    user_messages,
+)
 from chatcli.proxy.dialect import (
     ClientRequest,
     Dialect,
@@ -72,6 +88,7 @@ logger = logging.getLogger("chatcli.proxy")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
+COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
 
 OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
@@ -106,6 +123,7 @@ class _Proxy:
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
         self.sessions = options.sessions
+        self._sealer: Sealer | None = None
         self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:
             self.sessions.on_error = self.store_failed
@@ -118,8 +136,15 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            parsed, session = self.read(request, dialect, await self.raw_body(request))
-            response = await self.answer(parsed, dialect, session)
+            body = _json_object(await self.raw_body(request))
+            made = await self.compaction(request, body) if dialect is RESPONSES else None
+            if made is not None and made.answer is not None:
+                response = made.answer
+            else:
+                parsed, session = self.read(request, dialect, made.body if made else body)
+                if made is not None:
+                    parsed = replace(parsed, leading=made.leading)
+                response = await self.answer(parsed, dialect, session)
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -137,11 +162,121 @@ class _Proxy:
             )
         return response
 
-    def read(self, request: Request, dialect: Dialect, raw: bytes) -> tuple[ClientRequest, str]:
-        """A chat request's body (`raw`), parsed by its dialect with the headers it passes
-        on, and its conversation's key (`session_of`)."""
-        parsed = passed_headers(dialect.parse(_json_object(raw)), request.headers)
+    def read(
+        self, request: Request, dialect: Dialect, body: dict[str, Any]
+    ) -> tuple[ClientRequest, str]:
+        """A chat request's body, parsed by its dialect with the headers it passes on, and its
+        conversation's key (`session_of`)."""
+        parsed = passed_headers(dialect.parse(body), request.headers)
         return parsed, self.session_of(request, parsed)
+
+    # Responses compaction for any upstream (chatcli.proxy.compaction) ----------------------
+
+    async def sealer(self) -> Sealer:
+        """The key sealing compaction tokens: the store's (shared by every replica, kept across
+        restarts), else one made at start (its tokens do not survive a restart)."""
+        if self._sealer is None:
+            key = None
+            if self.sessions is not None:
+                try:
+                    key = await self.sessions.key(COMPACTION_KEY)
+                except Exception as exc:  # the store failed: serve on, with this run's key
+                    logger.error("chatcli proxy: reading the compaction key failed: %s", exc)
+                    self.store_failed(exc)
+            self._sealer = Sealer(key or new_key())
+        return self._sealer
+
+    async def compaction(self, request: Request, body: dict[str, Any]) -> _Made:
+        """A Responses body with its chatcli compaction item expanded, compacted first when it
+        asks (`compaction_trigger`: the compaction item is the whole answer;
+        `context_management` over its threshold: the answer begins with the item)."""
+        sealer = await self.sealer()
+        body, trigger = triggered(expanded(body, sealer))
+        threshold = compact_threshold(body)
+        body.pop("context_management", None)  # done here: no upstream is sent it
+        if not trigger and threshold is None:
+            return _Made(body)
+        parsed = passed_headers(RESPONSES.parse(body), request.headers)
+        if not trigger:
+            counter = counter_for(self.upstream.provider)
+            tokens = await asyncio.to_thread(counter.count, parsed.messages)
+            if tokens < threshold:  # type: ignore[operator]
+                return _Made(body)
+        sealed, reply = await self.compacted(parsed)
+        item = compaction_item(sealer.seal(sealed))
+        how = "compaction_trigger" if trigger else f"context_management over {threshold} tokens"
+        logger.info("chatcli proxy: compacted (%s): %s", how, _told(sealed))
+        if trigger:
+            answer = await self.answer_items(replace(parsed, leading=(item,)), reply)
+            return _Made(body, answer=answer)
+        return _Made(expanded({**body, "input": [*body["input"], item]}, sealer), leading=(item,))
+
+    async def compacted(self, parsed: ClientRequest) -> tuple[Sealed, Reply]:
+        """chatcli's own compaction of `parsed` against the upstream, what it leaves, and a
+        Reply that carries its usage. A conversation that cannot be compacted (too short, or
+        a summary that failed its checks) is left whole; an upstream failure is refused."""
+        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
+        window = await self.shared_window(forwarder)
+        library = self.library_client(forwarder, window, [])
+        max_tokens = parsed.max_tokens or self.upstream.max_tokens
+        result: CompactionResult | None = None
+        try:
+            result = await library.acompact(parsed.messages, max_tokens=max_tokens)
+        except CompactionError as exc:
+            if isinstance(exc.__cause__, ProviderError):
+                raise Refused(self.failed(exc.__cause__)) from exc
+            logger.warning("chatcli proxy: compaction left the conversation whole: %s", exc)
+        usage = result.report.usage if result is not None else Usage()
+        calls = result.report.calls if result is not None else 0
+        reply = Reply(
+            message=Message(role=Role.ASSISTANT),
+            usage=usage,
+            events=(),
+            truncated=False,
+            view=(),
+            stop_reason=StopReason.END_TURN,
+            calls=calls,
+        )
+        return sealed_of(parsed, result), reply
+
+    async def answer_items(self, parsed: ClientRequest, reply: Reply) -> Response:
+        """An answer of `parsed.leading` alone (no upstream call), whole or streamed."""
+        model = parsed.model or self.upstream.model
+        if not parsed.stream:
+            return JSONResponse(RESPONSES.reply(parsed, reply, model=model))
+        items = _chained([FinalReply(reply=reply)], _nothing())
+        body = RESPONSES.stream(parsed, items, model=model)
+        return StreamingResponse(body, media_type="text/event-stream")
+
+    async def compact(self, request: Request) -> Response:
+        """`POST /v1/responses/compact`: the user messages, then exactly one compaction item
+        (openai-python's `CompactedResponse`)."""
+        started = time.perf_counter()
+        endpoint = request.scope["path"]
+        try:
+            client = self.admit(request)
+        except Refused as refused:
+            return self.answer_error(RESPONSES, refused.failure, endpoint, started)
+        try:
+            sealer = await self.sealer()
+            body = expanded(_json_object(await self.raw_body(request)), sealer)
+            parsed = passed_headers(RESPONSES.parse(body), request.headers)
+            sealed, reply = await self.compacted(parsed)
+        except Refused as refused:
+            return self.answer_error(RESPONSES, refused.failure, endpoint, started)
+        finally:
+            self.guard.release(client)
+        logger.info("chatcli proxy: compacted (/responses/compact): %s", _told(sealed))
+        usage = RESPONSES.reply(parsed, reply, model="")["usage"]
+        compacted = {
+            "id": f"resp_{uuid.uuid4().hex}",
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [*user_messages(body["input"]), compaction_item(sealer.seal(sealed))],
+            "usage": usage,
+        }
+        self.metrics.record_request(endpoint, 200, time.perf_counter() - started)
+        return JSONResponse(compacted)
 
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
@@ -402,6 +537,27 @@ class _Proxy:
 
 
 @dataclass(frozen=True, slots=True)
+class _Made:
+    """What Responses compaction made of a request: the body to read, the output items its
+    answer begins with, or the whole answer (a `compaction_trigger`'s)."""
+
+    body: dict[str, Any]
+    leading: tuple[Any, ...] = ()
+    answer: Response | None = None
+
+
+def _told(sealed: Sealed) -> str:
+    """What a compaction left, for the log."""
+    summary = f"a summary of {len(sealed.summary)} chars" if sealed.summary else "no summary"
+    return f"{summary} and {len(sealed.kept)} input items kept verbatim"
+
+
+async def _nothing() -> AsyncIterator[StreamItem]:
+    return
+    yield
+
+
+@dataclass(frozen=True, slots=True)
 class _CutOf:
     """What a streamed request's record needs to tell the cut it made, once it has made it."""
 
@@ -445,6 +601,7 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
     routes = [
         Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
         Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
+        Route("/v1/responses/compact", proxy.compact, methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
         Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
         Route("/v1/models", proxy.models, methods=["GET"]),

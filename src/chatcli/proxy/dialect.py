@@ -63,7 +63,8 @@ class ClientRequest:
     dialect's upstream is not sent but can do without (a tool the client's server would run
     itself, such as web search): it is left out and said in the answer's headers. `headers`
     are the client's headers an upstream of its dialect may need
-    (`chatcli.proxy.upstream.passed_headers`).
+    (`chatcli.proxy.upstream.passed_headers`). `leading`: wire output items the proxy made
+    itself that the answer begins with (`chatcli.proxy.compaction`'s compaction item).
     """
 
     dialect: str
@@ -83,6 +84,7 @@ class ClientRequest:
     unreadable: tuple[str, ...] = ()
     omitted: tuple[str, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
+    leading: tuple[Any, ...] = ()  # output items the answer begins with (a compaction item)
 
 
 class FailureKind(StrEnum):

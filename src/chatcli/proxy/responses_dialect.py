@@ -138,7 +138,7 @@ class ResponsesDialect:
         )
 
     def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json:
-        output = output_items(reply.message, Namespaced.of(request.raw_tools))
+        output = [*request.leading, *output_items(reply.message, Namespaced.of(request.raw_tools))]
         return _response_body(request, reply, model=model, output=output)
 
     async def stream(
@@ -329,7 +329,8 @@ class ResponseEvents:
         return out
 
     def start(self) -> list[Json]:
-        """`response.created` and `response.in_progress` (as the API sends them), once."""
+        """`response.created` and `response.in_progress` (as the API sends them), then the
+        request's leading items (a compaction item the proxy made), once."""
         if self.started:
             return []
         self.started = True
@@ -340,10 +341,11 @@ class ResponseEvents:
             "output": [],
             "tools": list(self.request.raw_tools or ()),
         }
-        return [
+        out = [
             self.event("response.created", response=response),
             self.event("response.in_progress", response=response),
         ]
+        return out + self.items(list(self.request.leading))
 
     def event(self, kind: str, **fields: Any) -> Json:
         self.sequence += 1

@@ -36,6 +36,9 @@ the latest one), written in the transaction of the request that made it. So ever
 on the store starts the next request from the same cut; one whose history does not extend
 the cut one (edited, rewound) gets a fresh cut.
 
+Keys. `key` gives the secrets the replicas share (the key sealing the proxy's compaction
+tokens, `chatcli.proxy.compaction`), kept in the store.
+
 Windows. An overflow that states the window (`OverflowDetected.limit`) is stored with
 `SessionStore.learn_window` under the upstream's name and redacted URL; each replica reads
 them back (at most every `WINDOW_REFRESH_S`), and a request to an upstream that states no
@@ -49,6 +52,7 @@ import functools
 import logging
 import queue
 import re
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -246,6 +250,13 @@ class SessionRecorder:
             self.on_error(exc)
             return held
         return StickyView(upto=stored.upto, view=view, digest=digest)
+
+    async def key(self, name: str) -> bytes:
+        """The secret `name` every replica on the store shares (`SessionStore.proxy_key`),
+        made by the first that asks."""
+        new = secrets.token_bytes(32)
+        key = await asyncio.wrap_future(self._submit(lambda: self.store.proxy_key(name, new)))
+        return bytes(key)
 
     def learned(self, event: Event, model: str) -> None:
         """An event hook: an overflow that states the window is stored for every replica."""

@@ -207,6 +207,22 @@ def m009_conversation_cuts(conn: Database) -> None:
     )
 
 
+def m010_proxy_keys(conn: Database) -> None:
+    """Secrets the proxy replicas share, by name: the key that seals the compaction tokens
+    the proxy hands out (`chatcli.proxy.compaction`), so that any replica, and a restarted
+    one, opens them."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE proxy_keys (
+            name TEXT PRIMARY KEY,
+            secret TEXT NOT NULL,  -- hex
+            created_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
@@ -218,6 +234,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m007_model_windows,
     m008_sticky_views,
     m009_conversation_cuts,
+    m010_proxy_keys,
 )
 
 

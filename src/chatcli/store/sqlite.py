@@ -457,6 +457,17 @@ class SessionStore:
             (upstream, model, context_window, _now()),
         )
 
+    def proxy_key(self, name: str, new: bytes) -> bytes:
+        """The secret named `name` the proxy replicas share: the stored one, else `new`, stored
+        now (the first replica to ask makes it; every other one reads it)."""
+        self._conn.execute(
+            "INSERT INTO proxy_keys(name, secret, created_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (name) DO NOTHING",
+            (name, new.hex(), _now()),
+        )
+        row = self._conn.execute("SELECT secret FROM proxy_keys WHERE name = ?", (name,))
+        return bytes.fromhex(row.fetchone()[0])
+
     def learned_windows(self, upstream: str) -> dict[str, int]:
         """The windows learned at `upstream`, by model."""
         rows = self._conn.execute(

@@ -1,0 +1,243 @@
+"""Responses compaction for any upstream: `POST /v1/responses/compact`, the inline
+`{"type": "compaction_trigger"}` input item and `context_management` on `POST /v1/responses`.
+
+OpenAI answers these with an opaque, encrypted `compaction` item that the client keeps and
+sends back; only OpenAI can read it. In front of another upstream the proxy does the same
+with chatcli's own compaction (`Client.acompact`, a verified summary written by the upstream)
+and answers with a well-formed `compaction` item whose `encrypted_content` is chatcli's own
+sealed token (`Sealer`): JSON of what the compaction left (the summary, and the input items
+of the turns it kept verbatim), base64url, and an HMAC-SHA256 of it. The token is
+self-contained, so any replica opens it; the key comes from the session store
+(`SessionStore.proxy_key`), so a restarted proxy opens it too. Without a store the key is
+made when the app starts: its tokens do not survive a restart. A token that fails the check
+is the client's 400, never a crash.
+
+What the item stands for is OpenAI's rule: the latest compaction carries everything before
+it. When a request carries one of the proxy's, `expanded` replaces it, before the request is
+read, with the summary (a user message, as chatcli's own compaction renders it) and the kept
+items; the system and developer messages before it are kept, the other items before it are
+dropped (the client may keep them or not: the answer is the same). A `compaction` item the
+proxy did not make is OpenAI's: no other upstream can read it, and it is refused with a 400.
+
+The shapes follow openai-python's types: `ResponseCompactionItem` (`id`, `encrypted_content`,
+`type`, `created_by`), `CompactedResponse` (`object: "response.compaction"`, `output`: the
+user messages then exactly one compaction item, `usage`), the `CompactionTrigger` input item
+("must be the final input item") and `context_management: [{"type": "compaction",
+"compact_threshold": N}]`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chatcli.compaction import CompactionResult, is_summary_message
+from chatcli.proxy.dialect import ClientRequest, RequestError
+
+__all__ = [
+    "TOKEN_PREFIX",
+    "Sealed",
+    "Sealer",
+    "compact_threshold",
+    "compaction_item",
+    "expanded",
+    "new_key",
+    "sealed_of",
+    "triggered",
+    "user_messages",
+]
+
+Json = dict[str, Any]
+
+TOKEN_PREFIX = "chatcli.c1."  # the format's version: a token of another format is not ours
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def new_key() -> bytes:
+    """A fresh sealing key (32 random bytes)."""
+    return secrets.token_bytes(32)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sealed:
+    """What a compaction left: the summary (empty: nothing was summarised) and the input items
+    of the turns it kept verbatim, which follow the summary."""
+
+    summary: str
+    kept: tuple[Json, ...] = ()
+
+    def items(self) -> list[Json]:
+        """The input items that the compaction item stands for."""
+        summary = [{"role": "user", "content": self.summary}] if self.summary else []
+        return [*summary, *self.kept]
+
+
+@dataclass(frozen=True, slots=True)
+class Sealer:
+    """Seals and opens compaction tokens with `key` (module docstring)."""
+
+    key: bytes
+
+    def seal(self, sealed: Sealed) -> str:
+        payload = json.dumps(
+            {"summary": sealed.summary, "kept": list(sealed.kept)},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        body = _b64(payload)
+        return f"{TOKEN_PREFIX}{body}.{_b64(self._mac(body))}"
+
+    def open(self, token: str, *, param: str = "input") -> Sealed:
+        """The content of `token`; a token this key did not seal is a RequestError (400)."""
+        body, _, mac = token[len(TOKEN_PREFIX) :].partition(".")
+        try:
+            given = _unb64(mac)
+            valid = hmac.compare_digest(given, self._mac(body))
+            data = json.loads(_unb64(body)) if valid else None
+        except (ValueError, binascii.Error):
+            valid, data = False, None
+        if not valid or not isinstance(data, dict):
+            raise RequestError(
+                "the compaction item's encrypted_content fails chatcli's check: it was made "
+                "by another proxy (another key) or altered",
+                param=param,
+            )
+        kept = data.get("kept")
+        return Sealed(
+            summary=str(data.get("summary") or ""),
+            kept=tuple(i for i in kept if isinstance(i, dict)) if isinstance(kept, list) else (),
+        )
+
+    def _mac(self, body: str) -> bytes:
+        return hmac.new(self.key, body.encode(), hashlib.sha256).digest()
+
+
+def compaction_item(token: str) -> Json:
+    """A `compaction` output item carrying `token`."""
+    return {
+        "type": "compaction",
+        "id": f"cmp_{uuid.uuid4().hex}",
+        "encrypted_content": token,
+        "created_by": "chatcli",
+    }
+
+
+def triggered(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`body` without its `compaction_trigger` item, and whether it had one (the final input
+    item, as the API requires: one elsewhere is a 400)."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return dict(body), False
+    at = [i for i, item in enumerate(items) if _type(item) == "compaction_trigger"]
+    if not at:
+        return dict(body), False
+    if at != [len(items) - 1]:
+        raise RequestError("a compaction_trigger item must be the final input item", param="input")
+    rest = items[:-1]
+    if not rest:
+        raise RequestError("a compaction_trigger needs a conversation before it", param="input")
+    return {**body, "input": rest}, True
+
+
+def compact_threshold(body: Mapping[str, Any]) -> int | None:
+    """The `compact_threshold` of `context_management` (None: no compaction asked)."""
+    entries = body.get("context_management")
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise RequestError("context_management must be a list", param="context_management")
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("type") == "compaction":
+            value = entry.get("compact_threshold")
+            if value is None:
+                return 0  # no threshold given: the server's own choice; chatcli's is "now"
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise RequestError(
+                    "compact_threshold must be a non-negative integer",
+                    param="context_management",
+                )
+            return value
+    return None
+
+
+def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
+    """`body` with its latest compaction item replaced by what it stands for (module
+    docstring); `body` itself when its input has none."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return dict(body)
+    at = [i for i, item in enumerate(items) if _type(item) == "compaction"]
+    if not at:
+        return dict(body)
+    latest = at[-1]
+    token = items[latest].get("encrypted_content")
+    param = f"input[{latest}].encrypted_content"
+    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+        raise RequestError(
+            "this compaction item was not made by chatcli (only OpenAI can read OpenAI's), "
+            "and this upstream is not OpenAI",
+            param=param,
+        )
+    sealed = sealer.open(token, param=param)
+    systems = [item for item in items[:latest] if _is_system(item)]
+    return {**body, "input": [*systems, *sealed.items(), *items[latest + 1 :]]}
+
+
+def sealed_of(request: ClientRequest, result: CompactionResult | None) -> Sealed:
+    """What `result`, chatcli's compaction of `request`, leaves: its summary and the input
+    items of the turns after it. None (nothing could be compacted): every turn, unchanged."""
+    turns = request.raw_messages
+    if result is None:
+        return Sealed(summary="", kept=_flat(t for t in turns if not _is_system(t[0])))
+    view = result.messages
+    at = next((i for i, m in enumerate(view) if is_summary_message(m)), None)
+    if at is None:  # no summary in the view: it was cut instead
+        return Sealed(summary="", kept=_flat(t for t in turns if not _is_system(t[0])))
+    tail = len(view) - at - 1
+    return Sealed(summary=view[at].text, kept=_flat(turns[len(turns) - tail :] if tail else ()))
+
+
+def user_messages(items: Sequence[Any]) -> list[Json]:
+    """The user messages of `items`, as `CompactedResponse.output` begins."""
+    return [
+        {"type": "message", "role": "user", "content": _content(item.get("content"))}
+        for item in items
+        if isinstance(item, dict) and _type(item) == "message" and item.get("role") == "user"
+    ]
+
+
+def _content(content: Any) -> list[Json]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+def _flat(turns: Any) -> tuple[Json, ...]:
+    return tuple(item for turn in turns for item in turn)
+
+
+def _type(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type")
+    return str(kind) if kind else "message"
+
+
+def _is_system(item: Any) -> bool:
+    return _type(item) == "message" and item.get("role") in _SYSTEM_ROLES
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
