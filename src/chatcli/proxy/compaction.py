@@ -208,7 +208,13 @@ def sealed_of(request: ClientRequest, result: CompactionResult | None) -> Sealed
 def user_messages(items: Sequence[Any]) -> list[Json]:
     """The user messages of `items`, as `CompactedResponse.output` begins."""
     return [
-        {"type": "message", "role": "user", "content": _content(item.get("content"))}
+        {
+            "type": "message",
+            "id": f"msg_{uuid.uuid4().hex}",
+            "role": "user",
+            "status": "completed",
+            "content": _content(item.get("content")),
+        }
         for item in items
         if isinstance(item, dict) and _type(item) == "message" and item.get("role") == "user"
     ]

@@ -1,0 +1,148 @@
+"""Responses compaction through the proxy for a non-OpenAI upstream (`chatcli.proxy.compaction`):
+the official `openai` SDK's `responses.compact`, a `compaction_trigger` request and the next
+request carrying the compaction item, against the proxy in front of a replay server playing
+recorded Chat Completions bodies (the summary the upstream writes is scripted, so the test can
+see it come back expanded in what the upstream is sent), and a token sealed with another key.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import openai
+import pytest
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from chatcli.compaction import SUMMARY_HEADER, SUMMARY_SECTIONS
+from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item, new_key
+from tests import test_proxy_wire as wire
+from tests.replay import ReplayServer, Scripted
+from tests.test_openai_adapter import CHAT_TEXT
+from tests.test_proxy_wire import oa
+
+upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
+OLD = "The payment module migration starts with the ledger tables and their indexes. " * 12
+
+
+def conversation() -> list[dict[str, Any]]:
+    """Four user turns: the first two long (what compaction summarises), the last two kept."""
+    developer = [{"type": "input_text", "text": "Dev."}]
+    items: list[dict[str, Any]] = [{"type": "message", "role": "developer", "content": developer}]
+    for i in range(4):
+        text = f"Turn {i}. {OLD}" if i < 2 else f"Turn {i}: what next?"
+        items.append({"role": "user", "content": text})
+        items.append({"role": "assistant", "content": f"Noted turn {i}. {OLD if i < 2 else ''}"})
+    return items
+
+
+def summary_body() -> dict[str, Any]:
+    """A recorded Chat Completions body whose text is a handoff summary of `conversation`."""
+    text = "\n".join(
+        f"## {section}\nThe payment module migration: ledger tables and indexes."
+        for section in SUMMARY_SECTIONS
+    )
+    body = copy.deepcopy(CHAT_TEXT)
+    body["choices"][0]["message"]["content"] = text
+    return body
+
+
+def sent_texts(server: ReplayServer) -> list[str]:
+    """The message texts of the last request the upstream was sent."""
+    return [str(m.get("content")) for m in server.requests[-1].json()["messages"]]
+
+
+def test_compact_returns_one_item_and_the_next_request_gets_the_summary(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    client = oa(openai_proxy)
+    upstream.queue.append(Scripted(body=summary_body()))
+    compacted = client.responses.compact(model="gpt-4o", input=conversation())  # type: ignore[arg-type]
+    assert compacted.object == "response.compaction"
+    kinds = [item.type for item in compacted.output]
+    assert kinds.count("compaction") == 1 and kinds[-1] == "compaction"
+    assert all(k == "message" for k in kinds[:-1])  # the user messages, then the item
+    item = compacted.output[-1]
+    assert item.encrypted_content.startswith(TOKEN_PREFIX)  # type: ignore[union-attr]
+    summary_request = upstream.requests[-1].json()
+    assert "handoff" in summary_request["messages"][0]["content"]  # chatcli's summary prompt
+
+    upstream.queue.append(Scripted(body=CHAT_TEXT))
+    output = [i.model_dump(exclude_none=True, warnings=False) for i in compacted.output]
+    again = [conversation()[0], *output]  # the client's developer message, then the output
+    again.append({"role": "user", "content": "Go on."})
+    answer = client.responses.create(model="gpt-4o", input=again)  # type: ignore[arg-type]
+    assert answer.output_text
+    texts = sent_texts(upstream)
+    assert texts[0] == "Dev."  # the developer message before the item is kept
+    assert texts[1].startswith(SUMMARY_HEADER)  # the item, expanded into the summary
+    assert "ledger tables and indexes" in texts[1]
+    assert not any(t.startswith("Turn 0.") for t in texts)  # what it replaced is gone
+    assert "Turn 3: what next?" in texts and texts[-1] == "Go on."  # the kept turns, then new
+
+
+def test_a_compaction_trigger_streams_exactly_one_compaction_item(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    upstream.queue.append(Scripted(body=summary_body()))
+    body = {"model": "gpt-4o", "input": [*conversation(), {"type": "compaction_trigger"}]}
+    stream = oa(openai_proxy).responses.create(**body, stream=True)  # type: ignore[call-overload]
+    events = [EVENTS.validate_python(e.model_dump()) for e in stream]
+    done = events[-1]
+    assert done.type == "response.completed"
+    output = done.response.output
+    assert [i.type for i in output] == ["compaction"]
+    added = [e.item.type for e in events if e.type == "response.output_item.done"]
+    assert added == ["compaction"]
+    assert len(upstream.requests) == 1  # the summary call alone: no chat turn
+
+
+def test_context_management_over_the_threshold_compacts_before_answering(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    upstream.queue.extend([Scripted(body=summary_body()), Scripted(body=CHAT_TEXT)])
+    response = oa(openai_proxy).responses.create(
+        model="gpt-4o",
+        input=conversation(),  # type: ignore[arg-type]
+        extra_body={"context_management": [{"type": "compaction", "compact_threshold": 100}]},
+    )
+    assert [i.type for i in response.output] == ["compaction", "message"]
+    texts = sent_texts(upstream)
+    assert any(t.startswith(SUMMARY_HEADER) for t in texts)
+    assert not any(t.startswith("Turn 0.") for t in texts)
+
+
+def test_context_management_under_the_threshold_changes_nothing(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    upstream.queue.append(Scripted(body=CHAT_TEXT))
+    response = oa(openai_proxy).responses.create(
+        model="gpt-4o",
+        input=conversation(),  # type: ignore[arg-type]
+        extra_body={"context_management": [{"type": "compaction", "compact_threshold": 10**6}]},
+    )
+    assert [i.type for i in response.output] == ["message"]
+    assert len(upstream.requests) == 1
+    assert any(t.startswith("Turn 0.") for t in sent_texts(upstream))
+
+
+@pytest.mark.parametrize("token", ["another key", "altered", "openai"])
+def test_a_token_that_fails_the_check_is_a_400(
+    upstream: ReplayServer, openai_proxy: str, token: str
+) -> None:
+    sealed = Sealer(new_key()).seal(Sealed(summary="Secret summary."))
+    content = {
+        "another key": sealed,
+        "altered": sealed[:-3] + ("AAA" if not sealed.endswith("AAA") else "BBB"),
+        "openai": "gAAAAABpZ-opaque-openai-compaction",
+    }[token]
+    items = [*conversation(), {**compaction_item(content)}, {"role": "user", "content": "Hi."}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        oa(openai_proxy).responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
+    assert caught.value.status_code == 400
+    assert "compaction item" in json.dumps(caught.value.body)
+    assert upstream.requests == []  # nothing was sent on
