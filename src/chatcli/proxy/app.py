@@ -60,6 +60,7 @@ from chatcli.proxy.compaction import (
     expanded,
     new_key,
     sealed_of,
+    told,
     triggered,
     user_messages,
 )
@@ -205,7 +206,7 @@ class _Proxy:
         sealed, reply = await self.compacted(parsed)
         item = compaction_item(sealer.seal(sealed))
         how = "compaction_trigger" if trigger else f"context_management over {threshold} tokens"
-        logger.info("chatcli proxy: compacted (%s): %s", how, _told(sealed))
+        logger.info("chatcli proxy: compacted (%s): %s", how, told(sealed))
         if trigger:
             answer = await self.answer_items(replace(parsed, leading=(item,)), reply)
             return _Made(body, answer=answer)
@@ -266,7 +267,7 @@ class _Proxy:
             return self.answer_error(RESPONSES, refused.failure, endpoint, started)
         finally:
             self.guard.release(client)
-        logger.info("chatcli proxy: compacted (/responses/compact): %s", _told(sealed))
+        logger.info("chatcli proxy: compacted (/responses/compact): %s", told(sealed))
         usage = RESPONSES.reply(parsed, reply, model="")["usage"]
         compacted = {
             "id": f"resp_{uuid.uuid4().hex}",
@@ -544,12 +545,6 @@ class _Made:
     body: dict[str, Any]
     leading: tuple[Any, ...] = ()
     answer: Response | None = None
-
-
-def _told(sealed: Sealed) -> str:
-    """What a compaction left, for the log."""
-    summary = f"a summary of {len(sealed.summary)} chars" if sealed.summary else "no summary"
-    return f"{summary} and {len(sealed.kept)} input items kept verbatim"
 
 
 async def _nothing() -> AsyncIterator[StreamItem]:

@@ -33,6 +33,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -51,11 +52,14 @@ __all__ = [
     "expanded",
     "new_key",
     "sealed_of",
+    "told",
     "triggered",
     "user_messages",
 ]
 
 Json = dict[str, Any]
+
+logger = logging.getLogger("chatcli.proxy")
 
 TOKEN_PREFIX = "chatcli.c1."  # the format's version: a token of another format is not ours
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -187,6 +191,7 @@ def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
             param=param,
         )
     sealed = sealer.open(token, param=param)
+    logger.info("chatcli proxy: expanded a compaction item (%s)", told(sealed))
     systems = [item for item in items[:latest] if _is_system(item)]
     return {**body, "input": [*systems, *sealed.items(), *items[latest + 1 :]]}
 
@@ -203,6 +208,12 @@ def sealed_of(request: ClientRequest, result: CompactionResult | None) -> Sealed
         return Sealed(summary="", kept=_flat(t for t in turns if not _is_system(t[0])))
     tail = len(view) - at - 1
     return Sealed(summary=view[at].text, kept=_flat(turns[len(turns) - tail :] if tail else ()))
+
+
+def told(sealed: Sealed) -> str:
+    """What a compaction left, for the log."""
+    summary = f"a summary of {len(sealed.summary)} chars" if sealed.summary else "no summary"
+    return f"{summary} and {len(sealed.kept)} input items kept verbatim"
 
 
 def user_messages(items: Sequence[Any]) -> list[Json]:
