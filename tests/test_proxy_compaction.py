@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -17,8 +20,12 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chatcli.compaction import SUMMARY_HEADER, SUMMARY_SECTIONS
+from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item, new_key
+from chatcli.proxy.sessions import SessionRecorder
+from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
+from tests.proxy_harness import running_proxy, upstream_at
 from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT
 from tests.test_proxy_wire import oa
@@ -146,3 +153,37 @@ def test_a_token_that_fails_the_check_is_a_400(
     assert caught.value.status_code == 400
     assert "compaction item" in json.dumps(caught.value.body)
     assert upstream.requests == []  # nothing was sent on
+
+
+def test_a_token_opens_on_another_replica_and_after_a_restart(
+    upstream: ReplayServer, tmp_path: Path
+) -> None:
+    """The key is the store's: a second replica on the same store, and a proxy started anew
+    on it, open the token the first one made; a proxy on another store refuses it."""
+    upstream.queue.append(Scripted(body=summary_body()))
+    with store_proxy(tmp_path / "db", upstream) as first:
+        compacted = oa(first).responses.compact(model="gpt-4o", input=conversation())  # type: ignore[arg-type]
+        item = compacted.output[-1].model_dump(exclude_none=True)
+        with store_proxy(tmp_path / "db", upstream) as replica:
+            upstream.queue.append(Scripted(body=CHAT_TEXT))
+            asked = [item, {"role": "user", "content": "Go on."}]
+            assert oa(replica).responses.create(model="gpt-4o", input=asked).output_text  # type: ignore[arg-type]
+            assert sent_texts(upstream)[0].startswith(SUMMARY_HEADER)
+    with store_proxy(tmp_path / "db", upstream) as restarted:
+        upstream.queue.append(Scripted(body=CHAT_TEXT))
+        assert oa(restarted).responses.create(model="gpt-4o", input=asked).output_text  # type: ignore[arg-type]
+    with (
+        store_proxy(tmp_path / "other", upstream) as stranger,
+        pytest.raises(openai.BadRequestError),
+    ):
+        oa(stranger).responses.create(model="gpt-4o", input=asked)  # type: ignore[arg-type]
+
+
+@contextmanager
+def store_proxy(location: Path, server: ReplayServer) -> Iterator[str]:
+    """A proxy in front of `server` recording into the store at `location`."""
+    recorder = SessionRecorder(SessionStore(location), upstream="openai test")
+    env = {"OPENAI_API_KEY": wire.UPSTREAM_KEY, "CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai", server.url + "/v1", model="gpt-4o", environ=env)
+    with running_proxy(up, options=ProxyOptions(sessions=recorder)) as url:
+        yield url
