@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 from chatcli.compaction import CompactionResult
 from chatcli.config import MicrocompactConfig, RecoveryConfig
-from chatcli.errors import CompactionError, ProviderError
+from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
@@ -90,6 +90,11 @@ logger = logging.getLogger("chatcli.proxy")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
 COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
+# Failures of a summary call that are the upstream's state, not the conversation's: answered
+# as errors (the client retries) rather than with a compaction that left the conversation whole.
+_UPSTREAM_STATES = frozenset(
+    {ErrorKind.RATE_LIMIT, ErrorKind.QUOTA, ErrorKind.AUTH, ErrorKind.TRANSIENT}
+)
 
 OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
@@ -214,8 +219,10 @@ class _Proxy:
 
     async def compacted(self, parsed: ClientRequest) -> tuple[Sealed, Reply]:
         """chatcli's own compaction of `parsed` against the upstream, what it leaves, and a
-        Reply that carries its usage. A conversation that cannot be compacted (too short, or
-        a summary that failed its checks) is left whole; an upstream failure is refused."""
+        Reply that carries its usage. A conversation that cannot be compacted (too short, a
+        summary that failed its checks or a summary call over the window) is left whole, so
+        the client always gets its item (the next request is recovered like any other); an
+        upstream that is down, out of quota or refusing the key is the client's error."""
         forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
         library = self.library_client(forwarder, window, [])
@@ -224,8 +231,9 @@ class _Proxy:
         try:
             result = await library.acompact(parsed.messages, max_tokens=max_tokens)
         except CompactionError as exc:
-            if isinstance(exc.__cause__, ProviderError):
-                raise Refused(self.failed(exc.__cause__)) from exc
+            cause = exc.__cause__
+            if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
+                raise Refused(self.failed(cause)) from exc
             logger.warning("chatcli proxy: compaction left the conversation whole: %s", exc)
         usage = result.report.usage if result is not None else Usage()
         calls = result.report.calls if result is not None else 0
