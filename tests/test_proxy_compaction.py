@@ -26,9 +26,10 @@ from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
+from tests.recorded import DATA
 from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT
-from tests.test_proxy_wire import oa
+from tests.test_proxy_wire import an, oa
 
 upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
 
@@ -187,3 +188,33 @@ def store_proxy(location: Path, server: ReplayServer) -> Iterator[str]:
     up = upstream_at("openai", server.url + "/v1", model="gpt-4o", environ=env)
     with running_proxy(up, options=ProxyOptions(sessions=recorder)) as url:
         yield url
+
+
+def test_an_anthropic_compaction_block_is_expanded_for_another_upstream(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    """Anthropic's recorded answer with a compaction block (tests/data/native-compaction.json),
+    sent back by an Anthropic client after earlier turns, in front of an OpenAI upstream."""
+    answer = json.loads((DATA / "native-compaction.json").read_text())["anthropic_message"]
+    summary = answer["content"][0]["content"]
+    messages = [
+        {"role": "user", "content": f"Turn 0. {OLD}"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Go on with the scraper."},
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": "And rate limiting?"},
+    ]
+    upstream.queue.append(Scripted(body=CHAT_TEXT))
+    reply = an(openai_proxy).messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        system="Be brief.",
+        messages=messages,  # type: ignore[arg-type]
+    )
+    assert reply.content
+    sent = upstream.requests[-1].json()["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[1]["content"].startswith(SUMMARY_HEADER) and summary in sent[1]["content"]
+    assert sent[2]["content"] == answer["content"][1]["text"]  # the rest of the block's turn
+    assert sent[3]["content"] == "And rate limiting?"
+    assert not any("Turn 0." in str(m["content"]) for m in sent)  # what it replaced is gone

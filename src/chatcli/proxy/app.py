@@ -58,6 +58,7 @@ from chatcli.proxy.compaction import (
     compact_threshold,
     compaction_item,
     expanded,
+    expanded_blocks,
     new_key,
     sealed_of,
     told,
@@ -143,6 +144,8 @@ class _Proxy:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
             body = _json_object(await self.raw_body(request))
+            if dialect is ANTHROPIC and self.upstream.dialect != ANTHROPIC.name:
+                body = expanded_blocks(body)  # chatcli.proxy.compaction
             made = await self.compaction(request, body) if dialect is RESPONSES else None
             if made is not None and made.answer is not None:
                 response = made.answer

@@ -24,6 +24,10 @@ The shapes follow openai-python's types: `ResponseCompactionItem` (`id`, `encryp
 user messages then exactly one compaction item, `usage`), the `CompactionTrigger` input item
 ("must be the final input item") and `context_management: [{"type": "compaction",
 "compact_threshold": N}]`.
+
+Anthropic's `compaction` block (in an assistant turn; the API ignores everything before it)
+shows its summary as plain text: in front of an upstream of another dialect, `expanded_blocks`
+replaces it with that summary the same way.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chatcli.compaction import CompactionResult, is_summary_message
+from chatcli.compaction import SUMMARY_HEADER, CompactionResult, is_summary_message
 from chatcli.proxy.dialect import ClientRequest, RequestError
 
 __all__ = [
@@ -50,6 +54,7 @@ __all__ = [
     "compact_threshold",
     "compaction_item",
     "expanded",
+    "expanded_blocks",
     "new_key",
     "sealed_of",
     "told",
@@ -194,6 +199,54 @@ def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
     logger.info("chatcli proxy: expanded a compaction item (%s)", told(sealed))
     systems = [item for item in items[:latest] if _is_system(item)]
     return {**body, "input": [*systems, *sealed.items(), *items[latest + 1 :]]}
+
+
+def expanded_blocks(body: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic Messages `body` for an upstream of another dialect, its latest
+    `compaction` block replaced by its summary: the turns before the block's are dropped (the
+    API ignores everything before it) and the summary, which Anthropic's block shows as text,
+    becomes a user message as chatcli's own compaction renders one; the rest of the block's
+    turn, and the turns after it, are kept."""
+    turns = body.get("messages")
+    if not isinstance(turns, list):
+        return dict(body)
+    at = [
+        i
+        for i, turn in enumerate(turns)
+        if isinstance(turn, dict)
+        and turn.get("role") == "assistant"
+        and any(_summary_of(block) is not None for block in _blocks(turn))
+    ]
+    if not at:
+        return dict(body)
+    latest = turns[at[-1]]
+    blocks = _blocks(latest)
+    summary = [s for s in map(_summary_of, blocks) if s is not None][-1]
+    rest = blocks[_last_compaction(blocks) + 1 :]
+    logger.info("chatcli proxy: expanded a compaction block (a summary of %d chars)", len(summary))
+    text = f"{SUMMARY_HEADER}: the conversation before this was replaced by this summary.]"
+    replaced: list[Any] = [{"role": "user", "content": f"{text}\n\n{summary}"}]
+    if rest:
+        replaced.append({**latest, "content": rest})
+    return {**body, "messages": [*replaced, *turns[at[-1] + 1 :]]}
+
+
+def _blocks(turn: Mapping[str, Any]) -> list[Any]:
+    content = turn.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _summary_of(block: Any) -> str | None:
+    """The summary of a `compaction` block (None: not one, or a failed compaction whose
+    content is null, which the API treats as no compaction)."""
+    if not isinstance(block, dict) or block.get("type") != "compaction":
+        return None
+    content = block.get("content")
+    return content if isinstance(content, str) and content else None
+
+
+def _last_compaction(blocks: list[Any]) -> int:
+    return max(i for i, block in enumerate(blocks) if _summary_of(block) is not None)
 
 
 def sealed_of(request: ClientRequest, result: CompactionResult | None) -> Sealed:
