@@ -26,7 +26,7 @@ from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
-from tests.recorded import DATA
+from tests.recorded import DATA, sse_events
 from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT
 from tests.test_proxy_wire import an, oa
@@ -218,3 +218,59 @@ def test_an_anthropic_compaction_block_is_expanded_for_another_upstream(
     assert sent[2]["content"] == answer["content"][1]["text"]  # the rest of the block's turn
     assert sent[3]["content"] == "And rate limiting?"
     assert not any("Turn 0." in str(m["content"]) for m in sent)  # what it replaced is gone
+
+
+COMPACT_EDIT: Any = {
+    "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 100}}]
+}
+
+
+def anthropic_conversation() -> list[dict[str, Any]]:
+    return [
+        {"role": m["role"], "content": m["content"]}
+        for m in conversation()[1:]  # the user and assistant turns
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_anthropic_compaction_edit_is_served_for_another_upstream(
+    upstream: ReplayServer, openai_proxy: str, stream: bool
+) -> None:
+    """The compaction edit (beta `compact-2026-01-12`) over its trigger: chatcli compacts, the
+    answer begins with a `compaction` block (the anthropic SDK's `BetaCompactionBlock`), and
+    sending it back is the summary again."""
+    answer = Scripted(events=[data for _, data in sse_events("openai-chat-text.txt")])
+    upstream.queue.extend(
+        [Scripted(body=summary_body()), answer if stream else Scripted(body=CHAT_TEXT)]
+    )
+    asked: Any = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 100,
+        "messages": anthropic_conversation(),
+        "betas": ["compact-2026-01-12"],
+        "context_management": COMPACT_EDIT,
+    }
+    beta = an(openai_proxy).beta.messages
+    if stream:
+        with beta.stream(**asked) as events:
+            reply = events.get_final_message()
+    else:
+        reply = beta.create(**asked)
+    assert [b.type for b in reply.content] == ["compaction", "text"]
+    block = reply.content[0]
+    assert block.content and block.content.startswith(SUMMARY_HEADER)  # type: ignore[union-attr]
+    assert "Turn 3: what next?" in block.content  # type: ignore[union-attr]  # the kept turns
+    sent = sent_texts(upstream)
+    assert len(sent) == 1 and sent[0].startswith(SUMMARY_HEADER)  # the summary, not the turns
+
+    upstream.queue.append(Scripted(body=CHAT_TEXT))
+    again = [
+        *anthropic_conversation(),
+        {"role": "assistant", "content": [reply.content[0].model_dump(exclude_none=True)]},
+        {"role": "user", "content": "Go on."},
+    ]
+    an(openai_proxy).messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=again)  # type: ignore[arg-type]
+    sent = sent_texts(upstream)
+    assert sent[0].startswith(SUMMARY_HEADER) and "Turn 3: what next?" in sent[0]
+    assert sent[1:] == ["Go on."]  # the block's turn held nothing else
+    assert not any(t.startswith("Turn 0.") for t in sent)

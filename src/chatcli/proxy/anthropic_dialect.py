@@ -11,7 +11,9 @@ A system turn among the messages (Claude Code puts its environment in one) is a 
 message where it stands. One user turn may hold several tool results and text: each becomes
 its own neutral message, in order, all with the turn's index as origin. Thinking blocks
 (with their signatures) ride on the assistant message's `provider_details`, as the
-Anthropic adapter keeps them.
+Anthropic adapter keeps them. A `compaction` block the proxy made (`ClientRequest.leading`,
+`chatcli.proxy.compaction`) begins the answer, streamed as the API streams one
+(`BetaCompactionContentBlockDelta`).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class AnthropicDialect:
     def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json:
         return {
             **_message_head(model, reply),
-            "content": list(_content(reply.message)),
+            "content": [*request.leading, *_content(reply.message)],
             "stop_reason": STOP_REASONS[reply.stop_reason],
             "stop_sequence": None,
         }
@@ -120,6 +122,9 @@ class AnthropicDialect:
         start = {"type": "message_start", "message": {**head, "stop_sequence": None}}
         yield sse(start, "message_start")
         blocks = _Blocks()
+        for block in request.leading:
+            for chunk in blocks.compaction(block):
+                yield chunk
         async for item in items:
             for chunk in blocks.events(item):
                 yield chunk
@@ -169,6 +174,13 @@ class _Blocks:
         stop = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
         ending: Json = {"type": "message_delta", "delta": stop, "usage": _usage(item.reply)}
         return [*self.close(), sse(ending, "message_delta")]
+
+    def compaction(self, block: Mapping[str, Any]) -> list[bytes]:
+        """A `compaction` block as the API streams it: started with its content null, the
+        whole content in one `compaction_delta`, stopped."""
+        start = self.start("compaction", {"type": "compaction", "content": None})
+        delta = {"type": "compaction_delta", "content": block.get("content")}
+        return [*start, _block_delta(self.index, delta), *self.close()]
 
     def reasoning(self, item: ReasoningDelta) -> list[bytes]:
         """A piece of a thinking block as the upstream streamed it: its start opens a block

@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from chatcli.compaction import CompactionResult
-from chatcli.config import MicrocompactConfig, RecoveryConfig
+from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
@@ -55,7 +55,9 @@ from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.proxy.compaction import (
     Sealed,
     Sealer,
+    compact_edit,
     compact_threshold,
+    compaction_block,
     compaction_item,
     expanded,
     expanded_blocks,
@@ -144,9 +146,11 @@ class _Proxy:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
             body = _json_object(await self.raw_body(request))
-            if dialect is ANTHROPIC and self.upstream.dialect != ANTHROPIC.name:
-                body = expanded_blocks(body)  # chatcli.proxy.compaction
-            made = await self.compaction(request, body) if dialect is RESPONSES else None
+            made = None  # chatcli.proxy.compaction
+            if dialect is RESPONSES:
+                made = await self.compaction(request, body)
+            elif dialect is ANTHROPIC and self.upstream.dialect != ANTHROPIC.name:
+                made = await self.block_compaction(request, expanded_blocks(body))
             if made is not None and made.answer is not None:
                 response = made.answer
             else:
@@ -226,18 +230,7 @@ class _Proxy:
         summary that failed its checks or a summary call over the window) is left whole, so
         the client always gets its item (the next request is recovered like any other); an
         upstream that is down, out of quota or refusing the key is the client's error."""
-        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
-        window = await self.shared_window(forwarder)
-        library = self.library_client(forwarder, window, [])
-        max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        result: CompactionResult | None = None
-        try:
-            result = await library.acompact(parsed.messages, max_tokens=max_tokens)
-        except CompactionError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
-                raise Refused(self.failed(cause)) from exc
-            logger.warning("chatcli proxy: compaction left the conversation whole: %s", exc)
+        result = await self.compaction_result(parsed)
         usage = result.report.usage if result is not None else Usage()
         calls = result.report.calls if result is not None else 0
         reply = Reply(
@@ -250,6 +243,50 @@ class _Proxy:
             calls=calls,
         )
         return sealed_of(parsed, result), reply
+
+    async def compaction_result(self, parsed: ClientRequest) -> CompactionResult | None:
+        """chatcli's compaction of `parsed` against the upstream (None: left whole; see
+        `compacted`)."""
+        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
+        window = await self.shared_window(forwarder)
+        library = self.library_client(forwarder, window, [])
+        max_tokens = parsed.max_tokens or self.upstream.max_tokens
+        try:
+            return await library.acompact(parsed.messages, max_tokens=max_tokens)
+        except CompactionError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
+                raise Refused(self.failed(cause)) from exc
+            logger.warning("chatcli proxy: compaction left the conversation whole: %s", exc)
+            return None
+
+    async def block_compaction(self, request: Request, body: dict[str, Any]) -> _Made:
+        """An Anthropic body's `compact_20260112` edit, for an upstream of another dialect:
+        over its trigger (none: chatcli's own auto-compaction point of the upstream's window),
+        compacted first, the answer beginning with the `compaction` block."""
+        body, asked, trigger = compact_edit(body)
+        if not asked:
+            return _Made(body)
+        parsed = passed_headers(ANTHROPIC.parse(body), request.headers)
+        window = getattr(self.upstream.provider, "context_window", None)
+        point = trigger
+        if point is None and window:
+            point = window * CompactionConfig().auto_compact_pct // 100
+        tokens = await asyncio.to_thread(counter_for(self.upstream.provider).count, parsed.messages)
+        if point is None or tokens < point:
+            return _Made(body)
+        block = compaction_block(await self.compaction_result(parsed))
+        if block is None:
+            return _Made(body)
+        logger.info(
+            "chatcli proxy: compacted (compact_20260112 over %d tokens): a block of %d chars",
+            point,
+            len(block["content"]),
+        )
+        compacted = expanded_blocks(
+            {**body, "messages": [{"role": "assistant", "content": [block]}]}
+        )
+        return _Made(compacted, leading=(block,))
 
     async def answer_items(self, parsed: ClientRequest, reply: Reply) -> Response:
         """An answer of `parsed.leading` alone (no upstream call), whole or streamed."""

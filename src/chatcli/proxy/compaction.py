@@ -27,7 +27,9 @@ user messages then exactly one compaction item, `usage`), the `CompactionTrigger
 
 Anthropic's `compaction` block (in an assistant turn; the API ignores everything before it)
 shows its summary as plain text: in front of an upstream of another dialect, `expanded_blocks`
-replaces it with that summary the same way.
+replaces it with that summary the same way, and the `compact_20260112` edit of
+`context_management` (`compact_edit`) is served with chatcli's compaction, its answer beginning
+with a `compaction` block (`compaction_block`: the summary, then the turns kept, as text).
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatcli.compaction import SUMMARY_HEADER, CompactionResult, is_summary_message
+from chatcli.messages import Message
 from chatcli.proxy.dialect import ClientRequest, RequestError
 
 __all__ = [
     "TOKEN_PREFIX",
     "Sealed",
     "Sealer",
+    "compact_edit",
     "compact_threshold",
+    "compaction_block",
     "compaction_item",
     "expanded",
     "expanded_blocks",
@@ -66,6 +71,7 @@ Json = dict[str, Any]
 
 logger = logging.getLogger("chatcli.proxy")
 
+COMPACT_EDIT = "compact_20260112"  # Anthropic's compaction edit
 TOKEN_PREFIX = "chatcli.c1."  # the format's version: a token of another format is not ours
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
@@ -229,6 +235,49 @@ def expanded_blocks(body: Mapping[str, Any]) -> dict[str, Any]:
     if rest:
         replaced.append({**latest, "content": rest})
     return {**body, "messages": [*replaced, *turns[at[-1] + 1 :]]}
+
+
+def compact_edit(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool, int | None]:
+    """An Anthropic Messages `body` without its `compact_20260112` edit, whether it had one,
+    and the edit's trigger in input tokens (None: it names none; chatcli's own point then)."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    if not isinstance(edits, list):
+        return dict(body), False, None
+    compact = [e for e in edits if isinstance(e, dict) and e.get("type") == COMPACT_EDIT]
+    if not compact:
+        return dict(body), False, None
+    trigger = compact[-1].get("trigger")
+    value = trigger.get("value") if isinstance(trigger, dict) else None
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise RequestError("the compaction edit's trigger value must be a non-negative integer")
+    others = [e for e in edits if not (isinstance(e, dict) and e.get("type") == COMPACT_EDIT)]
+    rest = {k: v for k, v in body.items() if k != "context_management"}
+    if others:
+        rest["context_management"] = {**management, "edits": others}  # type: ignore[dict-item]
+    return rest, True, value
+
+
+def compaction_block(result: CompactionResult | None) -> Json | None:
+    """Anthropic's `compaction` block of chatcli's compaction: the summary, then the turns it
+    kept, as text (the block stands for everything before it). None: nothing was compacted."""
+    if result is None:
+        return None
+    view = result.messages
+    at = next((i for i, m in enumerate(view) if is_summary_message(m)), None)
+    if at is None:
+        return None
+    parts = [view[at].text, *(_rendered(m) for m in view[at + 1 :])]
+    return {"type": "compaction", "content": "\n\n".join(p for p in parts if p)}
+
+
+def _rendered(message: Message) -> str:
+    result = message.tool_result
+    if result is not None:
+        return f"### Tool result (call {result.call_id})\n{result.content}"
+    lines = [f"### {message.role.value.capitalize()}", message.text]
+    lines += [f"[calls {c.name} {c.arguments_json} (call {c.id})]" for c in message.tool_calls]
+    return "\n".join(line for line in lines if line)
 
 
 def _blocks(turn: Mapping[str, Any]) -> list[Any]:
