@@ -274,3 +274,20 @@ def test_the_anthropic_compaction_edit_is_served_for_another_upstream(
     assert sent[0].startswith(SUMMARY_HEADER) and "Turn 3: what next?" in sent[0]
     assert sent[1:] == ["Go on."]  # the block's turn held nothing else
     assert not any(t.startswith("Turn 0.") for t in sent)
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ({"type": "compaction"}, "encrypted_content"),
+        ({"type": "compaction", "encrypted_content": 7}, "encrypted_content"),
+    ],
+)
+def test_a_malformed_compaction_item_is_a_400_naming_its_field(
+    upstream: ReplayServer, openai_proxy: str, item: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        oa(openai_proxy).responses.create(
+            model="gpt-4o", input=[item, {"role": "user", "content": "Hi."}]
+        )  # type: ignore[list-item]
+    assert field in str(caught.value) and upstream.requests == []

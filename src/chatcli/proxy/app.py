@@ -59,6 +59,7 @@ from chatcli.proxy.compaction import (
     compact_threshold,
     compaction_block,
     compaction_item,
+    concerns,
     expanded,
     expanded_blocks,
     new_key,
@@ -74,6 +75,7 @@ from chatcli.proxy.dialect import (
     FailureKind,
     Refused,
     RequestError,
+    checked,
 )
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
@@ -81,6 +83,7 @@ from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.proxy.responses_dialect import ResponsesDialect
+from chatcli.proxy.schemas import ResponsesRequest
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
 from chatcli.proxy.usage import RecoveryCalls, recovery_headers
@@ -203,6 +206,9 @@ class _Proxy:
         """A Responses body with its chatcli compaction item expanded, compacted first when it
         asks (`compaction_trigger`: the compaction item is the whole answer;
         `context_management` over its threshold: the answer begins with the item)."""
+        if not concerns(body):
+            return _Made(body)
+        checked(ResponsesRequest, body)  # its items, before they are read here
         sealer = await self.sealer()
         body, trigger = triggered(expanded(body, sealer))
         threshold = compact_threshold(body)
@@ -308,7 +314,9 @@ class _Proxy:
             return self.answer_error(RESPONSES, refused.failure, endpoint, started)
         try:
             sealer = await self.sealer()
-            body = expanded(_json_object(await self.raw_body(request)), sealer)
+            body = _json_object(await self.raw_body(request))
+            checked(ResponsesRequest, body)
+            body = expanded(body, sealer)
             parsed = passed_headers(RESPONSES.parse(body), request.headers)
             sealed, reply = await self.compacted(parsed)
         except Refused as refused:

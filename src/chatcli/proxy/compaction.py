@@ -58,6 +58,7 @@ __all__ = [
     "compact_threshold",
     "compaction_block",
     "compaction_item",
+    "concerns",
     "expanded",
     "expanded_blocks",
     "new_key",
@@ -143,6 +144,14 @@ def compaction_item(token: str) -> Json:
         "encrypted_content": token,
         "created_by": "chatcli",
     }
+
+
+def concerns(body: Mapping[str, Any]) -> bool:
+    """Whether a Responses `body` has anything of this module's: a compaction or trigger item,
+    or `context_management`."""
+    items = body.get("input")
+    kinds = {_type(item) for item in items} if isinstance(items, list) else set()
+    return "context_management" in body or bool(kinds & {"compaction", "compaction_trigger"})
 
 
 def triggered(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -309,15 +309,41 @@ class _Reasoning(_Wire):
     encrypted_content: str | None = None
 
 
+class _Compaction(_Wire):
+    """A compaction item sent back (openai-python's `ResponseCompactionItemParam`)."""
+
+    type: Literal["compaction"]
+    encrypted_content: str
+    id: str | None = None
+
+
+class _CompactionTrigger(_Wire):
+    """The inline trigger (`CompactionTrigger`): compact the input before it."""
+
+    type: Literal["compaction_trigger"]
+    id: str | None = None
+
+
 ResponsesItem: TypeAlias = Annotated[
     Annotated[_InputMessage, Tag("type=message")]
     | Annotated[_FunctionCallItem, Tag("type=function_call")]
     | Annotated[_FunctionCallOutput, Tag("type=function_call_output")]
     | Annotated[_Reasoning, Tag("type=reasoning")]
+    | Annotated[_Compaction, Tag("type=compaction")]
+    | Annotated[_CompactionTrigger, Tag("type=compaction_trigger")]
     | Annotated[_Typed, Tag("type=*")],
     _picked(
         _by_type(
-            frozenset({"message", "function_call", "function_call_output", "reasoning"}),
+            frozenset(
+                {
+                    "message",
+                    "function_call",
+                    "function_call_output",
+                    "reasoning",
+                    "compaction",
+                    "compaction_trigger",
+                }
+            ),
             untyped="type=message",  # an "easy" message: a role and content only
         ),
         "must be an input item: an object with a string type (or a message's role)",
@@ -346,8 +372,15 @@ class _ReasoningOptions(_Wire):
     effort: str | None = None
 
 
+class _ContextManagement(_Wire):
+    """One `context_management` entry (`ContextManagement`): "compaction" is the only type."""
+
+    type: str
+    compact_threshold: Annotated[int, Field(ge=0)] | None = None
+
+
 class ResponsesRequest(_Wire):
-    """`POST /v1/responses`."""
+    """`POST /v1/responses` (and `POST /v1/responses/compact`, a subset of its fields)."""
 
     model: str | None = None
     input: Annotated[
@@ -364,6 +397,7 @@ class ResponsesRequest(_Wire):
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     reasoning: _ReasoningOptions | None = None
+    context_management: list[_ContextManagement] | None = None
 
 
 # -- Anthropic Messages ------------------------------------------------------------------
