@@ -8,7 +8,9 @@ that tool pairs are whole); a `function_call_output` (a tool result). `raw_messa
 list of items of turn `i`. `instructions` is a system message (origin None) whose raw value is
 `raw_system`, sent as given to an upstream that speaks Responses.
 
-Other item types (built-in tool calls, item references, ...) are refused (`RequestError`;
+Compaction items and the `compaction_trigger` item are the proxy's to serve
+(`chatcli.proxy.compaction`, before this dialect reads the body). Other item types (built-in
+tool calls, item references, ...) are refused (`RequestError`;
 `chatcli.wrap` then sends such a call as it is, without recovery). What the neutral view
 cannot carry but a Responses upstream would take verbatim (custom and client-run built-in
 tools, images and files in a message, `previous_response_id`, `conversation`) is listed in
