@@ -110,7 +110,8 @@ class AnthropicDialect:
     def reply(self, request: ClientRequest, reply: Reply, *, model: str) -> Json:
         return {
             **_message_head(model, reply),
-            "content": [*request.leading, *_content(reply.message)],
+            # `request` is read for its leading blocks only (callers without one pass None)
+            "content": [*getattr(request, "leading", ()), *_content(reply.message)],
             "stop_reason": STOP_REASONS[reply.stop_reason],
             "stop_sequence": None,
         }
