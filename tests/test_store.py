@@ -488,6 +488,21 @@ def test_a_learned_window_is_seen_by_every_store_on_the_database(location: str |
         assert other.learned_windows("anthropic") == {"qwen": 200_000}
 
 
+def test_a_proxy_key_is_made_once_and_read_by_every_store(location: str | Path) -> None:
+    """The first store to ask makes the key (m010); every other one, and a later one, reads
+    it, whatever key it offered."""
+    with SessionStore(location) as one, SessionStore(location) as other:
+        with one.transaction():
+            made = one.proxy_key("responses-compaction", b"\x01" * 32)
+        with other.transaction():
+            assert other.proxy_key("responses-compaction", b"\x02" * 32) == made
+        with other.transaction():
+            assert other.proxy_key("another", b"\x03" * 32) == b"\x03" * 32
+    assert made == b"\x01" * 32
+    with SessionStore(location) as later, later.transaction():
+        assert later.proxy_key("responses-compaction", b"\x04" * 32) == made
+
+
 def test_an_exact_id_wins_over_longer_ids_it_prefixes(location: str | Path) -> None:
     with SessionStore(location) as store:
         for sid in ("conv", "conv~1", "conv~2"):
