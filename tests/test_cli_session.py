@@ -21,6 +21,7 @@ from chatcli.export import export_transcript
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
+from chatcli.recall import recall_tool
 from chatcli.serialize import message_from_dict
 from chatcli.session import ChatSession, check_budget, usd
 from chatcli.session_text import CompactionNote
@@ -288,10 +289,10 @@ def test_context_report_shows_what_a_level_drops(store: SessionStore) -> None:
     assert report.rows[-1].status == Status.VERBATIM  # the latest exchange is kept
 
 
-def _paste(chars: int) -> str:
+def _paste(chars: int, head: str = "here is the log:\n") -> str:
     words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
     text = " ".join(words[(i * 7) % len(words)] for i in range(chars // 4))
-    return "here is the log:\n" + text[:chars]
+    return head + text[:chars]
 
 
 def test_context_names_the_transform_behind_each_row_of_a_pasted_log(
@@ -330,6 +331,32 @@ def test_context_names_the_transform_behind_each_row_of_a_pasted_log(
     assert [(r.position, r.status, r.detail) for r in again] == [
         (r.position, r.status, r.detail) for r in report.rows
     ]
+
+
+def test_cut_markers_name_the_transcripts_message_numbers(store: SessionStore) -> None:
+    # The recall tool reads a message by its transcript number: the marker of a cut must
+    # name that number, also when the view starts from an earlier cut (where the place in
+    # the working view is another number).
+    provider = WindowedProvider(window=4096, answer=lambda messages: "ok")
+    session = open_session(store, provider, max_tokens=512)
+    session.send("Never push to main. Hello.")
+    session.send(_paste(60_000))  # message 3: level 2 cuts it, the cut is kept
+    (first,) = [m.text for m in provider.requests[-1].messages if m.text.startswith("here is")]
+    assert "the transcript keeps the whole message #3 ...]" in first
+    assert session.base is not None and len(session.base) < len(session.transcript)
+    second = _paste(50_000, head="and the next one:\n")
+    session.send(second)  # message 5, the 4th of the working view
+    sent = [
+        m.text for m in provider.requests[-1].messages if m.text.startswith(("here is", "and the"))
+    ]
+    assert len(sent) == 1  # message 3 is dropped now: the new cut keeps the newest
+    assert "the transcript keeps the whole message #5 ...]" in sent[0]
+    tool = recall_tool(session.transcript)
+    text, is_error = tool({"message": 5, "start": 0, "length": 100})
+    assert not is_error and text.endswith(second[:100])
+    rows = {row.position: row for row in session.context_report().rows}
+    assert (rows[3].status, rows[5].status) == (Status.ONLY_IN_TRANSCRIPT, Status.CUT)
+    assert rows[5].detail == "level 2, kept from an earlier request"
 
 
 def test_context_names_a_compaction_s_fallback_and_its_notice(store: SessionStore) -> None:

@@ -30,7 +30,7 @@ from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import is_carry_block
 from chatcli.history.microcompact import STUB_PREFIX
-from chatcli.history.truncate import COMPACTION_NOTICE
+from chatcli.history.truncate import is_compaction_notice
 from chatcli.messages import Message, Role
 from chatcli.recovery import RecoveryPolicy, Send
 from chatcli.tokens import TokenEstimator
@@ -98,8 +98,8 @@ def build_context_report(
     micro = policy.apply_microcompaction(working)
     # The same policy without pre-flight recovery: what the budget alone makes of the view
     # (so a cut can be told apart from a level's). Every other setting is the session's.
-    plain = _first_view(replace(policy, predictive=False), micro, max_tokens)
-    view = _first_view(policy, micro, max_tokens, events.append)
+    plain = _first_view(replace(policy, predictive=False), micro, max_tokens, transcript)
+    view = _first_view(policy, micro, max_tokens, transcript, events.append)
     level = max((e.level for e in events if isinstance(e, LevelApplied)), default=0)
     stages = _Stages(
         transcript=tuple(transcript),
@@ -146,9 +146,11 @@ def _first_view(
     policy: RecoveryPolicy,
     messages: Sequence[Message],
     max_tokens: int | None,
+    transcript: Sequence[Message],
     emit: Callable[[Event], None] = lambda event: None,
 ) -> tuple[Message, ...]:
-    flow = policy.flow(messages, max_tokens=max_tokens, emit=emit)
+    """The view `policy` sends first; its markers name `transcript`'s message numbers."""
+    flow = policy.flow(messages, max_tokens=max_tokens, emit=emit, history=transcript)
     try:
         action = next(flow)
     finally:
@@ -223,7 +225,7 @@ def _added(message: Message, stages: _Stages, *, from_working: bool) -> str:
     by = stages.earlier if from_working else f"level {stages.level}"
     if is_summary_message(message):
         return "compaction summary"
-    if message.text == COMPACTION_NOTICE:
+    if is_compaction_notice(message):
         return f"compaction notice ({by})"
     if is_carry_block(message):
         return f"carried instructions ({by})"

@@ -405,13 +405,21 @@ class ChatSession:
         once more without it when "auto" can fall back."""
         try:
             return client.send(
-                self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
+                self.working_messages(),
+                max_tokens=self.max_tokens,
+                tools=self.tools,
+                transcript=self.transcript,
             )
         except ProviderError as exc:
             refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
             if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
                 raise
-        return client.send(self.working_messages(), max_tokens=self.max_tokens, tools=self.tools)
+        return client.send(
+            self.working_messages(),
+            max_tokens=self.max_tokens,
+            tools=self.tools,
+            transcript=self.transcript,
+        )
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
         """Store the provider's compaction as a compaction of its own (True); or, past the
