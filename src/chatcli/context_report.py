@@ -30,6 +30,7 @@ from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import is_carry_block
 from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_compaction_notice
 from chatcli.messages import Message, Role
 from chatcli.recovery import RecoveryPolicy, Send
@@ -164,7 +165,7 @@ def _rows(
 ) -> tuple[ContextRow, ...]:
     """Rows keyed by transcript position; added messages follow the one before them."""
     transcript, working = stages.transcript, stages.working
-    to_transcript = _align(transcript, working)
+    to_transcript = _align(transcript, working, numbered=True)
     plain_of = _align(stages.micro, stages.plain)
     sent = _align(stages.micro, view)
     keyed: list[tuple[tuple[int, int], ContextRow]] = []
@@ -254,15 +255,22 @@ def _preview(message: Message) -> str:
     return joined if len(joined) <= _PREVIEW else joined[: _PREVIEW - 1] + "…"
 
 
-def _align(source: Sequence[Message], target: Sequence[Message]) -> list[int | None]:
+def _align(
+    source: Sequence[Message], target: Sequence[Message], *, numbered: bool = False
+) -> list[int | None]:
     """For each target message, the index of its origin in `source` (None: added). Order is
-    preserved: origins are searched after the previous match."""
+    preserved: origins are searched after the previous match. `numbered`: `source` is the
+    transcript, whose number a cut's marker may name (a cut to its bare marker keeps no head)."""
     out: list[int | None] = []
     start = 0
     for message in target:
-        found = next(
-            (i for i in range(start, len(source)) if _same_origin(source[i], message)), None
-        )
+        number = cut_message_number(message.text) if numbered else None
+        if number is not None and start < number <= len(source):
+            found: int | None = number - 1
+        else:
+            found = next(
+                (i for i in range(start, len(source)) if _same_origin(source[i], message)), None
+            )
         out.append(found)
         if found is not None:
             start = found + 1
@@ -274,6 +282,9 @@ def _same_origin(source: Message, derived: Message) -> bool:
         return False
     if source == derived:
         return True
+    number = cut_message_number(derived.text)
+    if number is not None and number == cut_message_number(source.text):
+        return True  # a cut of a cut
     if source.tool_result is not None and derived.tool_result is not None:
         return source.tool_result.call_id == derived.tool_result.call_id
     if tuple(c.id for c in source.tool_calls) != tuple(c.id for c in derived.tool_calls):

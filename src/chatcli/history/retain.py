@@ -47,6 +47,7 @@ handful of `count` calls per cut message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -71,6 +72,7 @@ __all__ = [
     "MIN_BOUNDARY_TOKENS",
     "Count",
     "Retention",
+    "cut_message_number",
     "recover",
     "retain",
 ]
@@ -86,6 +88,7 @@ MESSAGE_SHARE = 0.25
 MIN_BOUNDARY_TOKENS = 256
 # Added to the cut marker of a message cut by retention.
 CUT_NOTE = " to fit the context window; the transcript keeps the whole message"
+_CUT_NUMBER = re.compile(re.escape(CUT_NOTE) + r" #(\d+) \.\.\.\]")
 # Attempts at cutting a message to a token count (each re-measures with `count`).
 _CUT_TRIES = 6
 
@@ -379,6 +382,13 @@ def _cut_to(message: Message, tokens: int, count: Count, number: Number | None) 
     return None
 
 
+def cut_message_number(text: str) -> int | None:
+    """The transcript number a cut's marker in `text` names (None: no such marker): a level
+    cuts the view a lower level cut, and a cut of a cut names the message all the same."""
+    found = _CUT_NUMBER.search(text)
+    return None if found is None else int(found.group(1))
+
+
 def _shortest(message: Message, number: Number | None) -> Message:
     """The latest request cut to its bare marker: what is left when nothing else fits."""
     return _cut(message, 0, number)
@@ -390,6 +400,7 @@ def _cut(message: Message, chars: int, number: Number | None) -> Message:
     message and its cut); itself when the text is too short to cut: `with_text` would merge
     its parts (and drop all but the first part's provider_details) while removing nothing."""
     found = number(message) if number is not None else None
+    found = found if found is not None else cut_message_number(message.text)
     note = CUT_NOTE if found is None else f"{CUT_NOTE} #{found}"
     text = cut_middle(message.text, chars, note=note)
     return message if text == message.text else message.with_text(text)
