@@ -324,7 +324,7 @@ def test_context_names_the_transform_behind_each_row_of_a_pasted_log(
     # Every notice in the view was announced by an event.
     added = [row.detail for row in report.rows if row.status == Status.ADDED]
     assert all("notice" not in detail for detail in added) or "notice" in said
-    assert report.notes == ("the working view was made by level 2, kept from an earlier request",)
+    assert report.made_by == "level 2, kept from an earlier request" and report.notes == ()
     # A reopened session names the same transform (read back from the stored events).
     reopened = open_session(store, WindowedProvider(window=4096), resume=session.info.id)
     again = reopened.context_report().rows

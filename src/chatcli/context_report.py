@@ -67,7 +67,8 @@ class ContextRow:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextReport:
     """The next request's view: rows in conversation order, its estimated size, the output
-    reserve (max_tokens), the window (None: unknown) and the recovery it needs."""
+    reserve (max_tokens), the window (None: unknown), the recovery it needs (its level and
+    events' lines) and what made the working view it starts from ("": the transcript)."""
 
     rows: tuple[ContextRow, ...]
     tokens: int
@@ -75,6 +76,7 @@ class ContextReport:
     window: int | None
     level: int
     notes: tuple[str, ...]
+    made_by: str = ""
 
     @property
     def fraction(self) -> float | None:
@@ -111,16 +113,14 @@ def build_context_report(
         made_by=made_by,
     )
     rows = _rows(stages, view, policy.estimator)
-    notes = tuple(e.describe() for e in events)
-    if made_by:
-        notes = (f"the working view was made by {made_by}", *notes)
     return ContextReport(
         rows=rows,
         tokens=policy.estimator.count(view),
         reserve=max_tokens or 0,
         window=policy.context_window,
         level=level,
-        notes=notes,
+        notes=tuple(e.describe() for e in events),
+        made_by=made_by,
     )
 
 
