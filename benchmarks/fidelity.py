@@ -33,6 +33,7 @@ from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer
 
 from chatcli.compaction import compact, extract_instructions
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
+from chatcli.errors import CompactionError
 from chatcli.history.carry import CarryBudget, carrying, is_carry_block
 from chatcli.history.microcompact import microcompact
 from chatcli.history.retain import Retention, retain
@@ -190,16 +191,18 @@ def cooperative(request: Request) -> str:
 def compaction(summary: Callable[[Request], str], counter: CachedCounter) -> Strategy:
     def run(messages: list[Message], budget: int) -> list[Message]:
         estimator = CountingEstimator(counter=_Counter(counter))
-        return list(
-            compact(
+        try:
+            result = compact(
                 ScriptedSummarizer([summary]),
                 messages,
                 window=budget,
                 estimator=estimator,
                 config=CompactionConfig(keep_turns=2),
                 fallback=True,
-            ).messages
-        )
+            )
+        except CompactionError:  # neither the summary nor a fallback shrinks it: unchanged
+            return messages
+        return list(result.messages)
 
     return run
 

@@ -16,12 +16,15 @@ from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import Status
 from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
+from chatcli.events import Event, LevelApplied, PreflightRecovery
 from chatcli.export import export_transcript
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
+from chatcli.recall import recall_tool
 from chatcli.serialize import message_from_dict
 from chatcli.session import ChatSession, check_budget, usd
+from chatcli.session_text import CompactionNote
 from chatcli.store import SessionStore
 from tests.fakes import ScriptedProvider, WindowedProvider, response
 
@@ -284,6 +287,101 @@ def test_context_report_shows_what_a_level_drops(store: SessionStore) -> None:
     statuses = {row.status for row in report.rows}
     assert Status.ONLY_IN_TRANSCRIPT in statuses and Status.VERBATIM in statuses
     assert report.rows[-1].status == Status.VERBATIM  # the latest exchange is kept
+
+
+def _paste(chars: int, head: str = "here is the log:\n") -> str:
+    words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
+    text = " ".join(words[(i * 7) % len(words)] for i in range(chars // 4))
+    return head + text[:chars]
+
+
+def test_context_names_the_transform_behind_each_row_of_a_pasted_log(
+    store: SessionStore,
+) -> None:
+    # Seen in the chat against llama-server (a 4,096-token window): after a 60k-char paste
+    # was cut by level 2, /context called it "cut (microcompaction)" and listed a "level 3
+    # notice" no event had announced; auto-compaction's fallback had grown the view
+    # (~15,009 -> ~15,048 tokens, its own estimator) while pre-flight estimated the same
+    # prompt at 47,303 (the session's).
+    session = open_session(
+        store, WindowedProvider(window=4096, answer=lambda messages: "ok"), max_tokens=512
+    )
+    session.send("Never push to main. Hello.")
+    events: list[Event] = []
+    session.send(_paste(60_000), on_event=events.append)
+    said = "\n".join(e.describe() for e in events)
+    # One estimate: auto-compaction counted the prompt as pre-flight did.
+    (preflight,) = [e for e in events if isinstance(e, PreflightRecovery)]
+    (note,) = [e for e in events if isinstance(e, CompactionNote)]
+    assert f"~{preflight.estimate:,} -> " in note.describe()
+    # Its fallback did not shrink the view, so it was not applied: the request's level was.
+    assert note.result is None and "changed nothing" in note.describe()
+    assert [e.level for e in events if isinstance(e, LevelApplied)] == [2]
+    report = session.context_report()
+    rows = {row.position: row for row in report.rows}
+    assert (rows[3].status, rows[3].detail) == (Status.CUT, "level 2, kept from an earlier request")
+    assert rows[2].detail == "dropped by level 2, kept from an earlier request"
+    # Every notice in the view was announced by an event.
+    added = [row.detail for row in report.rows if row.status == Status.ADDED]
+    assert all("notice" not in detail for detail in added) or "notice" in said
+    assert report.made_by == "level 2, kept from an earlier request" and report.notes == ()
+    # A reopened session names the same transform (read back from the stored events).
+    reopened = open_session(store, WindowedProvider(window=4096), resume=session.info.id)
+    again = reopened.context_report().rows
+    assert [(r.position, r.status, r.detail) for r in again] == [
+        (r.position, r.status, r.detail) for r in report.rows
+    ]
+
+
+def test_cut_markers_name_the_transcripts_message_numbers(store: SessionStore) -> None:
+    # The recall tool reads a message by its transcript number: the marker of a cut must
+    # name that number, also when the view starts from an earlier cut (where the place in
+    # the working view is another number).
+    provider = WindowedProvider(window=4096, answer=lambda messages: "ok")
+    session = open_session(store, provider, max_tokens=512)
+    session.send("Never push to main. Hello.")
+    session.send(_paste(60_000))  # message 3: level 2 cuts it, the cut is kept
+    (first,) = [m.text for m in provider.requests[-1].messages if m.text.startswith("here is")]
+    assert "the transcript keeps the whole message #3 ...]" in first
+    assert session.base is not None and len(session.base) < len(session.transcript)
+    second = _paste(50_000, head="and the next one:\n")
+    session.send(second)  # message 5, the 4th of the working view
+    sent = [
+        m.text for m in provider.requests[-1].messages if m.text.startswith(("here is", "and the"))
+    ]
+    assert len(sent) == 1  # message 3 is dropped now: the new cut keeps the newest
+    assert "the transcript keeps the whole message #5 ...]" in sent[0]
+    tool = recall_tool(session.transcript)
+    text, is_error = tool({"message": 5, "start": 0, "length": 100})
+    assert not is_error and text.endswith(second[:100])
+    rows = {row.position: row for row in session.context_report().rows}
+    assert (rows[3].status, rows[5].status) == (Status.ONLY_IN_TRANSCRIPT, Status.CUT)
+    assert rows[5].detail == "level 2, kept from an earlier request"
+
+
+def test_context_names_a_compaction_s_fallback_and_its_notice(store: SessionStore) -> None:
+    # Auto-compaction over the window, its summariser failing: it falls back to level 3,
+    # which shrinks the view and adds its notice; the event says so, /context names both.
+    session = open_session(
+        store,
+        WindowedProvider(window=2000, answer=lambda messages: "ok"),
+        summarizer=ScriptedProvider(script=[RuntimeError("boom")]),
+    )
+    for i in range(12):  # level 2 keeps 8 of them: too many for the window, level 3 keeps 4
+        session.append((Message.user(f"question {i} " + "q" * 1600), Message.assistant("ok")))
+    events: list[Event] = []
+    session.send("next", on_event=events.append)
+    (note,) = [e for e in events if isinstance(e, CompactionNote)]
+    assert note.result is not None and note.result.report.fallback is not None
+    assert "fell back to level 3: nuclear truncation" in note.describe()
+    assert "added the compaction notice" in note.describe()
+    made_by = "compaction's fallback to level 3: nuclear truncation"
+    assert session.base_made_by == made_by
+    report = session.context_report()
+    added = [row.detail for row in report.rows if row.status == Status.ADDED]
+    assert added == [f"compaction notice ({made_by})"]
+    dropped = [row for row in report.rows if row.status == Status.ONLY_IN_TRANSCRIPT]
+    assert dropped and all(row.detail == f"dropped by {made_by}" for row in dropped)
 
 
 def test_exports_hold_every_message(store: SessionStore) -> None:

@@ -864,3 +864,37 @@ def test_a_compaction_under_the_window_is_not_shrunk() -> None:
     result = compact(summarizer, messages, window=200_000)
     assert result.messages[-1] == messages[-1]
     assert "parser grammar rules " * 90 in conversation_text(summarizer.requests[0])
+
+
+def _one_huge_request() -> list[Message]:
+    """A short exchange, then one request far over a small window: no level shortens it (a
+    request's text is never cut by the seed's levels) and level 3 adds its notice."""
+    return [
+        Message.user("Never push to main. Hello."),
+        Message.assistant("Hello."),
+        Message.user("here is the log:\n" + "gamma kappa beta epsilon " * 2400),
+    ]
+
+
+def test_a_fallback_that_does_not_shrink_the_view_is_not_applied() -> None:
+    # The case seen in the chat: the fallback reported ~15,009 -> ~15,048 tokens, and its
+    # view (level 3's notice added, nothing dropped) became the session's.
+    messages = _one_huge_request()
+    window = TokenEstimator().count(messages) // 4
+    summarizer = ScriptedSummarizer(["zxqv blorf quuxle wibbit frobnik snarg"])
+    with pytest.raises(CompactionError, match="do not shrink") as caught:
+        compact(summarizer, messages, window=window, fallback=True)
+    assert caught.value.calls == 1  # the rejected summary was made, and is paid for
+    outcome = auto_compact(summarizer, messages, breaker=CompactionBreaker(), window=window)
+    assert outcome.result is None and outcome.messages == tuple(messages)
+    assert outcome.error is not None and outcome.breaker.strikes == 1
+
+
+def test_an_open_breaker_does_not_apply_a_fallback_that_grows_the_view() -> None:
+    messages = _one_huge_request()
+    window = TokenEstimator().count(messages) // 4
+    summarizer = ScriptedSummarizer([faithful_summary])
+    breaker = CompactionBreaker(strikes=3, reported=True)
+    outcome = auto_compact(summarizer, messages, breaker=breaker, window=window)
+    assert summarizer.requests == []
+    assert outcome.result is None and outcome.messages == tuple(messages)

@@ -37,6 +37,7 @@ from chatcli.events import (
     PreflightRecovery,
 )
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.carry import Numbering
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, StopReason, ToolCall
@@ -65,7 +66,9 @@ CONFIG = RecoveryConfig(
     tool_result_budget_chars=1_800,
     emergency_keep_messages=8,
 )
-SYSTEM = Message.system("You are a careful client: keep the latest request and answer it.")
+# Short: level 3's notice names the span it stands for, and with a longer system prompt one
+# level-3 view came within `BOUNDARY_MARGIN` of the window.
+SYSTEM = Message.system("You are a careful client.")
 TURNS = 11
 # The calibrated estimate is within a few percent of the server's count, so a view within
 # this many tokens of the window could go either way; the conversation is built to have none
@@ -169,8 +172,9 @@ def level_views(
         per_turn_chars=config.tool_result_budget_chars,
     )
     views = [repair_tool_pairing(budgeted.messages).messages]
+    number = Numbering(transcript)  # the notice names what it stands for, as the ladder's
     for level in (1, 2, 3):
-        views.append(apply_recovery_level(views[-1], level, config).messages)
+        views.append(apply_recovery_level(views[-1], level, config, number).messages)
     return views
 
 

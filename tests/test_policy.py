@@ -40,6 +40,7 @@ from chatcli.events import (
     ToolCallsDropped,
 )
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
@@ -96,8 +97,9 @@ def level_views(messages: Sequence[Message], *, micro: bool = True) -> list[tupl
         per_turn_chars=CONFIG.tool_result_budget_chars,
     )
     views = [repair_tool_pairing(budgeted.messages).messages]
+    number = Numbering(messages)  # the notice names what it stands for, as the ladder's
     for level in (1, 2, 3):
-        views.append(apply_recovery_level(views[-1], level, CONFIG).messages)
+        views.append(apply_recovery_level(views[-1], level, CONFIG, number).messages)
     return views
 
 

@@ -23,6 +23,7 @@ from chatcli.cost import CallKind
 from chatcli.demo import view_fill
 from chatcli.errors import ConfigError, ContextRecoveryError
 from chatcli.events import LevelApplied
+from chatcli.history.carry import Numbering
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.retain import (
     CUT_NOTE,
@@ -33,7 +34,11 @@ from chatcli.history.retain import (
     recover,
     retain,
 )
-from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
+from chatcli.history.truncate import (
+    COMPACTION_NOTICE,
+    apply_recovery_level,
+    is_compaction_notice,
+)
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.recovery import Client, Reply
 from chatcli.session import CallRecord, Turn
@@ -206,6 +211,41 @@ def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
     # Applied to a view that carries the notice already, it is not repeated.
     again = retain(result.messages, 3, FIT, Retention(room=20_000, count=count)).messages
     assert sum(m.text == COMPACTION_NOTICE for m in again) == 1
+
+
+def test_the_markers_name_the_transcripts_message_numbers() -> None:
+    # The recall tool reads a message by its number: a cut message's marker names its own,
+    # level 3's notice the span it stands for, and each depends only on the message (and the
+    # span) so that it stays the same from one request to the next.
+    messages = agent_session(60, result_chars=40_000)
+    retention = Retention(room=20_000, count=count)
+    view = retain(messages, 3, FIT, retention, Numbering(messages)).messages
+    (notice,) = [m for m in view if is_compaction_notice(m)]
+    found = re.search(r"The transcript keeps the earlier messages #1-#(\d+)\.\]$", notice.text)
+    assert found is not None
+    heads = {(m.role, m.text[:40]) for m in view}
+    last = int(found.group(1))  # the last dropped: the one after it is kept
+    assert (messages[last - 1].role, messages[last - 1].text[:40]) not in heads
+    assert (messages[last].role, messages[last].text[:40]) in heads
+    cut = [m for m in view if CUT_NOTE in m.text]
+    assert cut
+    for message in cut:
+        (original,) = [
+            n
+            for n, m in enumerate(messages, 1)
+            if m.role is message.role and m.text[:40] == message.text[:40]
+        ]
+        assert f"{CUT_NOTE} #{original} ...]" in message.text
+    # Numbered by a longer transcript (the next request's), the same cut, the same markers.
+    longer = Numbering([*messages, Message.user("and now?")])
+    assert retain(messages, 3, FIT, retention, longer).messages == view
+    # Applied again to its own view, grown: one notice, whose span covers both cuts.
+    grown = [*messages, *agent_session(70, result_chars=40_000)[2 + 4 * 60 :]]
+    again = retain([*view, *grown[len(messages) :]], 3, FIT, retention, Numbering(grown))
+    notices = [m for m in again.messages if is_compaction_notice(m)]
+    assert len(notices) == 1 and notices[0] != notice
+    wider = re.search(r"#1-#(\d+)\.\]$", notices[0].text)
+    assert wider is not None and int(wider.group(1)) > last
 
 
 def test_the_goal_is_pinned_only_when_it_is_small() -> None:

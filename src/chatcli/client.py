@@ -110,9 +110,13 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
         settings: Settings | None = None,
+        transcript: Sequence[Message] | None = None,
     ) -> Reply:
-        """Send `messages`, recovering as needed; the caller's messages are never changed."""
-        flow, step = self._start(messages, max_tokens, tools, settings, self._emit)
+        """Send `messages`, recovering as needed; the caller's messages are never changed.
+        `transcript`: the whole conversation, when `messages` start from a view made of it (a
+        compaction's, a kept cut's): its message numbers are the ones markers and carried
+        instructions name (by default, the place in `messages`)."""
+        flow, step = self._start(messages, max_tokens, tools, settings, self._emit, transcript)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, self._perform(step))
         return step
@@ -124,9 +128,10 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
         settings: Settings | None = None,
+        transcript: Sequence[Message] | None = None,
     ) -> Reply:
         """The async `send`: the same policy, awaiting the provider and the sleeps."""
-        flow, step = self._start(messages, max_tokens, tools, settings, self._emit)
+        flow, step = self._start(messages, max_tokens, tools, settings, self._emit, transcript)
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             step = _advance(flow, await self._aperform(step))
         return step
@@ -138,12 +143,14 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
         settings: Settings | None = None,
+        transcript: Sequence[Message] | None = None,
     ) -> Iterator[StreamItem]:
         """`send`, streamed: text and tool-call deltas and recovery events as they happen,
         then the `Reply` as the last item (see `chatcli.streaming`). Closing the iterator
         closes the provider's stream."""
         run = StreamRun()
-        flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
+        emit = run.emit(self._emit)
+        flow, step = self._start(messages, max_tokens, tools, settings, emit, transcript)
         yield from run.drain()
         while not isinstance(step, Reply):  # bounded by the policy's call limit
             if isinstance(step, Sleep):
@@ -162,10 +169,12 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
         settings: Settings | None = None,
+        transcript: Sequence[Message] | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The async `stream`. Cancelling the task closes the provider's stream."""
         run = StreamRun()
-        flow, step = self._start(messages, max_tokens, tools, settings, run.emit(self._emit))
+        emit = run.emit(self._emit)
+        flow, step = self._start(messages, max_tokens, tools, settings, emit, transcript)
         for event in run.drain():
             yield event
         while not isinstance(step, Reply):  # bounded by the policy's call limit
@@ -191,6 +200,7 @@ class Client:
         tools: Sequence[ToolSpec],
         settings: Settings | None,
         emit: Callable[[Event], None],
+        transcript: Sequence[Message] | None = None,
     ) -> tuple[Flow, Action | Reply]:
         """The policy's flow for `messages`, started from the sticky view when one applies,
         run to its first action (or its Reply, for a send with no call): where every send and
@@ -201,8 +211,14 @@ class Client:
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
+        numbered = history if transcript is None else transcript
         run = self.policy.flow(
-            working, max_tokens=max_tokens, tools=tools, settings=merged, emit=emit, history=history
+            working,
+            max_tokens=max_tokens,
+            tools=tools,
+            settings=merged,
+            emit=emit,
+            history=numbered,
         )
         flow = self._keeping_cut(history, run)
         return flow, _advance(flow, None)

@@ -30,7 +30,10 @@ What guards it (each is tested):
   `/compact` does not fall back (the user is told why and decides); auto-compaction does, but
   only when the conversation already exceeds the effective window, or when its circuit
   breaker is open (after `max_failures` failed or ineffective compactions in a row) and the
-  conversation exceeds the effective window: then no model call is made at all.
+  conversation exceeds the effective window: then no model call is made at all. A fallback
+  that does not shrink the view (level 3 adds its notice to a view it cannot shorten) is not
+  applied: the compaction fails as if there were no fallback, and the request's own
+  recovery levels deal with the view.
 
 **Overflow during compaction never sticks.** A conversation over the budget is shrunk before
 it is split (`_fitted`): tool results budgeted, inline media (base64 data URLs) replaced by a
@@ -395,7 +398,11 @@ def _compaction(messages: tuple[Message, ...], plan: _Plan) -> Steps[CompactionR
         exc.calls, exc.usage = len(calls), _usage_of(calls)
         if not plan.fallback:
             raise
-        return _fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
+        try:
+            return _fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
+        except CompactionError as worse:
+            worse.calls, worse.usage = exc.calls, exc.usage
+            raise worse from exc
 
 
 class _SummaryOverflow(CompactionError):
@@ -807,8 +814,9 @@ def _fall_back(
 ) -> CompactionResult:
     """The lowest deterministic recovery level whose result fits (level 3 if none does).
 
-    `calls` are the summary calls made before the failure (None: one that raised): they were
-    paid for.
+    A result that is not smaller than `messages` is not applied: CompactionError (level 3
+    adds its notice, so a view it cannot shorten grows). `calls` are the summary calls made
+    before the failure (None: one that raised): they were paid for.
     """
     for level in (1, 2, 3):
         result = carrying(
@@ -819,10 +827,16 @@ def _fall_back(
         tokens = plan.estimator.count(result.messages)
         if plan.budget is None or tokens <= plan.budget:
             break
+    before = plan.estimator.count(messages)
+    if tokens >= before:
+        raise CompactionError(
+            f"{reason}; the recovery levels do not shrink the conversation either "
+            f"(~{before:,} -> ~{tokens:,} tokens), so it is left as it is"
+        )
     report = CompactionReport(
         messages_before=len(messages),
         messages_after=len(result.messages),
-        tokens_before=plan.estimator.count(messages),
+        tokens_before=before,
         tokens_after=tokens,
         calls=len(calls),
         usage=_usage_of(calls),
@@ -999,7 +1013,10 @@ def _auto(
     over = estimate > budget
     if breaker.is_open:
         breaker, notice = breaker.take_notice()
-        result = _fall_back(messages, plan, reason="auto-compaction is off") if over else None
+        try:
+            result = _fall_back(messages, plan, reason="auto-compaction is off") if over else None
+        except CompactionError:
+            result = None  # nothing shrinks it: the request's own recovery levels apply
         view = messages if result is None else result.messages
         return AutoCompaction(messages=view, breaker=breaker, result=result, notice=notice)
     try:

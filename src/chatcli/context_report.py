@@ -1,19 +1,24 @@
 """What the next request will send, message by message: the data behind the CLI's /context.
 
 The view is computed by the recovery policy itself, dry (its first `Send`, never sent), so it
-is exactly what `Client` would send now: budget, pairing and, when the estimate does not fit
-the window, the pre-flight recovery level. Each transcript message then gets a status:
+is exactly what `Client` would send now: microcompaction, budget, pairing and, when the
+estimate does not fit the window, the pre-flight recovery level. Each transcript message then
+gets a status, and its detail names the transform that made it so:
 
 - `verbatim`: sent as it is;
-- `cut`: sent shortened (by the tool-result budget, microcompaction, or a recovery level);
+- `cut`: sent shortened (by what made the working view, microcompaction, the tool-result
+  budget, or this request's recovery level);
 - `cleared`: an old tool result replaced by a one-line stub (microcompaction);
-- `only in transcript`: not sent (compacted, /clear-ed, or dropped by a recovery level),
-  still stored in full;
-- `added`: not from the transcript (a compaction summary, a recovery notice, a synthetic
-  tool result).
+- `only in transcript`: not sent (dropped by what made the working view or by this request's
+  level), still stored in full;
+- `added`: not from the transcript (a compaction summary, a recovery notice, the carried
+  instructions, a synthetic tool result), with what added it.
 
-Messages are matched to their origin in order, by role and identity (tool call ids) or the
-head of their text, which every cut keeps.
+The working view is the transcript after what `made_by` names (a compaction, a /clear, an
+earlier request's level, kept: its events were shown when it ran); the report tells its cuts
+from those of this request's transforms, each of which it runs itself and whose events are
+its notes. Messages are matched to their origin in order, by role and identity (tool call
+ids) or the head of their text, which every cut keeps.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from dataclasses import dataclass, replace
 
 from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
+from chatcli.history.carry import is_carry_block
 from chatcli.history.microcompact import STUB_PREFIX
-from chatcli.history.truncate import COMPACTION_NOTICE
+from chatcli.history.retain import cut_message_number
+from chatcli.history.truncate import is_compaction_notice
 from chatcli.messages import Message, Role
 from chatcli.recovery import RecoveryPolicy, Send
 from chatcli.tokens import TokenEstimator
@@ -60,7 +67,8 @@ class ContextRow:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextReport:
     """The next request's view: rows in conversation order, its estimated size, the output
-    reserve (max_tokens), the window (None: unknown) and the recovery it needs."""
+    reserve (max_tokens), the window (None: unknown), the recovery it needs (its level and
+    events' lines) and what made the working view it starts from ("": the transcript)."""
 
     rows: tuple[ContextRow, ...]
     tokens: int
@@ -68,6 +76,7 @@ class ContextReport:
     window: int | None
     level: int
     notes: tuple[str, ...]
+    made_by: str = ""
 
     @property
     def fraction(self) -> float | None:
@@ -81,20 +90,29 @@ def build_context_report(
     policy: RecoveryPolicy,
     *,
     max_tokens: int | None,
+    made_by: str = "",
 ) -> ContextReport:
-    """The report for sending `working` (derived from `transcript`) under `policy`."""
+    """The report for sending `working` (derived from `transcript` by what `made_by` names;
+    "": nothing, or not known) under `policy`."""
     events: list[Event] = []
+    # Microcompaction changes no message's place: `micro[i]` is `working[i]`, shrunk. The
+    # policy's microcompaction is idempotent, so the flows given `micro` send what `Client`
+    # sends given `working`.
+    micro = policy.apply_microcompaction(working)
     # The same policy without pre-flight recovery: what the budget alone makes of the view
     # (so a cut can be told apart from a level's). Every other setting is the session's.
-    plain = _first_view(replace(policy, predictive=False), working, max_tokens)
-    view = _first_view(policy, working, max_tokens, events.append)
+    plain = _first_view(replace(policy, predictive=False), micro, max_tokens, transcript)
+    view = _first_view(policy, micro, max_tokens, transcript, events.append)
     level = max((e.level for e in events if isinstance(e, LevelApplied)), default=0)
-    to_transcript = _align(transcript, working)
-    plain_of = _align(working, plain)
-    sent = _align(working, view)
-    rows = _rows(
-        transcript, working, plain, plain_of, view, sent, to_transcript, level, policy.estimator
+    stages = _Stages(
+        transcript=tuple(transcript),
+        working=tuple(working),
+        micro=micro,
+        plain=plain,
+        level=level,
+        made_by=made_by,
     )
+    rows = _rows(stages, view, policy.estimator)
     return ContextReport(
         rows=rows,
         tokens=policy.estimator.count(view),
@@ -102,16 +120,38 @@ def build_context_report(
         window=policy.context_window,
         level=level,
         notes=tuple(e.describe() for e in events),
+        made_by=made_by,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Stages:
+    """The messages at each stage before the view: the transcript, the working view (what
+    `made_by` made of it), the working view microcompacted, and what the budget alone makes
+    of that (`plain`); `level` is this request's recovery level (0: none)."""
+
+    transcript: tuple[Message, ...]
+    working: tuple[Message, ...]
+    micro: tuple[Message, ...]
+    plain: tuple[Message, ...]
+    level: int
+    made_by: str
+
+    @property
+    def earlier(self) -> str:
+        """What made the working view, as a row's detail says it."""
+        return self.made_by or "an earlier compaction or /clear"
 
 
 def _first_view(
     policy: RecoveryPolicy,
     messages: Sequence[Message],
     max_tokens: int | None,
+    transcript: Sequence[Message],
     emit: Callable[[Event], None] = lambda event: None,
 ) -> tuple[Message, ...]:
-    flow = policy.flow(messages, max_tokens=max_tokens, emit=emit)
+    """The view `policy` sends first; its markers name `transcript`'s message numbers."""
+    flow = policy.flow(messages, max_tokens=max_tokens, emit=emit, history=transcript)
     try:
         action = next(flow)
     finally:
@@ -121,17 +161,13 @@ def _first_view(
 
 
 def _rows(
-    transcript: Sequence[Message],
-    working: Sequence[Message],
-    plain: Sequence[Message],
-    plain_of: Sequence[int | None],
-    view: Sequence[Message],
-    sent: Sequence[int | None],
-    to_transcript: Sequence[int | None],
-    level: int,
-    estimator: TokenEstimator,
+    stages: _Stages, view: Sequence[Message], estimator: TokenEstimator
 ) -> tuple[ContextRow, ...]:
     """Rows keyed by transcript position; added messages follow the one before them."""
+    transcript, working = stages.transcript, stages.working
+    to_transcript = _align(transcript, working, numbered=True)
+    plain_of = _align(stages.micro, stages.plain)
+    sent = _align(stages.micro, view)
     keyed: list[tuple[tuple[int, int], ContextRow]] = []
     in_view: set[int] = set()
     plain_by_working = {w: p for p, w in enumerate(plain_of) if w is not None}
@@ -141,49 +177,62 @@ def _rows(
         t = to_transcript[w] if w is not None else None
         tokens = estimator.count((message,))
         if t is None:
-            keyed.append(
-                ((last, k + 1), _row(None, message, tokens, Status.ADDED, _added(message)))
-            )
+            detail = _added(message, stages, from_working=w is not None)
+            keyed.append(((last, k + 1), _row(None, message, tokens, Status.ADDED, detail)))
             continue
         in_view.add(t)
         last = t
         assert w is not None
-        before_level = plain[plain_by_working[w]] if w in plain_by_working else working[w]
-        status, detail = _sent_status(transcript[t], working[w], before_level, message, level)
+        budgeted = stages.plain[plain_by_working[w]] if w in plain_by_working else None
+        status, detail = _sent_status(stages, t, w, budgeted, message)
         keyed.append(((t, 0), _row(t + 1, message, tokens, status, detail)))
     in_working = {t for t in to_transcript if t is not None}
     for t, message in enumerate(transcript):
         if t not in in_view:
-            detail = f"dropped by level {level}" if t in in_working else "compacted or cleared"
+            by = f"level {stages.level}" if t in in_working else stages.earlier
             row = _row(
-                t + 1, message, estimator.count((message,)), Status.ONLY_IN_TRANSCRIPT, detail
+                t + 1,
+                message,
+                estimator.count((message,)),
+                Status.ONLY_IN_TRANSCRIPT,
+                f"dropped by {by}",
             )
             keyed.append(((t, 0), row))
     return tuple(row for _, row in sorted(keyed, key=lambda item: item[0]))
 
 
 def _sent_status(
-    original: Message, working: Message, before_level: Message, sent: Message, level: int
+    stages: _Stages, t: int, w: int, budgeted: Message | None, sent: Message
 ) -> tuple[str, str]:
+    """The status of transcript message `t`, sent as `sent` from working message `w`, and
+    the transform that made it so: the first stage at which it changed."""
+    original, working, micro = stages.transcript[t], stages.working[w], stages.micro[w]
     if sent == original:
         return Status.VERBATIM, ""
     if sent.tool_result is not None and sent.text.startswith(STUB_PREFIX):
         return Status.CLEARED, "old tool result, stubbed by microcompaction"
     if working != original:
+        return Status.CUT, stages.earlier
+    if micro != working:
         return Status.CUT, "microcompaction"
-    if before_level != working:
+    if budgeted is not None and budgeted != micro:
         return Status.CUT, "tool-result budget"
-    return Status.CUT, f"level {level}" if level else "cut"
+    return Status.CUT, f"level {stages.level}" if stages.level else "cut"
 
 
-def _added(message: Message) -> str:
+def _added(message: Message, stages: _Stages, *, from_working: bool) -> str:
+    """What added `message`: what made the working view when it holds it, else this
+    request's level (or pairing repair)."""
+    by = stages.earlier if from_working else f"level {stages.level}"
     if is_summary_message(message):
         return "compaction summary"
-    if message.text == COMPACTION_NOTICE:
-        return "level 3 notice"
+    if is_compaction_notice(message):
+        return f"compaction notice ({by})"
+    if is_carry_block(message):
+        return f"carried instructions ({by})"
     if message.tool_result is not None:
         return "synthetic tool result (pairing repair)"
-    return "added by chatcli"
+    return f"added by {by}"
 
 
 def _row(
@@ -206,15 +255,22 @@ def _preview(message: Message) -> str:
     return joined if len(joined) <= _PREVIEW else joined[: _PREVIEW - 1] + "…"
 
 
-def _align(source: Sequence[Message], target: Sequence[Message]) -> list[int | None]:
+def _align(
+    source: Sequence[Message], target: Sequence[Message], *, numbered: bool = False
+) -> list[int | None]:
     """For each target message, the index of its origin in `source` (None: added). Order is
-    preserved: origins are searched after the previous match."""
+    preserved: origins are searched after the previous match. `numbered`: `source` is the
+    transcript, whose number a cut's marker may name (a cut to its bare marker keeps no head)."""
     out: list[int | None] = []
     start = 0
     for message in target:
-        found = next(
-            (i for i in range(start, len(source)) if _same_origin(source[i], message)), None
-        )
+        number = cut_message_number(message.text) if numbered else None
+        if number is not None and start < number <= len(source):
+            found: int | None = number - 1
+        else:
+            found = next(
+                (i for i in range(start, len(source)) if _same_origin(source[i], message)), None
+            )
         out.append(found)
         if found is not None:
             start = found + 1
@@ -226,6 +282,9 @@ def _same_origin(source: Message, derived: Message) -> bool:
         return False
     if source == derived:
         return True
+    number = cut_message_number(derived.text)
+    if number is not None and number == cut_message_number(source.text):
+        return True  # a cut of a cut
     if source.tool_result is not None and derived.tool_result is not None:
         return source.tool_result.call_id == derived.tool_result.call_id
     if tuple(c.id for c in source.tool_calls) != tuple(c.id for c in derived.tool_calls):

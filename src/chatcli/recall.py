@@ -1,10 +1,15 @@
 """The recall tool: an agent reads a message again that recovery or compaction took out of view.
 
-Levels, microcompaction and compaction cut and drop messages from the working view; their
-markers name the transcript's message numbers (as /history numbers them, from 1). An app that
-keeps the transcript can register `recall_tool(transcript)`: a tool the model calls with a
-message number (and optionally a character range) and that answers with that message's
-original text. It is off unless an app registers it.
+Levels, microcompaction and compaction cut and drop messages from the working view. The
+recovery levels' markers name the transcript's message numbers (as /history numbers them,
+from 1): a cut message's ("the transcript keeps the whole message #12"), level 3's notice the
+span it stands for ("messages #1-#40"), and each carried instruction its source; a
+microcompaction stub names its tool call. An app that sends a view it keeps apart from the
+whole conversation passes that conversation as `Client.send(transcript=...)`, so that the
+numbers are the transcript's. An app that keeps the transcript can register
+`recall_tool(transcript)`: a tool the model calls with a message number (and optionally a
+character range) and that answers with that message's original text. It is off unless an app
+registers it.
 
     tool = chatcli.recall_tool(transcript)
     reply = client.send(messages, tools=[tool.spec])         # or tool.openai / .anthropic / .gemini

@@ -37,12 +37,18 @@ from typing import Any
 
 from chatcli.budget import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
 from chatcli.catalog import ModelInfo
-from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
+from chatcli.compaction import (
+    CompactionBreaker,
+    CompactionReport,
+    CompactionResult,
+    auto_compact,
+    compact,
+)
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.context_report import ContextReport, build_context_report
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
-from chatcli.events import Event
+from chatcli.events import Event, LevelApplied
 from chatcli.history.native import native_view, owns
 from chatcli.messages import Message, Role, Usage
 from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
@@ -107,6 +113,10 @@ class ChatSession:
     writes compaction summaries (default: the chat provider). `saved` False: `info` is not
     in the store yet; it is stored with the first thing written (an empty session is never
     stored, so it is never listed nor continued).
+
+    `base_made_by` names what made the view the next request starts from ("compaction",
+    "/clear", "level 2, kept from an earlier request", ...; "" when it is the transcript), so
+    that /context names the transform behind each message it did not send as it is.
     """
 
     def __init__(
@@ -147,7 +157,7 @@ class ChatSession:
         self.learned_windows: dict[str, int] = store.learned_windows(self.window_scope)
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
-        self.base, self.upto = self._stored_base()
+        self.base, self.upto, self.base_made_by = self._stored_base()
         self.last_reply: Reply | None = None
         # The view the last chat request sent (None: none yet, or not known after a reopen),
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
@@ -305,14 +315,24 @@ class ChatSession:
         bare = native_view(raw, provider=None, model=None).messages
         return self._policy().apply_microcompaction(bare)
 
-    def _stored_base(self) -> tuple[tuple[Message, ...] | None, int]:
+    def _stored_base(self) -> tuple[tuple[Message, ...] | None, int, str]:
+        """(the base, the transcript length it covers, what made it: `base_made_by`)."""
         sticky = self.store.sticky_view(self.info.id) if self.saved else None
+        events = self.store.events(self.info.id) if self.saved else ()
         if sticky is not None:  # made after the last compaction or clear: they drop it
-            return self.store.view(self.info.id, sticky.request_id), sticky.upto
-        for event in reversed(self.store.events(self.info.id)):
+            levels = [
+                int(e.data["level"])
+                for e in events
+                if e.request_id == sticky.request_id and e.kind == LevelApplied.__name__
+            ]
+            view = self.store.view(self.info.id, sticky.request_id)
+            return view, sticky.upto, _sticky_made_by(max(levels, default=0))
+        for event in reversed(events):
             if event.kind in _VIEW_EVENTS:
-                return self._event_view(event), int(event.data["upto"])
-        return None, 0
+                made_by = "/clear" if event.kind == "clear" else event.kind
+                made_by = str(event.data.get("made_by", made_by))
+                return self._event_view(event), int(event.data["upto"]), made_by
+        return None, 0, ""
 
     def _event_view(self, event: StoredEvent) -> tuple[Message, ...]:
         """The view a compaction or clear made: in its data (a clear, an old compaction) or
@@ -369,6 +389,8 @@ class ChatSession:
         request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
+            levels = [e.level for e in events if isinstance(e, LevelApplied)]
+            self.base_made_by = _sticky_made_by(max(levels, default=0))
             self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
         return Turn(
             reply=reply,
@@ -383,13 +405,21 @@ class ChatSession:
         once more without it when "auto" can fall back."""
         try:
             return client.send(
-                self.working_messages(), max_tokens=self.max_tokens, tools=self.tools
+                self.working_messages(),
+                max_tokens=self.max_tokens,
+                tools=self.tools,
+                transcript=self.transcript,
             )
         except ProviderError as exc:
             refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
             if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
                 raise
-        return client.send(self.working_messages(), max_tokens=self.max_tokens, tools=self.tools)
+        return client.send(
+            self.working_messages(),
+            max_tokens=self.max_tokens,
+            tools=self.tools,
+            transcript=self.transcript,
+        )
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
         """Store the provider's compaction as a compaction of its own (True); or, past the
@@ -496,6 +526,7 @@ class ChatSession:
                 self._own_span(),
                 focus=focus,
                 config=self.compaction,
+                estimator=self.estimator,
                 window=self.context_window,
                 output_reserve=self.max_tokens or 0,
                 recovery_config=self.recovery,
@@ -519,6 +550,7 @@ class ChatSession:
             window=window,
             output_reserve=self.max_tokens or 0,
             config=self.compaction,
+            estimator=self.estimator,  # the turn's one estimate: the request's pre-flight's
             recovery_config=self.recovery,
             summarizer=self.summarizer,
         )
@@ -527,15 +559,18 @@ class ChatSession:
             self._store_compaction(decision.result)
         if decision.error is not None:
             self._store_failed_compaction(decision.error)
-        if on_event is not None and (decision.result is not None or decision.notice):
-            on_event(CompactionNote(result=decision.result, notice=decision.notice))
+        error = None if decision.error is None else str(decision.error)
+        if on_event is not None and (decision.result is not None or decision.notice or error):
+            on_event(CompactionNote(result=decision.result, notice=decision.notice, error=error))
 
     def _store_compaction(self, result: CompactionResult) -> None:
         """A compaction is a request of its own (its cost is its own line in /cost), with
         the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
-        data = {"upto": self.upto}  # the view is the request's, stored by reference
+        self.base_made_by = _compaction_made_by(report)
+        # The view is the request's, stored by reference.
+        data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
         self._ensure_saved()
         self._save_sticky(None)
         self._view_reset = COMPACTION
@@ -568,7 +603,7 @@ class ChatSession:
     def clear(self) -> None:
         """/clear: the next request starts from an empty view (the transcript keeps all).
         Stored as an event of the session: it is no request and costs nothing."""
-        self.base, self.upto = (), len(self.transcript)
+        self.base, self.upto, self.base_made_by = (), len(self.transcript), "/clear"
         if not self.transcript:
             return  # nothing to clear: an empty session stays unstored
         data = {"view": [], "upto": self.upto}
@@ -583,15 +618,15 @@ class ChatSession:
         self.store.save_sticky_view(self.info.id, sticky)
 
     def context_report(self) -> ContextReport:
-        """What the next request would send, message by message (nothing is sent).
-
-        The report is given the microcompacted messages as its working messages, so it can
-        tell a result microcompaction shortened from one the budget or a level cut; the
-        policy's microcompaction is idempotent, so the view it computes from them is the
-        view `Client` sends."""
-        policy = self._policy()
-        working = policy.apply_microcompaction(self.working_messages())
-        return build_context_report(self.transcript, working, policy, max_tokens=self.max_tokens)
+        """What the next request would send, message by message (nothing is sent); what
+        the working view starts from is named by `base_made_by`."""
+        return build_context_report(
+            self.transcript,
+            self.working_messages(),
+            self._policy(),
+            max_tokens=self.max_tokens,
+            made_by=self.base_made_by,
+        )
 
     # -- cost and budget -----------------------------------------------------------------
 
@@ -619,6 +654,17 @@ class ChatSession:
                 status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
             )
         return check
+
+
+def _sticky_made_by(level: int) -> str:
+    return f"level {level}, kept from an earlier request" if level else "an earlier request"
+
+
+def _compaction_made_by(report: CompactionReport) -> str:
+    """What made a compaction's view: the summary, or the recovery level it fell back to."""
+    if report.fallback is None:
+        return "compaction"
+    return f"compaction's fallback to {report.fallback.name.split(' + ')[0]}"
 
 
 def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:

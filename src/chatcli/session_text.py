@@ -18,8 +18,9 @@ def describe_compaction(result: CompactionResult) -> str:
     """One line: what a compaction did."""
     r = result.report
     if r.fallback is not None:
+        added = "".join(f"; added the {line.split(' (')[0]}" for line in r.fallback.injected)
         return (
-            f"compaction fell back to the recovery levels ({r.reason}): "
+            f"compaction fell back to {r.fallback.name.split(' + ')[0]} ({r.reason}{added}): "
             f"{r.messages_before} -> {r.messages_after} messages, "
             f"~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens"
         )
@@ -33,15 +34,19 @@ def describe_compaction(result: CompactionResult) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionNote(Event):
-    """Auto-compaction ran before a request, or its breaker opened (shown like any event)."""
+    """Auto-compaction ran before a request (`result`; `error`: why it changed nothing), or
+    its breaker opened (shown like any event)."""
 
     result: CompactionResult | None
     notice: str | None
+    error: str | None = None
 
     def describe(self) -> str:
         lines = []
         if self.result is not None:
             lines.append("auto-" + describe_compaction(self.result))
+        if self.error is not None:
+            lines.append(f"auto-compaction changed nothing: {self.error}")
         if self.notice:
             lines.append(self.notice)
         return "\n".join(lines)

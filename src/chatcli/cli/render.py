@@ -216,6 +216,8 @@ def context_view(report: ContextReport) -> RenderableType:
         f" (+ {report.reserve:,} reserved for the answer)" if report.reserve else "",
     )
     notes = [Text(f"next request: {note}", style="yellow") for note in report.notes]
+    if report.made_by:
+        notes.insert(0, Text(f"working view made by {report.made_by}", style="dim"))
     table = Table(show_edge=False)
     for column, justify in (
         ("#", "right"),

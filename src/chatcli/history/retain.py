@@ -33,6 +33,9 @@ then the kept span: the newest messages, taken whole turns at a time from the en
   view above does not end with the seed's messages, whole (the goal's reserve or a cut left
   one out), the seed's view is the view.
 - Nothing else is added, and the view is never empty when the input has a non-system message.
+- Markers name the transcript's message numbers when the caller gives them (`number`): a cut
+  message's marker its own ("the transcript keeps the whole message #12"), level 3's notice
+  the span it stands for (`chatcli.history.truncate.level_notice`).
 
 The view fits the target by `Retention.count` whenever the system messages, the notice and the
 latest request cut to its shortest (a marker, or the request itself, parts and all, when its
@@ -44,6 +47,7 @@ handful of `count` calls per cut message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -53,10 +57,11 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport, TransformResult, build_result
 from chatcli.history.text import cut_middle
 from chatcli.history.truncate import (
-    COMPACTION_NOTICE,
     LEVEL_NAMES,
+    Number,
     apply_recovery_level,
     is_real_user_request,
+    level_notice,
 )
 from chatcli.messages import Message, Role
 
@@ -67,6 +72,7 @@ __all__ = [
     "MIN_BOUNDARY_TOKENS",
     "Count",
     "Retention",
+    "cut_message_number",
     "recover",
     "retain",
 ]
@@ -82,9 +88,9 @@ MESSAGE_SHARE = 0.25
 MIN_BOUNDARY_TOKENS = 256
 # Added to the cut marker of a message cut by retention.
 CUT_NOTE = " to fit the context window; the transcript keeps the whole message"
+_CUT_NUMBER = re.compile(re.escape(CUT_NOTE) + r" #(\d+) \.\.\.\]")
 # Attempts at cutting a message to a token count (each re-measures with `count`).
 _CUT_TRIES = 6
-_NOTICE = Message.system(COMPACTION_NOTICE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,24 +112,30 @@ def recover(
     level: int,
     config: RecoveryConfig,
     retention: Retention | None = None,
+    number: Number | None = None,
 ) -> TransformResult:
     """Recovery `level` of `messages`: "fit" levels 2 and 3 when the config asks for them and
-    the `retention` budget is known, else the seed's level (`apply_recovery_level`)."""
+    the `retention` budget is known, else the seed's level (`apply_recovery_level`).
+    `number`: the transcript's message numbers, which the markers name."""
     if level in (2, 3) and retention is not None and config.retention == "fit":
-        return retain(messages, level, config, retention)
-    return apply_recovery_level(messages, level, config)
+        return retain(messages, level, config, retention, number)
+    return apply_recovery_level(messages, level, config, number)
 
 
 def retain(
-    messages: Sequence[Message], level: int, config: RecoveryConfig, retention: Retention
+    messages: Sequence[Message],
+    level: int,
+    config: RecoveryConfig,
+    retention: Retention,
+    number: Number | None = None,
 ) -> TransformResult:
     """Level 2 or 3 by tokens; see the module docstring."""
     if level not in (2, 3):
         raise ValueError(f"retention applies to levels 2 and 3, not {level!r}")
     pct = config.target_pct if level == 2 else config.nuclear_pct
     target = retention.room * pct // 100
-    fitted = _fit(tuple(messages), target, retention, notice=level == 3)
-    seed = apply_recovery_level(messages, level, config)
+    fitted = _fit(tuple(messages), target, retention, number, notice=level == 3)
+    seed = apply_recovery_level(messages, level, config, number)
     if not _keeps_seed_tail(fitted.messages, _non_system(seed.messages)) and (
         retention.count(seed.messages) <= target
     ):
@@ -143,19 +155,29 @@ class _Plan:
 
 
 def _fit(
-    messages: tuple[Message, ...], target: int, retention: Retention, *, notice: bool
+    messages: tuple[Message, ...],
+    target: int,
+    retention: Retention,
+    number: Number | None,
+    *,
+    notice: bool,
 ) -> TransformResult:
     repaired = repair_tool_pairing(messages)
     systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
     anchors = tuple(m for m in repaired.messages if is_anchor(m))  # never cut: see truncate
     others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM and not is_anchor(m))
-    # Once is enough: a view truncated before may carry the notice already.
-    present = any(m.text == COMPACTION_NOTICE for m in systems)
-    fixed = (*systems, *((_NOTICE,) if notice and not present else ()), *anchors)
+    # Once is enough: a view truncated before may carry the notice already. Its span is
+    # known after the plan: the room is counted with the longest it can be (all of them).
+    kept, widest = level_notice(systems, others, number) if notice else (systems, ())
+    fixed = (*kept, *widest, *anchors)
     available = target - retention.count(fixed) if fixed else target
-    plan = _plan(others, available, retention)
+    plan = _plan(others, available, retention, number)
     pinned = tuple(plan.cuts.get(i, others[i]) for i in plan.pins)
     span = tuple(plan.cuts.get(i, others[i]) for i in range(plan.start, len(others)))
+    if notice:
+        dropped = [m for i, m in enumerate(others[: plan.start]) if i not in plan.pins]
+        kept, notices = level_notice(systems, dropped, number)
+        fixed = (*kept, *notices, *anchors)
     chosen = build_result(
         "retention",
         repaired.messages,
@@ -163,32 +185,37 @@ def _fit(
         dropped=_dropped_lines(others, plan),
         cut=tuple(_cut_line(i, others[i], cut) for i, cut in sorted(plan.cuts.items())),
         injected=("compaction notice (system message)",)
-        if len(fixed) > len(systems) + len(anchors)
+        if any(m not in systems for m in fixed[: len(fixed) - len(anchors)])
         else (),
         moved=tuple(f"pinned user request #{i} in front of the newest messages" for i in plan.pins),
     )
     return _chain(repaired, chosen, repair_tool_pairing(chosen.messages))
 
 
-def _plan(others: tuple[Message, ...], available: int, retention: Retention) -> _Plan:
+def _plan(
+    others: tuple[Message, ...], available: int, retention: Retention, number: Number | None
+) -> _Plan:
     """Choose the kept span, the pins and the cuts within `available` tokens."""
     latest, first = _last_real_request(others), _first_real_request(others)
     reserve = _goal_cost(others, first, latest, retention)
-    if latest is not None and available - reserve < retention.count((_shortest(others[latest]),)):
+    shortest = None if latest is None else _shortest(others[latest], number)
+    if shortest is not None and available - reserve < retention.count((shortest,)):
         reserve = 0  # the latest request comes first
     cuts: dict[int, Message] = {}
     budget = available - reserve
     if latest is not None:
-        kept = _cut_to(others[latest], max(budget, 0), retention.count)
-        kept = kept if kept is not None else _shortest(others[latest])
+        kept = _cut_to(others[latest], max(budget, 0), retention.count, number)
+        kept = kept if kept is not None else _shortest(others[latest], number)
         if kept is not others[latest]:
             cuts[latest] = kept
         budget -= retention.count((kept,))
     cap = max(1, int(available * MESSAGE_SHARE))
-    start, span_cuts = _span_start(others, latest, budget, cap, retention.count)
+    start, span_cuts = _span_start(others, latest, budget, cap, retention.count, number)
     if reserve and first is not None and first >= start:
         # The goal is in the span anyway: the span may use what was set aside for it.
-        start, span_cuts = _span_start(others, latest, budget + reserve, cap, retention.count)
+        start, span_cuts = _span_start(
+            others, latest, budget + reserve, cap, retention.count, number
+        )
         reserve = 0
     cuts.update(span_cuts)
     if not (reserve and first is not None and first < start):
@@ -214,7 +241,12 @@ def _goal_cost(
 
 
 def _span_start(
-    others: tuple[Message, ...], latest: int | None, budget: int, cap: int, count: Count
+    others: tuple[Message, ...],
+    latest: int | None,
+    budget: int,
+    cap: int,
+    count: Count,
+    number: Number | None,
 ) -> tuple[int, dict[int, Message]]:
     """Where the kept span starts, and its cuts: whole units are taken from the end while they
     fit `budget` (the latest request is paid for already). A message over `cap` tokens is cut
@@ -225,9 +257,11 @@ def _span_start(
     units = _units(others)
     for position in range(len(units) - 1, -1, -1):
         unit_start, unit_end = units[position]
-        cost, unit_cuts = _capped(others, range(unit_start, unit_end), latest, cap, count)
+        indexes = range(unit_start, unit_end)
+        cost, unit_cuts = _capped(others, indexes, latest, cap, count, number)
         if cost > budget:
-            turn = _boundary_turn(others, units[: position + 1], latest, budget, cap, count)
+            head = units[: position + 1]
+            turn = _boundary_turn(others, head, latest, budget, cap, count, number)
             if turn is not None:
                 start, turn_cuts = turn
                 cuts.update(turn_cuts)
@@ -239,7 +273,12 @@ def _span_start(
 
 
 def _capped(
-    others: tuple[Message, ...], indexes: range, latest: int | None, cap: int, count: Count
+    others: tuple[Message, ...],
+    indexes: range,
+    latest: int | None,
+    cap: int,
+    count: Count,
+    number: Number | None,
 ) -> tuple[int, dict[int, Message]]:
     """The cost of the messages at `indexes` (the latest request aside: paid for already),
     each cut to `cap` tokens first, and those cuts."""
@@ -248,7 +287,7 @@ def _capped(
         if index == latest:
             continue
         message = others[index]
-        kept = _cut_to(message, cap, count) or message
+        kept = _cut_to(message, cap, count, number) or message
         if kept is not message:
             cuts[index] = kept
         cost += count((kept,))
@@ -262,6 +301,7 @@ def _boundary_turn(
     budget: int,
     cap: int,
     count: Count,
+    number: Number | None,
 ) -> tuple[int, dict[int, Message]] | None:
     """The turn of the last of `units` (the first that did not fit), from the user message
     that starts it (within two units, else the unit alone: an agent's turn is many tool
@@ -278,12 +318,12 @@ def _boundary_turn(
     indexes = range(unit_start, end)
     if latest in indexes:
         return None
-    cost, cuts = _capped(others, indexes, latest, cap, count)
+    cost, cuts = _capped(others, indexes, latest, cap, count, number)
     largest = max(indexes, key=lambda i: count((cuts.get(i, others[i]),)))
     left = budget - (cost - count((cuts.get(largest, others[largest]),)))
     if left < MIN_BOUNDARY_TOKENS:
         return None
-    kept = _cut_to(others[largest], left, count)
+    kept = _cut_to(others[largest], left, count, number)
     if kept is None:
         return None
     if kept is not others[largest]:
@@ -316,9 +356,10 @@ def _units(others: tuple[Message, ...]) -> list[tuple[int, int]]:
     return units
 
 
-def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
-    """`message` with its text cut (head + tail, `CUT_NOTE` in the marker) so that it counts at
-    most `tokens`; itself when it fits; None when no cut of its text fits."""
+def _cut_to(message: Message, tokens: int, count: Count, number: Number | None) -> Message | None:
+    """`message` with its text cut (head + tail, `CUT_NOTE` and its transcript number in the
+    marker) so that it counts at most `tokens`; itself when it fits; None when no cut of its
+    text fits."""
     cost = count((message,))
     if cost <= tokens:
         return message
@@ -328,7 +369,7 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
     overhead = count((message.with_text(""),))
     chars = len(text) * max(tokens - overhead, 0) // max(cost - overhead, 1)
     for _ in range(_CUT_TRIES):  # bounded: each try shrinks the text
-        cut = _cut(message, chars)
+        cut = _cut(message, chars, number)
         measured = count((cut,))
         if measured <= tokens:
             return cut
@@ -341,16 +382,27 @@ def _cut_to(message: Message, tokens: int, count: Count) -> Message | None:
     return None
 
 
-def _shortest(message: Message) -> Message:
+def cut_message_number(text: str) -> int | None:
+    """The transcript number a cut's marker in `text` names (None: no such marker): a level
+    cuts the view a lower level cut, and a cut of a cut names the message all the same."""
+    found = _CUT_NUMBER.search(text)
+    return None if found is None else int(found.group(1))
+
+
+def _shortest(message: Message, number: Number | None) -> Message:
     """The latest request cut to its bare marker: what is left when nothing else fits."""
-    return _cut(message, 0)
+    return _cut(message, 0, number)
 
 
-def _cut(message: Message, chars: int) -> Message:
-    """`message` with its text cut to `chars` (head + tail around the marker); itself when the
-    text is too short to cut: `with_text` would merge its parts (and drop all but the first
-    part's provider_details) while removing nothing."""
-    text = cut_middle(message.text, chars, note=CUT_NOTE)
+def _cut(message: Message, chars: int, number: Number | None) -> Message:
+    """`message` with its text cut to `chars` (head + tail around the marker, which names
+    the message's transcript number when `number` knows it: the marker depends only on the
+    message and its cut); itself when the text is too short to cut: `with_text` would merge
+    its parts (and drop all but the first part's provider_details) while removing nothing."""
+    found = number(message) if number is not None else None
+    found = found if found is not None else cut_message_number(message.text)
+    note = CUT_NOTE if found is None else f"{CUT_NOTE} #{found}"
+    text = cut_middle(message.text, chars, note=note)
     return message if text == message.text else message.with_text(text)
 
 

@@ -34,11 +34,20 @@ obeys these rules:
 - Texts are never cut: a single huge request is kept verbatim even at level 3. (If even that
   does not fit, the recovery loop reports the failure; it never rewrites the task.)
 
+The notice names the transcript's numbers of the messages it stands for ("The transcript
+keeps the earlier messages #1-#40.") when the caller numbers them (`number`, as the recovery
+ladder does: `chatcli.history.carry.Numbering`), so that an app's recall tool
+(`chatcli.recall_tool`) has something to point at; without numbering it is
+`COMPACTION_NOTICE` itself. A view that holds a notice already gets one notice, whose span
+covers the old one's and the messages dropped now: it changes only when more are dropped,
+and its text depends only on that span (a prompt cache keeps it as long as the cut stands).
+
 Everything is linear in the number of messages and characters.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -57,10 +66,14 @@ __all__ = [
     "LEVEL1_ASSISTANT_MAX_CHARS",
     "LEVEL_NAMES",
     "NUCLEAR_KEEP_MESSAGES",
+    "Number",
     "apply_recovery_level",
+    "compaction_notice",
+    "is_compaction_notice",
     "is_real_user_request",
     "kept_tail",
     "latest_real_user_request",
+    "level_notice",
     "truncate_assistant_messages",
 ]
 
@@ -78,19 +91,67 @@ LEVEL_NAMES = {1: "aggressive budget", 2: "emergency truncation", 3: "nuclear tr
 CONTINUATION_PREFIX = "Your response was cut off at the token limit."
 
 _Predicate = Callable[[Message], bool]
+# A message's transcript number (None: not known), as `chatcli.history.carry.Numbering` gives.
+Number = Callable[[Message], int | None]
 _NOTICE = Message.system(COMPACTION_NOTICE)
+_NOTICE_HEAD = COMPACTION_NOTICE.split("\n", 1)[0]
+_NOTICE_SPAN = re.compile(r"The transcript keeps the earlier messages? #(\d+)(?:-#(\d+))?\.\]$")
+
+
+def compaction_notice(span: tuple[int, int] | None = None) -> Message:
+    """The level-3 notice; with `span`, the first and last transcript numbers of the messages
+    it stands for."""
+    if span is None:
+        return _NOTICE
+    first, last = span
+    where = f"message #{first}" if first == last else f"messages #{first}-#{last}"
+    return Message.system(f"{COMPACTION_NOTICE[:-1]}\nThe transcript keeps the earlier {where}.]")
+
+
+def is_compaction_notice(message: Message) -> bool:
+    """Whether `message` is the level-3 notice (with or without a span)."""
+    return message.role is Role.SYSTEM and message.text.startswith(_NOTICE_HEAD)
+
+
+def _notice_span(message: Message) -> tuple[int, int] | None:
+    found = _NOTICE_SPAN.search(message.text)
+    if found is None:
+        return None
+    first = int(found.group(1))
+    return first, int(found.group(2) or first)
+
+
+def level_notice(
+    systems: tuple[Message, ...], dropped: Sequence[Message], number: Number | None
+) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+    """(`systems` without a notice to be replaced, the notice to add after them: none when
+    `systems` holds the one to keep). The notice's span covers an old notice's and the
+    numbers of `dropped` (see the module docstring)."""
+    old = next((m for m in systems if is_compaction_notice(m)), None)
+    numbers = [n for n in map(number, dropped) if n is not None] if number is not None else []
+    span = _notice_span(old) if old is not None else None
+    if numbers:
+        # From the first: levels are cumulative (level 3 cuts level 2's view, whose drops it
+        # does not see) and keep the newest messages, so all before the last dropped are
+        # gone but the pinned requests, which the transcript keeps too.
+        span = (1, max(numbers) if span is None else max(span[1], *numbers))
+    new = compaction_notice(span)
+    if old is not None and (old == new or not numbers):
+        return systems, ()
+    return tuple(m for m in systems if m is not old), (new,)
 
 
 def apply_recovery_level(
-    messages: Sequence[Message], level: int, config: RecoveryConfig
+    messages: Sequence[Message], level: int, config: RecoveryConfig, number: Number | None = None
 ) -> TransformResult:
-    """Apply recovery `level` (1, 2 or 3) to `messages`; see the module docstring."""
+    """Apply recovery `level` (1, 2 or 3) to `messages`; see the module docstring. `number`:
+    the transcript's message numbers, which level 3's notice names."""
     if level == 1:
         result = _aggressive_budget(tuple(messages), config)
     elif level == 2:
-        result = _truncate(tuple(messages), config.emergency_keep_messages, notice=False)
+        result = _truncate(tuple(messages), config.emergency_keep_messages, None, notice=False)
     elif level == 3:
-        result = _truncate(tuple(messages), NUCLEAR_KEEP_MESSAGES, notice=True)
+        result = _truncate(tuple(messages), NUCLEAR_KEEP_MESSAGES, number, notice=True)
     else:
         raise ValueError(f"recovery level must be 1, 2 or 3, not {level!r}")
     report = replace(result.report, name=f"level {level}: {LEVEL_NAMES[level]}")
@@ -185,7 +246,9 @@ def _reduced(limit: int) -> int:
     return max(1, int(limit * AGGRESSIVE_BUDGET_RATIO))
 
 
-def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> TransformResult:
+def _truncate(
+    messages: tuple[Message, ...], keep: int, number: Number | None, *, notice: bool
+) -> TransformResult:
     repaired = repair_tool_pairing(messages)
     systems = tuple(m for m in repaired.messages if m.role is Role.SYSTEM)
     anchors = tuple(m for m in repaired.messages if is_anchor(m))
@@ -193,9 +256,11 @@ def _truncate(messages: tuple[Message, ...], keep: int, *, notice: bool) -> Tran
     pin, start = _tail_bounds(others, keep)
     kept = (*(() if pin is None else (others[pin],)), *others[start:])
     # Once is enough: a view truncated before (an earlier turn, auto-compaction's fallback)
-    # may carry the notice already.
-    present = any(m.text == COMPACTION_NOTICE for m in systems)
-    notices = (_NOTICE,) if notice and not present else ()
+    # may carry the notice already (its span grows to cover what is dropped now).
+    notices: tuple[Message, ...] = ()
+    if notice:
+        dropped = [m for i, m in enumerate(others[:start]) if i != pin]
+        systems, notices = level_notice(systems, dropped, number)
     # Counted from the small kept part: a long history is counted once, by the repair.
     fixed = (*systems, *anchors)
     dropped_chars = repaired.report.chars_after - total_chars(fixed) - total_chars(kept)

@@ -14,8 +14,8 @@ from chatcli.history.carry import CarryBudget, Numbering, carried_items, carryin
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
-from chatcli.history.truncate import COMPACTION_NOTICE, LEVEL_NAMES
-from chatcli.messages import Message, Role, total_chars
+from chatcli.history.truncate import LEVEL_NAMES, is_compaction_notice
+from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
@@ -35,7 +35,8 @@ class Views:
     again when it changes (a window or a calibration learned from an overflow). What the user
     messages they drop said is carried into the view (`chatcli.history.carry`), within
     `RecoveryConfig.carry_pct` of the room (of the view before the level when the window is
-    unknown), numbered by `numbering` (the transcript's message numbers)."""
+    unknown), numbered by `numbering` (the transcript's message numbers), which the levels'
+    markers name too."""
 
     def __init__(
         self,
@@ -65,13 +66,14 @@ class Views:
 
     def _recover(self, previous: tuple[Message, ...], level: int) -> TransformResult:
         config, retention = self._config, self._retention
+        number = self._numbering
         if level < _FIRST_FIT_LEVEL or not config.carry_pct:
-            return recover(previous, level, config, retention)
+            return recover(previous, level, config, retention, number)
         count = retention.count if retention is not None else self._prediction.count
         room = retention.room if retention is not None else count(previous)
         budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count)
         return carrying(
-            lambda m: recover(m, level, config, retention),
+            lambda m: recover(m, level, config, retention, number),
             previous,
             budget=budget,
             numbering=self._numbering,
@@ -250,7 +252,7 @@ def _added_messages(transcript: tuple[Message, ...], view: tuple[Message, ...]) 
 
 
 def _notices(messages: Sequence[Message]) -> int:
-    return sum(1 for m in messages if m.role is Role.SYSTEM and m.text == COMPACTION_NOTICE)
+    return sum(1 for m in messages if is_compaction_notice(m))
 
 
 def _added_phrases(notices: int, synthetic: int, block: bool = False) -> tuple[str, ...]:
