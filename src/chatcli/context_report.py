@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
-from chatcli.history.carry import is_carry_block
+from chatcli.history.carry import Numbering, is_carry_block
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_compaction_notice
@@ -98,7 +98,7 @@ def build_context_report(
     # Microcompaction changes no message's place: `micro[i]` is `working[i]`, shrunk. The
     # policy's microcompaction is idempotent, so the flows given `micro` send what `Client`
     # sends given `working`.
-    micro = policy.apply_microcompaction(working)
+    micro = policy.apply_microcompaction(working, Numbering(transcript))
     # The same policy without pre-flight recovery: what the budget alone makes of the view
     # (so a cut can be told apart from a level's). Every other setting is the session's.
     plain = _first_view(replace(policy, predictive=False), micro, max_tokens, transcript)

@@ -49,6 +49,7 @@ from chatcli.context_report import ContextReport, build_context_report
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
+from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
 from chatcli.messages import Message, Role, Usage
 from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
@@ -304,7 +305,12 @@ class ChatSession:
         """The working messages after every request's microcompaction: what compaction
         summarises and what the estimates before a request count. Taken from the policy, so
         the session has no microcompaction of its own to keep in step."""
-        return self._policy().apply_microcompaction(self.working_messages())
+        return self._policy().apply_microcompaction(self.working_messages(), self._numbering())
+
+    def _numbering(self) -> Numbering:
+        """The transcript's message numbers, which microcompaction's markers name (as the
+        `Client` numbers them, given `transcript=`), so the session counts what it sends."""
+        return Numbering(self.transcript)
 
     def _own_span(self) -> tuple[Message, ...]:
         """What chatcli's own compaction summarises: the working messages (microcompacted)
@@ -313,7 +319,7 @@ class ChatSession:
         base = self.base if self.base is not None else ()
         raw = base + self.transcript[self.upto :]
         bare = native_view(raw, provider=None, model=None).messages
-        return self._policy().apply_microcompaction(bare)
+        return self._policy().apply_microcompaction(bare, self._numbering())
 
     def _stored_base(self) -> tuple[tuple[Message, ...] | None, int, str]:
         """(the base, the transcript length it covers, what made it: `base_made_by`)."""

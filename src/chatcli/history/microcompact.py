@@ -71,12 +71,12 @@ trigger, nothing is shrunk.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import cast
 
 from chatcli.config import MicrocompactConfig
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.scan import ScanMemos, run_scan
+from chatcli.history.scan import ScanMemos
 from chatcli.history.stubs import (
     STUB_PREFIX,
     cut_head_tail,
@@ -114,7 +114,9 @@ PRESSURE_CHARS_PER_TOKEN = 3.5
 # ratio do not move earlier decisions (and break the cache).
 _RATIO_STEP = 0.25
 _NAME = "microcompact"
-_Key = tuple[MicrocompactConfig, TokenEstimator, int]
+_Key = tuple[MicrocompactConfig, TokenEstimator, int, bool]
+# A message's transcript number (None: not known), as `chatcli.history.carry.Numbering` gives.
+Number = Callable[[Message], int | None]
 _DEFAULT_ESTIMATOR = TokenEstimator(chars_per_token=PRESSURE_CHARS_PER_TOKEN)
 
 
@@ -125,17 +127,36 @@ def microcompact(
     estimator: TokenEstimator | None = None,
     room: int | None = None,
     memos: ScanMemos | None = None,
+    numbering: Number | None = None,
 ) -> TransformResult:
     """Shrink old tool results once the view passes the trigger (see the module docstring).
 
     `estimator` turns the view's chars into tokens (default: `PRESSURE_CHARS_PER_TOKEN`; a
     given one's ratio is rounded down to a multiple of 0.25); `room` is the tokens a prompt
     may use (window minus output reserve), None when unknown; `memos`: the caller's memoised
-    scans (`chatcli.history.scan`), None to read the transcript whole.
+    scans (`chatcli.history.scan`), None to read the transcript whole; `numbering`: each
+    message's transcript number, which the cut markers and stubs name (None: they name the
+    call id only, as for a caller without a transcript).
+
+    The numbering is asked when a result is first staged, and a memoised scan keeps the texts
+    it made, so the key tells only whether there is a numbering, not which: that is right
+    because a message's number in the transcript never changes as the transcript grows (the
+    ladder's `Numbering` finds the very message objects), so each request's numbering gives
+    a result the number an earlier request's gave, and memoised and whole reads agree.
     """
     config = config or MicrocompactConfig()
-    key = (config, _pressure(estimator), config.trigger(room))
-    return run_scan(memos, _Scan, key, tuple(messages))
+    key = (config, _pressure(estimator), config.trigger(room), numbering is not None)
+    transcript = tuple(messages)
+    memo = memos.of(_Scan) if memos is not None else None
+    scan = memo.take(key, transcript) if memo is not None else _Scan(key)
+    scan.numbering = numbering
+    for message in transcript[len(scan.messages) :]:
+        scan.push(message)
+    result = scan.result(transcript)
+    scan.numbering = None  # not kept with the scan: it holds its request's transcript
+    if memo is not None:
+        memo.keep(scan)
+    return result
 
 
 def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
@@ -149,10 +170,12 @@ def _pressure(estimator: TokenEstimator | None) -> TokenEstimator:
 class _Result:
     """One tool result the scan may shrink: where it is, its original size, its stage."""
 
-    __slots__ = ("born", "index", "original", "stage", "stub_chars")
+    __slots__ = ("born", "index", "number", "numbered", "original", "stage", "stub_chars")
 
     def __init__(self, *, index: int, born: int, original: int) -> None:
         self.index, self.born, self.original = index, born, original
+        self.number: int | None = None  # its transcript number, asked when first staged
+        self.numbered = False
         self.stage = 0
         self.stub_chars = 0  # known once it is stubbed
 
@@ -168,7 +191,8 @@ class _Scan:
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
-        self.config, self.estimator, self.trigger = cast(_Key, key)
+        self.config, self.estimator, self.trigger, _ = cast(_Key, key)
+        self.numbering: Number | None = None  # the current call's (see `microcompact`)
         self.messages: list[Message] = []
         self.out: list[Message] = []  # the output for `messages`
         self.shrunk = 0  # how many messages of `out` are not the input's
@@ -264,9 +288,10 @@ class _Scan:
         if stage == 0:
             return result.original
         if stage == 1:
-            call_id = self.call_id(result)
-            config = self.config
-            return nominal_cut_chars(result.original, call_id, config.head_chars, config.tail_chars)
+            call_id, number, config = self.call_id(result), self.number(result), self.config
+            return nominal_cut_chars(
+                result.original, call_id, config.head_chars, config.tail_chars, number
+            )
         return len(content) if content else result.stub_chars
 
     def staged(self, message: Message, result: _Result, stage: int) -> str:
@@ -277,7 +302,12 @@ class _Scan:
         if stage == 1:
             config = self.config
             return cut_head_tail(
-                content, result.original, call_id, config.head_chars, config.tail_chars
+                content,
+                result.original,
+                call_id,
+                config.head_chars,
+                config.tail_chars,
+                self.number(result),
             )
         tool_result = message.tool_result
         return stub(
@@ -286,7 +316,15 @@ class _Scan:
             call_id=call_id,
             tool=self.tools.get(call_id, "unknown tool"),
             is_error=tool_result is not None and tool_result.is_error,
+            number=self.number(result),
         )
+
+    def number(self, result: _Result) -> int | None:
+        """The transcript number of `result`, asked once (see `microcompact`)."""
+        if not result.numbered and self.numbering is not None:
+            result.number = self.numbering(self.messages[result.index])
+            result.numbered = True
+        return result.number
 
     def call_id(self, result: _Result) -> str:
         tool_result = self.messages[result.index].tool_result

@@ -1,8 +1,10 @@
 """What an old tool result looks like at each microcompaction stage: the texts, nothing else.
 
 Stage 1 keeps a result's head and tail around a marker, stage 2 replaces it with a one-line
-stub (tool, kind, lines, original chars, where the full output is). Each text depends only on
-the result itself (its content, call id, tool name, error flag) and the settings: never on
+stub (tool, kind, lines, original chars, where the full output is: its call id, and its
+transcript message number when the caller knows it). Each text depends only on the result
+itself (its content, call id, tool name, error flag, transcript number) and the settings:
+the number a message has in the transcript never changes, and the texts never depend on
 when it was made or how old the result is, so a provider's prompt cache keeps it byte for
 byte from one request to the next. `chatcli.history.microcompact` decides which stage each
 result is at.
@@ -73,14 +75,17 @@ def is_microcompacted(content: str, stage: int) -> bool:
     return stage == 1 and _OWN_MARKER in content
 
 
-def cut_head_tail(content: str, original: int, call_id: str, head: int, tail: int) -> str:
+def cut_head_tail(
+    content: str, original: int, call_id: str, head: int, tail: int, number: int | None = None
+) -> str:
     """The first `head` and last `tail` chars around a marker, cut on character boundaries.
 
     `chatcli.history.text.cut_middle` splits its room evenly; this stage keeps more head than
     tail (the head says what ran, the tail how it ended), so it snaps its own cut points with
     the shared boundary rule. The marker states chars cut relative to the `original` size, so
     `original_size` of the result is the original size again. Returns `content` itself when
-    cutting would not make it shorter.
+    cutting would not make it shorter. `number`: the result's transcript message number,
+    which the marker names when known.
     """
     head_end, tail_start = head, len(content) - tail
     if head_end >= tail_start:
@@ -90,24 +95,35 @@ def cut_head_tail(content: str, original: int, call_id: str, head: int, tail: in
     while not is_cut_boundary(content, tail_start):
         tail_start += 1
     kept = content[:head_end], content[tail_start:]
-    shortened = kept[0] + _marker(original - len(kept[0]) - len(kept[1]), call_id) + kept[1]
+    shortened = kept[0] + _marker(original - len(kept[0]) - len(kept[1]), call_id, number) + kept[1]
     return shortened if head_end < tail_start and len(shortened) < len(content) else content
 
 
-def nominal_cut_chars(original: int, call_id: str, head: int, tail: int) -> int:
+def nominal_cut_chars(
+    original: int, call_id: str, head: int, tail: int, number: int | None = None
+) -> int:
     """The size of a result of `original` chars at stage 1, before snapping to boundaries
     (what the pressure estimate counts, so that it needs no text)."""
     if original <= head + tail:
         return original
-    return min(original, head + tail + len(_marker(original - head - tail, call_id)))
+    return min(original, head + tail + len(_marker(original - head - tail, call_id, number)))
 
 
-def _marker(removed: int, call_id: str) -> str:
-    return f"\n[... {removed:,} {_OWN_MARKER}; {_where(call_id)} ...]\n"
+def _marker(removed: int, call_id: str, number: int | None) -> str:
+    return f"\n[... {removed:,} {_OWN_MARKER}; {_where(call_id, number)} ...]\n"
 
 
-def stub(content: str, *, original: int, call_id: str, tool: str, is_error: bool) -> str:
-    """The one-line stub of a result: what it was and where the full output is."""
+def stub(
+    content: str,
+    *,
+    original: int,
+    call_id: str,
+    tool: str,
+    is_error: bool,
+    number: int | None = None,
+) -> str:
+    """The one-line stub of a result: what it was and where the full output is (its
+    transcript message `number` too, when known)."""
     # A newline ends a line: "a\nb\n" is two lines, like `wc -l` plus an unterminated last one.
     lines = content.count("\n") + (not content.endswith("\n"))
     line_text = f"{lines:,}+ lines" if original > len(content) else f"{lines:,} lines"
@@ -116,12 +132,13 @@ def stub(content: str, *, original: int, call_id: str, tool: str, is_error: bool
         kind = f"error output ({kind})"
     return (
         f"{STUB_PREFIX}: {tool}, call {call_id}: {kind}, {line_text}, {original:,} chars; "
-        f"{_where(call_id)}, or run the tool again.]"
+        f"{_where(call_id, number)}, or run the tool again.]"
     )
 
 
-def _where(call_id: str) -> str:
-    return f"the full output is kept in the transcript (/history, call id {call_id})"
+def _where(call_id: str, number: int | None) -> str:
+    place = "/history" if number is None else f"/history #{number}"
+    return f"the full output is kept in the transcript ({place}, call id {call_id})"
 
 
 def describe_content(text: str) -> str:

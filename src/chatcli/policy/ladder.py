@@ -46,14 +46,14 @@ class Views:
         numbering: Numbering | None = None,
     ) -> None:
         config = policy.config
+        self._numbering = numbering if numbering is not None else Numbering(transcript)
         budgeted = enforce_tool_result_budget(
-            policy.apply_microcompaction(transcript),
+            policy.apply_microcompaction(transcript, self._numbering),
             per_result_chars=config.tool_result_max_chars,
             per_turn_chars=config.tool_result_budget_chars,
             memos=policy.memos,
         )
         self._config, self._prediction = config, prediction
-        self._numbering = numbering if numbering is not None else Numbering(transcript)
         repaired = repair_tool_pairing(budgeted.messages, memos=policy.memos)
         self._results: list[TransformResult] = [repaired]
         self._retention = prediction.retention() if config.retention == "fit" else None

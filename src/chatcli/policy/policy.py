@@ -81,11 +81,20 @@ class RecoveryPolicy:
         run = Run(self, tuple(messages), max_tokens, tuple(tools), emit, chosen, numbering)
         return run.steps()
 
-    def apply_microcompaction(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+    def apply_microcompaction(
+        self,
+        messages: Sequence[Message],
+        numbering: Callable[[Message], int | None] | None = None,
+    ) -> tuple[Message, ...]:
         """The first stage of every request's view: `messages` with old tool results shrunk
-        (`chatcli.history.microcompact`), as they are when `microcompact` is None. Idempotent,
-        so a flow given its output sends the view a flow given `messages` sends."""
+        (`chatcli.history.microcompact`), as they are when `microcompact` is None; its markers
+        name each result's transcript number by `numbering` (None: by default, the numbers of
+        `messages` themselves). Idempotent, so a flow given its output sends the view a flow
+        given `messages` sends."""
         if self.microcompact is None:
             return tuple(messages)
         config, room = self.microcompact, self.context_window
-        return microcompact(messages, config, room=room, memos=self.memos).messages
+        number = numbering if numbering is not None else Numbering(messages)
+        return microcompact(
+            messages, config, room=room, memos=self.memos, numbering=number
+        ).messages
