@@ -70,7 +70,7 @@ from chatcli.history.instructions import extract_instructions
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformReport
 from chatcli.history.text import cut_middle
-from chatcli.history.truncate import apply_recovery_level, is_real_user_request
+from chatcli.history.truncate import Number, apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, Usage, total_chars
 from chatcli.providers.base import Provider, Request, Response
 from chatcli.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
@@ -211,6 +211,7 @@ class _Plan:
     summary_tokens: int
     fallback: bool
     recovery: RecoveryConfig
+    numbering: Number | None = None  # the transcript's message numbers (None: not known)
     # The provider error that stated `summarizer_window`, chained to errors about that window.
     window_error: BaseException | None = None
 
@@ -241,13 +242,16 @@ def compact(
     fallback: bool = False,
     recovery_config: RecoveryConfig | None = None,
     sleep: Sleep = time.sleep,
+    numbering: Number | None = None,
 ) -> CompactionResult:
     """Replace the middle of `messages` with a verified summary (see the module docstring).
 
     `window` defaults to the provider's declared `context_window`; `summarizer` (default:
     `provider`) writes the summary within `summarizer_window` (default: its declared window,
-    else `window`). `sleep` waits before a retried summary call. Raises `CompactionError`
-    when no valid view was produced.
+    else `window`). `sleep` waits before a retried summary call. `numbering`: the
+    transcript's message numbers, which the summary's header names for the span it replaced
+    (and the fallback levels' markers); None when `messages` are not from a transcript.
+    Raises `CompactionError` when no valid view was produced.
     """
     plan = _plan(
         provider,
@@ -260,6 +264,7 @@ def compact(
         summarizer_window,
         fallback,
         recovery_config,
+        numbering,
     )
     return _drive(_compaction(tuple(messages), plan), summarizer or provider, sleep)
 
@@ -278,6 +283,7 @@ async def acompact(
     fallback: bool = False,
     recovery_config: RecoveryConfig | None = None,
     asleep: AsyncSleep = asyncio.sleep,
+    numbering: Number | None = None,
 ) -> CompactionResult:
     """The async twin of `compact` (`asleep` waits before a retried summary call)."""
     plan = _plan(
@@ -291,6 +297,7 @@ async def acompact(
         summarizer_window,
         fallback,
         recovery_config,
+        numbering,
     )
     return await _adrive(_compaction(tuple(messages), plan), summarizer or provider, asleep)
 
@@ -306,6 +313,7 @@ def _plan(
     summarizer_window: int | None,
     fallback: bool,
     recovery_config: RecoveryConfig | None,
+    numbering: Number | None = None,
 ) -> _Plan:
     config = config or CompactionConfig()
     window = window if window is not None else _declared_window(provider)
@@ -323,6 +331,7 @@ def _plan(
         summary_tokens=_summary_tokens(config, summarizer_window),
         fallback=fallback,
         recovery=recovery_config or RecoveryConfig(),
+        numbering=numbering,
     )
 
 
@@ -744,7 +753,7 @@ def _accept(
     systems = carried[: len(carried) - len(split.tail)]
     pinned = _missing(summary + "\n" + "\n".join(m.text for m in systems), instructions)
     request = request if request and _missing(summary, (request,)) else ""
-    text = _summary_text(summary, pinned, request, len(split.middle))
+    text = _summary_text(summary, pinned, request, split.middle, plan.numbering)
     view = (*systems, Message.user(text), *split.tail)
     report = CompactionReport(
         messages_before=len(messages),
@@ -777,10 +786,17 @@ def _check_summary(summary: str, source: str) -> None:
         )
 
 
-def _summary_text(summary: str, pinned: Sequence[str], request: str, summarized: int) -> str:
+def _summary_text(
+    summary: str,
+    pinned: Sequence[str],
+    request: str,
+    middle: tuple[Message, ...],
+    numbering: Number | None,
+) -> str:
+    span = _span(middle, numbering)
     parts = [
-        f"{SUMMARY_HEADER}: the {summarized:,} messages before this one were replaced by this "
-        "summary. The full transcript is kept (/history).]",
+        f"{SUMMARY_HEADER}: the {len(middle):,} messages before this one{span} were replaced "
+        "by this summary. The full transcript is kept (/history).]",
         summary,
     ]
     if pinned:
@@ -788,6 +804,25 @@ def _summary_text(summary: str, pinned: Sequence[str], request: str, summarized:
     if request:
         parts.append(f"{_LATEST_HEADER}\n{request}")
     return "\n\n".join(parts)
+
+
+# The span an earlier summary's header names ("(#3-#40)").
+_SPAN = re.compile(r"\(#(\d+)-#(\d+)\)")
+
+
+def _span(middle: tuple[Message, ...], numbering: Number | None) -> str:
+    """ " (#a-#b)": the transcript numbers of the span `middle` stands for (an earlier summary
+    in it, the span its header names), "" when none is known."""
+    if numbering is None:
+        return ""
+    numbers: list[int] = []
+    for message in middle:
+        named = _SPAN.search(message.text[:200]) if is_summary_message(message) else None
+        if named is not None:
+            numbers += map(int, named.groups())
+        elif (number := numbering(message)) is not None:
+            numbers.append(number)
+    return f" (#{min(numbers)}-#{max(numbers)})" if numbers else ""
 
 
 def _validate(view: tuple[Message, ...], report: CompactionReport, plan: _Plan) -> None:
@@ -820,9 +855,10 @@ def _fall_back(
     """
     for level in (1, 2, 3):
         result = carrying(
-            partial(apply_recovery_level, level=level, config=plan.recovery),
+            partial(apply_recovery_level, level=level, config=plan.recovery, number=plan.numbering),
             messages,
             budget=_carry_budget(messages, plan),
+            numbering=plan.numbering,
         )
         tokens = plan.estimator.count(result.messages)
         if plan.budget is None or tokens <= plan.budget:
@@ -859,7 +895,8 @@ def _carried(
     """`view` with what the user messages it leaves out said carried (`chatcli.history.carry`)."""
     if not plan.recovery.carry_pct:
         return view
-    return carry_instructions(messages, view, budget=_carry_budget(messages, plan)).messages
+    budget = _carry_budget(messages, plan)
+    return carry_instructions(messages, view, budget=budget, numbering=plan.numbering).messages
 
 
 # ---------------------------------------------------------------------------- auto-compaction
@@ -950,6 +987,7 @@ def auto_compact(
     summarizer_window: int | None = None,
     recovery_config: RecoveryConfig | None = None,
     sleep: Sleep = time.sleep,
+    numbering: Number | None = None,
 ) -> AutoCompaction:
     """Compact before a request when the estimate passes `auto_compact_pct` of the window.
 
@@ -968,6 +1006,7 @@ def auto_compact(
         summarizer_window,
         False,
         recovery_config,
+        numbering,
     )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
     return _drive(steps, summarizer or provider, sleep)
@@ -986,6 +1025,7 @@ async def aauto_compact(
     summarizer_window: int | None = None,
     recovery_config: RecoveryConfig | None = None,
     asleep: AsyncSleep = asyncio.sleep,
+    numbering: Number | None = None,
 ) -> AutoCompaction:
     """The async twin of `auto_compact`."""
     plan = _plan(
@@ -999,6 +1039,7 @@ async def aauto_compact(
         summarizer_window,
         False,
         recovery_config,
+        numbering,
     )
     steps = _auto(tuple(messages), plan, breaker, budget=max(window - output_reserve, 0))
     return await _adrive(steps, summarizer or provider, asleep)

@@ -537,6 +537,7 @@ class ChatSession:
                 output_reserve=self.max_tokens or 0,
                 recovery_config=self.recovery,
                 summarizer=self.summarizer,
+                numbering=self._numbering(),
             )
         except CompactionError as exc:
             self._store_failed_compaction(exc)
@@ -559,6 +560,7 @@ class ChatSession:
             estimator=self.estimator,  # the turn's one estimate: the request's pre-flight's
             recovery_config=self.recovery,
             summarizer=self.summarizer,
+            numbering=self._numbering(),
         )
         self.breaker = decision.breaker
         if decision.result is not None:
