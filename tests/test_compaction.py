@@ -24,6 +24,7 @@ from chatcli.compaction import (
 )
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CompactionError, ConfigError
+from chatcli.history.carry import Numbering
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall, Usage
@@ -898,3 +899,31 @@ def test_an_open_breaker_does_not_apply_a_fallback_that_grows_the_view() -> None
     outcome = auto_compact(summarizer, messages, breaker=breaker, window=window)
     assert summarizer.requests == []
     assert outcome.result is None and outcome.messages == tuple(messages)
+
+
+# ---------------------------------------------------------------------------- numbers
+
+
+def test_the_summary_header_names_the_replaced_span_by_transcript_numbers() -> None:
+    messages = agent_session(6)
+    plain = compact(ScriptedSummarizer([faithful_summary]), messages).messages[1].text
+    numbered = compact(
+        ScriptedSummarizer([faithful_summary]), messages, numbering=Numbering(messages)
+    )
+    middle = len(messages) - 1 - 8  # the system message and the last two turns are kept
+    head = f"the {middle:,} messages before this one"
+    assert f"{head} were replaced" in plain  # without numbers: the text it always had
+    assert numbered.messages[1].text == plain.replace(head, f"{head} (#2-#{middle + 1})")
+
+
+def test_a_second_summary_names_the_span_of_the_first_too() -> None:
+    transcript = agent_session(6)
+    first = compact(ScriptedSummarizer([_summary()]), transcript, numbering=Numbering(transcript))
+    assert "(#2-#" in first.messages[1].text
+    transcript += agent_session(3)[1:]
+    later = [*first.messages, *transcript[len(agent_session(6)) :]]
+    # The session's way: its view (a summary and the tail), numbered by the transcript.
+    second = compact(ScriptedSummarizer([_summary()]), later, numbering=Numbering(transcript))
+    header = second.messages[1].text.split("\n", 1)[0]
+    kept = next(i for i, m in enumerate(transcript) if m is second.messages[2])
+    assert f"(#2-#{kept})" in header  # the first span and what followed, up to the kept tail

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chatcli import recall_tool
 from chatcli.config import MicrocompactConfig
 from chatcli.errors import ConfigError
+from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import (
     STUB_PREFIX,
     describe_content,
     microcompact,
     original_size,
 )
+from chatcli.history.scan import ScanMemos
 from chatcli.history.stubs import DESCRIBED_CHARS
 from chatcli.history.text import cut_middle
 from chatcli.messages import Message, ToolCall
@@ -409,3 +413,59 @@ def test_microcompaction_properties_on_tricky_conversations(
             assert original_size(after.text) == len(before.text) or after.text.startswith(
                 STUB_PREFIX
             )
+
+
+# ---------------------------------------------------------------------------- numbers
+
+WHERE = "the full output is kept in the transcript (/history, call id call_1)"
+NUMBERED = WHERE.replace("/history,", "/history #4,")  # the result is the 4th message
+
+
+def test_without_numbering_the_texts_are_what_they_always_were() -> None:
+    stub = _tool_text(microcompact(_conversation(BIG, 4), AGING).messages)
+    assert stub == (
+        f"{STUB_PREFIX}: read_file, call call_1: text, 200 lines, 12,199 chars; {WHERE}, "
+        "or run the tool again.]"
+    )
+    cut = _tool_text(microcompact(_conversation(BIG, 2), AGING).messages)
+    assert f"{len(BIG) - 2_500:,} chars cut by microcompaction; {WHERE} ...]\n" in cut
+
+
+@pytest.mark.parametrize("age", [2, 4])
+def test_with_numbering_the_cut_and_the_stub_name_the_transcript_number(age: int) -> None:
+    messages = _conversation(BIG, age)
+    plain = _tool_text(microcompact(messages, AGING).messages)
+    numbered = microcompact(messages, AGING, numbering=Numbering(messages))
+    text = _tool_text(numbered.messages)
+    assert NUMBERED in text and text == plain.replace(WHERE, NUMBERED)
+    assert original_size(text) == len(BIG)  # the size still reads back
+    again = microcompact(numbered.messages, AGING, numbering=Numbering(messages))
+    assert again.messages == numbered.messages  # idempotent with numbers too
+
+
+def test_a_result_keeps_its_number_and_text_as_the_transcript_grows() -> None:
+    transcript = [
+        *_conversation("small", 0, "call_0"),
+        Message.assistant(tool_calls=(ToolCall(id="call_1", name="read_file", arguments={}),)),
+        Message.tool("call_1", BIG),
+    ]
+    memos, texts = ScanMemos(), []
+    for turn in range(8):
+        transcript += [Message.assistant(f"turn {turn}"), Message.user("next")]
+        whole = microcompact(transcript, AGING, numbering=Numbering(transcript))
+        memoised = microcompact(transcript, AGING, numbering=Numbering(transcript), memos=memos)
+        assert memoised == whole
+        texts.append(whole.messages[5].text)
+    assert texts[1] == texts[2] and texts[3:] == [texts[3]] * 5  # each stage's text holds
+    assert "chars cut by microcompaction" in texts[1] and "/history #6," in texts[1]
+    assert texts[3].startswith(STUB_PREFIX) and "/history #6," in texts[3]
+
+
+def test_the_recall_tool_returns_the_message_a_stub_names() -> None:
+    transcript = _conversation("small", 0, "call_0") + _conversation(BIG, 4)
+    stub = microcompact(transcript, AGING, numbering=Numbering(transcript)).messages[7].text
+    number = re.search(r"/history #(\d+),", stub)
+    assert stub.startswith(STUB_PREFIX) and number is not None
+    answer, is_error = recall_tool(transcript)({"message": int(number.group(1))})
+    assert not is_error and answer.startswith(f"[message #{number.group(1)} (tool)")
+    assert BIG.startswith(answer.split("\n", 1)[1])

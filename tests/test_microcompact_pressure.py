@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.history.budget import enforce_tool_result_budget
+from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import (
     BATCH_ROOM_TURNS,
     BATCH_TARGET_SHARE,
@@ -250,11 +251,16 @@ def test_nothing_is_cut_while_the_transcript_stays_below_the_trigger(
 
 
 def _policy_transforms(
-    messages: Sequence[Message], config: MicrocompactConfig, memos: ScanMemos | None
+    messages: Sequence[Message],
+    config: MicrocompactConfig,
+    memos: ScanMemos | None,
+    numbered: bool = False,
 ) -> list[object]:
     """Microcompaction, budget and pairing as the policy chains them (small budgets, so the
-    budget cuts too), with `memos` (None: every transcript read whole)."""
-    compacted = microcompact(messages, config, memos=memos)
+    budget cuts too), with `memos` (None: every transcript read whole); `numbered`: the
+    markers name the transcript's numbers (each call's own `Numbering`, as each request's)."""
+    numbering = Numbering(messages) if numbered else None
+    compacted = microcompact(messages, config, memos=memos, numbering=numbering)
     budgeted = enforce_tool_result_budget(
         compacted.messages, per_result_chars=9_000, per_turn_chars=12_000, memos=memos
     )
@@ -262,16 +268,17 @@ def _policy_transforms(
 
 
 @settings(max_examples=40, deadline=None)
-@given(agent_sessions(max_steps=16), _TRIGGERS, st.data())
+@given(agent_sessions(max_steps=16), _TRIGGERS, st.booleans(), st.data())
 def test_memoised_scans_give_what_a_fresh_scan_gives(
-    messages: list[Message], trigger: int, data: st.DataObject
+    messages: list[Message], trigger: int, numbered: bool, data: st.DataObject
 ) -> None:
     config = MicrocompactConfig(trigger_tokens=trigger)
     stops = sorted(data.draw(st.lists(st.integers(1, max(len(messages), 1)), max_size=6)))
     memos = ScanMemos()
     for stop in [*stops, len(messages)]:
-        memoised = _policy_transforms(messages[:stop], config, memos)  # extends earlier scans
-        assert memoised == _policy_transforms(messages[:stop], config, None)
+        # Extends earlier scans (each request's numbering is of its own, longer transcript).
+        memoised = _policy_transforms(messages[:stop], config, memos, numbered)
+        assert memoised == _policy_transforms(messages[:stop], config, None, numbered)
 
 
 @settings(max_examples=40, deadline=None)
