@@ -232,12 +232,19 @@ def test_old_tool_results_are_microcompacted_by_the_client_and_shown_so(
         (Status.CUT, "microcompaction"),
         (Status.VERBATIM, ""),
     ]
+    estimated = [m.text for m in session._microcompacted() if m.role is Role.TOOL]
     session.send("next")
     sent = [m.text for m in provider.requests[0].messages if m.role is Role.TOOL]
     assert all(text.startswith(STUB_PREFIX) for text in sent[:3])
     assert "chars cut by microcompaction" in sent[3] and sent[4] == output
-    results = [m.text for m in store.transcript(session.info.id) if m.role is Role.TOOL]
+    transcript = store.transcript(session.info.id)
+    results = [m.text for m in transcript if m.role is Role.TOOL]
     assert results == [output] * 5
+    numbers = [n for n, m in enumerate(transcript, 1) if m.role is Role.TOOL]
+    for number, text in zip(numbers[:4], sent[:4], strict=True):  # by the transcript's number
+        assert f"(/history #{number}, call id" in text
+    # The session's own estimate counted what the client sent (the same numbered texts).
+    assert estimated == sent
 
 
 def test_microcompaction_none_turns_it_off_as_for_the_client(store: SessionStore) -> None:

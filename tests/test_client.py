@@ -137,14 +137,17 @@ async def test_old_large_tool_results_are_microcompacted_by_age_with_trigger_0(m
     reply = await send(client_for(provider, microcompact=aging), mode, messages)
     assert messages == snapshot
     original = [m.text for m in messages if m.tool_result is not None]
+    numbers = [n for n, m in enumerate(messages, 1) if m.tool_result is not None]
     sent = sent_tool_results(provider)
     for i, text in enumerate(sent[:4]):  # 11, 9, 7, 5 turns old: a one-line stub
         assert text.startswith(STUB_PREFIX) and "\n" not in text
         lines = original[i].count("\n") + 1
         assert f"call call_{i}: source code, {lines} lines, 5,000 chars" in text
+        assert f"(/history #{numbers[i]}, call id call_{i})" in text  # its transcript number
     # 3 turns old: cut to its first 2,000 and last 500 chars; 1 turn old: whole.
     assert sent[4].startswith(original[4][:2_000]) and sent[4].endswith(original[4][-500:])
     assert "[... 2,500 chars cut by microcompaction" in sent[4]
+    assert f"(/history #{numbers[4]}, call id call_4)" in sent[4]
     assert sent[5] == original[5]
     assert reply.view == provider.requests[0].messages
 
