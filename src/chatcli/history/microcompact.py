@@ -139,10 +139,13 @@ def microcompact(
     call id only, as for a caller without a transcript).
 
     The numbering is asked when a result is first staged, and a memoised scan keeps the texts
-    it made, so the key tells only whether there is a numbering, not which: that is right
-    because a message's number in the transcript never changes as the transcript grows (the
-    ladder's `Numbering` finds the very message objects), so each request's numbering gives
-    a result the number an earlier request's gave, and memoised and whole reads agree.
+    it made, so the key tells only whether there is a numbering, not which (a key naming each
+    request's numbering would never find a scan again): that is right because a message's
+    number in the transcript never changes as the transcript grows (the ladder's `Numbering`
+    finds the very message objects), so each request's numbering gives a result the number an
+    earlier request's gave, and memoised and whole reads agree. A copy found by its text only
+    takes the number of the last equal message, which a later equal one can move; a kept text
+    then names the earlier one, of the same content.
     """
     config = config or MicrocompactConfig()
     key = (config, _pressure(estimator), config.trigger(room), numbering is not None)
