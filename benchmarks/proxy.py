@@ -91,11 +91,19 @@ FIRST = re.compile(rb'"t0@([0-9.]+)@([0-9.]+) ')
 LAST = re.compile(rb'"t[0-9]+#([0-9.]+) ')
 
 
+_GIVEN: set[int] = set()  # the ports this run handed out (a server may not be bound yet)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port, never one this run handed out already: the OS may give a port
+    back while the server it went to has not bound it yet (two servers on one port)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def sse_chunk(event: dict[str, object]) -> bytes:
