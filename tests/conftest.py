@@ -1,5 +1,6 @@
 """Suite-wide guards: no test may reach the network beyond this machine's loopback; retry waits
-are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped."""
+are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped. Shared fixtures:
+`server`, a replay server (tests/replay.py) of the test's own."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from chatcli import retry
+from tests.replay import ReplayServer, replay_server
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -50,6 +52,13 @@ def _full_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries wait the whole backoff (the top of the jitter's range), so tests that count the
     waits see 1 s, 2 s, ...; tests/test_retry.py checks the jitter itself."""
     monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    """A replay server for this test alone, stopped after it."""
+    with replay_server() as replay:
+        yield replay
 
 
 # CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test

@@ -4,11 +4,18 @@ Each request takes the next `Scripted` answer from the queue (status, headers, a
 body or a list of server-sent events, optionally cut off before the end) and is recorded, so a
 test can assert what the SDK sent. `connections` counts the TCP connections accepted, so a test
 can see whether an SDK client reuses its pooled connection. Binds 127.0.0.1 on a free port.
+
+`serving` runs any standard-library server in a thread and stops it at once: `serve_forever`
+looks for a shutdown request only between waits on its listening socket, so the socket is shut
+down first, which wakes that wait (Linux); elsewhere the short poll bounds the wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import socketserver
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -59,7 +66,6 @@ class ReplayServer:
         self.connections = 0
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
@@ -69,12 +75,23 @@ class ReplayServer:
     def add(self, *answers: Scripted) -> None:
         self.queue.extend(answers)
 
-    def start(self) -> None:
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+POLL_INTERVAL_S = 0.01  # serve_forever's wait where shutting the socket down does not wake it
+
+
+@contextmanager
+def serving(server: socketserver.TCPServer) -> Iterator[None]:
+    """`server.serve_forever()` in a daemon thread while the block runs; on exit the server is
+    shut down without waiting for its poll, and closed."""
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL_S,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # "not connected" (macOS): the poll ends the wait
+            server.socket.shutdown(socket.SHUT_RDWR)
+        server.shutdown()
+        server.server_close()
 
 
 def _encode_body(body: Any) -> tuple[bytes, str]:
@@ -156,11 +173,8 @@ def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def replay_server() -> Iterator[ReplayServer]:
     server = ReplayServer()
-    server.start()
-    try:
+    with serving(server._server):
         yield server
-    finally:
-        server.stop()
 
 
 @asynccontextmanager

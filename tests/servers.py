@@ -58,6 +58,7 @@ AGENT_STOP = " tool"  # `llama_16k`'s default stop string: among the tiny model'
 MODEL_CONTEXT_LENGTH = 32768
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
+READY_POLL_S = 0.02  # between readiness probes: the tiny model loads fast
 
 
 def llama_server_binary() -> Path:
@@ -206,7 +207,7 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
                 return
         except httpx.TransportError:
             pass  # not listening yet
-        time.sleep(0.2)
+        time.sleep(READY_POLL_S)
     pytest.fail(f"server not ready after {STARTUP_TIMEOUT_S} s:\n{_tail(log)}")
 
 

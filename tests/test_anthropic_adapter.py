@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from itertools import pairwise
 from typing import Any
 
@@ -56,12 +56,6 @@ OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": 
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 @pytest.fixture

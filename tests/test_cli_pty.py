@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +45,15 @@ def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.sp
         encoding="utf-8",
         timeout=timeout,
         dimensions=(50, 120),
+        preexec_fn=_ctrl_c_interrupts,
     )
     return child
+
+
+def _ctrl_c_interrupts() -> None:
+    """A terminal's Ctrl-C, even when pytest runs as a background job (`pytest &` in a
+    script), whose children inherit SIGINT ignored and so would never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(child: pexpect.spawn) -> int:

@@ -10,7 +10,7 @@ estimate with a log line instead of raising.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -79,12 +79,6 @@ WITH_TOOLS = (
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():  # adapters keep their SDK clients (and sockets) until closed
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 def anthropic(server: ReplayServer) -> Anthropic:

@@ -37,7 +37,7 @@ from chatcli.providers.discovery import (
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import create_provider
 from tests.recorded import DATA
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted
 
 RECORDS: list[dict[str, Any]] = json.loads((DATA / "server-windows.json").read_text())
 READERS = {
@@ -68,12 +68,6 @@ def fresh_cache() -> Iterator[None]:
     forget_discovered_windows()
     yield
     forget_discovered_windows()
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as replay:
-        yield replay
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["id"] for r in RECORDS])

@@ -10,7 +10,7 @@ import base64
 import json
 import logging
 import traceback
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -31,12 +31,6 @@ GEMINI_RECORDS = ("google-gemini", "google-vertex-ai")
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -41,7 +41,7 @@ from chatcli.events import (
 )
 from chatcli.integrations.pydantic_ai import ContextRecovery
 from tests.recorded import DATA, replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted
 from tests.test_compaction import _anthropic_message
 from tests.test_openai_adapter import CHAT_TEXT
 
@@ -59,19 +59,6 @@ OVERFLOWS = recorded("context_overflow")
 # One overflow per provider (the SDK's request encoding dominates the time a run takes).
 EACH_PROVIDER = list({r["provider"]: r for r in reversed(OVERFLOWS)}.values())
 NOT_OVERFLOWS = [r for r in recorded("not_overflow") if r["http_status"] == 429]
-
-
-@pytest.fixture(scope="module")
-def replay() -> Iterator[ReplayServer]:
-    with replay_server() as started:  # one server: stopping one takes half a second
-        yield started
-
-
-@pytest.fixture
-def server(replay: ReplayServer) -> ReplayServer:
-    replay.requests.clear()
-    replay.queue.clear()
-    return replay
 
 
 @pytest.fixture

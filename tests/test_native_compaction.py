@@ -26,7 +26,7 @@ from chatcli.session import ChatSession
 from chatcli.session_text import NativeCompactionNote
 from chatcli.store import SessionStore
 from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
-from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed
 
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
 KEY = "sk-ant-test-0123456789abcdef"
@@ -38,12 +38,6 @@ SUMMARY = DATA["anthropic_message"]["content"][0]["content"]
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 def anthropic(server: ReplayServer, model: str = MODEL, **native: Any) -> Anthropic:

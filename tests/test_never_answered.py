@@ -6,7 +6,6 @@ Real SDKs (openai, anthropic) against the replay server, which drops the connect
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import httpx
 import openai
@@ -22,18 +21,12 @@ from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Reply
 from chatcli.retry import never_answered
 from tests.recorded import sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
+from tests.replay import ReplayServer, Scripted
 
 ANSWERS = {
     "openai": ("openai-chat-text.txt", "I'm unable to provide real-time"),
     "anthropic": ("anthropic-text.txt", "Hello!"),
 }
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as replay:
-        yield replay
 
 
 def provider(name: str, server: ReplayServer) -> Adapter:

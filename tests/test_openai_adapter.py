@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -92,12 +92,6 @@ def user(text: str = "What's the weather like in SF?") -> Request:
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 @pytest.fixture(params=MODES)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
 from chatcli.tokens import MarginEstimator, TokenEstimator
 from tests.recorded import replayed_error, sse_events
-from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed
 from tests.strategies import conversations
 from tests.test_openai_adapter import (
     CHAT_TEXT,
@@ -49,12 +49,6 @@ COMPAT_PROVIDERS = (
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 @pytest.fixture(params=MODES)

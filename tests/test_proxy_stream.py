@@ -28,6 +28,7 @@ import pytest
 from chatcli.proxy.app import ProxyOptions
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import sse_events
+from tests.replay import serving
 
 GATE_TIMEOUT_S = 10.0
 WINDOW = 4096
@@ -108,13 +109,8 @@ def gated() -> Iterator[GatedUpstream]:
             self.wfile.write(b"0\r\n\r\n")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield GatedUpstream(streams, bodies, f"http://127.0.0.1:{server.server_address[1]}")
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def gated_after(events: list[Event], marker: str, gate: Gate) -> list[Event | Gate]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,13 +17,7 @@ from chatcli.messages import Message
 from chatcli.providers.base import Request, Response, TextDelta
 from chatcli.providers.openai_compat import OpenAICompatible
 from tests.recorded import sse_events
-from tests.replay import ReplayServer, Scripted, replay_server
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as replay:
-        yield replay
+from tests.replay import ReplayServer, Scripted
 
 
 def adapter(server: ReplayServer) -> OpenAICompatible:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,7 +27,7 @@ from chatcli.providers.openai import OpenAI, prompt_cache_key
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.request_settings import Settings, UnsupportedSetting
 from tests.recorded import sse_events
-from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+from tests.replay import ReplayServer, Scripted, adapters_closed
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
 from tests.test_openai_adapter import CHAT_TEXT, RESPONSES_TEXT
 
@@ -49,12 +49,6 @@ MESSAGES = (Message.system("Be brief."), Message.user("Weather in Paris?"))
 async def _adapters_closed() -> AsyncIterator[None]:
     async with adapters_closed():
         yield
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with replay_server() as s:
-        yield s
 
 
 def request(settings: Settings, *, tools: bool = True) -> Request:

@@ -529,7 +529,11 @@ def test_open_store_opens_the_postgresql_database_the_url_names(postgres_url: st
         assert again.get_session(sid).title == "on postgres"
 
 
-def test_an_unreachable_postgresql_is_a_clear_error_without_the_password() -> None:
+def test_an_unreachable_postgresql_is_a_clear_error_without_the_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Refused at once, on every retry: waiting the whole connect timeout would only idle.
+    monkeypatch.setattr("chatcli.store.postgres.CONNECT_TIMEOUT_S", 0.2)
     url = f"postgresql://chatcli:s3cret@127.0.0.1:{free_port()}/nothing"
     with pytest.raises(ConfigError, match="cannot connect to PostgreSQL") as error:
         SessionStore(url)
