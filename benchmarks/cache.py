@@ -16,7 +16,7 @@ once and records what it was sent. Three policies, side by side on the same requ
   newest eligible results first (the latest start that reaches its target).
 
 Every request is counted with tiktoken's o200k_base (seeded offline from `bpe-openai` by
-`chatcli.tokencount`: nothing downloaded), 4 tokens of framing per message as
+`chatcli.tokens.exact`: nothing downloaded), 4 tokens of framing per message as
 `TiktokenCounter` counts. For each policy: tokens sent over the session, the peak view, the
 mean prefix reuse (per request, the tokens of the leading messages equal to the previous
 request's, over the request's tokens: what a prompt cache can reuse; a message that differs
@@ -53,7 +53,7 @@ from chatcli.config import MicrocompactConfig
 from chatcli.history import microcompact
 from chatcli.messages import Message
 from chatcli.recovery import Client
-from chatcli.tokencount import TiktokenCounter, load_encoding
+from chatcli.tokens.exact import TiktokenCounter, load_encoding
 
 MODEL = "claude-sonnet-4-5"
 # The targets: (steps, window).

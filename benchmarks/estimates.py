@@ -49,8 +49,8 @@ from types import ModuleType
 
 from chatcli.messages import Message
 from chatcli.recovery import PREFLIGHT_MARGIN
-from chatcli.tokencount import CountingEstimator, TiktokenCounter, load_encoding
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
+from chatcli.tokens.exact import CountingEstimator, TiktokenCounter, load_encoding
 
 MODULES: tuple[ModuleType, ...] = (
     argparse,

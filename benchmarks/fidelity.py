@@ -39,7 +39,7 @@ from chatcli.history.microcompact import microcompact
 from chatcli.history.retain import Retention, retain
 from chatcli.messages import Message, Role
 from chatcli.providers.base import Request
-from chatcli.tokencount import CountingEstimator
+from chatcli.tokens.exact import CountingEstimator
 
 KINDS = ("safety rule", "hard constraint", "exact-value fact", "goal state", "preference")
 POSITIONS = (0.1, 0.5, 0.85)

@@ -680,7 +680,7 @@ def chatcli_proxy(
 ) -> subprocess.Popen[bytes]:
     """`chatcli proxy` in front of the stub, recording nothing; under cProfile if `profile`
     (written when it stops on SIGINT)."""
-    code = "from chatcli.cli import main; raise SystemExit(main())"
+    code = "from chatcli.__main__ import main; raise SystemExit(main())"
     if profile:  # CPU time, not wall time: a coroutine's waits are not its cost
         code = (
             "import cProfile, time, chatcli.cli\n"

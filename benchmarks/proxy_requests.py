@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proxy import ROOT, conversation, free_port, run_stub, wait_listening
 from starlette.applications import Starlette
 
+from chatcli.chat.settings import load_settings
 from chatcli.proxy.app import ProxyOptions, create_app
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.upstream import open_upstream
-from chatcli.settings import load_settings
 
 WARM_UP = 50
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]

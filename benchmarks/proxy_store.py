@@ -84,7 +84,7 @@ def proxy(stub_port: int, env: Mapping[str, str], *flags: str) -> Iterator[tuple
     """A `chatcli proxy` process in front of the stub: its URL and pid."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from chatcli.cli import main; raise SystemExit(main())", "proxy",
+        [sys.executable, "-m", "chatcli", "proxy",
          "--provider", "openai-compatible", "--model", "stub", "--port", str(port),
          "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "10000", *flags],
         env={**os.environ, **env},

@@ -5,8 +5,8 @@
 Histories (`benchmarks/histories.py`): chat and agent sessions made of the Python standard
 library's docstrings and sources, counted by real tokenizers — tiktoken's o200k_base and
 cl100k_base (seeded offline from the `bpe-openai` package by chatcli's own
-`chatcli.tokencount`, nothing downloaded) and llama.cpp's tokenizer through the real
-llama-server's `/tokenize` (the tiny model of `chatcli.tinymodel`; skipped, and said so, when
+`chatcli.tokens.exact`, nothing downloaded) and llama.cpp's tokenizer through the real
+llama-server's `/tokenize` (the tiny model of `chatcli.chat.tinymodel`; skipped, and said so, when
 the binary is not built). Each is sized to ~1.6x and ~4x its window; the requested output
 (`output_tokens`) is part of the window, so the room a view can fill is window - output.
 
@@ -72,8 +72,8 @@ from chatcli.events import LevelApplied, MaxTokensFitted
 from chatcli.messages import Message, Role
 from chatcli.providers.base import Request, Response
 from chatcli.recovery import Client
-from chatcli.tokencount import CountingEstimator, load_encoding
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+from chatcli.tokens.exact import CountingEstimator, load_encoding
 
 OVERFLOWS = (1.6, 4.0)
 SESSIONS = ("chat", "agent")
@@ -530,7 +530,7 @@ def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
     """The real llama-server serving the tiny model with an `n_ctx` window; its base URL."""
     from tests.servers import MODEL_NAME, _free_port
 
-    from chatcli.tinymodel import write_tiny_model
+    from chatcli.chat.tinymodel import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_model(Path(tmp) / "tiny.gguf", context_length=max(n_ctx, 2048))

@@ -3,7 +3,7 @@ Markdown.
 
 `chatcli.tokens.shape_tokens` (what the default `MarginEstimator` counts with before any
 provider states a count) against tiktoken's o200k_base and cl100k_base (seeded offline by
-`chatcli.tokencount`), next to the flat 4 chars per token it replaced, on:
+`chatcli.tokens.exact`), next to the flat 4 chars per token it replaced, on:
 
 - the text its weights were fitted on: chatcli's own sources (as files, and as the numbered
   lines a coding agent's `read_file` returns) and its documents;
@@ -29,8 +29,8 @@ from benchmarks.histories import build_session
 from tests.test_tokens_shape import ARTICLE_1
 
 from chatcli.messages import Message
-from chatcli.tokencount import TiktokenCounter, load_encoding
-from chatcli.tokens import DEFAULT_CHARS_PER_TOKEN, message_shape_tokens
+from chatcli.tokens.estimate import DEFAULT_CHARS_PER_TOKEN, message_shape_tokens
+from chatcli.tokens.exact import TiktokenCounter, load_encoding
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_TOKENS = 200_000

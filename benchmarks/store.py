@@ -48,11 +48,11 @@ import pydoc_data.topics
 from rich.console import Console
 from tests.cli_provider import StreamingWindowed, answer_for
 
-from chatcli.cli import main
+from chatcli.__main__ import main
+from chatcli.chat.export import export_transcript
+from chatcli.chat.session import ChatSession
 from chatcli.cli.ui import Ui
-from chatcli.export import export_transcript
 from chatcli.messages import Message, ToolCall
-from chatcli.session import ChatSession
 from chatcli.store import SessionStore
 
 CHAT_TURNS = (60, 100, 1_000)

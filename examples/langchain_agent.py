@@ -24,8 +24,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
+from chatcli.chat.tinymodel import write_tiny_model
 from chatcli.integrations.langchain import ContextRecoveryMiddleware
-from chatcli.tinymodel import write_tiny_model
 
 SERVER = Path(
     os.environ.get("CHATCLI_LLAMA_SERVER")

@@ -21,8 +21,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no dow
 
 import litellm
 
+from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 from chatcli.integrations.litellm import completion
-from chatcli.tinymodel import TRAINING_TEXT, write_tiny_model
 
 litellm.suppress_debug_info = True  # no help banner for the overflow chatcli recovers from
 CACHE = Path(os.environ.get("CHATCLI_CACHE", Path.home() / ".cache" / "chatcli"))

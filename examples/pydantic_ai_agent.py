@@ -2,7 +2,7 @@
 `ContextRecovery` capability (runs offline: no network, no key).
 
 The model is real: llama.cpp's llama-server with a 1,024-token window, serving chatcli's tiny
-random-weight model (written by `chatcli.tinymodel`; its text is nonsense by design), started
+random-weight model (written by `chatcli.chat.tinymodel`; its text is nonsense by design), started
 by this script and reached through pydantic-ai's own OpenAI chat model. The server's token
 counts and its overflow error are real. The agent's earlier turns called a tool whose results
 are large; pydantic-ai's `TestModel` played those turns, as a random model cannot choose tools.
@@ -29,8 +29,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from chatcli.chat.tinymodel import write_tiny_model
 from chatcli.integrations.pydantic_ai import ContextRecovery
-from chatcli.tinymodel import write_tiny_model
 
 WINDOW = 1024
 SERVER = Path.home() / ".cache" / "chatcli" / "llama-server-0.3.36" / "bin" / "llama-server"

@@ -21,7 +21,7 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 import chatcli
-from chatcli.tinymodel import TRAINING_TEXT, write_tiny_model
+from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 
 WINDOW = 1024
 

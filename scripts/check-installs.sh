@@ -89,7 +89,7 @@ prepare() {
     python3 -m venv "$work/harness" && "$work/harness/bin/pip" install -q gguf pytest || return 1
     "$work/harness/bin/pip" wheel -q --no-deps -w "$work/dist" "$repo" || return 1
     wheel="$(compgen -G "$work/dist/chatcli-*.whl" | head -n 1)"
-    hpy -c "from chatcli.tinymodel import write_tiny_model as w; w('$work/tiny.gguf', context_length=2048)" \
+    hpy -c "from chatcli.chat.tinymodel import write_tiny_model as w; w('$work/tiny.gguf', context_length=2048)" \
         || return 1
     [[ -x "$llama_server" ]] || {
         echo "llama-server not found at $llama_server: build it with scripts/build-llama-server.sh"

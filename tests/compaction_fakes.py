@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, Response
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 # Real bodies from /work/shared/data/provider-errors.json.
 # pe-041, llama.cpp server (tools/server/server.cpp, exceed_context_size_error):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from chatcli import retry
+from chatcli.policy import retry
 from tests.replay import ReplayServer, replay_server
 
 _real_connect = socket.socket.connect

@@ -34,7 +34,7 @@ def upstream_at(
     environ: Mapping[str, str] | None = None,
 ) -> Upstream:
     """An upstream as `chatcli proxy --provider NAME --base-url URL` opens it."""
-    from chatcli.settings import load_settings
+    from chatcli.chat.settings import load_settings
 
     flags = {
         "provider": name,

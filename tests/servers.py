@@ -3,7 +3,7 @@
 Fixtures (load them with `pytest_plugins = ("tests.servers",)`):
 
 - `n_ctx`: the servers' context window, 512 tokens.
-- `tiny_model`: the tiny GGUF of `chatcli.tinymodel`, written once per session.
+- `tiny_model`: the tiny GGUF of `chatcli.chat.tinymodel`, written once per session.
 - `llama_server`: the C++ `llama-server` (built by scripts/build-llama-server.sh), on
   127.0.0.1, `-c 512 -np 1`, serving the tiny model; yields its base URL.
 - `llama_1024`, `llama_16k`: the same with a 1,024- and a 16,384-token window, one per test
@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatcli.tinymodel import write_tiny_model
+from chatcli.chat.tinymodel import write_tiny_model
 
 __all__ = [
     "AGENT_N_CTX",

@@ -30,7 +30,7 @@ from chatcli.history.carry import (
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer, agent_session
 from tests.fakes import ScriptedProvider, corpus_error, response
 from tests.strategies import conversations, recovery_configs

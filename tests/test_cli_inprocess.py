@@ -16,7 +16,8 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from chatcli.cli import main
+from chatcli.__main__ import main
+from chatcli.chat.session import CostSummary
 from chatcli.cli.chat import StreamView
 from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS
@@ -24,7 +25,6 @@ from chatcli.cli.ui import Ui
 from chatcli.events import Escalated
 from chatcli.messages import Usage
 from chatcli.serialize import message_from_dict
-from chatcli.session import CostSummary
 from chatcli.store import SessionStore, StoredRequest
 from tests.cli_provider import LONG_TAIL
 from tests.recorded import sse_events

@@ -20,7 +20,7 @@ from chatcli.cli import CLI_EXTRA_MISSING
 from chatcli.store import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
-CHATCLI = [sys.executable, "-c", "import sys; from chatcli.cli import main; sys.exit(main())"]
+CHATCLI = [sys.executable, "-c", "import sys; from chatcli.__main__ import main; sys.exit(main())"]
 TEST_PROVIDER = "python:tests.cli_provider:windowed"
 # prompt_toolkit turns bracketed paste on each time it shows the prompt: "ready for input".
 PROMPT = "\x1b[?2004h"

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 
 from chatcli.catalog import ModelInfo, Prices
+from chatcli.chat.context import Status
+from chatcli.chat.export import export_transcript
+from chatcli.chat.session import ChatSession, check_budget, usd
+from chatcli.chat.text import CompactionNote
 from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.config import MicrocompactConfig, RecoveryConfig
-from chatcli.context_report import Status
 from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
 from chatcli.events import Event, LevelApplied, PreflightRecovery
-from chatcli.export import export_transcript
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
 from chatcli.recall import recall_tool
 from chatcli.serialize import message_from_dict
-from chatcli.session import ChatSession, check_budget, usd
-from chatcli.session_text import CompactionNote
 from chatcli.store import SessionStore
 from tests.fakes import ScriptedProvider, WindowedProvider, response
 

@@ -40,7 +40,7 @@ from chatcli.history.truncate import COMPACTION_NOTICE
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.fakes import (
     Overflow,
     ScriptedProvider,

@@ -31,7 +31,7 @@ from chatcli.events import (
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.recovery import Client, Reply
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.fakes import Overflow, WindowedProvider
 
 LATEST = "Latest request: write the migration notes for the payment module."

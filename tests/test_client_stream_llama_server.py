@@ -13,7 +13,7 @@ from chatcli.events import Continued, Escalated, Event, LevelApplied, OverflowDe
 from chatcli.providers.base import TextDelta
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Reply
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.test_client_stream import shown_text
 from tests.test_e2e_llama_server import connect
 

@@ -30,7 +30,7 @@ from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall, Usage
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import Request
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
     AZURE_RETRY_AFTER_A_DAY_BODY,

@@ -1,6 +1,6 @@
 """Compaction against the real llama-server: its random model writes nonsense summaries.
 
-The tiny model (chatcli.tinymodel) cannot summarise anything: what it writes is random text
+The tiny model (chatcli.chat.tinymodel) cannot summarise anything: what it writes is random text
 from its vocabulary. That is exactly what verification must catch. `compact` must reject the
 summary and leave the conversation as it was; `auto_compact`, when the conversation is over
 the effective window, must fall back to the deterministic recovery levels, with the user's

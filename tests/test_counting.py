@@ -27,8 +27,8 @@ from chatcli.providers.counting import (
 from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokencount import token_counter
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
+from chatcli.tokens.exact import token_counter
 from tests.recorded import provider_errors, replayed_error
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
@@ -46,7 +46,7 @@ GEMINI_PROMPT = "The quick brown fox jumps over the lazy dog."
 GEMINI_COUNT = {"totalTokens": 10, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 10}]}
 
 # Recorded from llama-server (llama.cpp vendored in llama-cpp-python 0.3.36) serving
-# chatcli.tinymodel: the answers for the conversation LLAMA_CHAT, and the 404 it gives for a
+# chatcli.chat.tinymodel: the answers for the conversation LLAMA_CHAT, and the 404 it gives for a
 # path it does not serve (what a build without /apply-template answers).
 LLAMA_CHAT = (Message.system("You are terse."), Message.user("again"))
 LLAMA_TEMPLATE = {

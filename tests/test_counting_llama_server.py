@@ -21,7 +21,7 @@ from chatcli.providers.base import Request, Response
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter, calibrate_estimator
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.test_counting import (
     LLAMA_CHAT,
     LLAMA_NOT_FOUND,

@@ -25,7 +25,7 @@ from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.recovery import Client
-from chatcli.tokencount import CountingEstimator
+from chatcli.tokens.exact import CountingEstimator
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server

@@ -20,7 +20,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from chatcli.cli import main
+from chatcli.__main__ import main
 from chatcli.cli.ui import Ui
 from chatcli.providers.discovery import (
     PROBES,

@@ -34,7 +34,7 @@ from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import create_provider
 from chatcli.recovery import Client
-from chatcli.tokencount import CountingEstimator
+from chatcli.tokens.exact import CountingEstimator
 from tests.test_counting_llama_server import MODEL, Calls, send_session
 
 pytest_plugins = ("tests.servers",)

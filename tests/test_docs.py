@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from chatcli.chat.settings import load_settings
 from chatcli.cli.app import build_parser as chat_parser
 from chatcli.proxy.main import build_parser as proxy_parser
-from chatcli.settings import load_settings
 
 pytest_plugins = ("tests.servers",)
 

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from chatcli.chat.session import StreamingTap
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.config import RecoveryConfig
 from chatcli.errors import SILENT_TRUNCATION, ContextRecoveryError, ErrorKind, ProviderError
 from chatcli.events import LevelApplied, LevelSkipped, OverflowDetected, PreflightRecovery
@@ -30,9 +32,7 @@ from chatcli.messages import Message, StopReason, ToolCall
 from chatcli.providers.base import Request, Response
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
-from chatcli.session import StreamingTap
-from chatcli.tinymodel import TRAINING_TEXT
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.test_e2e_llama_server import (
     BOUNDARY_MARGIN,
     MAX_TOKENS,

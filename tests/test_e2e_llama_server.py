@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 import pytest
 
+from chatcli.chat.session import StreamingTap
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.config import RecoveryConfig
 from chatcli.continuation import CONTINUATION_MESSAGE, stitch
 from chatcli.errors import ErrorKind, ProviderError
@@ -44,8 +46,6 @@ from chatcli.messages import Message, Role, StopReason, ToolCall
 from chatcli.providers.base import Provider, Request, Response, TextDelta
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, RecoveryPolicy, Reply
-from chatcli.session import StreamingTap
-from chatcli.tinymodel import TRAINING_TEXT
 from tests.test_client_e2e import assert_paired
 
 # The fixtures. Not imported by name: a plugin must not be imported before pytest loads it.

@@ -30,13 +30,13 @@ from chatcli.providers.counting import (
 from chatcli.providers.discovery import forget_discovered_windows
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokencount import (
+from chatcli.tokens.estimate import MAX_MARGIN, MarginEstimator, TokenEstimator
+from chatcli.tokens.exact import (
     CountingEstimator,
     TextCounts,
     TiktokenCounter,
     token_counter,
 )
-from chatcli.tokens import MAX_MARGIN, MarginEstimator, TokenEstimator
 from tests.replay import replay_server
 
 O200K = token_counter("gpt-4o")

@@ -29,7 +29,7 @@ from chatcli.events import (
 from chatcli.integrations.langchain import ContextRecoveryMiddleware
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokencount import CountingEstimator
+from chatcli.tokens.exact import CountingEstimator
 from tests.test_proxy_llama import MODEL_NAME, N_CTX
 
 # The fixtures of tests/servers.py (tiny_model, llama_1024).

@@ -19,9 +19,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no dow
 
 import litellm
 
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecovery
 from chatcli.integrations.litellm import acompletion, completion
-from chatcli.tinymodel import TRAINING_TEXT
 from tests.test_integration_litellm import LITELLM_WARNINGS
 from tests.test_proxy_llama import N_CTX
 

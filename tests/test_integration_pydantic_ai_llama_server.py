@@ -25,7 +25,7 @@ from chatcli.events import Event, LevelApplied, OverflowDetected, PreflightRecov
 from chatcli.integrations.pydantic_ai import ContextRecovery
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokencount import CountingEstimator
+from chatcli.tokens.exact import CountingEstimator
 from tests import test_proxy_llama
 from tests.test_integration_pydantic_ai import long_history
 

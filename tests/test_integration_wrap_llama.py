@@ -24,7 +24,7 @@ from chatcli import (
     OverflowDetected,
     PreflightRecovery,
 )
-from chatcli.tinymodel import TRAINING_TEXT
+from chatcli.chat.tinymodel import TRAINING_TEXT
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server

@@ -38,12 +38,12 @@ OVERFLOWING = {
 HELLO = [{"role": "user", "content": "Say something."}]
 SERVER_SOURCE = (
     "llama-server (llama.cpp commit 0c1e570, vendored in the llama-cpp-python 0.3.36 sdist, "
-    "built by scripts/build-llama-server.sh) serving chatcli.tinymodel (context_length 2048) "
+    "built by scripts/build-llama-server.sh) serving chatcli.chat.tinymodel (context_length 2048) "
     "with -c 512 -np 1"
 )
 PYTHON_SOURCE = (
     "llama-cpp-python 0.3.36 `python -m llama_cpp.server --n_ctx 512` (installed by "
-    "scripts/install-llama-cpp-python.sh) serving chatcli.tinymodel (context_length 2048)"
+    "scripts/install-llama-cpp-python.sh) serving chatcli.chat.tinymodel (context_length 2048)"
 )
 
 

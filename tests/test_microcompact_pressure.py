@@ -26,7 +26,7 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message, Role, ToolCall
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 from tests.strategies import agent_sessions, conversations
 
 # What the pressure estimate counts with when it is given no estimator.

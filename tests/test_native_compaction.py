@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from chatcli.catalog import ModelInfo, Prices
+from chatcli.chat.session import ChatSession
+from chatcli.chat.text import NativeCompactionNote
 from chatcli.cli.render import event_line
 from chatcli.client import Client
 from chatcli.config import RecoveryConfig
@@ -22,8 +24,6 @@ from chatcli.providers.anthropic import Anthropic, supports_native_compaction
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai import supports_native_compaction as openai_supports
-from chatcli.session import ChatSession
-from chatcli.session_text import NativeCompactionNote
 from chatcli.store import SessionStore
 from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
 from tests.replay import ReplayServer, Scripted, adapters_closed

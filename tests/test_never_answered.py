@@ -15,11 +15,11 @@ from chatcli import Client
 from chatcli.errors import ErrorKind, ProviderError
 from chatcli.events import Event, Retried
 from chatcli.messages import Message
+from chatcli.policy.retry import never_answered
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Reply
-from chatcli.retry import never_answered
 from tests.recorded import sse_events
 from tests.replay import ReplayServer, Scripted
 

@@ -20,7 +20,7 @@ from chatcli.errors import ConfigError, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from tests.recorded import replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed
 from tests.strategies import conversations

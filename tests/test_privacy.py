@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from chatcli.chat.settings import load_settings
 from chatcli.cli.context import reopened_settings
 from chatcli.cli.ui import Ui
 from chatcli.errors import ConfigError
@@ -25,7 +26,6 @@ from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.redact import redact_url
-from chatcli.settings import load_settings
 from chatcli.store import SessionStore
 from tests.test_cli_inprocess import TEST_PROVIDER, run, stored
 from tests.test_store import migrate_to

@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 import pytest
 
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.proxy.app import ProxyOptions
-from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import running_proxy, upstream_at
 
 pytest_plugins = ("tests.servers",)

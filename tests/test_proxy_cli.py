@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatcli.cli import main
+from chatcli.__main__ import main
 from chatcli.proxy.main import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -62,7 +62,7 @@ def test_workers_share_the_port_and_each_serves(tmp_path: Path) -> None:
         argv = ["proxy", "--provider", "openai-compatible", "--model", "m", "--no-sessions"]
         argv += ["--context-window", "32000"]  # declared: no probe takes a scripted answer
         argv += ["--base-url", upstream.url + "/v1", "--port", str(port), "--workers", "2"]
-        code = "from chatcli.cli import main; raise SystemExit(main())"
+        code = "from chatcli.__main__ import main; raise SystemExit(main())"
         env = {**os.environ, "CHATCLI_HOME": str(tmp_path)}
         supervisor = subprocess.Popen([sys.executable, "-c", code, *argv], env=env)
         try:

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from chatcli.tinymodel import TRAINING_TEXT
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from tests import test_proxy_llama as base
 from tests.test_proxy_llama import MAX_TOKENS, counter, long_chat, recoveries
 

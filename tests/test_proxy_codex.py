@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chatcli.tinymodel import TRAINING_TEXT, write_tiny_model
+from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 from tests.proxy_harness import running_proxy
 from tests.test_proxy_llama import llama_upstream, recoveries
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from chatcli.tinymodel import TRAINING_TEXT
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from tests import test_proxy_llama as base
 from tests.test_proxy_llama import counter, recoveries
 

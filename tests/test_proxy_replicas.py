@@ -31,8 +31,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.store import SessionStore
-from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import free_port
 from tests.test_proxy_llama import MODEL_NAME, N_CTX
 
@@ -124,7 +124,7 @@ def replica(
     }
     command = [
         sys.executable,
-        *("-c", "import sys; from chatcli.cli import main; sys.exit(main())", "proxy"),
+        *("-c", "import sys; from chatcli.__main__ import main; sys.exit(main())", "proxy"),
         *("--provider", "openai-compatible", "--base-url", front.url + "/v1"),  # type: ignore[attr-defined]
         *("--model", MODEL_NAME, "--max-tokens", "16", "--port", str(port)),
     ]

@@ -12,9 +12,9 @@ from typing import Any
 import openai
 import pytest
 
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.messages import Message
 from chatcli.providers.base import Request
-from chatcli.tinymodel import TRAINING_TEXT
 from tests import test_proxy_llama as base
 from tests.proxy_harness import running_proxy
 from tests.test_proxy_llama import N_CTX, counter, llama_upstream, long_chat, recoveries

@@ -134,8 +134,8 @@ def test_the_chat_resuming_a_proxied_session_starts_from_its_cut(
 ) -> None:
     """The cut is the session's sticky view, as the chat stores its own: `chatcli --resume`
     of a proxied conversation keeps it too."""
+    from chatcli.chat.session import ChatSession
     from chatcli.providers.registry import create_provider
-    from chatcli.session import ChatSession
 
     history = long_chat()
     upstream.add(replayed_error(OVERFLOW), Scripted(body=CHAT_TEXT), Scripted(body=CHAT_TEXT))

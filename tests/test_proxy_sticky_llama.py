@@ -13,11 +13,11 @@ from typing import Any
 import openai
 import pytest
 
+from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.config import RecoveryConfig
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.sessions import SESSION_HEADER, SessionRecorder
 from chatcli.store import SessionStore
-from chatcli.tinymodel import TRAINING_TEXT
 from tests.proxy_harness import running_proxy
 from tests.test_proxy_llama import N_CTX, llama_upstream, long_chat
 

@@ -18,9 +18,10 @@ from dataclasses import replace
 
 import pytest
 
+from chatcli.chat.demo import view_fill
+from chatcli.chat.session import CallRecord, Turn
 from chatcli.config import RecoveryConfig
 from chatcli.cost import CallKind
-from chatcli.demo import view_fill
 from chatcli.errors import ConfigError, ContextRecoveryError
 from chatcli.events import LevelApplied
 from chatcli.history.carry import Numbering
@@ -41,9 +42,8 @@ from chatcli.history.truncate import (
 )
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.recovery import Client, Reply
-from chatcli.session import CallRecord, Turn
-from chatcli.tokencount import TiktokenCounter, load_encoding
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
+from chatcli.tokens.exact import TiktokenCounter, load_encoding
 from tests.fakes import WindowedProvider
 
 ESTIMATOR = TokenEstimator()

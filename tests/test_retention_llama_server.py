@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from chatcli.chat.context import Status
+from chatcli.chat.session import ChatSession
+from chatcli.chat.text import CompactionNote
 from chatcli.config import RecoveryConfig
-from chatcli.context_report import Status
 from chatcli.events import Event, LevelApplied, PreflightRecovery
 from chatcli.history.retain import CUT_NOTE
 from chatcli.messages import Message
 from chatcli.recovery import Client
-from chatcli.session import ChatSession
-from chatcli.session_text import CompactionNote
 from chatcli.store import SessionStore
 from tests.test_e2e_llama_server import Recording, connect
 

@@ -22,7 +22,7 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.retain import CUT_NOTE, FIRST_REQUEST_SHARE, Retention, retain
 from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, TextPart
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from tests.strategies import conversations
 
 PROPERTY = settings(max_examples=80, deadline=None)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from chatcli import retry
-from chatcli.retry import RETRY_MAX_DELAY, retry_delay
+from chatcli.policy import retry
+from chatcli.policy.retry import RETRY_MAX_DELAY, retry_delay
 
 BACKOFFS = [(1, 1.0), (2, 2.0), (3, 4.0), (5, 16.0), (6, RETRY_MAX_DELAY), (40, RETRY_MAX_DELAY)]
 

@@ -11,7 +11,7 @@ from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.prediction import Prediction
-from chatcli.tokens import MarginEstimator, TokenEstimator, message_shape_tokens
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator, message_shape_tokens
 from tests.strategies import assistant_messages
 
 # Short texts: the sums, not the texts, are under test (long ones make generation slow).

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from chatcli.chat.cache import BATCH, CLEAR, COMPACTION, OTHER, RECOVERY, cache_break
+from chatcli.chat.session import ChatSession
 from chatcli.cli.render import cache_lines, cost_table
 from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.config import MicrocompactConfig
 from chatcli.messages import Message, ToolCall
 from chatcli.providers.anthropic import Anthropic
-from chatcli.session import ChatSession
-from chatcli.session_cache import BATCH, CLEAR, COMPACTION, OTHER, RECOVERY, cache_break
 from chatcli.store import SessionStore
 from tests.fakes import ScriptedProvider, WindowedProvider, response
 from tests.replay import Scripted, replay_server

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from chatcli.chat.settings import default_config_path, load_settings
 from chatcli.errors import ConfigError
-from chatcli.settings import default_config_path, load_settings, lookup_api_key
+from chatcli.providers.keys import lookup_api_key
 
 
 def _home(tmp_path: Path, config: str | None = None) -> dict[str, str]:

@@ -14,9 +14,9 @@ from pathlib import Path
 import openai
 import pytest
 
+from chatcli.chat.session import ChatSession
 from chatcli.messages import Message
 from chatcli.providers.registry import create_provider
-from chatcli.session import ChatSession
 from chatcli.store import SessionStore, window_scope
 from tests.proxy_harness import running_proxy
 from tests.recorded import provider_errors, replayed_error

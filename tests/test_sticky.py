@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from chatcli.chat.session import ChatSession
 from chatcli.events import LevelApplied
 from chatcli.history.sticky import StickyView, history_digest
 from chatcli.messages import Message
 from chatcli.recovery import Client, Reply
 from chatcli.serialize import message_from_dict, message_to_dict
-from chatcli.session import ChatSession
 from chatcli.store import SessionStore
 from tests.fakes import WindowedProvider
 

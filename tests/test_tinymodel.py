@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.tinymodel import CHATML_TEMPLATE, SPECIAL_TOKENS, train_bpe, write_tiny_model
+from chatcli.chat.tinymodel import CHATML_TEMPLATE, SPECIAL_TOKENS, train_bpe, write_tiny_model
 
 gguf = pytest.importorskip("gguf")
 

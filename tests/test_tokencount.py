@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.messages import Message, ToolCall
-from chatcli.tokencount import (
+from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
+from chatcli.tokens.exact import (
     TIKTOKEN_FILES,
     TiktokenCounter,
     TokenCounter,
@@ -28,7 +29,6 @@ from chatcli.tokencount import (
     seed_tiktoken_cache,
     token_counter,
 )
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator
 
 
 @pytest.fixture(scope="module")

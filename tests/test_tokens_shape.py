@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.messages import Message, ToolCall
-from chatcli.tokencount import load_encoding
-from chatcli.tokens import MarginEstimator, TextShape, message_shape_tokens, shape_tokens
+from chatcli.tokens.estimate import MarginEstimator, TextShape, message_shape_tokens, shape_tokens
+from chatcli.tokens.exact import load_encoding
 from tests.strategies import conversations, texts
 
 ENCODINGS = tuple(load_encoding(name) for name in ("o200k_base", "cl100k_base"))

@@ -88,7 +88,7 @@ from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recall import RecallTool, recall_tool
 from chatcli.recovery import Client, Reply
 from chatcli.request_settings import Settings
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = [
     "CARRY_HEADING",

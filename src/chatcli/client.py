@@ -22,9 +22,9 @@ from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
 from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
+from chatcli.policy.retry import DEFAULT_MAX_RETRIES
 from chatcli.providers.base import Provider, ToolSpec
 from chatcli.request_settings import Settings
-from chatcli.retry import DEFAULT_MAX_RETRIES
 from chatcli.streaming import (
     CallOutcome,
     StreamItem,
@@ -32,7 +32,7 @@ from chatcli.streaming import (
     async_chunks,
     sync_chunks,
 )
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["Client"]
 

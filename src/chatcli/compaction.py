@@ -42,7 +42,7 @@ the user's latest request and instructions, are kept verbatim beside the summary
 
 **Transient failures are asked again.** A summary call that fails with a rate limit or a
 transient error (5xx, timeout, connection reset) is sent again after the wait
-`chatcli.retry.retry_delay` gives (the provider's Retry-After when it is at most
+`chatcli.policy.retry.retry_delay` gives (the provider's Retry-After when it is at most
 `RETRY_MAX_DELAY`, else exponential backoff), at most `MAX_SUMMARY_RETRIES` times; only then
 does it fail the compaction. The wait is injected (`sleep` / `asleep`).
 
@@ -72,9 +72,9 @@ from chatcli.history.result import TransformReport
 from chatcli.history.text import cut_middle
 from chatcli.history.truncate import Number, apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, Usage, total_chars
+from chatcli.policy.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
 from chatcli.providers.base import Provider, Request, Response
-from chatcli.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = [
     "MAX_MERGE_LEVELS",

@@ -1,4 +1,5 @@
-"""Settings, resolved once from an injected environment mapping.
+"""The library's recovery configuration (`RecoveryConfig` and its parts), resolved once from an
+injected environment mapping.
 
 A bad value is an error that names the variable and the value; it is never silently ignored.
 """

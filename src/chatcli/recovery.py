@@ -19,8 +19,8 @@ from chatcli.policy.prediction import (
     PREFLIGHT_MARGIN,
     useful_output_room,
 )
+from chatcli.policy.retry import DEFAULT_MAX_RETRIES, RETRY_BASE_DELAY, RETRY_MAX_DELAY, retry_delay
 from chatcli.policy.run import MAX_OUTPUT_CAP_LOWERINGS
-from chatcli.retry import DEFAULT_MAX_RETRIES, RETRY_BASE_DELAY, RETRY_MAX_DELAY, retry_delay
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

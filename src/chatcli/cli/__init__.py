@@ -1,9 +1,9 @@
-"""The `chatcli` command: interactive chat, one-shot answers, sessions, the offline demo, and
-`chatcli proxy` (dispatched to `chatcli.proxy.main` before the chat's own imports).
+"""The `chatcli` command: interactive chat, one-shot answers, sessions, the offline demo
+(`chatcli proxy` is dispatched by `chatcli.__main__` before this package is imported).
 
 `main(argv=None) -> int` is the entry point. rich and prompt_toolkit (extra `chatcli[cli]`)
 are imported only when it runs, so a plain `pip install chatcli` gets one line saying what
-to install, not a traceback; the logic is in the library (`chatcli.session`, `chatcli.demo`).
+to install, not a traceback; the logic is in the library (`chatcli.chat`).
 """
 
 from __future__ import annotations
@@ -33,11 +33,6 @@ def main(
     """Run the command; returns the exit status (0 ok, 1 failed, 2 usage/configuration).
 
     `ui` and `environ` default to the real terminal and `os.environ` (tests inject both)."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == ["proxy"]:  # the proxy needs neither rich nor prompt_toolkit
-        from chatcli.proxy.main import main as proxy_main
-
-        return proxy_main(args[1:], environ)
     try:
         from chatcli.cli.app import run
     except ImportError as exc:

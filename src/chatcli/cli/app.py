@@ -9,10 +9,10 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from chatcli.chat.demo import DEMO_N_CTX
+from chatcli.chat.settings import positive_int
 from chatcli.cli.ui import Ui
-from chatcli.demo import DEMO_N_CTX
 from chatcli.errors import ConfigError
-from chatcli.settings import positive_int
 
 __all__ = ["COMMANDS", "build_parser", "run"]
 

@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 
+from chatcli.chat.settings import default_config_path, load_settings
 from chatcli.cli.context import ChatContext, open_chat, reopened_settings
 from chatcli.cli.render import event_line, turn_footer
 from chatcli.cli.slash import dispatch
@@ -19,7 +20,6 @@ from chatcli.cli.ui import Ui
 from chatcli.errors import ChatcliError
 from chatcli.events import Continued, Event
 from chatcli.providers.registry import detect_provider, setup_help
-from chatcli.settings import default_config_path, load_settings
 from chatcli.store import SessionNotFound, open_store
 
 __all__ = ["StreamView", "answer", "run_chat"]

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chatcli.chat.session import ChatSession
+from chatcli.chat.settings import CliSettings, load_settings
 from chatcli.cli.ui import Ui
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.providers.base import Provider
 from chatcli.providers.registry import PROVIDERS, create_provider, model_info
 from chatcli.redact import is_redacted, redact_url
-from chatcli.session import ChatSession
-from chatcli.settings import Settings, load_settings
 from chatcli.store import SessionInfo, SessionStore
 
 __all__ = ["ChatContext", "open_chat", "reopen", "reopened_settings", "session_options"]
@@ -34,7 +34,7 @@ class ChatContext:
     ui: Ui
     store: SessionStore
     session: ChatSession
-    settings: Settings
+    settings: CliSettings
     provider_name: str
     environ: Mapping[str, str]
     flags: Mapping[str, Any] = field(default_factory=dict)
@@ -51,8 +51,8 @@ class ChatContext:
 
 
 def reopened_settings(
-    settings: Settings, info: SessionInfo | None, flags: Mapping[str, Any]
-) -> Settings:
+    settings: CliSettings, info: SessionInfo | None, flags: Mapping[str, Any]
+) -> CliSettings:
     """A reopened session runs on the provider settings it was stored with (its model, URL,
     window and output limit): the environment and the config file are defaults for new
     sessions; only a flag overrides them (another provider: none of them)."""
@@ -87,7 +87,7 @@ def _reopened_base_url(info: SessionInfo, configured: str | None) -> str | None:
 def open_chat(
     ui: Ui,
     store: SessionStore,
-    settings: Settings,
+    settings: CliSettings,
     name: str,
     environ: Mapping[str, str],
     resume: str | None = None,
@@ -138,7 +138,7 @@ def reopen(ctx: ChatContext, session_id: str) -> ChatContext:
 
 
 def session_options(
-    name: str, model: str, provider: Provider, settings: Settings, environ: Mapping[str, str]
+    name: str, model: str, provider: Provider, settings: CliSettings, environ: Mapping[str, str]
 ) -> dict[str, Any]:
     """Keyword arguments of ChatSession for these settings."""
     spec = PROVIDERS.get(name)

@@ -1,4 +1,4 @@
-"""`chatcli demo`: renders the scripted offline session of `chatcli.demo`, step by step."""
+"""`chatcli demo`: renders the scripted offline session of `chatcli.chat.demo`, step by step."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-from chatcli.cli.render import context_view, cost_table, event_line, turn_footer
-from chatcli.cli.ui import Ui
-from chatcli.context_report import ContextReport, Status
-from chatcli.demo import (
+from chatcli.chat.context import ContextReport, Status
+from chatcli.chat.demo import (
     DEMO_MAX_TOKENS,
     NONSENSE_NOTICE,
     SCRIPT,
@@ -25,9 +23,11 @@ from chatcli.demo import (
     run_step,
     view_fill,
 )
-from chatcli.session import ChatSession
-from chatcli.session_text import describe_compaction
-from chatcli.settings import load_settings
+from chatcli.chat.session import ChatSession
+from chatcli.chat.settings import load_settings
+from chatcli.chat.text import describe_compaction
+from chatcli.cli.render import context_view, cost_table, event_line, turn_footer
+from chatcli.cli.ui import Ui
 from chatcli.store import open_store
 
 __all__ = ["run_demo"]

@@ -13,12 +13,12 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
-from chatcli.context_report import ContextReport, Status
+from chatcli.chat.cache import cached_share
+from chatcli.chat.context import ContextReport, Status
+from chatcli.chat.cost import CostSummary
+from chatcli.chat.session import Turn
 from chatcli.events import Event
 from chatcli.messages import Message, Role, Usage
-from chatcli.session import Turn
-from chatcli.session_cache import cached_share
-from chatcli.session_cost import CostSummary
 from chatcli.store import SessionInfo
 
 __all__ = [

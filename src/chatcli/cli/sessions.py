@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from chatcli.chat.export import export_transcript
+from chatcli.chat.settings import load_settings
 from chatcli.cli.render import sessions_table, transcript_view
 from chatcli.cli.ui import Ui
-from chatcli.export import export_transcript
-from chatcli.settings import load_settings
 from chatcli.store import SessionNotFound, SessionStore, open_store
 
 __all__ = ["run_sessions"]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from rich.table import Table
 
+from chatcli.chat.export import FORMATS, export_transcript
+from chatcli.chat.text import describe_compaction
 from chatcli.cli.context import ChatContext, reopen
 from chatcli.cli.render import (
     cache_lines,
@@ -23,9 +25,7 @@ from chatcli.cli.render import (
     transcript_view,
 )
 from chatcli.errors import ChatcliError, CompactionError
-from chatcli.export import FORMATS, export_transcript
 from chatcli.providers.registry import model_info
-from chatcli.session_text import describe_compaction
 from chatcli.store import SessionNotFound
 
 __all__ = ["SLASH_COMMANDS", "SlashCommand", "UsageError", "dispatch"]

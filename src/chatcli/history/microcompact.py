@@ -59,7 +59,7 @@ The pressure estimate counts each result by its ORIGINAL size at its stage: the 
 at stage 0, the nominal cut (head + tail + marker) at stage 1, its stub at stage 2. A result
 that was already cut (by the tool-result budget or an earlier microcompaction) or stubbed
 counts the same, since its marker or stub states the original size. So microcompacting the
-output again decides exactly the same stages and changes nothing (`chatcli.session` relies on
+output again decides exactly the same stages and changes nothing (`chatcli.chat.session` relies on
 that); and a result cut to 2,500 chars still reaches the stub stage.
 
 Invariants: the input is never mutated; only tool-result contents change (no message is
@@ -87,7 +87,7 @@ from chatcli.history.stubs import (
     stub,
 )
 from chatcli.messages import Message, Role
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = [
     "BATCH_ROOM_TURNS",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
-from chatcli.tokens import message_shape_tokens
+from chatcli.tokens.estimate import message_shape_tokens
 
 __all__ = ["request_chars", "request_shape"]
 

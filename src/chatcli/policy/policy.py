@@ -14,11 +14,11 @@ from chatcli.history.microcompact import microcompact
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.policy.actions import Flow
+from chatcli.policy.retry import DEFAULT_MAX_RETRIES
 from chatcli.policy.run import Run
 from chatcli.providers.base import ToolSpec
 from chatcli.request_settings import Settings
-from chatcli.retry import DEFAULT_MAX_RETRIES
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 
 __all__ = ["MICROCOMPACT_DEFAULTS", "RecoveryPolicy"]
 

@@ -26,7 +26,7 @@ from chatcli.messages import Message
 from chatcli.policy.journal import Journal
 from chatcli.providers.base import ToolSpec
 from chatcli.request_settings import Settings, output_reserve
-from chatcli.tokens import MarginEstimator, TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 
 __all__ = [
     "LAST_LEVEL_MARGIN",

@@ -37,9 +37,9 @@ from chatcli.policy.journal import Journal
 from chatcli.policy.ladder import Ladder
 from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
+from chatcli.policy.retry import RETRYABLE, never_answered, retry_delay
 from chatcli.providers.base import Request, Response, ToolSpec
 from chatcli.request_settings import Settings
-from chatcli.retry import RETRYABLE, never_answered, retry_delay
 
 if TYPE_CHECKING:
     from chatcli.policy.policy import RecoveryPolicy

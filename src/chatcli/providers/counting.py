@@ -2,7 +2,7 @@
 
 Where an exact count comes from:
 
-- an OpenAI model (by name, whatever serves it): tiktoken, offline (`chatcli.tokencount`);
+- an OpenAI model (by name, whatever serves it): tiktoken, offline (`chatcli.tokens.exact`);
 - `Anthropic`: `messages.count_tokens` (`Anthropic.count_tokens`), a round trip;
 - `Gemini`: `models.count_tokens` (`Gemini.count_tokens`), a round trip;
 - llama.cpp's `llama-server`: `/apply-template` + `/tokenize` (`LlamaServerTokens`), two
@@ -60,7 +60,8 @@ from chatcli.providers.discovery import known_server_window
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
-from chatcli.tokencount import (
+from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
+from chatcli.tokens.exact import (
     CountingEstimator,
     TiktokenCounter,
     TokenCounter,
@@ -68,7 +69,6 @@ from chatcli.tokencount import (
     load_encoding,
     token_counter,
 )
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",

@@ -52,7 +52,7 @@ from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, To
 from chatcli.providers.discovery import discover_window as discover
 from chatcli.providers.discovery import server_url
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["OpenAICompatible", "TruncationCheck"]
 

@@ -3,7 +3,7 @@
 The names are `openai`, `anthropic`, `gemini`, `openai-compatible` and `llama-cpp`; each
 adapter is imported only when it is chosen, so a missing optional SDK matters only then (its
 ImportError names the extra to install). API keys come from the environment or the OS keyring
-(`chatcli.settings.lookup_api_key`). The model's limits are the adapter's own
+(`chatcli.providers.keys.lookup_api_key`). The model's limits are the adapter's own
 (`chatcli.providers._common.model_limits`), unless the user set the window; an
 OpenAI-compatible server is asked for the window it runs with (`chatcli.providers.discovery`).
 
@@ -25,7 +25,7 @@ from chatcli.catalog import ModelInfo, Prices, lookup
 from chatcli.errors import ConfigError
 from chatcli.providers._common import require_module
 from chatcli.providers.base import Provider
-from chatcli.settings import lookup_api_key
+from chatcli.providers.keys import lookup_api_key
 
 __all__ = [
     "PROVIDERS",

@@ -17,10 +17,10 @@ the store every replica reads), so the upstream's prompt cache keeps the cut pre
 
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
 to the client at once (with `Retry-After`), whose SDK retries on its own schedule, instead
-of holding the connection while the proxy waits. One exception (`chatcli.retry.never_answered`):
-a request no upstream answered at all, on a kept-alive connection it closed as the proxy
-reused it, is sent again at once, once: a continuation in the middle of a stream has no one
-else to retry it.
+of holding the connection while the proxy waits. One exception
+(`chatcli.policy.retry.never_answered`): a request no upstream answered at all, on a
+kept-alive connection it closed as the proxy reused it, is sent again at once, once: a
+continuation in the middle of a stream has no one else to retry it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The upstream flags are the chat's (`--provider`, `--model`, `--base-url`,
 `--context-window`, `--max-tokens`, with the same variables and config file, resolved by
-`chatcli.settings.load_settings`); the proxy adds `--host`/`--port` (127.0.0.1:8787),
+`chatcli.chat.settings.load_settings`); the proxy adds `--host`/`--port` (127.0.0.1:8787),
 client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`, ...) come
 from the environment, as for the chat. Requests are recorded in the chat's session store
 (`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
@@ -19,10 +19,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chatcli.chat.settings import CliSettings, load_settings, positive_int
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
 from chatcli.redact import redact_url
-from chatcli.settings import Settings, load_settings, positive_int
 
 if TYPE_CHECKING:
     from chatcli.proxy.app import ProxyOptions
@@ -189,7 +189,7 @@ def _configured(
     return upstream, guard, options
 
 
-def _recorder(upstream: Upstream, settings: Settings, env: Mapping[str, str]) -> SessionRecorder:
+def _recorder(upstream: Upstream, settings: CliSettings, env: Mapping[str, str]) -> SessionRecorder:
     """The session recorder over the chat's store; learned windows are scoped to this
     upstream (its provider and redacted URL)."""
     from chatcli.proxy.sessions import SessionRecorder

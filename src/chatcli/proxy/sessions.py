@@ -62,13 +62,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chatcli.catalog import lookup
+from chatcli.chat.session import stored_event
 from chatcli.cost import usage_cost
 from chatcli.events import Continued, Escalated, Event, OverflowDetected
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message, Role, Usage
 from chatcli.proxy.dialect import RequestError
 from chatcli.recovery import Reply
-from chatcli.session import stored_event
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView
 from chatcli.store.views import body_digest, dump_json
 
@@ -419,7 +419,7 @@ class StickyViews:
 
 def _recovery_cost(reply: Reply | None, cost: float | None) -> float | None:
     """The part of a request's `cost` that was recovery, as the chat counts it (failed calls
-    and continuations, `chatcli.session_cost`), so `/cost` shows it for proxied sessions
+    and continuations, `chatcli.chat.cost`), so `/cost` shows it for proxied sessions
     too: all of a failed request; none of an answer made by one call (a failed call adds no
     usage to a Reply); unknown with continuations (a Reply sums its calls' usage)."""
     if reply is None:

@@ -1,7 +1,7 @@
 """The upstream: the provider the proxy forwards to, and what each request adds to it.
 
 `open_upstream` builds the provider with the chat's own settings and registry
-(`chatcli.settings.load_settings`, `chatcli.providers.registry.create_provider`): the same
+(`chatcli.chat.settings.load_settings`, `chatcli.providers.registry.create_provider`): the same
 flags, variables, config file and key lookup (environment or keyring only).
 
 `Forwarder` is the per-request Provider `Client` talks to. It adds what the client asked
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from chatcli.chat.settings import CliSettings
 from chatcli.messages import Message, Role
 from chatcli.providers.anthropic import wire_messages
 from chatcli.providers.base import Provider, Request, Response, StreamChunk
@@ -39,8 +40,7 @@ from chatcli.providers.openai import chat_messages
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
 from chatcli.proxy.dialect import ClientRequest, RequestError
-from chatcli.request_settings import Settings as RequestSettings
-from chatcli.settings import Settings
+from chatcli.request_settings import Settings
 
 __all__ = [
     "CROSS_SETTINGS",
@@ -116,7 +116,7 @@ class Upstream:
     max_tokens: int | None = None  # the output limit when the client sets none
 
 
-def open_upstream(settings: Settings, environ: Mapping[str, str]) -> Upstream:
+def open_upstream(settings: CliSettings, environ: Mapping[str, str]) -> Upstream:
     """The upstream the settings name (raises ProviderNotConfigured when none is)."""
     name = settings.provider or detect_provider(environ)
     if name is None:
@@ -153,7 +153,7 @@ class Forwarding:
     handle, verbatim in `extra`) and headers, and the fields an upstream of another dialect
     cannot take."""
 
-    settings: RequestSettings = field(default_factory=RequestSettings)
+    settings: Settings = field(default_factory=Settings)
     headers: Mapping[str, str] = field(default_factory=dict)
     dropped: tuple[str, ...] = ()
     same_dialect: bool = False
@@ -165,7 +165,7 @@ def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
     be sent, is the client's error (a 400 naming it); what it can do without is dropped."""
     if upstream_dialect == request.dialect:
         return Forwarding(
-            settings=RequestSettings(extra=request.passthrough),
+            settings=Settings(extra=request.passthrough),
             headers=request.headers,
             same_dialect=True,
         )
@@ -181,7 +181,7 @@ def plan(request: ClientRequest, upstream_dialect: str | None) -> Forwarding:
         if setting in taken
     }
     try:
-        settings = RequestSettings(**values)
+        settings = Settings(**values)
     except ValueError as exc:
         raise RequestError(str(exc)) from None
     kept = {request.setting_fields[s] for s in values}

@@ -265,7 +265,7 @@ class SessionStore:
         bodies = [dump_json(message_to_dict(m)) for m in messages]
         now = _now()
         with transaction(self._conn):
-            self._conn.lock(f"chatcli.session:{session_id}")
+            self._conn.lock(f"chatcli.chat.session:{session_id}")
             (last,) = self._conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
             ).fetchone()

@@ -62,7 +62,7 @@ from chatcli.policy.actions import Reply
 from chatcli.providers._common import model_limits
 from chatcli.providers.base import Request, Response, ToolSpec
 from chatcli.providers.counting import default_estimator
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["ContextRecoveryMiddleware"]
 

@@ -49,7 +49,7 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.policy.actions import Flow, Outcome, Reply, Send
 from chatcli.policy.policy import RecoveryPolicy
 from chatcli.providers.base import Response
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["ContextRecovery"]
 

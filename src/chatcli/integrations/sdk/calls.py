@@ -34,7 +34,7 @@ from chatcli.providers.openai import responses_input
 from chatcli.proxy.dialect import ClientRequest, RequestError
 from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = [
     "AsyncRecovering",

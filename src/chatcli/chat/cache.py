@@ -31,7 +31,7 @@ __all__ = [
     "cached_share",
 ]
 
-# The stored event kind of a cache break (`chatcli.session`), and the reasons it gives.
+# The stored event kind of a cache break (`chatcli.chat.session`), and the reasons it gives.
 CACHE_BREAK = "cache-break"
 RECOVERY = "a recovery cut"
 COMPACTION = "a compaction"

@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chatcli.catalog import ModelInfo
+from chatcli.chat.tap import CallRecord
 from chatcli.cost import CostLedger
 from chatcli.messages import Usage
 from chatcli.store import StoredRequest
-from chatcli.tap import CallRecord
 
 __all__ = ["COMPACTION_TAGS", "CostSummary", "ModelTally", "TurnCost", "turn_cost"]
 
@@ -61,7 +61,7 @@ class ModelTally:
 class CostSummary:
     """A session's cost from its stored requests (so a resumed session shows all of it).
     `cache_breaks`: the requests that broke the prompt cache (by id), and why
-    (`chatcli.session_cache`)."""
+    (`chatcli.chat.cache`)."""
 
     requests: tuple[StoredRequest, ...]
     cache_breaks: Mapping[int, str] = field(default_factory=dict)

@@ -1,5 +1,5 @@
 """Token estimates: a calibrated chars-per-token estimator, and the default estimate that reads
-the text's shape (exact counters where available: `chatcli.tokencount`).
+the text's shape (exact counters where available: `chatcli.tokens.exact`).
 
 `TokenEstimator` is deliberately simple and cheap (linear in characters). When a provider
 states the real prompt size (in an overflow error or in usage), `calibrated` derives a better
@@ -16,7 +16,7 @@ A calibration on one conversation still misses the next one by a few percent.
 `MarginEstimator`, the default where no exact count exists, estimates by shape, calibrates the
 shape's scale on every count a provider states, learns how far that scale missed and grows its
 predictions by it, so a prediction that says "fits" does. `trusted` tells the recovery policy
-whether a prediction may stand in for a call (`chatcli.tokencount.CountingEstimator`, exact,
+whether a prediction may stand in for a call (`chatcli.tokens.exact.CountingEstimator`, exact,
 always is).
 """
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from chatcli.messages import Message
-from chatcli.tokens import MESSAGE_OVERHEAD_TOKENS, TokenEstimator, calibrated_ratio
+from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, TokenEstimator, calibrated_ratio
 
 if TYPE_CHECKING:
     import tiktoken

@@ -34,7 +34,7 @@ from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_compaction_notice
 from chatcli.messages import Message, Role
 from chatcli.recovery import RecoveryPolicy, Send
-from chatcli.tokens import TokenEstimator
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["ContextReport", "ContextRow", "Status", "build_context_report"]
 

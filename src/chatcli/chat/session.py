@@ -24,9 +24,9 @@ auto-compaction runs instead where the model has none, and from the moment the p
 fails: a request it refuses (sent again without it), or an answer past the trigger without
 the compaction.
 
-Its parts live in modules of their own: the provider tap (`chatcli.tap`), the cost ledger
-(`chatcli.session_cost`), the budget and money formatting (`chatcli.budget`) and what the
-session says to the user (`chatcli.session_text`); the names are re-exported here.
+Its parts live in modules of their own: the provider tap (`chatcli.chat.tap`), the cost ledger
+(`chatcli.chat.cost`), the budget and money formatting (`chatcli.chat.spending`) and what the
+session says to the user (`chatcli.chat.text`); the names are re-exported here.
 """
 
 from __future__ import annotations
@@ -35,8 +35,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from chatcli.budget import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
 from chatcli.catalog import ModelInfo
+from chatcli.chat.cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
+from chatcli.chat.context import ContextReport, build_context_report
+from chatcli.chat.cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
+from chatcli.chat.spending import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
+from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
+from chatcli.chat.text import (
+    CANCELLED_NOTE,
+    CompactionNote,
+    NativeCompactionNote,
+    describe_compaction,
+)
 from chatcli.compaction import (
     CompactionBreaker,
     CompactionReport,
@@ -45,7 +55,6 @@ from chatcli.compaction import (
     compact,
 )
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
-from chatcli.context_report import ContextReport, build_context_report
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
@@ -56,16 +65,7 @@ from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.serialize import message_from_dict
-from chatcli.session_cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
-from chatcli.session_cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
-from chatcli.session_text import (
-    CANCELLED_NOTE,
-    CompactionNote,
-    NativeCompactionNote,
-    describe_compaction,
-)
 from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView, window_scope
-from chatcli.tap import CallRecord, DeltaHook, StreamingTap
 
 __all__ = [
     "BUDGET_WARN_FRACTION",

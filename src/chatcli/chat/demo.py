@@ -8,7 +8,7 @@ table, all saved in the session database.
 
 The agent's tool calls are scripted (a random-weight model cannot choose tools); the model's
 answers, the engine's token counts and its overflow errors are real. Without a model file the
-demo writes `chatcli.tinymodel`'s tiny random model, whose text is nonsense by design.
+demo writes `chatcli.chat.tinymodel`'s tiny random model, whose text is nonsense by design.
 
 The script is data (`SCRIPT`); `run_step` plays one step; the CLI only renders.
 """
@@ -19,15 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from chatcli.chat.context import ContextReport
+from chatcli.chat.session import ChatSession, Turn
 from chatcli.compaction import CompactionResult
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.context_report import ContextReport
 from chatcli.cost import CallKind
 from chatcli.errors import ChatcliError
 from chatcli.events import Event, LevelApplied
 from chatcli.messages import Message, ToolCall
 from chatcli.providers.registry import create_provider, model_info
-from chatcli.session import ChatSession, Turn
 from chatcli.store import SessionStore
 
 __all__ = [
@@ -100,7 +100,7 @@ class StepOutcome:
 
 def demo_model_path(cache_dir: Path) -> Path:
     """The tiny model in `cache_dir`, written there first if it is not (deterministic)."""
-    from chatcli.tinymodel import write_tiny_model
+    from chatcli.chat.tinymodel import write_tiny_model
 
     path = cache_dir / TINY_MODEL_NAME
     if not path.is_file():

@@ -7,7 +7,7 @@ else `config.toml` in the user's config directory (`$XDG_CONFIG_HOME/chatcli`, d
 `$CHATCLI_CONFIG` that names no file, a malformed file, an unknown key or a bad value is a
 `ConfigError` that names the file or the variable.
 
-API keys are read only from the environment or the OS keyring (`keyring`, when importable):
+API keys are read only from the environment or the OS keyring (`chatcli.providers.keys`):
 never from the config file (a key there is refused, so it cannot end up in a dotfiles repo),
 and chatcli never writes one anywhere.
 
@@ -22,10 +22,9 @@ Example `config.toml`::
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,10 @@ from chatcli.store import default_db_path
 
 __all__ = [
     "ENV_NAMES",
-    "KEYRING_SERVICE",
-    "Settings",
+    "CliSettings",
     "default_cache_dir",
     "default_config_path",
     "load_settings",
-    "lookup_api_key",
     "positive_int",
 ]
 
@@ -53,11 +50,10 @@ ENV_NAMES = {
     "max_tokens": "CHATCLI_MAX_TOKENS",
     "session_budget_usd": "CHATCLI_SESSION_BUDGET_USD",
 }
-KEYRING_SERVICE = "chatcli"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
+class CliSettings:
     """Everything the command needs to start. `config_path` is the file that was read."""
 
     provider: str | None = None
@@ -95,7 +91,7 @@ def default_cache_dir(environ: Mapping[str, str]) -> Path:
 
 def load_settings(
     flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
+) -> CliSettings:
     """Defaults < config file < environment < `flags` (a flag set to None is not given)."""
     env = os.environ if environ is None else environ
     path = default_config_path(env)
@@ -107,7 +103,7 @@ def load_settings(
     values.update(_from_env(env))
     values.update({k: v for k, v in (flags or {}).items() if k in ENV_NAMES and v is not None})
     db_path = default_db_path(env)
-    return Settings(
+    return CliSettings(
         **values,
         db_path=db_path,
         history_path=db_path.parent / "history",
@@ -172,38 +168,6 @@ _KINDS: dict[str, type] = {
     "max_tokens": int,
     "session_budget_usd": float,
 }
-
-
-KeyringGet = Callable[[str, str], str | None]
-
-
-def lookup_api_key(
-    provider: str,
-    env_names: Sequence[str],
-    environ: Mapping[str, str],
-    keyring_get: KeyringGet | None = None,
-) -> str | None:
-    """The first of `env_names` that is set, else the keyring's entry for `provider`
-    (service "chatcli", user = the provider name), else None."""
-    for name in env_names:
-        if environ.get(name):
-            return environ[name]
-    getter = keyring_get if keyring_get is not None else _system_keyring()
-    if getter is None:
-        return None
-    try:
-        return getter(KEYRING_SERVICE, provider) or None
-    except Exception:  # a locked or absent keyring backend must not stop the command
-        return None
-
-
-def _system_keyring() -> KeyringGet | None:
-    try:
-        keyring = importlib.import_module("keyring")  # optional; untyped
-    except ImportError:
-        return None
-    getter: KeyringGet = keyring.get_password
-    return getter
 
 
 def positive_int(text: str) -> int:
