@@ -12,7 +12,8 @@ import uvicorn
 
 from chatcli.proxy.app import ProxyOptions, create_app
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.upstream import Upstream, open_upstream
+from chatcli.proxy.upstream import open_upstream
+from chatcli.wire.forwarding import Upstream
 
 __all__ = ["free_port", "running_proxy", "upstream_at"]
 

@@ -14,9 +14,9 @@ import pytest
 from chatcli.policy.journal import Journal
 from chatcli.policy.prediction import Prediction, tool_definitions
 from chatcli.providers.base import ToolSpec
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from chatcli.tokens.exact import CountingEstimator, TiktokenCounter, load_encoding
+from chatcli.wire.anthropic import AnthropicDialect
 
 RECORDED = Path(__file__).resolve().parent / "data" / "claude-code" / "messages-request.json"
 

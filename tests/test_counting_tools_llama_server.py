@@ -23,9 +23,9 @@ from chatcli.events import Event, PreflightRecovery
 from chatcli.providers.base import Request
 from chatcli.providers.counting import LlamaServerTokens, RemoteCounter
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.recovery import Client
 from chatcli.tokens.exact import CountingEstimator
+from chatcli.wire.anthropic import AnthropicDialect
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server

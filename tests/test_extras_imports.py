@@ -36,6 +36,8 @@ SRC = ROOT / "src"
 # passes through it, runs without the chat's extra).
 OWNERS: dict[str, tuple[str, ...]] = {
     "chatcli.proxy": ("proxy",),
+    # The wire formats: served by the proxy, read by chatcli.wrap and the LiteLLM wrapper.
+    "chatcli.wire": ("proxy", "openai", "anthropic", "litellm"),
     "chatcli.providers.openai": ("openai",),
     "chatcli.providers.openai_compat": ("openai",),
     "chatcli.providers.discovery": ("openai",),

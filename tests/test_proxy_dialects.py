@@ -16,12 +16,12 @@ from chatcli.messages import Role, StopReason, Usage
 from chatcli.providers.anthropic import response_from_message
 from chatcli.providers.base import Response
 from chatcli.providers.openai import chat_response
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
-from chatcli.proxy.dialect import FailureKind
 from chatcli.proxy.failures import failure_from
-from chatcli.proxy.items import StreamItem, final_items
-from chatcli.proxy.openai_dialect import OpenAIDialect
 from chatcli.recovery import Reply
+from chatcli.wire.anthropic import AnthropicDialect
+from chatcli.wire.dialect import FailureKind
+from chatcli.wire.items import StreamItem, final_items
+from chatcli.wire.openai_chat import OpenAIDialect
 from tests.recorded import DATA, provider_errors
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
 from tests.test_openai_adapter import CHAT_TOOLS
@@ -268,8 +268,8 @@ def test_usage_and_stop_reasons_map_for_every_stop_reason() -> None:
 
 
 def test_cross_dialect_settings_become_neutral_settings() -> None:
-    from chatcli.proxy.upstream import plan
     from chatcli.request_settings import Settings
+    from chatcli.wire.forwarding import plan
 
     anthropic_request = AnthropicDialect().parse(
         {
@@ -313,8 +313,8 @@ def test_cross_dialect_settings_become_neutral_settings() -> None:
 
 
 def test_a_setting_out_of_range_is_the_clients_error() -> None:
-    from chatcli.proxy.dialect import RequestError
-    from chatcli.proxy.upstream import plan
+    from chatcli.wire.dialect import RequestError
+    from chatcli.wire.forwarding import plan
 
     request = AnthropicDialect().parse(
         {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "top_p": 3}
@@ -338,7 +338,7 @@ def test_claude_codes_recorded_request_parses_with_its_system_turn() -> None:
 def test_an_answer_reports_its_last_calls_usage_and_the_rest_apart() -> None:
     from dataclasses import replace
 
-    from chatcli.proxy.usage import recovery_headers
+    from chatcli.wire.usage import recovery_headers
 
     response = response_from_message(DOCS_TOOL_USE_RESPONSE)
     final = Usage(input_tokens=900, output_tokens=30, cache_read_tokens=100)

@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from chatcli.proxy.upstream import PASSED_HEADERS
+from chatcli.wire.forwarding import PASSED_HEADERS
 from tests import test_proxy_wire as wire
 from tests.recorded import sse_events
 from tests.replay import ReplayServer, Scripted

@@ -17,7 +17,7 @@ import pytest
 
 from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.upstream import Upstream
+from chatcli.wire.forwarding import Upstream
 from tests.proxy_harness import running_proxy, upstream_at
 
 # The fixtures (tiny_model) and helpers of tests/servers.py; not imported by name at the top:

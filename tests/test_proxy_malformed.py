@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from chatcli.proxy.app import create_app
 from chatcli.proxy.guard import Guard
-from chatcli.proxy.schemas import (
+from chatcli.wire.schemas import (
     MAX_DEPTH,
     ChatCompletionsRequest,
     InvalidBody,

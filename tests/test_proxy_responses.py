@@ -18,11 +18,11 @@ from pydantic import TypeAdapter
 
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import TextDelta
-from chatcli.proxy.dialect import Failure, FailureKind, RequestError
-from chatcli.proxy.items import FinalReply, StreamItem, ToolCallDelta
-from chatcli.proxy.responses_dialect import ResponsesDialect
-from chatcli.proxy.upstream import plan
 from chatcli.recovery import Reply
+from chatcli.wire.dialect import Failure, FailureKind, RequestError
+from chatcli.wire.forwarding import plan
+from chatcli.wire.items import FinalReply, StreamItem, ToolCallDelta
+from chatcli.wire.responses import ResponsesDialect
 from tests import test_proxy_wire as wire
 from tests.recorded import DATA, sse_events
 from tests.replay import ReplayServer, Scripted

@@ -18,9 +18,9 @@ import pytest
 
 from chatcli.messages import Message, Role
 from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.dialect import RequestError
 from chatcli.proxy.sessions import SESSION_HEADER, SessionRecorder, fingerprint, session_key
 from chatcli.store import SessionStore
+from chatcli.wire.dialect import RequestError
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, replay_server

@@ -12,8 +12,8 @@ under "chatcli" too) and `config` (a `RecoveryConfig`; default: the CHATCLI_* en
 
 What happens (the engine is `chatcli.Client`; nothing here re-implements it):
 
-- The keyword arguments are a Chat Completions body, litellm's input format: the proxy's
-  OpenAI dialect reads them (`OpenAIDialect.parse`), and the proxy's `Forwarder` writes each
+- The keyword arguments are a Chat Completions body, litellm's input format: the OpenAI
+  dialect reads them (`chatcli.wire`'s `OpenAIDialect.parse`), and its `Forwarder` writes each
   call back: every message recovery left whole as the caller's own JSON (images,
   `cache_control`, unknown fields), the tools and every other field verbatim.
 - An overflow, from any provider litellm routes to, is classified by `classify_error` (from
@@ -60,11 +60,11 @@ from chatcli.policy.actions import Reply
 from chatcli.providers._common import require_module
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.openai import OpenAIBase
-from chatcli.proxy.dialect import ClientRequest
-from chatcli.proxy.openai_dialect import FINISH_REASONS, OpenAIDialect
-from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client
 from chatcli.streaming import StreamItem
+from chatcli.wire.dialect import ClientRequest
+from chatcli.wire.forwarding import Forwarder, Upstream, plan
+from chatcli.wire.openai_chat import FINISH_REASONS, OpenAIDialect
 
 __all__ = ["AsyncRecoveringStream", "LiteLLM", "RecoveringStream", "acompletion", "completion"]
 
@@ -221,7 +221,7 @@ def _positive(value: object) -> int | None:
 
 
 class _Forwarder(Forwarder):
-    """The proxy's `Forwarder` (async only, as the proxy is) with the sync stream too."""
+    """`chatcli.wire`'s `Forwarder` (async only, as the proxy is) with the sync stream too."""
 
     def stream(self, request: Request) -> Iterator[StreamChunk]:
         for chunk in self.inner.stream(self.shaped(request)):  # type: ignore[attr-defined]

@@ -1,11 +1,11 @@
 """`chatcli proxy`: chatcli's recovery on the wire, for clients in any language.
 
 An OpenAI (`/v1/chat/completions`) and Anthropic (`/v1/messages`) compatible endpoint in
-front of any upstream chatcli can talk to. Modules: `dialect` (what client dialects share),
-`openai_dialect` / `anthropic_dialect` (one wire format each), `upstream` (the provider and
-what a request forwards to it), `items` (the typed items a streamed answer is written from),
-`failures` (errors in the client's terms), `guard` (client keys, concurrency), `metrics`,
-`app` (the Starlette app), `main` (the command). Imports nothing from `chatcli.cli`.
+front of any upstream chatcli can talk to. The wire formats themselves (parsing, writing,
+forwarding) are `chatcli.wire`'s. Modules: `upstream` (the provider, from the chat's
+settings), `sessions`, `compaction`, `failures` (errors in the client's terms), `guard`
+(client keys, concurrency), `metrics`, `app` (the Starlette app), `main` (the command).
+Imports nothing from `chatcli.cli`.
 Starlette and uvicorn come with the `proxy` extra and are imported by `app` and `main` only.
 """
 

@@ -6,7 +6,7 @@ Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/response
 `GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
 it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
 of the library), over a `Forwarder` (what the client's request adds); a streamed request is
-`Client.astream`, written as it comes (`chatcli.proxy.items`). The client's messages are only
+`Client.astream`, written as it comes (`chatcli.wire.items`). The client's messages are only
 read: the proxy shapes what it forwards, never what the client holds.
 
 With a `SessionRecorder` (`ProxyOptions.sessions`; `chatcli.proxy.sessions`), each request is
@@ -51,7 +51,6 @@ from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
 from chatcli.proxy.compaction import (
     Sealed,
     Sealer,
@@ -68,7 +67,13 @@ from chatcli.proxy.compaction import (
     triggered,
     user_messages,
 )
-from chatcli.proxy.dialect import (
+from chatcli.proxy.failures import failure_from
+from chatcli.proxy.guard import Guard
+from chatcli.proxy.metrics import Metrics
+from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
+from chatcli.recovery import Client, Reply
+from chatcli.wire.anthropic import AnthropicDialect
+from chatcli.wire.dialect import (
     ClientRequest,
     Dialect,
     Failure,
@@ -77,17 +82,12 @@ from chatcli.proxy.dialect import (
     RequestError,
     checked,
 )
-from chatcli.proxy.failures import failure_from
-from chatcli.proxy.guard import Guard
-from chatcli.proxy.items import EventItem, FinalReply, StreamItem, stream_items
-from chatcli.proxy.metrics import Metrics
-from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.responses_dialect import ResponsesDialect
-from chatcli.proxy.schemas import ResponsesRequest
-from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
-from chatcli.proxy.upstream import Forwarder, Upstream, passed_headers, plan
-from chatcli.proxy.usage import RecoveryCalls, recovery_headers
-from chatcli.recovery import Client, Reply
+from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
+from chatcli.wire.items import EventItem, FinalReply, StreamItem, stream_items
+from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.responses import ResponsesDialect
+from chatcli.wire.schemas import ResponsesRequest
+from chatcli.wire.usage import RecoveryCalls, recovery_headers
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
 

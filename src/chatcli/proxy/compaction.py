@@ -48,7 +48,7 @@ from typing import Any
 
 from chatcli.compaction import SUMMARY_HEADER, CompactionResult, is_summary_message
 from chatcli.messages import Message
-from chatcli.proxy.dialect import ClientRequest, RequestError
+from chatcli.wire.dialect import ClientRequest, RequestError
 
 __all__ = [
     "TOKEN_PREFIX",

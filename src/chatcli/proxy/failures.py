@@ -21,8 +21,8 @@ from chatcli.errors import (
     ProviderError,
     redact_secrets,
 )
-from chatcli.proxy.dialect import Failure, FailureKind
-from chatcli.proxy.items import Retracted
+from chatcli.wire.dialect import Failure, FailureKind
+from chatcli.wire.items import Retracted
 
 __all__ = ["failure_from", "overflow_message"]
 

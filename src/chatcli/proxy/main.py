@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from chatcli.proxy.app import ProxyOptions
     from chatcli.proxy.guard import Guard
     from chatcli.proxy.sessions import SessionRecorder
-    from chatcli.proxy.upstream import Upstream
+    from chatcli.wire.forwarding import Upstream
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main", "worker_app"]
 

@@ -2,7 +2,7 @@
 
 Requests (by endpoint and status), recoveries by level, max_tokens escalations, the upstream
 calls a recovery made besides each answer's last one and the tokens they used
-(`chatcli.proxy.usage`), upstream errors (by classified kind), session-store errors and
+(`chatcli.wire.usage`), upstream errors (by classified kind), session-store errors and
 request latency (a histogram, by endpoint). Labels hold only these names and numbers: never a
 key, a model answer or a client's text.
 """
@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from chatcli.events import Escalated, Event, LevelApplied
-from chatcli.proxy.usage import recovery_calls, recovery_usage
 from chatcli.recovery import Reply
+from chatcli.wire.usage import recovery_calls, recovery_usage
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 

@@ -67,10 +67,10 @@ from chatcli.cost import usage_cost
 from chatcli.events import Continued, Escalated, Event, OverflowDetected
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message, Role, Usage
-from chatcli.proxy.dialect import RequestError
 from chatcli.recovery import Reply
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView
 from chatcli.store.views import body_digest, dump_json
+from chatcli.wire.dialect import RequestError
 
 __all__ = [
     "SESSION_HEADER",

@@ -14,7 +14,7 @@ SDK sends it. See `chatcli.integrations.sdk.calls` for the details.
 
 Modules: `upstream` (the adapters on the caller's SDK client), `calls` (one wrapped method),
 `chunks` (the stream events recovery writes), `responses` (the Responses API's stream; the
-dialect itself is the proxy's, `chatcli.proxy.responses_dialect`), `endpoints` (the wrapped
+dialect itself is `chatcli.wire.responses`), `endpoints` (the wrapped
 methods). They are imported when a client is wrapped (importing chatcli loads none of them);
 the SDKs come with the `openai` and `anthropic` extras.
 """

@@ -6,7 +6,7 @@ and no microcompaction (the caller owns its history; only recovery shapes what i
 the pre-flight (when the window is declared, in the catalog, or learned from an earlier
 overflow), the recovery levels, max_tokens escalation and continuation are the library's.
 When nothing needs recovery, the SDK is called with the caller's arguments as they are and
-its own answer object is returned; otherwise the answer is written by the proxy's dialect
+its own answer object is returned; otherwise the answer is written by the wire dialect
 (`reply`) and validated into the SDK's own type.
 
 Errors: an SDK error recovery does not handle (authentication, rate limits, ...) is raised
@@ -31,10 +31,10 @@ from chatcli.messages import Message
 from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta
 from chatcli.providers.counting import default_estimator
 from chatcli.providers.openai import responses_input
-from chatcli.proxy.dialect import ClientRequest, RequestError
-from chatcli.proxy.upstream import Forwarder, Upstream, plan
 from chatcli.recovery import Client, Reply
 from chatcli.tokens.estimate import TokenEstimator
+from chatcli.wire.dialect import ClientRequest, RequestError
+from chatcli.wire.forwarding import Forwarder, Upstream, plan
 
 __all__ = [
     "AsyncRecovering",
@@ -105,7 +105,7 @@ class Endpoint:
 
 
 class _Forwarder(Forwarder):
-    """The proxy's Forwarder, named after the model (learned windows are kept by model)."""
+    """`chatcli.wire`'s Forwarder, named after the model (learned windows are kept by model)."""
 
     def __init__(self, upstream: Upstream, request: ClientRequest) -> None:
         super().__init__(upstream, request, plan(request, upstream.dialect))
@@ -113,7 +113,7 @@ class _Forwarder(Forwarder):
         self.instructions = request.messages[0] if request.origins[:1] == (None,) else None
 
     def verbatim(self, view: Sequence[Message]) -> Json:
-        """The Responses API's fields (see `chatcli.proxy.responses_dialect`): `input`,
+        """The Responses API's fields (see `chatcli.wire.responses`): `input`,
         from the raw turns where recovery left them whole; `instructions` goes as given."""
         if self.dialect != "responses":
             return super().verbatim(view)

@@ -4,7 +4,7 @@ The events of the caller's own call (a request that needed no recovery) are pass
 SDK made them, except its ending (OpenAI: the chunk with the `finish_reason` and the usage
 chunk after it; Anthropic: `message_delta` and `message_stop`), which is held back until the
 answer is known to be whole. What recovery adds (an answer to a recovered request, the text a
-continuation adds) is written here, in the same wire shapes the proxy's dialects write, and
+continuation adds) is written here, in the same wire shapes `chatcli.wire`'s dialects write, and
 validated into the SDK's own chunk types; then the ending: the held one when nothing was
 added, else one written from the final `Reply`. The stop of an Anthropic text block of the
 caller's call is held too while it is the last event: a continuation goes on in that block.
@@ -20,10 +20,10 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from chatcli.proxy.anthropic_dialect import STOP_REASONS, AnthropicDialect
-from chatcli.proxy.dialect import ClientRequest, Json
-from chatcli.proxy.openai_dialect import FINISH_REASONS, OpenAIDialect
 from chatcli.recovery import Reply
+from chatcli.wire.anthropic import STOP_REASONS, AnthropicDialect
+from chatcli.wire.dialect import ClientRequest, Json
+from chatcli.wire.openai_chat import FINISH_REASONS, OpenAIDialect
 
 __all__ = ["AnthropicEvents", "Chunks", "OpenAIChunks"]
 

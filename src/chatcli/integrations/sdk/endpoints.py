@@ -20,9 +20,9 @@ from chatcli.integrations.sdk.responses import ResponsesEvents
 from chatcli.integrations.sdk.upstream import AnthropicCall, OpenAICall, SdkCall
 from chatcli.providers.base import Provider
 from chatcli.providers.openai import Api
-from chatcli.proxy.anthropic_dialect import AnthropicDialect
-from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.responses_dialect import ResponsesDialect, canonical_input
+from chatcli.wire.anthropic import AnthropicDialect
+from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.responses import ResponsesDialect, canonical_input
 
 __all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT", "OPENAI_RESPONSES", "message_stream"]
 

@@ -1,5 +1,5 @@
 """The Responses API's stream under `chatcli.wrap`: the caller's own events passed on, what
-recovery adds written by the proxy's event writer (`chatcli.proxy.responses_dialect`, which
+recovery adds written by the Responses event writer (`chatcli.wire.responses`, which
 also reads the arguments and writes the whole `Response`: one converter for both).
 
 See `chatcli.integrations.sdk.chunks` for what is passed on, held back and written.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatcli.proxy.dialect import ClientRequest
-from chatcli.proxy.responses_dialect import ResponseEvents, output_items
 from chatcli.recovery import Reply
+from chatcli.wire.dialect import ClientRequest
+from chatcli.wire.responses import ResponseEvents, output_items
 
 __all__ = ["ResponsesEvents"]
 

@@ -1,10 +1,10 @@
 """The provider recovery calls under `chatcli.wrap`: the caller's own SDK client and method.
 
 `SdkCall` holds one caller's call: its keyword arguments (the request body the SDK writes)
-and the neutral request the proxy's dialect parsed from them. The adapters below are
+and the neutral request the wire dialect (`chatcli.wire`) parsed from them. The adapters below are
 chatcli's own OpenAI and Anthropic adapters (error translation, parsing, stream folding),
 given the caller's SDK client instead of one of their own and the caller's keyword
-arguments instead of a body they write: behind the proxy's `Forwarder` (which puts the
+arguments instead of a body they write: behind `chatcli.wire`'s `Forwarder` (which puts the
 view recovery chose back into the caller's raw messages), each call is the caller's call
 with the messages (and the output limit) the view needs.
 
@@ -25,7 +25,7 @@ from chatcli.providers.adapter import Adapter, Fold
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import Request, Response, StreamDelta
 from chatcli.providers.openai import Api, OpenAIBase
-from chatcli.proxy.dialect import ClientRequest
+from chatcli.wire.dialect import ClientRequest
 
 __all__ = ["STREAM_ARGS", "AnthropicCall", "OpenAICall", "SdkCall"]
 

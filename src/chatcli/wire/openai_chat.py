@@ -4,7 +4,7 @@ Shapes follow openai-python's own types (`ChatCompletion`, `ChatCompletionChunk`
 error envelope the API returns (`{"error": {"message", "type", "param", "code"}}`).
 Message content other than text (images, audio) is not part of the neutral view, so a
 cross-dialect upstream does not get it; a same-dialect upstream gets the message verbatim
-whenever recovery left it whole (`chatcli.proxy.upstream`).
+whenever recovery left it whole (`chatcli.wire.forwarding`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 from chatcli.messages import Message, Role, StopReason, TextPart
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.providers.openai import parse_tool_call
-from chatcli.proxy.dialect import (
+from chatcli.recovery import Reply
+from chatcli.wire.dialect import (
     ClientRequest,
     Failure,
     FailureKind,
@@ -30,10 +31,9 @@ from chatcli.proxy.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.proxy.items import EventItem, FinalReply, StreamItem, ToolCallDelta
-from chatcli.proxy.schemas import ChatCompletionsRequest
-from chatcli.proxy.usage import answer_usage
-from chatcli.recovery import Reply
+from chatcli.wire.items import EventItem, FinalReply, StreamItem, ToolCallDelta
+from chatcli.wire.schemas import ChatCompletionsRequest
+from chatcli.wire.usage import answer_usage
 
 __all__ = ["HANDLED", "SETTINGS", "OpenAIDialect"]
 

@@ -1,4 +1,4 @@
-"""Typed models of the request bodies the proxy takes, to check a body before a dialect reads
+"""Typed models of the request bodies chatcli takes, to check a body before a dialect reads
 it: a malformed body is the client's 400 naming the field, never a crash in a parser or a
 request an upstream rejects.
 

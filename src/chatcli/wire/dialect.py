@@ -1,16 +1,16 @@
-"""What every client dialect of the proxy shares: the parsed request, the failure value, and
-the protocol a dialect implements.
+"""What every client dialect shares: the parsed request, the failure value, and the protocol a
+dialect implements. The proxy serves the dialects and `chatcli.wrap` reads with them.
 
-A dialect (`openai_dialect`, `anthropic_dialect`, `responses_dialect`) is the only code that
+A dialect (`openai_chat`, `anthropic`, `responses` in this package) is the only code that
 knows one client wire format. It turns a request body into a `ClientRequest` (neutral
 messages plus what rides along) and a `Reply`, a stream of `StreamItem`s or a `Failure` back
 into that wire format.
 
 Fields of a request body fall in three groups, one table per dialect:
 
-- handled: the proxy reads them itself (model, messages, the output limit, tools, stream);
+- handled: chatcli reads them itself (model, messages, the output limit, tools, stream);
 - settings: mapped to a neutral setting name (`SETTINGS`), so they reach an upstream of
-  another dialect under its own field name (`chatcli.proxy.upstream` writes them);
+  another dialect under its own field name (`chatcli.wire.forwarding` writes them);
 - passthrough: everything else (metadata, cache settings, unknown future fields) is kept
   verbatim and reaches an upstream of the same dialect unchanged; another dialect cannot
   take it, and the response says which fields were not forwarded (`x-chatcli-dropped`).
@@ -28,9 +28,9 @@ from pydantic import BaseModel
 
 from chatcli.messages import Message
 from chatcli.providers.base import ToolSpec
-from chatcli.proxy.items import StreamItem
-from chatcli.proxy.schemas import InvalidBody, check
 from chatcli.recovery import Reply
+from chatcli.wire.items import StreamItem
+from chatcli.wire.schemas import InvalidBody, check
 
 __all__ = [
     "ClientRequest",
@@ -63,7 +63,7 @@ class ClientRequest:
     dialect's upstream is not sent but can do without (a tool the client's server would run
     itself, such as web search): it is left out and said in the answer's headers. `headers`
     are the client's headers an upstream of its dialect may need
-    (`chatcli.proxy.upstream.passed_headers`). `leading`: wire output items the proxy made
+    (`chatcli.wire.forwarding.passed_headers`). `leading`: wire output items the proxy made
     itself that the answer begins with (`chatcli.proxy.compaction`'s compaction item).
     """
 
@@ -156,7 +156,7 @@ class Dialect(Protocol):
 
 def checked(schema: type[BaseModel], body: Json) -> None:
     """Refuse `body` unless it is of `schema`, its dialect's wire format
-    (`chatcli.proxy.schemas`): a malformed body is the client's 400, naming the field."""
+    (`chatcli.wire.schemas`): a malformed body is the client's 400, naming the field."""
     try:
         check(schema, body)
     except InvalidBody as exc:

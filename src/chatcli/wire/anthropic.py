@@ -25,7 +25,8 @@ from typing import Any
 from chatcli.messages import Message, StopReason
 from chatcli.providers.anthropic import response_from_message
 from chatcli.providers.base import TextDelta, ToolSpec
-from chatcli.proxy.dialect import (
+from chatcli.recovery import Reply
+from chatcli.wire.dialect import (
     ClientRequest,
     Failure,
     FailureKind,
@@ -37,16 +38,15 @@ from chatcli.proxy.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.proxy.items import (
+from chatcli.wire.items import (
     EventItem,
     ReasoningDelta,
     ReasoningItem,
     StreamItem,
     ToolCallDelta,
 )
-from chatcli.proxy.schemas import MessagesRequest
-from chatcli.proxy.usage import answer_usage
-from chatcli.recovery import Reply
+from chatcli.wire.schemas import MessagesRequest
+from chatcli.wire.usage import answer_usage
 
 __all__ = ["HANDLED", "SETTINGS", "AnthropicDialect"]
 

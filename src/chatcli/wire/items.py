@@ -54,7 +54,7 @@ __all__ = [
     "stream_items",
 ]
 
-logger = logging.getLogger("chatcli.proxy")
+logger = logging.getLogger("chatcli.wire")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

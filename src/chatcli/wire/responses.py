@@ -15,7 +15,7 @@ tool calls, item references, ...) are refused (`RequestError`;
 cannot carry but a Responses upstream would take verbatim (custom and client-run built-in
 tools, images and files in a message, `previous_response_id`, `conversation`) is listed in
 `ClientRequest.unreadable`: the proxy, whose upstream never speaks Responses, refuses it
-with a 400 naming it (`chatcli.proxy.upstream.plan`) instead of dropping it. The proxy keeps
+with a 400 naming it (`chatcli.wire.forwarding.plan`) instead of dropping it. The proxy keeps
 no responses, so `store` is not forwarded either (the answer's `x-chatcli-dropped` says so).
 
 Tools, as Codex sends them: a `namespace` tool groups function tools, which the model calls
@@ -30,7 +30,7 @@ client offering one by default (Codex offers web search) still works.
 
 Shapes follow openai-python's types (`Response`, `ResponseStreamEvent`) and the recorded API
 stream in tests/data/sse (an `error` event then `response.failed`, for a failure after the
-stream began). Errors are the OpenAI envelope of `chatcli.proxy.openai_dialect`.
+stream began). Errors are the OpenAI envelope of `chatcli.wire.openai_chat`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from typing import Any
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
-from chatcli.proxy.dialect import (
+from chatcli.recovery import Reply
+from chatcli.wire.dialect import (
     ClientRequest,
     Failure,
     FailureKind,
@@ -56,11 +57,10 @@ from chatcli.proxy.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.proxy.items import EventItem, FinalReply, ReasoningItem, StreamItem
-from chatcli.proxy.openai_dialect import OpenAIDialect
-from chatcli.proxy.schemas import ResponsesRequest
-from chatcli.proxy.usage import answer_usage
-from chatcli.recovery import Reply
+from chatcli.wire.items import EventItem, FinalReply, ReasoningItem, StreamItem
+from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.schemas import ResponsesRequest
+from chatcli.wire.usage import answer_usage
 
 __all__ = [
     "HANDLED",
