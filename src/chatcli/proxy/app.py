@@ -185,11 +185,17 @@ class Proxy:
         return b"".join(chunks)
 
     async def answer(
-        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+        self,
+        parsed: ClientRequest,
+        dialect: Dialect,
+        session: str | None = None,
+        forwarder: Forwarder | None = None,
     ) -> Response:
         """The answer to a parsed request: JSON, or a stream once its answer has begun.
-        `session`: the conversation's key (None: no sticky cut, nothing recorded)."""
-        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
+        `session`: the conversation's key (None: no sticky cut, nothing recorded);
+        `forwarder`: the provider it is sent to (None: the upstream, as the request plans)."""
+        if forwarder is None:
+            forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
@@ -399,12 +405,13 @@ class Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        """On shutdown, close the upstream's connections (its SDK client's pool) and write what
-        the session recorder holds."""
+        """On shutdown, close the upstream's connections (its SDK clients' pools) and write
+        what the session recorder holds."""
         yield {}
-        aclose = getattr(self.upstream.provider, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for provider in (self.upstream.provider, self.upstream.native):
+            aclose = getattr(provider, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if self.sessions is not None:
             await asyncio.to_thread(self.sessions.close)
 

@@ -2,7 +2,10 @@
 
 `open_upstream` builds the provider with the chat's own settings and registry
 (`chatcli.chat.settings.load_settings`, `chatcli.providers.registry.create_provider`): the same
-flags, variables, config file and key lookup (environment or keyring only).
+flags, variables, config file and key lookup (environment or keyring only). For OpenAI with a
+model that compacts on OpenAI's servers (the adapter's `native_compaction_supported`), it
+builds the same upstream over the Responses API too (`Upstream.native`), to which the proxy
+passes compaction (`chatcli.proxy.compaction_routes`).
 
 `Forwarder` is the per-request Provider `Client` talks to. It adds what the client asked
 beyond messages, output limit and tools:
@@ -36,7 +39,7 @@ from chatcli.chat.settings import CliSettings
 from chatcli.messages import Message, Role
 from chatcli.providers.anthropic import wire_messages
 from chatcli.providers.base import Provider, Request, Response, StreamChunk
-from chatcli.providers.openai import chat_messages
+from chatcli.providers.openai import OpenAI, chat_messages
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import ProviderNotConfigured, create_provider, detect_provider
 from chatcli.proxy.dialect import ClientRequest, RequestError
@@ -114,6 +117,9 @@ class Upstream:
     model: str
     dialect: str | None
     max_tokens: int | None = None  # the output limit when the client sets none
+    # The same upstream over the Responses API, when it compacts on its own servers (OpenAI
+    # with a model that supports it); None: compaction is chatcli's own.
+    native: OpenAI | None = None
 
 
 def open_upstream(settings: CliSettings, environ: Mapping[str, str]) -> Upstream:
@@ -137,6 +143,28 @@ def open_upstream(settings: CliSettings, environ: Mapping[str, str]) -> Upstream
         model=model,
         dialect=_DIALECTS.get(name),
         max_tokens=settings.max_tokens,
+        native=_native(name, model, settings, environ),
+    )
+
+
+def _native(
+    name: str, model: str, settings: CliSettings, environ: Mapping[str, str]
+) -> OpenAI | None:
+    """OpenAI's Responses adapter for `model`, when that model compacts on OpenAI's servers."""
+    if name != "openai":
+        return None
+    responses = create_provider(
+        name,
+        model=model,
+        base_url=settings.base_url,
+        context_window=settings.context_window,
+        environ=environ,
+        api="responses",
+    )
+    return (
+        responses
+        if isinstance(responses, OpenAI) and responses.native_compaction_supported()
+        else None
     )
 
 
