@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from openai.types.responses import ResponseCompactParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -79,10 +78,6 @@ COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction to
 _UPSTREAM_STATES = frozenset(
     {ErrorKind.RATE_LIMIT, ErrorKind.QUOTA, ErrorKind.AUTH, ErrorKind.TRANSIENT}
 )
-
-# The fields of a compact request (openai-python's `ResponseCompactParams`): what a
-# `compaction_trigger` request's body sends to OpenAI's `/responses/compact`.
-COMPACT_FIELDS = frozenset(ResponseCompactParams.__annotations__)
 
 ANTHROPIC = AnthropicDialect()
 RESPONSES = ResponsesDialect()
@@ -215,9 +210,12 @@ class CompactionRoutes:
     async def openai_compact(
         self, native: OpenAI, body: dict[str, Any], headers: Mapping[str, str]
     ) -> tuple[dict[str, Any], Usage]:
-        """OpenAI's `/responses/compact` of `body` (its fields a compact request takes), and
-        its usage; a failure is the client's error in its dialect."""
-        fields = {k: v for k, v in body.items() if k in COMPACT_FIELDS}
+        """OpenAI's `/responses/compact` of `body` (the fields of openai-python's
+        `ResponseCompactParams`, imported here: older SDKs, which the rest of the proxy runs
+        on, have no compaction), and its usage; a failure is the client's error."""
+        from openai.types.responses import ResponseCompactParams
+
+        fields = {k: v for k, v in body.items() if k in ResponseCompactParams.__annotations__}
         try:
             return await native.aresponses_compact(fields, headers=headers)
         except ProviderError as exc:
