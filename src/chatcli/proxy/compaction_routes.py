@@ -68,7 +68,7 @@ from chatcli.recovery import Reply
 if TYPE_CHECKING:
     from chatcli.proxy.app import Proxy
 
-__all__ = ["COMPACTION_KEY", "CompactionRoutes", "Made"]
+__all__ = ["COMPACTION_KEY", "CompactionRoutes", "Made", "NativeForwarder"]
 
 logger = logging.getLogger("chatcli.proxy")
 
