@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -28,7 +29,7 @@ from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
-from tests.recorded import DATA
+from tests.recorded import DATA, replayed_error
 from tests.replay import ReplayServer, Scripted
 from tests.test_native_compaction import openai_events
 from tests.test_proxy_compaction import conversation, summary_body
@@ -187,3 +188,23 @@ def test_a_model_without_native_compaction_keeps_chatcli_own(
     assert SUMMARY_HEADER not in upstream.requests[-1].body.decode()
     assert any("compacted (/responses/compact)" in m for m in proxy_log.messages)
     assert not any(PASSED in m for m in proxy_log.messages)
+
+
+@pytest.mark.parametrize("trigger", [False, True])
+def test_openai_refusing_the_compaction_is_the_clients_error(
+    upstream: ReplayServer, native_proxy: str, trigger: bool
+) -> None:
+    """A recorded OpenAI rate limit (tests/data provider errors, pe-030) on `/responses/compact`
+    reaches the client as its own 429 with OpenAI's code and Retry-After."""
+    limited = replayed_error(wire.record("pe-030"))
+    upstream.add(Scripted(status=429, body=limited.body, headers={"retry-after": "7"}))
+    client = oa(native_proxy)
+    with pytest.raises(openai.RateLimitError) as caught:
+        if trigger:
+            given = [*with_openai_item(), {"type": "compaction_trigger"}]
+            client.responses.create(model=MODEL, input=given)  # type: ignore[arg-type]
+        else:
+            client.responses.compact(model=MODEL, input=with_openai_item())  # type: ignore[arg-type]
+    assert caught.value.code == "rate_limit_exceeded"
+    assert caught.value.response.headers["retry-after"] == "7"
+    assert upstream.requests[-1].path == "/v1/responses/compact"
