@@ -31,7 +31,8 @@ Mapping notes:
   the models `supports_native_compaction` names): `context_management: [{"type": "compaction",
   "compact_threshold": N}]` on every request; the answer's encrypted `compaction` output item
   becomes the message's `CompactionPart` (kept verbatim) and is sent back first, in front of the
-  message's other items.
+  message's other items. `OpenAI.aresponses_compact` is `POST /responses/compact`, the
+  standalone compaction (the proxy passes a client's compact request to it).
 - `Request.options` are passed to the SDK's `create` as they are, last (they win).
 - Tool results have no error flag on this wire; `ToolResult.is_error` is not sent.
 """
@@ -830,6 +831,21 @@ class OpenAI(OpenAIBase):
     def native_compaction_supported(self) -> bool:
         """Whether this model compacts on OpenAI's servers (the Responses API only)."""
         return self.api == "responses" and supports_native_compaction(self.model)
+
+    async def aresponses_compact(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> tuple[Json, Usage]:
+        """`POST /responses/compact` (the SDK's `responses.compact`) of `body`, a compact
+        request's fields as the API names them, for this adapter's model: OpenAI's
+        `CompactedResponse` as the JSON it sent (the user messages, then one encrypted
+        `compaction` item), and its usage."""
+        fields = {k: v for k, v in body.items() if k != "model"}
+        with self._errors():
+            raw = await self._aclient().responses.with_raw_response.compact(
+                model=self.model, extra_body=fields, extra_headers=dict(headers or {})
+            )
+            compacted = raw.parse()
+        return json.loads(raw.text), _responses_usage(compacted.usage)
 
     def _body_extra(self, request: Request) -> Json:
         extra = self._compaction_fields()

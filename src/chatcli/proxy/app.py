@@ -1,7 +1,7 @@
 """The proxy's ASGI app (Starlette): the routes, and one request from body to answer.
 
 Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/responses/compact`
-(OpenAI; compaction for any upstream: `chatcli.proxy.compaction`), `POST /v1/messages` and
+(OpenAI; compaction: `chatcli.proxy.compaction_routes`), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
 `GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
 it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
@@ -12,7 +12,7 @@ read: the proxy shapes what it forwards, never what the client holds.
 With a `SessionRecorder` (`ProxyOptions.sessions`; `chatcli.proxy.sessions`), each request is
 recorded in the session store before the end of its answer is sent, and a window another
 replica learned pre-flights the request. A conversation a recovery level cut starts its next
-requests from that cut (`_Proxy.cuts`, a `StickyViews`: in memory, and with a recorder in
+requests from that cut (`Proxy.cuts`, a `StickyViews`: in memory, and with a recorder in
 the store every replica reads), so the upstream's prompt cache keeps the cut prefix.
 
 `Client` is built with `max_retries=0`: a rate limit or a transient upstream error goes back
@@ -30,7 +30,6 @@ import contextlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,32 +40,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from chatcli.compaction import CompactionResult
-from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
-from chatcli.errors import CompactionError, ErrorKind, ProviderError
+from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
-from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
 from chatcli.providers.counting import counter_for
-from chatcli.proxy.compaction import (
-    Sealed,
-    Sealer,
-    compact_edit,
-    compact_threshold,
-    compaction_block,
-    compaction_item,
-    concerns,
-    expanded,
-    expanded_blocks,
-    new_key,
-    sealed_of,
-    told,
-    triggered,
-    user_messages,
-)
+from chatcli.proxy.compaction_routes import CompactionRoutes
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.metrics import Metrics
@@ -80,13 +61,11 @@ from chatcli.wire.dialect import (
     FailureKind,
     Refused,
     RequestError,
-    checked,
 )
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import EventItem, FinalReply, StreamItem, stream_items
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.responses import ResponsesDialect
-from chatcli.wire.schemas import ResponsesRequest
 from chatcli.wire.usage import RecoveryCalls, recovery_headers
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
@@ -95,12 +74,6 @@ logger = logging.getLogger("chatcli.proxy")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
-COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
-# Failures of a summary call that are the upstream's state, not the conversation's: answered
-# as errors (the client retries) rather than with a compaction that left the conversation whole.
-_UPSTREAM_STATES = frozenset(
-    {ErrorKind.RATE_LIMIT, ErrorKind.QUOTA, ErrorKind.AUTH, ErrorKind.TRANSIENT}
-)
 
 OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
@@ -123,7 +96,7 @@ class ProxyOptions:
     escalate_past_client_limit: bool = False
 
 
-class _Proxy:
+class Proxy:
     """The state the routes share: upstream, guard, metrics, options."""
 
     def __init__(self, upstream: Upstream, guard: Guard, options: ProxyOptions) -> None:
@@ -135,7 +108,7 @@ class _Proxy:
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
         self.sessions = options.sessions
-        self._sealer: Sealer | None = None
+        self.compactions = CompactionRoutes(self)
         self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:
             self.sessions.on_error = self.store_failed
@@ -148,19 +121,14 @@ class _Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
-            body = _json_object(await self.raw_body(request))
-            made = None  # chatcli.proxy.compaction
-            if dialect is RESPONSES:
-                made = await self.compaction(request, body)
-            elif dialect is ANTHROPIC and self.upstream.dialect != ANTHROPIC.name:
-                made = await self.block_compaction(request, expanded_blocks(body))
-            if made is not None and made.answer is not None:
+            made = await self.compactions.made(request, dialect, await self.body(request))
+            if made.answer is not None:
                 response = made.answer
             else:
-                parsed, session = self.read(request, dialect, made.body if made else body)
-                if made is not None:
-                    parsed = replace(parsed, leading=made.leading)
-                response = await self.answer(parsed, dialect, session)
+                parsed, session = self.read(request, dialect, made.body)
+                response = await self.answer(
+                    replace(parsed, leading=made.leading), dialect, session
+                )
         except Refused as refused:
             self.guard.release(client)
             return self.answer_error(dialect, refused.failure, endpoint, started)
@@ -185,155 +153,6 @@ class _Proxy:
         conversation's key (`session_of`)."""
         parsed = passed_headers(dialect.parse(body), request.headers)
         return parsed, self.session_of(request, parsed)
-
-    # Responses compaction for any upstream (chatcli.proxy.compaction) ----------------------
-
-    async def sealer(self) -> Sealer:
-        """The key sealing compaction tokens: the store's (shared by every replica, kept across
-        restarts), else one made at start (its tokens do not survive a restart)."""
-        if self._sealer is None:
-            key = None
-            if self.sessions is not None:
-                try:
-                    key = await self.sessions.key(COMPACTION_KEY)
-                except Exception as exc:  # the store failed: serve on, with this run's key
-                    logger.error("chatcli proxy: reading the compaction key failed: %s", exc)
-                    self.store_failed(exc)
-            self._sealer = Sealer(key or new_key())
-        return self._sealer
-
-    async def compaction(self, request: Request, body: dict[str, Any]) -> _Made:
-        """A Responses body with its chatcli compaction item expanded, compacted first when it
-        asks (`compaction_trigger`: the compaction item is the whole answer;
-        `context_management` over its threshold: the answer begins with the item)."""
-        if not concerns(body):
-            return _Made(body)
-        checked(ResponsesRequest, body)  # its items, before they are read here
-        sealer = await self.sealer()
-        body, trigger = triggered(expanded(body, sealer))
-        threshold = compact_threshold(body)
-        body.pop("context_management", None)  # done here: no upstream is sent it
-        if not trigger and threshold is None:
-            return _Made(body)
-        parsed = passed_headers(RESPONSES.parse(body), request.headers)
-        if not trigger:
-            counter = counter_for(self.upstream.provider)
-            tokens = await asyncio.to_thread(counter.count, parsed.messages)
-            if tokens < threshold:  # type: ignore[operator]
-                return _Made(body)
-        sealed, reply = await self.compacted(parsed)
-        item = compaction_item(sealer.seal(sealed))
-        how = "compaction_trigger" if trigger else f"context_management over {threshold} tokens"
-        logger.info("chatcli proxy: compacted (%s): %s", how, told(sealed))
-        if trigger:
-            answer = await self.answer_items(replace(parsed, leading=(item,)), reply)
-            return _Made(body, answer=answer)
-        return _Made(expanded({**body, "input": [*body["input"], item]}, sealer), leading=(item,))
-
-    async def compacted(self, parsed: ClientRequest) -> tuple[Sealed, Reply]:
-        """chatcli's own compaction of `parsed` against the upstream, what it leaves, and a
-        Reply that carries its usage. A conversation that cannot be compacted (too short, a
-        summary that failed its checks or a summary call over the window) is left whole, so
-        the client always gets its item (the next request is recovered like any other); an
-        upstream that is down, out of quota or refusing the key is the client's error."""
-        result = await self.compaction_result(parsed)
-        usage = result.report.usage if result is not None else Usage()
-        calls = result.report.calls if result is not None else 0
-        reply = Reply(
-            message=Message(role=Role.ASSISTANT),
-            usage=usage,
-            events=(),
-            truncated=False,
-            view=(),
-            stop_reason=StopReason.END_TURN,
-            calls=calls,
-        )
-        return sealed_of(parsed, result), reply
-
-    async def compaction_result(self, parsed: ClientRequest) -> CompactionResult | None:
-        """chatcli's compaction of `parsed` against the upstream (None: left whole; see
-        `compacted`)."""
-        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
-        window = await self.shared_window(forwarder)
-        library = self.library_client(forwarder, window, [])
-        max_tokens = parsed.max_tokens or self.upstream.max_tokens
-        try:
-            return await library.acompact(parsed.messages, max_tokens=max_tokens)
-        except CompactionError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
-                raise Refused(self.failed(cause)) from exc
-            logger.warning("chatcli proxy: compaction left the conversation whole: %s", exc)
-            return None
-
-    async def block_compaction(self, request: Request, body: dict[str, Any]) -> _Made:
-        """An Anthropic body's `compact_20260112` edit, for an upstream of another dialect:
-        over its trigger (none: chatcli's own auto-compaction point of the upstream's window),
-        compacted first, the answer beginning with the `compaction` block."""
-        body, asked, trigger = compact_edit(body)
-        if not asked:
-            return _Made(body)
-        parsed = passed_headers(ANTHROPIC.parse(body), request.headers)
-        window = getattr(self.upstream.provider, "context_window", None)
-        point = trigger
-        if point is None and window:
-            point = window * CompactionConfig().auto_compact_pct // 100
-        tokens = await asyncio.to_thread(counter_for(self.upstream.provider).count, parsed.messages)
-        if point is None or tokens < point:
-            return _Made(body)
-        block = compaction_block(await self.compaction_result(parsed))
-        if block is None:
-            return _Made(body)
-        logger.info(
-            "chatcli proxy: compacted (compact_20260112 over %d tokens): a block of %d chars",
-            point,
-            len(block["content"]),
-        )
-        compacted = expanded_blocks(
-            {**body, "messages": [{"role": "assistant", "content": [block]}]}
-        )
-        return _Made(compacted, leading=(block,))
-
-    async def answer_items(self, parsed: ClientRequest, reply: Reply) -> Response:
-        """An answer of `parsed.leading` alone (no upstream call), whole or streamed."""
-        model = parsed.model or self.upstream.model
-        if not parsed.stream:
-            return JSONResponse(RESPONSES.reply(parsed, reply, model=model))
-        items = _chained([FinalReply(reply=reply)], _nothing())
-        body = RESPONSES.stream(parsed, items, model=model)
-        return StreamingResponse(body, media_type="text/event-stream")
-
-    async def compact(self, request: Request) -> Response:
-        """`POST /v1/responses/compact`: the user messages, then exactly one compaction item
-        (openai-python's `CompactedResponse`)."""
-        started = time.perf_counter()
-        endpoint = request.scope["path"]
-        try:
-            client = self.admit(request)
-        except Refused as refused:
-            return self.answer_error(RESPONSES, refused.failure, endpoint, started)
-        try:
-            sealer = await self.sealer()
-            body = _json_object(await self.raw_body(request))
-            checked(ResponsesRequest, body)
-            body = expanded(body, sealer)
-            parsed = passed_headers(RESPONSES.parse(body), request.headers)
-            sealed, reply = await self.compacted(parsed)
-        except Refused as refused:
-            return self.answer_error(RESPONSES, refused.failure, endpoint, started)
-        finally:
-            self.guard.release(client)
-        logger.info("chatcli proxy: compacted (/responses/compact): %s", told(sealed))
-        usage = RESPONSES.reply(parsed, reply, model="")["usage"]
-        compacted = {
-            "id": f"resp_{uuid.uuid4().hex}",
-            "object": "response.compaction",
-            "created_at": int(time.time()),
-            "output": [*user_messages(body["input"]), compaction_item(sealer.seal(sealed))],
-            "usage": usage,
-        }
-        self.metrics.record_request(endpoint, 200, time.perf_counter() - started)
-        return JSONResponse(compacted)
 
     def admit(self, request: Request) -> str:
         client = self.guard.client(request.headers)
@@ -366,11 +185,17 @@ class _Proxy:
         return b"".join(chunks)
 
     async def answer(
-        self, parsed: ClientRequest, dialect: Dialect, session: str | None = None
+        self,
+        parsed: ClientRequest,
+        dialect: Dialect,
+        session: str | None = None,
+        forwarder: Forwarder | None = None,
     ) -> Response:
         """The answer to a parsed request: JSON, or a stream once its answer has begun.
-        `session`: the conversation's key (None: no sticky cut, nothing recorded)."""
-        forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
+        `session`: the conversation's key (None: no sticky cut, nothing recorded);
+        `forwarder`: the provider it is sent to (None: the upstream, as the request plans)."""
+        if forwarder is None:
+            forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
@@ -580,12 +405,13 @@ class _Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        """On shutdown, close the upstream's connections (its SDK client's pool) and write what
-        the session recorder holds."""
+        """On shutdown, close the upstream's connections (its SDK clients' pools) and write
+        what the session recorder holds."""
         yield {}
-        aclose = getattr(self.upstream.provider, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for provider in (self.upstream.provider, self.upstream.native):
+            aclose = getattr(provider, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if self.sessions is not None:
             await asyncio.to_thread(self.sessions.close)
 
@@ -594,25 +420,10 @@ class _Proxy:
 
 
 @dataclass(frozen=True, slots=True)
-class _Made:
-    """What Responses compaction made of a request: the body to read, the output items its
-    answer begins with, or the whole answer (a `compaction_trigger`'s)."""
-
-    body: dict[str, Any]
-    leading: tuple[Any, ...] = ()
-    answer: Response | None = None
-
-
-async def _nothing() -> AsyncIterator[StreamItem]:
-    return
-    yield
-
-
-@dataclass(frozen=True, slots=True)
 class _CutOf:
     """What a streamed request's record needs to tell the cut it made, once it has made it."""
 
-    proxy: _Proxy
+    proxy: Proxy
     session: str | None
     given: StickyView | None
     library: Client
@@ -648,11 +459,11 @@ async def _chained(
 
 def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = None) -> Starlette:
     """The proxy's ASGI app in front of `upstream`."""
-    proxy = _Proxy(upstream, guard, options or ProxyOptions())
+    proxy = Proxy(upstream, guard, options or ProxyOptions())
     routes = [
         Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
         Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
-        Route("/v1/responses/compact", proxy.compact, methods=["POST"]),
+        Route("/v1/responses/compact", proxy.compactions.compact, methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
         Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
         Route("/v1/models", proxy.models, methods=["GET"]),

@@ -18,6 +18,9 @@ read, with the summary (a user message, as chatcli's own compaction renders it) 
 items; the system and developer messages before it are kept, the other items before it are
 dropped (the client may keep them or not: the answer is the same). A `compaction` item the
 proxy did not make is OpenAI's: no other upstream can read it, and it is refused with a 400.
+In front of OpenAI with a model that compacts on its servers the proxy passes compaction to
+OpenAI instead (`chatcli.proxy.compaction_routes`), and such an item goes to it unchanged
+(`openai_compaction`).
 
 The shapes follow openai-python's types: `ResponseCompactionItem` (`id`, `encrypted_content`,
 `type`, `created_by`), `CompactedResponse` (`object: "response.compaction"`, `output`: the
@@ -52,6 +55,7 @@ from chatcli.wire.dialect import ClientRequest, RequestError
 
 __all__ = [
     "TOKEN_PREFIX",
+    "OpenAICompaction",
     "Sealed",
     "Sealer",
     "compact_edit",
@@ -62,6 +66,7 @@ __all__ = [
     "expanded",
     "expanded_blocks",
     "new_key",
+    "openai_compaction",
     "sealed_of",
     "told",
     "triggered",
@@ -196,12 +201,10 @@ def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
     """`body` with its latest compaction item replaced by what it stands for (module
     docstring); `body` itself when its input has none."""
     items = body.get("input")
-    if not isinstance(items, list):
+    latest = _latest_compaction(items)
+    if latest is None:
         return dict(body)
-    at = [i for i, item in enumerate(items) if _type(item) == "compaction"]
-    if not at:
-        return dict(body)
-    latest = at[-1]
+    assert isinstance(items, list)  # it has a compaction item
     token = items[latest].get("encrypted_content")
     param = f"input[{latest}].encrypted_content"
     if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
@@ -214,6 +217,41 @@ def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
     logger.info("chatcli proxy: expanded a compaction item (%s)", told(sealed))
     systems = [item for item in items[:latest] if _is_system(item)]
     return {**body, "input": [*systems, *sealed.items(), *items[latest + 1 :]]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenAICompaction:
+    """A Responses body for OpenAI itself, its latest compaction item (one OpenAI made) taken
+    out: `body` keeps the system and developer messages before it (OpenAI's rule: the item
+    carries the rest) and every item after it; `item` goes back, unchanged, at `place` of
+    `body`'s input."""
+
+    body: dict[str, Any]
+    item: Json
+    place: int
+
+
+def openai_compaction(body: Mapping[str, Any]) -> OpenAICompaction | None:
+    """`body`'s latest compaction item, when OpenAI made it (not a chatcli token), taken out
+    (`OpenAICompaction`); None: it has none, or chatcli's."""
+    items = body.get("input")
+    latest = _latest_compaction(items)
+    if latest is None:
+        return None
+    assert isinstance(items, list)  # it has a compaction item
+    token = items[latest].get("encrypted_content")
+    if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
+        return None
+    systems = [i for i in items[:latest] if _is_system(i)]
+    kept = {**body, "input": [*systems, *items[latest + 1 :]]}
+    return OpenAICompaction(body=kept, item=items[latest], place=len(systems))
+
+
+def _latest_compaction(items: Any) -> int | None:
+    """The place of the latest compaction item of `items` (None: it has none)."""
+    if not isinstance(items, list):
+        return None
+    return max((i for i, item in enumerate(items) if _type(item) == "compaction"), default=None)
 
 
 def expanded_blocks(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any
 from chatcli.messages import Message, Role
 from chatcli.providers.anthropic import wire_messages
 from chatcli.providers.base import Provider, Request, Response, StreamChunk
-from chatcli.providers.openai import chat_messages
+from chatcli.providers.openai import OpenAI, chat_messages
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.request_settings import Settings
 from chatcli.wire.dialect import ClientRequest, RequestError
@@ -107,6 +107,9 @@ class Upstream:
     model: str
     dialect: str | None
     max_tokens: int | None = None  # the output limit when the client sets none
+    # The same upstream over the Responses API, when it compacts on its own servers (OpenAI
+    # with a model that supports it); None: compaction is chatcli's own.
+    native: OpenAI | None = None
 
 
 def passed_headers(request: ClientRequest, headers: Mapping[str, str]) -> ClientRequest:

@@ -70,6 +70,7 @@ __all__ = [
     "ResponseEvents",
     "ResponsesDialect",
     "canonical_input",
+    "compaction_items",
     "flat_name",
     "output_items",
 ]
@@ -216,14 +217,23 @@ def _response_body(
 
 
 def output_items(message: Message, names: Namespaced | None = None) -> list[Json]:
-    """An assistant message as `output` items: reasoning, the text message, function calls
-    (a flat name among `names` written back as its namespace and name)."""
-    items = [dict(item) for item in (message.provider_details or {}).get(REASONING_KEY, ())]
+    """An assistant message as `output` items: OpenAI's compaction item, reasoning, the text
+    message, function calls (a flat name among `names` written back as its namespace and
+    name)."""
+    items = compaction_items(message)
+    items += [dict(item) for item in (message.provider_details or {}).get(REASONING_KEY, ())]
     if message.text:
         items.append(_message_item(f"msg_{uuid.uuid4().hex}", [_text_part(message.text)]))
     names = names or Namespaced()
     items.extend(names.call_item(call) for call in message.tool_calls)
     return items
+
+
+def compaction_items(message: Message) -> list[Json]:
+    """The `compaction` item OpenAI began the answer with (verbatim), which the client sends
+    back: made when the proxy passes compaction to OpenAI (`chatcli.proxy.compaction_routes`)."""
+    part = message.compaction
+    return [dict(part.provider_details)] if part is not None and part.provider == "openai" else []
 
 
 def flat_name(namespace: str, name: str) -> str:
@@ -323,7 +333,8 @@ class ResponseEvents:
         out = [*self.start(), *self._close_text()]
         if calls:
             names = Namespaced.of(self.request.raw_tools)
-            out.extend(self.items([names.call_item(c) for c in reply.message.tool_calls]))
+            written = [names.call_item(c) for c in reply.message.tool_calls]
+            out.extend(self.items([*compaction_items(reply.message), *written]))
         output = self.output if output is None else output
         body = _response_body(self.request, reply, model=self.model, output=output, rid=self.id)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
