@@ -237,7 +237,7 @@ class Run:
             return self.retry(info, error)
         if info.kind is ErrorKind.CONTEXT_OVERFLOW:
             if (silent := _silent_truncation(info)) is not None:
-                self.journal.emit(silent)  # the issue asks for an event saying so, first
+                self.journal.emit(silent)  # before the recovery it leads to
                 if info.limit is None:
                     # The server dropped the turn after the model's last answer and stated no
                     # window: no level sends that turn in a form it would keep.
