@@ -35,7 +35,7 @@ class PolicyValues:
     `Client` gives a provider with no local exact counter (one default everywhere).
     `context_window` / `max_output_tokens`: the model's limits, None when unknown.
     `predictive=False` is the plain ladder: no pre-flight, no calibration, no skips, every
-    level sent in turn (the benchmark compares the two).
+    level sent in turn.
     `microcompact`: how old tool results are shrunk in every request's view (the first stage
     of the working view, see the design); None turns microcompaction off.
     `memos`: its owner's memoised scans of the transforms (`chatcli.history.scan`: a
