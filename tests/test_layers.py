@@ -79,9 +79,7 @@ class Module:
 
     @property
     def top(self) -> str:
-        """The top-level module or package under chatcli ("" for chatcli itself)."""
-        parts = self.name.split(".")
-        return parts[1] if len(parts) > 1 else ""
+        return _top(self.name)
 
     @property
     def tree(self) -> ast.Module:
@@ -94,7 +92,7 @@ def _parse(path: Path) -> ast.Module:
 
 
 def _modules() -> dict[str, Module]:
-    found = {}
+    found: dict[str, Module] = {}
     for path in sorted((SRC / PACKAGE).rglob("*.py")):
         parts = list(path.relative_to(SRC).with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -107,6 +105,7 @@ MODULES = _modules()
 
 
 def _top(name: str) -> str:
+    """The top-level module or package under chatcli ("" for chatcli itself)."""
     parts = name.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -129,7 +128,7 @@ def _absolute(module: Module, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def imports(module: Module) -> set[str]:
+def _imports(module: Module) -> set[str]:
     """The chatcli modules `module` imports, wherever the import statement is."""
     out: set[str] = set()
     for node in ast.walk(module.tree):
@@ -148,7 +147,7 @@ def imports(module: Module) -> set[str]:
     return out
 
 
-GRAPH = {name: imports(module) for name, module in MODULES.items()}
+GRAPH = {name: _imports(module) for name, module in MODULES.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
