@@ -21,8 +21,9 @@ from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
 from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
-from chatcli.policy.policy import MICROCOMPACT_DEFAULTS, RecoveryPolicy
+from chatcli.policy.policy import RecoveryPolicy
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES
+from chatcli.policy.values import MICROCOMPACT_DEFAULTS
 from chatcli.providers.base import Provider, ToolSpec
 from chatcli.request_settings import Settings
 from chatcli.streaming import (

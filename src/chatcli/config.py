@@ -50,7 +50,8 @@ COMPACTIONS = ("auto", "native", "chatcli", "off")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryConfig:
-    """The recovery settings of SPEC sections 5 and 7. Values are validated on construction.
+    """The library's recovery settings (`from_env`: the CHATCLI_* variables). Values are
+    validated on construction.
 
     `retention`: "fit" (the default) keeps, at levels 2 and 3, the newest messages that fit
     `target_pct` / `nuclear_pct` percent of the room the window leaves, when the window is

@@ -1,4 +1,4 @@
-"""max_tokens escalation and continuation (SPEC section 3), as pure functions.
+"""max_tokens escalation and continuation, as pure functions.
 
 When the model stops at the output-token limit, the recovery policy raises the limit
 (`next_max_tokens`), drops any tool call whose arguments were cut off
@@ -26,7 +26,7 @@ __all__ = [
     "stitch",
 ]
 
-# The exact text of SPEC section 3.
+# The user message that asks for the rest of a cut answer: resume at the cut, repeat nothing.
 CONTINUATION_MESSAGE = (
     "Your response was cut off at the token limit.\n"
     "Resume DIRECTLY from where you stopped — do not repeat any content.\n"

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # Small: a few tool results fill it. (The tiny model's tokenizer takes about one token per
-# char of code or logs, and a tool call costs ~90 tokens of template.)
+# char of code or logs, and a tool call costs dozens of tokens of template.)
 DEMO_N_CTX = 1024
 # Small, so that answers stop at the limit (the tiny model never ends an answer on its own).
 DEMO_MAX_TOKENS = 16

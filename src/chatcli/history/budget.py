@@ -1,4 +1,4 @@
-"""The tool-result budget (SPEC section 4): the first line of defence, applied to every request.
+"""The tool-result budget: the first line of defence, applied to every request.
 
 Each tool result is cut to at most `per_result_chars`, and the results of one turn together
 to at most `per_turn_chars`. Cuts keep the head and the tail with a marker in between

@@ -1,5 +1,4 @@
-"""Carried instructions (SPEC section 8): what the user said stays in the view when their
-messages leave it.
+"""Carried instructions: what the user said stays in the view when their messages leave it.
 
 A recovery level, microcompaction or compaction removes user messages from the view; the
 rules and exact values they held would go with them. `carry_instructions` compares the view

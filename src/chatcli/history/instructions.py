@@ -31,7 +31,7 @@ class _Lexicon:
     rules: str
 
 
-# The product's spec is Portuguese; its users write English, Portuguese and Spanish.
+# chatcli's users write English, Portuguese and Spanish.
 # Imperatives in Portuguese and Spanish are listed in the forms used to address the assistant
 # (você / tú / usted). Pro-drop makes some of them look like third-person statements ("Usa
 # Python 3.11."): such a sentence may be pinned needlessly, which costs a line, while a lost

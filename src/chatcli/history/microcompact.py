@@ -26,26 +26,22 @@ the same number of tokens; what differs is the one-off write, 1.25x of everythin
 batch's first change. So the prices choose the start: the latest one that still reaches the
 target, i.e. the batch takes the newest eligible results first (those of the last
 `truncate_turns` turns are never eligible) and keeps the results before them whole and
-cached. Moving the oldest results first instead rewrites nearly the whole view: in a 60-turn
-loop of `benchmarks/cache.py` the requests that carried a batch reused 3% and 15% of the
-previous one oldest first, 72-85% from the back. The price is what the model sees: a batch
-keeps the oldest results whole and stubs those read in between, and the oldest go only when
-the newer ones no longer suffice.
+cached. Moving the oldest results first instead changes the view near its start, so each
+batch rewrites nearly all of it. The price is what the model sees: a batch keeps the oldest
+results whole and stubs those read in between, and the oldest go only when the newer ones no
+longer suffice.
 
 **Why this depth.** A batch down to `low` tokens costs per turn about `read * (low +
 trigger) / 2` plus its one-off write spread over the `(trigger - low) / growth` turns it makes
 room for: both fall as `low` falls, so the cache prices alone would stub everything old enough
 at every batch. What holds a batch back is what the model loses, so the depth is the least
-that leaves room for many turns (SPEC section 7): `BATCH_ROOM_TURNS` turns of the
-transcript's own growth (in tokens per turn, from the counts the scan keeps), which adapts to
-sessions of small and large steps. `BATCH_TARGET_SHARE` bounds it: however large the steps, a
-batch keeps at least half of the trigger. The 8 is measured, not derived (`python
-benchmarks/cache.py --depths 4 6 8 10 12 15 100 --seeds 2026 1 2 3 4 5 6 7`): on those 8
-sessions, rooms of 4 to 12 turns keep the mean prefix reuse of 60-turn loops within a few
-tenths of a point of each other, around 90-92%; with 8, every session reaches at least
-90.3%, for at most 0.87x the cost of microcompaction off, while 10 and 15 turns and batches
-down to half every time (0.67-0.80x) leave one session at 89.8%. Batches down to half oldest
-first reused 86.9-88.8% on 6 of these sessions.
+that leaves room for many turns: `BATCH_ROOM_TURNS` turns of the transcript's own growth (in
+tokens per turn, from the counts the scan keeps), which adapts to sessions of small and large
+steps. `BATCH_TARGET_SHARE` bounds it: however large the steps, a batch keeps at least half
+of the trigger. The number of turns is measured, not derived: `python benchmarks/cache.py
+--depths 4 6 8 10 12 15 100 --seeds 2026 1 2 3 4 5 6 7` compares depths by prefix reuse and
+cost over whole sessions; it is the one that kept every session's reuse high at a cost below
+microcompaction off's.
 
 **Stable, so caches work.** A message's output depends only on the message and its stage (no
 relative age in any text), and stages are decided by scanning the transcript one message at a
@@ -106,9 +102,9 @@ BATCH_TARGET_SHARE = 0.5
 BATCH_ROOM_TURNS = 8
 # The pressure estimate's chars per token when the caller gives no estimator. Denser than
 # `TokenEstimator`'s uncalibrated 4.0: tool results are mostly code, logs and JSON, which real
-# tokenizers count at 3.3-3.8 chars/token (o200k on the Python standard library: 3.7), and a
-# trigger in tokens should not be passed by 10-20% before it acts. A fixed ratio also keeps
-# the decisions still when a session's calibrated estimate moves from one request to the next.
+# tokenizers count at fewer chars per token than prose, and a trigger in tokens should not be
+# passed far before it acts. A fixed ratio also keeps the decisions still when a session's
+# calibrated estimate moves from one request to the next.
 PRESSURE_CHARS_PER_TOKEN = 3.5
 # A given estimator's ratio is rounded down to this step, so that small moves of a calibrated
 # ratio do not move earlier decisions (and break the cache).

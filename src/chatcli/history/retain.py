@@ -1,5 +1,4 @@
-"""Retention by tokens ("fit", SPEC section 7): what recovery levels 2 and 3 keep when the
-window is known.
+"""Retention by tokens ("fit"): what recovery levels 2 and 3 keep when the window is known.
 
 The seed's levels keep a fixed number of messages (`chatcli.history.truncate`): in a long
 session that is a few percent of what the window holds, and a single message larger than the

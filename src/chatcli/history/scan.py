@@ -15,8 +15,9 @@ transcript is simply a new scan: the result is the same either way, only the tim
 Thread-safe: a scan taken is out of the memo until kept again, so no two callers extend the
 same one. Each kept scan holds references to its transcript's messages; per transform, the
 latest `MEMO_SIZE` scans are kept, up to `MEMO_MESSAGES` messages read in all: one per
-conversation for the many conversations a proxy serves in turn (200 streams, one each: with
-8 kept, none ever found its own again, and each request scanned its whole conversation).
+conversation for the many conversations a proxy serves in turn (with only a handful kept,
+a proxy serving more conversations than that never found its own scan again, and each
+request scanned its whole conversation).
 A scan of the very message objects of the transcript's start (one conversation's requests:
 the proxy hands out the same objects) is found by the identity of its last message read,
 whatever the number kept; messages equal by value only (made anew) are compared with the

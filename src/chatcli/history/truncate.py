@@ -1,4 +1,4 @@
-"""The three context-recovery levels of SPEC section 1, as pure transforms.
+"""The three context-recovery levels, as pure transforms.
 
 | level | name                 | what it does                                                    |
 |-------|----------------------|-----------------------------------------------------------------|

@@ -6,7 +6,6 @@ never sent", "Skips are trusted only when calibrated").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from chatcli.events import InstructionsCarried, LevelApplied, LevelSkipped, PreflightRecovery
 from chatcli.history.budget import enforce_tool_result_budget
@@ -19,9 +18,7 @@ from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
-
-if TYPE_CHECKING:
-    from chatcli.policy.policy import RecoveryPolicy
+from chatcli.policy.values import PolicyValues
 
 __all__ = ["Ladder", "Views"]
 
@@ -41,7 +38,7 @@ class Views:
     def __init__(
         self,
         transcript: tuple[Message, ...],
-        policy: RecoveryPolicy,
+        policy: PolicyValues,
         prediction: Prediction,
         numbering: Numbering | None = None,
     ) -> None:
@@ -106,7 +103,7 @@ class Ladder:
     def __init__(
         self,
         transcript: tuple[Message, ...],
-        policy: RecoveryPolicy,
+        policy: PolicyValues,
         prediction: Prediction,
         answer: PartialAnswer,
         journal: Journal,

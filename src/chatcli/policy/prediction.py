@@ -42,10 +42,9 @@ __all__ = [
 MIN_OUTPUT_ROOM = 1024
 # The uncalibrated estimate is a guess: recovering pre-emptively from a near miss would drop
 # history that fits, so only a clear excess counts. The default estimate (the text's shape)
-# lands within a few percent of tiktoken's counts; measured with benchmarks/estimates.py, 3%
-# errs less both ways than the 10% a flat 4 chars/token needed (o200k: 4% extra calls and
-# 5% needless cuts against 5% and 13%); 10% let most conversations 1-5% over through to a
-# rejected call. Tokenizers far from tiktoken's are learned from their first statement.
+# lands close to tiktoken's counts, so a small margin suffices; a larger one lets
+# conversations slightly over the window through to a rejected call (`benchmarks/estimates.py`
+# compares margins). Tokenizers far from tiktoken's are learned from their first statement.
 PREFLIGHT_MARGIN = 0.03
 # A calibrated prediction for the last allowed level within this fraction over the window is
 # a near miss, still sent (see "the last level only when clear" in the design).

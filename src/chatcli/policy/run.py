@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from chatcli.continuation import drop_incomplete_tool_calls, mark_cut_tool_call
 from chatcli.errors import (
@@ -38,11 +38,9 @@ from chatcli.policy.ladder import Ladder
 from chatcli.policy.partial import PartialAnswer
 from chatcli.policy.prediction import Prediction
 from chatcli.policy.retry import RETRYABLE, never_answered, retry_delay
+from chatcli.policy.values import PolicyValues
 from chatcli.providers.base import Request, Response, ToolSpec
 from chatcli.request_settings import Settings
-
-if TYPE_CHECKING:
-    from chatcli.policy.policy import RecoveryPolicy
 
 __all__ = ["MAX_OUTPUT_CAP_LOWERINGS", "RECOVERY_ADVICE", "Run"]
 
@@ -67,7 +65,7 @@ class Run:
 
     def __init__(
         self,
-        policy: RecoveryPolicy,
+        policy: PolicyValues,
         transcript: tuple[Message, ...],
         max_tokens: int | None,
         tools: tuple[ToolSpec, ...],
@@ -239,7 +237,7 @@ class Run:
             return self.retry(info, error)
         if info.kind is ErrorKind.CONTEXT_OVERFLOW:
             if (silent := _silent_truncation(info)) is not None:
-                self.journal.emit(silent)  # the issue asks for an event saying so, first
+                self.journal.emit(silent)  # before the recovery it leads to
                 if info.limit is None:
                     # The server dropped the turn after the model's last answer and stated no
                     # window: no level sends that turn in a form it would keep.

@@ -98,9 +98,9 @@ def m003_clear_is_an_event(conn: Database) -> None:
 
 def m004_views_by_reference(conn: Database) -> None:
     """Views are stored by reference (`chatcli.store.views`): a full JSON copy of the view per
-    request grew the database with the square of the conversation (a 0.3 MB transcript made
-    a 9 MB file). Converts every stored view, and drops the copy of the view that compaction
-    events held when it is the one their request stores."""
+    request grew the database with the square of the conversation. Converts every stored
+    view, and drops the copy of the view that compaction events held when it is the one their
+    request stores."""
     _run_script(
         conn,
         """

@@ -46,10 +46,10 @@ DATABASE_URL_ENV = "CHATCLI_DATABASE_URL"
 BUSY_TIMEOUT_SECONDS = 10.0
 FREE_PAGES_TO_VACUUM = 256  # 1 MiB of 4 KiB pages: below that, not worth a rewrite
 # Pages of a new database file. With SQLite's default 4 KiB, a message row of 2-4k chars (a
-# pasted passage, an answer) takes a page of its own: 1.4x its size. With 1 KiB pages a long
+# pasted passage, an answer) takes a page of its own, partly empty. With 1 KiB pages a long
 # row goes to overflow pages that SQLite fills to the byte (it sizes the part kept in the leaf
-# so), and each table and index costs 1 KiB, not 4: a chat of 2.8k-char messages stored 1.59x
-# the transcript's size, now 1.2x (benchmarks/store.py). An existing file keeps its size.
+# so), and each table and index costs 1 KiB, not 4, so the file stays close to the
+# transcript's own size (`benchmarks/store.py`). An existing file keeps its page size.
 PAGE_SIZE = 1024
 
 

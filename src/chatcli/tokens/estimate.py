@@ -6,11 +6,10 @@ states the real prompt size (in an overflow error or in usage), `calibrated` der
 ratio from what was actually sent, so the next prediction matches that provider's tokenizer.
 
 A flat ratio misses by the kind of text: prose packs more characters into a token than code,
-numbers or indentation (on the standard library, 4 chars per token counts tiktoken's prose
-12% high and numbered source 10% low). `shape_tokens` reads the text's shape instead (its
-words, letters, digits, punctuation, line breaks and non-ASCII characters), with weights fitted to
-tiktoken's o200k and cl100k counts: within a few percent of both on whole conversations of
-either kind, before any provider stated a count.
+numbers or indentation, so one ratio counts prose high and numbered source low.
+`shape_tokens` reads the text's shape instead (its words, letters, digits, punctuation, line
+breaks and non-ASCII characters), with weights fitted to tiktoken's o200k and cl100k counts,
+so that it lands close to both on either kind of text before any provider stated a count.
 
 A calibration on one conversation still misses the next one by a few percent.
 `MarginEstimator`, the default where no exact count exists, estimates by shape, calibrates the
@@ -51,9 +50,9 @@ _MIN_RATIO, _MAX_RATIO = 0.5, 12.0
 # wrong, not uncertain, and the provider's next statement recalibrates it.
 MAX_MARGIN = 0.25
 # Each statement keeps this share of the margin learned before (then the larger of it and the
-# new miss), so one lucky prediction does not forget the misses before it. Measured with
-# benchmarks/estimates.py: a longer memory (0.9) leaves fewer rejected calls but cuts history
-# needlessly in twice as many near-boundary cases.
+# new miss), so one lucky prediction does not forget the misses before it. A longer memory
+# leaves fewer rejected calls but cuts history needlessly more often near the boundary
+# (`benchmarks/estimates.py` compares them).
 MARGIN_DECAY = 0.5
 # A calibration never trusts a scale of the shape estimate outside this range (as the ratio's).
 _MIN_SCALE, _MAX_SCALE = 0.25, 8.0
@@ -70,17 +69,16 @@ class TextShape:
     a weight by its UTF-8 length; a single space is free (BPE tokenizers fold it into the
     next word).
 
-    The long-run weight is set so that 2,000 random letters and 200 repeated ones cost what
-    o200k counts (~0.5 a letter). The other ASCII weights are a least-squares fit (rounded)
-    to the larger of tiktoken's o200k and cl100k counts on text the recovery benchmark does
-    not use: chatcli's own sources (as files and as numbered `read_file` lines), its
-    documents and the package metadata of its dependencies (1,273 pieces of 0.5-3k chars). On
-    the standard library's chat and agent sessions (the text of benchmarks/recovery.py) they
-    count within 3% of both tokenizers over a conversation, where 4 chars per token is 12%
-    high on prose and 10% low on numbered code. The non-ASCII weights put the Universal
-    Declaration's first article in Arabic, Chinese, French, German, Japanese and Russian
-    between o200k's count (less a tenth) and cl100k's, where 4 chars per token counts Chinese
-    and Japanese at under a third of o200k's. `python benchmarks/shape.py` prints these ratios.
+    The long-run weight is set so that long runs of random and of repeated letters cost what
+    o200k counts. The other ASCII weights are a least-squares fit (rounded) to the larger of
+    tiktoken's o200k and cl100k counts on text the recovery benchmark does not use: chatcli's
+    own sources (as files and as numbered `read_file` lines), its documents and the package
+    metadata of its dependencies, so that the benchmark's sessions test them on text they
+    were not fitted to. The non-ASCII weights are set so that text in other scripts
+    (Arabic, Chinese, Japanese, Russian, ...) lands between o200k's and cl100k's counts,
+    where a flat chars-per-token ratio counts Chinese and Japanese far too low.
+    `python benchmarks/shape.py` prints how close the estimate lands (benchmarks/README.md,
+    "The shape estimate").
     """
 
     word: float = 0.7
