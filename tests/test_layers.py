@@ -30,8 +30,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "chatcli"
 
-# Layers 1-5 of docs/architecture.md without the adapters: values, transforms, the policy, the
-# drivers. They import nothing above them, and of the adapters only the provider protocol.
+# Layers 1-3 of docs/architecture.md: values, transforms, the policy. They import nothing
+# above them, and of the adapters only the provider protocol.
 CORE = frozenset(
     {
         "messages",
@@ -44,17 +44,17 @@ CORE = frozenset(
         "continuation",
         "cost",
         "catalog",
-        "client",
         "streaming",
-        "compaction",
-        "recall",
-        "recovery",
         "serialize",
         "redact",
         "request_settings",
     }
 )
 CORE_MAY_IMPORT = frozenset({f"{PACKAGE}.providers.base"})
+# Layer 5, the drivers: they run the core over the adapters (the default estimator of a
+# provider, the tool definitions in each provider's format), and know nothing above them.
+DRIVERS = frozenset({"client", "compaction", "recall", "recovery"})
+DRIVERS_MAY_IMPORT = CORE | DRIVERS | {"providers"}
 # The applications: each builds on the layers below, never on another.
 APPLICATIONS = frozenset({"cli", "proxy", "integrations"})
 # The rest of the tree: the adapters, the wire formats, the chat session, the store, the
@@ -242,7 +242,7 @@ def test_the_tree_is_read() -> None:
 
 def test_every_top_level_module_has_a_layer() -> None:
     tops = {module.top for module in MODULES.values()}
-    assert sorted(tops - CORE - APPLICATIONS - OTHERS) == []
+    assert sorted(tops - CORE - DRIVERS - APPLICATIONS - OTHERS) == []
 
 
 def test_no_import_cycle() -> None:
@@ -266,6 +266,15 @@ def test_the_core_imports_only_the_core_and_the_provider_protocol() -> None:
         f"{source} -> {target}"
         for source, target in _edges()
         if _top(source) in CORE and _top(target) not in CORE and target not in CORE_MAY_IMPORT
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_drivers_import_only_the_core_and_the_adapters() -> None:
+    upward = [
+        f"{source} -> {target}"
+        for source, target in _edges()
+        if _top(source) in DRIVERS and _top(target) not in DRIVERS_MAY_IMPORT
     ]
     assert not upward, "\n".join(upward)
 
