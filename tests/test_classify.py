@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatcli.errors import (
-    _RULES,
     ContextRecoveryError,
     ErrorInfo,
     ErrorKind,
@@ -29,6 +28,7 @@ from chatcli.errors import (
     is_context_window_stop,
     redact_secrets,
 )
+from chatcli.errors.rules import RULES
 
 K = ErrorKind
 RECORDS: list[dict[str, Any]] = json.loads(
@@ -777,14 +777,14 @@ def all_samples() -> list[ErrorInfo]:
 
 def test_every_rule_decides_at_least_one_real_sample() -> None:
     decided_by = {info.reason for info in all_samples()}
-    unused = [rule.name for rule in _RULES if rule.name not in decided_by]
+    unused = [rule.name for rule in RULES if rule.name not in decided_by]
     assert unused == [], "rules no sample exercises (dead or shadowed)"
 
 
 def test_every_kind_has_a_rule() -> None:
-    kinds_with_rules = {rule.kind for rule in _RULES}
+    kinds_with_rules = {rule.kind for rule in RULES}
     assert kinds_with_rules == set(ErrorKind) - {K.OTHER}
-    assert len({rule.name for rule in _RULES}) == len(_RULES)
+    assert len({rule.name for rule in RULES}) == len(RULES)
 
 
 # --- totality ----------------------------------------------------------------------------------
