@@ -46,6 +46,7 @@ CORE = frozenset(
         "catalog",
         "streaming",
         "serialize",
+        "overflow_signs",
         "redact",
         "request_settings",
     }
