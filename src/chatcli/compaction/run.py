@@ -1,0 +1,185 @@
+"""/compact: one compaction, from the conversation to a verified new working view.
+
+`compact` (and `acompact`) replace the middle of the working view (between the system
+messages and the last few turns) with a summary written by a model, in fixed sections. The
+full transcript is the caller's and is never touched; every input is immutable, so a failure
+leaves the conversation exactly as it was.
+
+The steps (`compaction_steps`): shrink a conversation over the budget (`chatcli.compaction.shrink`),
+split it (`chatcli.compaction.plan`), summarise the middle (`chatcli.compaction.summarise`),
+then accept the summary only when it passes the checks (`chatcli.compaction.verify`), with
+what it did not state pinned after it and what the removed user messages said carried.
+Otherwise, and on any provider error that retrying did not fix, `CompactionError` is raised,
+chained to the cause, and carrying what the summary calls spent; with `fallback=True` the
+recovery levels are tried first (`chatcli.compaction.fallback`). `/compact` does not fall
+back: the user is told why and decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from chatcli.compaction.drive import AsyncSleep, Sleep, Steps, adrive, drive
+from chatcli.compaction.fallback import fall_back
+from chatcli.compaction.plan import Plan, Split, carry_budget, make_plan, max_tail_chars, split
+from chatcli.compaction.prompt import render
+from chatcli.compaction.report import CompactionReport, CompactionResult, usage_of
+from chatcli.compaction.shrink import fitted
+from chatcli.compaction.summarise import SummaryOverflow, replanned, summarise
+from chatcli.compaction.summary import summary_text
+from chatcli.compaction.verify import check_summary, latest_request, missing, required, validate
+from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.errors import CompactionError
+from chatcli.history.carry import carry_instructions
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.truncate import Number
+from chatcli.messages import Message
+from chatcli.providers.base import Provider, Response
+from chatcli.tokens.estimate import TokenEstimator
+
+__all__ = ["acompact", "compact", "compaction_steps"]
+
+
+def compact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    focus: str | None = None,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    window: int | None = None,
+    output_reserve: int = 0,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    fallback: bool = False,
+    recovery_config: RecoveryConfig | None = None,
+    sleep: Sleep = time.sleep,
+    numbering: Number | None = None,
+) -> CompactionResult:
+    """Replace the middle of `messages` with a verified summary (see the module docstring).
+
+    `window` defaults to the provider's declared `context_window`; `summarizer` (default:
+    `provider`) writes the summary within `summarizer_window` (default: its declared window,
+    else `window`). `sleep` waits before a retried summary call. `numbering`: the
+    transcript's message numbers, which the summary's header names for the span it replaced
+    (and the fallback levels' markers); None when `messages` are not from a transcript.
+    Raises `CompactionError` when no valid view was produced.
+    """
+    plan = make_plan(
+        provider,
+        summarizer,
+        focus,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        fallback,
+        recovery_config,
+        numbering,
+    )
+    return drive(compaction_steps(tuple(messages), plan), summarizer or provider, sleep)
+
+
+async def acompact(
+    provider: Provider,
+    messages: Sequence[Message],
+    *,
+    focus: str | None = None,
+    config: CompactionConfig | None = None,
+    estimator: TokenEstimator | None = None,
+    window: int | None = None,
+    output_reserve: int = 0,
+    summarizer: Provider | None = None,
+    summarizer_window: int | None = None,
+    fallback: bool = False,
+    recovery_config: RecoveryConfig | None = None,
+    asleep: AsyncSleep = asyncio.sleep,
+    numbering: Number | None = None,
+) -> CompactionResult:
+    """The async twin of `compact` (`asleep` waits before a retried summary call)."""
+    plan = make_plan(
+        provider,
+        summarizer,
+        focus,
+        config,
+        estimator,
+        window,
+        output_reserve,
+        summarizer_window,
+        fallback,
+        recovery_config,
+        numbering,
+    )
+    return await adrive(compaction_steps(tuple(messages), plan), summarizer or provider, asleep)
+
+
+def compaction_steps(messages: tuple[Message, ...], plan: Plan) -> Steps[CompactionResult]:
+    """Summarise, verify, validate; fall back to the recovery levels when allowed."""
+    calls: list[Response | None] = []  # None: a call that raised (counted, maybe billed)
+    try:
+        repaired = fitted(repair_tool_pairing(messages).messages, plan)
+        parts = split(repaired, plan.config.keep_turns, max_tail_chars(plan))
+        blocks = render(parts.middle)
+        try:
+            summary = yield from summarise(blocks, plan, calls, level=0)
+        except SummaryOverflow as overflow:
+            # Once, with the window and token ratio the summariser's error states.
+            plan = replanned(plan, overflow)
+            summary = yield from summarise(blocks, plan, calls, level=0)
+        return _accept(messages, parts, summary, tuple(calls), plan)
+    except CompactionError as exc:
+        # Raised by this compaction, so no one else holds it: what it spent goes with it.
+        exc.calls, exc.usage = len(calls), usage_of(calls)
+        if not plan.fallback:
+            raise
+        try:
+            return fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
+        except CompactionError as worse:
+            worse.calls, worse.usage = exc.calls, exc.usage
+            raise worse from exc
+
+
+def _accept(
+    messages: tuple[Message, ...],
+    parts: Split,
+    summary: str,
+    calls: tuple[Response | None, ...],
+    plan: Plan,
+) -> CompactionResult:
+    """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
+    check_summary(summary, "\n".join(render(parts.middle)) + (plan.focus or ""))
+    instructions, request = required(parts.middle, latest_request(parts.middle + parts.tail))
+    # What the removed user messages said is carried; what is carried needs no pin.
+    carried = _carried(messages, (*parts.systems, *parts.tail), plan)
+    systems = carried[: len(carried) - len(parts.tail)]
+    pinned = missing(summary + "\n" + "\n".join(m.text for m in systems), instructions)
+    request = request if request and missing(summary, (request,)) else ""
+    text = summary_text(summary, pinned, request, parts.middle, plan.numbering)
+    view = (*systems, Message.user(text), *parts.tail)
+    report = CompactionReport(
+        messages_before=len(messages),
+        messages_after=len(view),
+        tokens_before=plan.estimator.count(messages),
+        tokens_after=plan.estimator.count(view),
+        summarized=len(parts.middle),
+        calls=len(calls),
+        usage=usage_of(calls),
+        model=next((c.model for c in reversed(calls) if c is not None and c.model), None),
+        summary=summary,
+        pinned=pinned + ((request,) if request else ()),
+    )
+    validate(view, report, plan)
+    return CompactionResult(messages=view, report=report)
+
+
+def _carried(
+    messages: tuple[Message, ...], view: tuple[Message, ...], plan: Plan
+) -> tuple[Message, ...]:
+    """`view` with what the user messages it leaves out said carried (`chatcli.history.carry`)."""
+    if not plan.recovery.carry_pct:
+        return view
+    budget = carry_budget(messages, plan)
+    return carry_instructions(messages, view, budget=budget, numbering=plan.numbering).messages

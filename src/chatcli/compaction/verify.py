@@ -1,0 +1,130 @@
+"""The checks a summary and the new view pass before a compaction is accepted.
+
+- **The task and the user's rules survive.** The user's explicit instructions in the
+  summarised span (imperative sentences and always / never / don't / must rules, in English,
+  Portuguese or Spanish: `chatcli.history.instructions`), those an earlier summary pinned,
+  and the latest user request when it is summarised (`required`) are looked up in the
+  summary, case, punctuation and spacing ignored (`missing`). Whatever is missing is pinned
+  verbatim after the summary. No model call is needed for that.
+- **The summary is a handoff summary** (`check_summary`): not nonsense (most of its words
+  occur in the conversation or the prompt) and most of the fixed sections as headings. A
+  refusal or free text has none, and its words occur in the conversation too, so only the
+  structure tells them from a summary.
+- **The new view is valid** (`validate`): smaller than before, within the budget when it is
+  known, and tool pairing intact.
+
+Each check raises `CompactionError`: the compaction then changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from chatcli.compaction.plan import Plan
+from chatcli.compaction.prompt import SUMMARY_SECTIONS, SYSTEM_PROMPT
+from chatcli.compaction.report import CompactionReport
+from chatcli.compaction.summary import is_summary_message, pinned_items
+from chatcli.errors import CompactionError
+from chatcli.history.instructions import extract_instructions
+from chatcli.history.pairing import repair_tool_pairing
+from chatcli.history.truncate import is_real_user_request
+from chatcli.messages import Message
+
+__all__ = ["check_summary", "latest_request", "missing", "required", "validate"]
+
+# A summary whose words mostly do not occur in the conversation or the prompt is nonsense.
+_MIN_KNOWN_WORDS = 0.3
+# Sections of SUMMARY_SECTIONS a summary must have as headings. A model may fairly merge or
+# drop a section or two that do not apply (no errors, no files in a plain chat); a refusal
+# ("Sorry, I cannot summarise this conversation.") or free text has none, and the words of
+# either occur in the conversation, so only the structure tells them from a handoff summary.
+_MIN_SECTIONS = 5
+
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_HEADING_MARKS = re.compile(r"^[\s#*_>-]*(?:\d+[.)]\s*)?")
+
+
+def required(middle: tuple[Message, ...], latest: Message | None) -> tuple[tuple[str, ...], str]:
+    """(the instructions that must survive, the latest request text if it is summarised)."""
+    instructions: dict[str, None] = {}
+    for message in middle:
+        if is_summary_message(message):
+            items = pinned_items(message.text)
+        elif is_real_user_request(message):
+            items = extract_instructions(message.text)
+        else:
+            continue
+        instructions.update(dict.fromkeys(items))
+    request = latest.text if latest is not None and any(m is latest for m in middle) else ""
+    inside_request = set(extract_instructions(request))
+    return tuple(i for i in instructions if i not in inside_request), request
+
+
+def latest_request(messages: Sequence[Message]) -> Message | None:
+    """The user's latest real request (no tool result, no earlier summary), if any."""
+    return next(
+        (m for m in reversed(messages) if is_real_user_request(m) and not is_summary_message(m)),
+        None,
+    )
+
+
+def _normalised(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower().replace("’", "'"))) + " "
+
+
+def missing(summary: str, items: Sequence[str]) -> tuple[str, ...]:
+    """The `items` that `summary` does not state (case, punctuation and spacing ignored)."""
+    haystack = _normalised(summary)
+    return tuple(item for item in items if _normalised(item) not in haystack)
+
+
+def check_summary(summary: str, source: str) -> None:
+    """Raise CompactionError unless `summary` reads like a handoff summary of `source`."""
+    if _is_nonsense(summary, source):
+        raise CompactionError(
+            "the summary was rejected: it does not read like a summary of this conversation"
+        )
+    sections = _sections_in(summary)
+    if sections < _MIN_SECTIONS:
+        raise CompactionError(
+            f"the summary was rejected: it has {sections} of the {len(SUMMARY_SECTIONS)} sections "
+            f"(at least {_MIN_SECTIONS} are needed), so it is no handoff summary; it begins "
+            f"{summary[:80]!r}"
+        )
+
+
+def _is_nonsense(summary: str, source: str) -> bool:
+    """Whether the summary's words mostly do not occur in the conversation or the prompt."""
+    words = _WORD.findall(summary.lower())
+    if len(words) < 3:
+        return True
+    known = set(_WORD.findall(source.lower())) | set(_WORD.findall(SYSTEM_PROMPT.lower()))
+    return sum(word in known for word in words) < _MIN_KNOWN_WORDS * len(words)
+
+
+def _sections_in(summary: str) -> int:
+    """How many of SUMMARY_SECTIONS the summary has as headings, in any usual Markdown style
+    ("## Decisions made", "**Decisions made:** ...", "1. Decisions made", "Decisions made:")."""
+    wanted = {_normalised(section) for section in SUMMARY_SECTIONS}
+    titles = {
+        _normalised(_HEADING_MARKS.sub("", line).partition(":")[0]) for line in summary.splitlines()
+    }
+    return len(wanted & titles)
+
+
+def validate(view: tuple[Message, ...], report: CompactionReport, plan: Plan) -> None:
+    """Raise CompactionError unless `view` is smaller than before, fits the budget and keeps
+    every tool call with its result."""
+    if report.tokens_after >= report.tokens_before:
+        raise CompactionError(
+            f"the summary is not smaller than what it replaces "
+            f"({report.tokens_after:,} >= {report.tokens_before:,} tokens)"
+        )
+    if plan.budget is not None and report.tokens_after > plan.budget:
+        raise CompactionError(
+            f"the compacted conversation still does not fit: about {report.tokens_after:,} "
+            f"tokens > {plan.budget:,}"
+        )
+    if repair_tool_pairing(view).report.changed:
+        raise CompactionError("the compacted conversation would split a tool call from its result")
