@@ -16,6 +16,7 @@ from chatcli.compaction import (
     is_summary_message,
 )
 from chatcli.errors import CompactionError
+from chatcli.history.carry import is_carry_block
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import is_real_user_request
 from chatcli.messages import Message, Role
@@ -48,12 +49,14 @@ def test_compaction_keeps_pairs_systems_the_task_and_the_rules(messages: list[Me
     view = result.messages
     assert not repair_tool_pairing(view).report.changed  # no split or orphan tool pair
     repaired = repair_tool_pairing(messages).messages
-    assert [m for m in view if m.role is Role.SYSTEM] == [
+    # The system messages are kept; the one added is the block of carried instructions.
+    assert [m for m in view if m.role is Role.SYSTEM and not is_carry_block(m)] == [
         m for m in repaired if m.role is Role.SYSTEM
     ]
     summaries = [m for m in view if is_summary_message(m)]
     assert len(summaries) == 1
-    summary = _normalised(summaries[0].text)
+    carried = "".join(_normalised(m.text) for m in view if is_carry_block(m))
+    summary = _normalised(summaries[0].text) + carried
     tail = view[view.index(summaries[0]) + 1 :]
     assert tail == repaired[len(repaired) - len(tail) :]
     latest = next((m for m in reversed(repaired) if is_real_user_request(m)), None)
