@@ -34,15 +34,9 @@ and writes apart from `input_tokens`, as Anthropic reports them. A `tool_use` th
 limit cut off (the last block of a `max_tokens` answer, or streamed JSON that does not parse)
 is a `ToolCall` with `incomplete=True`.
 
-Native compaction (`Anthropic(native_compaction=NativeCompaction(...))`, for the models of
-`COMPACTION_MODELS`): the request goes to the beta Messages endpoint with the `compact_20260112`
-edit in `context_management.edits` (its `trigger` in input tokens, no lower than the API's
-`MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_20251015`,
-`clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
-becomes the message's `CompactionPart` (kept verbatim, sent back first in its message), a block
-whose content is null (a failed compaction, a no-op for the API) is dropped; the compaction's
-own tokens (`usage.iterations` entries of type `compaction`, which the top-level usage leaves
-out) are the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`.
+Native compaction (`chatcli.providers.anthropic_compaction`) goes to the beta endpoint; its own
+tokens (`usage.iterations` entries of type `compaction`, left out of the top-level usage) are
+the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`.
 
 Errors are classified once, here. SDK-level retries are off: the Client retries classified
 errors itself.
@@ -57,7 +51,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, cont
 from typing import Any
 
 from chatcli.continuation import DEFAULT_MAX_TOKENS
-from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart, ToolCall, Usage
+from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
     drop_setting,
@@ -70,6 +64,14 @@ from chatcli.providers._common import (
     unsupported,
 )
 from chatcli.providers.adapter import Adapter
+from chatcli.providers.anthropic_compaction import (
+    COMPACTION_PROVIDER,
+    betas,
+    compaction_block,
+    compaction_part,
+    context_edits,
+    supports_native_compaction,
+)
 from chatcli.providers.base import (
     NativeCompaction,
     ReasoningDelta,
@@ -85,14 +87,11 @@ from chatcli.request_settings import JSON_MODE, output_reserve
 
 __all__ = [
     "CACHE_CONTROL",
-    "COMPACTION_MODELS",
     "DEFAULT_MAX_TOKENS",
-    "MIN_COMPACTION_TRIGGER",
     "STOP_REASONS",
     "Anthropic",
     "StreamFold",
     "compaction_usage",
-    "context_edits",
     "request_params",
     "response_from_message",
     "settings_fields",
@@ -114,26 +113,6 @@ STOP_REASONS: Mapping[str, StopReason] = {
 }
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
-# Models that take the `compact_20260112` edit: the "Supported models" of Anthropic's compaction
-# page (platform.claude.com/docs/en/build-with-claude/compaction); the Models API states it per
-# model too (`capabilities.context_management.compact_20260112`).
-COMPACTION_MODELS = (
-    "claude-opus-4-6",
-    "claude-sonnet-4-6",
-    "claude-opus-4-7",
-    "claude-mythos-preview",
-)
-# The least `trigger` the compaction edit accepts (the same page, "Parameters").
-MIN_COMPACTION_TRIGGER = 50_000
-_COMPACTION_BETA = "compact-2026-01-12"
-_CONTEXT_EDITING_BETA = "context-management-2025-06-27"
-
-
-def supports_native_compaction(model: str) -> bool:
-    """Whether `model` (an id or a dated snapshot of one) is among `COMPACTION_MODELS`."""
-    return any(model == known or model.startswith(known + "-") for known in COMPACTION_MODELS)
-
-
 _KEY_ENV = ("ANTHROPIC_API_KEY",)
 
 
@@ -153,7 +132,7 @@ class Anthropic(Adapter):
     """
 
     api_name = "Anthropic"
-    compaction_provider = "anthropic"  # the `CompactionPart.provider` this adapter reads
+    compaction_provider = COMPACTION_PROVIDER  # the `CompactionPart.provider` it reads
 
     def __init__(
         self,
@@ -317,35 +296,11 @@ def request_params(
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
     extra = {**settings_fields(request), **settings.extra, **request.options}
     if native is not None:
-        params["betas"] = _betas(native)
+        params["betas"] = betas(native)
         extra = {"context_management": {"edits": context_edits(native)}, **extra}
     if extra:
         params["extra_body"] = extra
     return params
-
-
-def context_edits(native: NativeCompaction) -> list[dict[str, Any]]:
-    """`context_management.edits` for `native`: thinking first (the API wants it first), then
-    tool uses, then the compaction."""
-    edits: list[dict[str, Any]] = []
-    if native.clear_thinking:
-        edits.append({"type": "clear_thinking_20251015"})
-    if native.clear_tool_uses:
-        edits.append({"type": "clear_tool_uses_20250919"})
-    compact: dict[str, Any] = {"type": "compact_20260112"}
-    if native.trigger_tokens is not None:
-        value = max(native.trigger_tokens, MIN_COMPACTION_TRIGGER)
-        compact["trigger"] = {"type": "input_tokens", "value": value}
-    if native.pause:
-        compact["pause_after_compaction"] = True
-    if native.instructions:
-        compact["instructions"] = native.instructions
-    return [*edits, compact]
-
-
-def _betas(native: NativeCompaction) -> list[str]:
-    editing = native.clear_thinking or native.clear_tool_uses
-    return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
 
 
 def settings_fields(request: Request) -> dict[str, Any]:
@@ -433,14 +388,7 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
         for call in message.tool_calls
     ]
-    return [*_compaction_block(message), *_thinking_blocks(message), *texts, *calls]
-
-
-def _compaction_block(message: Message) -> list[dict[str, Any]]:
-    part = message.compaction
-    if part is None or part.provider != Anthropic.compaction_provider:
-        return []  # another provider's: unreadable here (the Client's view drops it first)
-    return [dict(part.provider_details)]
+    return [*compaction_block(message), *_thinking_blocks(message), *texts, *calls]
 
 
 def _thinking_blocks(message: Message) -> list[dict[str, Any]]:
@@ -506,7 +454,7 @@ def response_from_message(
         parts=parts,
         tool_calls=calls,
         provider_details={"anthropic": {"thinking": thinking}} if thinking else None,
-        compaction=_compaction_part(blocks, model or message.get("model") or ""),
+        compaction=compaction_part(blocks, model or message.get("model") or ""),
     )
     return Response(
         message=reply,
@@ -515,19 +463,6 @@ def response_from_message(
         model=message.get("model"),
         provider_details={"anthropic": _response_details(message)},
         compaction_usage=compaction_usage(usage),
-    )
-
-
-def _compaction_part(blocks: Sequence[Mapping[str, Any]], model: str) -> CompactionPart | None:
-    made = [b for b in blocks if b.get("type") == "compaction" and b.get("content") is not None]
-    if not made:
-        return None
-    block = dict(made[-1])
-    return CompactionPart(
-        provider=Anthropic.compaction_provider,
-        model=model,
-        summary=str(block["content"]),
-        provider_details=block,
     )
 
 

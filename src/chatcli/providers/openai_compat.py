@@ -1,7 +1,7 @@
 """OpenAI-compatible servers: vLLM, llama.cpp, Ollama, LM Studio, OpenRouter, Groq, DeepSeek...
 
-Chat Completions through the official SDK pointed at `base_url`, adjusted to what these servers
-actually do:
+Chat Completions through the official SDK pointed at `base_url`, on the driver and body of the
+OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actually do:
 
 - The output limit is sent as `max_tokens`: many servers ignore `max_completion_tokens`
   (llama-cpp-python does, silently).

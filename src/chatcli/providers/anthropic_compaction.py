@@ -1,0 +1,99 @@
+"""Anthropic's native compaction and context editing: what a request asks for and what the
+answer's compaction block becomes. Kept apart from the Messages API mapping
+(`chatcli.providers.anthropic`) because it is a beta of its own, with its own models, limits
+and flags.
+
+For the models of `COMPACTION_MODELS`, the request goes to the beta Messages endpoint with the
+`compact_20260112` edit in `context_management.edits` (its `trigger` in input tokens, no lower
+than the API's `MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_20251015`,
+`clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
+becomes the message's `CompactionPart` (kept verbatim, sent back first in its message); a block
+whose content is null (a failed compaction, a no-op for the API) is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chatcli.messages import CompactionPart, Message
+from chatcli.providers.base import NativeCompaction
+
+__all__ = [
+    "COMPACTION_MODELS",
+    "COMPACTION_PROVIDER",
+    "MIN_COMPACTION_TRIGGER",
+    "betas",
+    "compaction_block",
+    "compaction_part",
+    "context_edits",
+    "supports_native_compaction",
+]
+
+# Models that take the `compact_20260112` edit: the "Supported models" of Anthropic's compaction
+# page (platform.claude.com/docs/en/build-with-claude/compaction); the Models API states it per
+# model too (`capabilities.context_management.compact_20260112`).
+COMPACTION_MODELS = (
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-opus-4-7",
+    "claude-mythos-preview",
+)
+# The least `trigger` the compaction edit accepts (the same page, "Parameters").
+MIN_COMPACTION_TRIGGER = 50_000
+_COMPACTION_BETA = "compact-2026-01-12"
+_CONTEXT_EDITING_BETA = "context-management-2025-06-27"
+# The `CompactionPart.provider` of Anthropic's compactions.
+COMPACTION_PROVIDER = "anthropic"
+
+
+def supports_native_compaction(model: str) -> bool:
+    """Whether `model` (an id or a dated snapshot of one) is among `COMPACTION_MODELS`."""
+    return any(model == known or model.startswith(known + "-") for known in COMPACTION_MODELS)
+
+
+def context_edits(native: NativeCompaction) -> list[dict[str, Any]]:
+    """`context_management.edits` for `native`: thinking first (the API wants it first), then
+    tool uses, then the compaction."""
+    edits: list[dict[str, Any]] = []
+    if native.clear_thinking:
+        edits.append({"type": "clear_thinking_20251015"})
+    if native.clear_tool_uses:
+        edits.append({"type": "clear_tool_uses_20250919"})
+    compact: dict[str, Any] = {"type": "compact_20260112"}
+    if native.trigger_tokens is not None:
+        value = max(native.trigger_tokens, MIN_COMPACTION_TRIGGER)
+        compact["trigger"] = {"type": "input_tokens", "value": value}
+    if native.pause:
+        compact["pause_after_compaction"] = True
+    if native.instructions:
+        compact["instructions"] = native.instructions
+    return [*edits, compact]
+
+
+def betas(native: NativeCompaction) -> list[str]:
+    """The beta flags the request needs: compaction's, and context editing's when asked."""
+    editing = native.clear_thinking or native.clear_tool_uses
+    return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
+
+
+def compaction_block(message: Message) -> list[dict[str, Any]]:
+    """The message's compaction block, sent back first in its message (none: not ours)."""
+    part = message.compaction
+    if part is None or part.provider != COMPACTION_PROVIDER:
+        return []  # another provider's: unreadable here (the Client's view drops it first)
+    return [dict(part.provider_details)]
+
+
+def compaction_part(blocks: Sequence[Mapping[str, Any]], model: str) -> CompactionPart | None:
+    """The answer's latest `compaction` block that has content, as a CompactionPart."""
+    made = [b for b in blocks if b.get("type") == "compaction" and b.get("content") is not None]
+    if not made:
+        return None
+    block = dict(made[-1])
+    return CompactionPart(
+        provider=COMPACTION_PROVIDER,
+        model=model,
+        summary=str(block["content"]),
+        provider_details=block,
+    )

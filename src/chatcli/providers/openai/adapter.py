@@ -1,0 +1,306 @@
+"""The OpenAI adapters: `OpenAIBase`, the driver both wires share, and `OpenAI`, OpenAI's own
+API on either wire.
+
+The driver builds the wire body, calls the SDK, translates the answer and lets `_sdk_errors`
+classify the SDK's exceptions. The SDK client is built with `max_retries=0` because chatcli's
+`Client` retries by itself, per error kind. The settings' fields go in `extra_body` (every SDK
+version sends them), `settings.extra` on top; `Request.options` are passed to the SDK's
+`create` as they are, last (they win).
+
+Prompt caching: `OpenAI` sends a `prompt_cache_key` derived from the conversation's stable
+beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or `options`)
+or built the adapter with `prompt_cache_key=False`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+from chatcli.errors import ConfigError, ProviderError
+from chatcli.messages import Message, Role, Usage
+from chatcli.providers._common import api_key_from_env, incomplete_answer, model_limits
+from chatcli.providers.adapter import Adapter
+from chatcli.providers.base import NativeCompaction, Request, Response, StreamDelta
+from chatcli.providers.openai.chat import (
+    _chat_body,
+    _chat_settings,
+    _ChatAccumulator,
+    chat_response,
+)
+from chatcli.providers.openai.common import Json, _sdk, _sdk_errors
+from chatcli.providers.openai.responses import (
+    _COMPACTION_PROVIDER,
+    _compaction_fields,
+    _responses_body,
+    _responses_settings,
+    _responses_usage,
+    _ResponsesAccumulator,
+    responses_response,
+    supports_native_compaction,
+)
+from chatcli.redact import redact_url
+
+Api = Literal["chat", "responses"]
+
+
+class _Accumulator(Protocol):
+    events: int
+
+    def add(self, event: Any) -> list[StreamDelta]: ...
+
+    def finish(self) -> Response | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Wire:
+    """What differs between Chat Completions and the Responses API."""
+
+    body: Callable[[Request], Json]
+    settings: Callable[[Request, str], Json]
+    parse: Callable[[Any], Response]
+    accumulator: Callable[[], _Accumulator]
+    endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
+    max_tokens_param: str
+    stream_params: Mapping[str, Any]
+
+
+_WIRES: dict[str, _Wire] = {
+    "chat": _Wire(
+        body=_chat_body,
+        settings=_chat_settings,
+        parse=chat_response,
+        accumulator=_ChatAccumulator,
+        endpoint=lambda client: client.chat.completions,
+        max_tokens_param="max_completion_tokens",
+        stream_params={"stream": True, "stream_options": {"include_usage": True}},
+    ),
+    "responses": _Wire(
+        body=_responses_body,
+        settings=_responses_settings,
+        parse=responses_response,
+        accumulator=_ResponsesAccumulator,
+        endpoint=lambda client: client.responses,
+        max_tokens_param="max_output_tokens",
+        stream_params={"stream": True},
+    ),
+}
+
+
+@dataclass(slots=True)
+class _Fold:
+    """An accumulator as a `Fold`: an answer without its terminator raises `unterminated`."""
+
+    accumulator: _Accumulator
+    unterminated: Callable[..., ProviderError]
+
+    def feed(self, event: Any) -> list[StreamDelta]:
+        return self.accumulator.add(event)
+
+    def finish(self) -> Response:
+        response = self.accumulator.finish()
+        if response is None:
+            raise self.unterminated(empty=self.accumulator.events == 0)
+        return response
+
+
+class OpenAIBase(Adapter):
+    """The shared driver of `OpenAI` and `OpenAICompatible`: the wire (Chat Completions or the
+    Responses API) on top of `Adapter`'s entry points.
+
+    Subclasses may refine `_checked` (inspect a finished answer), `_unterminated` (the error
+    for a stream that ended without its terminator) and `_body_extra` (fields of their own).
+    """
+
+    api_name = "OpenAI"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api: Api,
+        api_key: str,
+        base_url: str | None,
+        timeout: float,
+        context_window: int | None,
+        max_output_tokens: int | None,
+        max_tokens_param: str | None = None,
+    ) -> None:
+        if api not in _WIRES:
+            raise ConfigError(f"api={api!r} is not one of {sorted(_WIRES)}")
+        self.model = model
+        self.api: Api = api
+        self.base_url = base_url
+        self.timeout = timeout
+        self.context_window = context_window
+        self.max_output_tokens = max_output_tokens
+        self._wire = _WIRES[api]
+        self._max_tokens_param = max_tokens_param or self._wire.max_tokens_param
+        self.__api_key = api_key  # never shown: not in repr, logs or errors
+
+    def __repr__(self) -> str:
+        name, url = type(self).__name__, redact_url(self.base_url)
+        return f"{name}(model={self.model!r}, api={self.api!r}, base_url={url!r})"
+
+    def _client_args(self) -> Json:
+        return {
+            "api_key": self.__api_key,
+            "base_url": self.base_url,
+            "max_retries": 0,
+            "timeout": self.timeout,
+        }
+
+    def _new_client(self) -> Any:
+        return _sdk().OpenAI(**self._client_args())
+
+    def _new_async_client(self) -> Any:
+        return _sdk().AsyncOpenAI(**self._client_args())
+
+    def _errors(self) -> AbstractContextManager[None]:
+        return _sdk_errors()
+
+    def params(self, request: Request, *, stream: bool = False) -> Json:
+        """The keyword arguments for the SDK's `create`: the wire body, the settings' fields
+        and `settings.extra` as `extra_body` (any SDK version sends them, and they win), and
+        `request.options` last."""
+        params: Json = {"model": request.model or self.model, **self._wire.body(request)}
+        if request.max_tokens is not None:
+            params[self._max_tokens_param] = request.max_tokens
+        if stream:
+            params.update(self._wire.stream_params)
+        fields = self._wire.settings(request, self.api_name)
+        extra = {**fields, **self._body_extra(request), **request.settings.extra}
+        if extra:
+            params["extra_body"] = extra
+        return {**params, **request.options}
+
+    def _body_extra(self, request: Request) -> Json:
+        return {}
+
+    def _send(self, client: Any, params: Json) -> Any:
+        return self._wire.endpoint(client).create(**params)
+
+    async def _asend(self, client: Any, params: Json) -> Any:
+        return await self._wire.endpoint(client).create(**params)
+
+    def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
+        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
+        return events
+
+    async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
+        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
+            **params
+        )
+        return events
+
+    def _parse(self, raw: Any) -> Response:
+        return self._wire.parse(raw)
+
+    def _fold(self) -> _Fold:
+        return _Fold(accumulator=self._wire.accumulator(), unterminated=self._unterminated)
+
+    def _unterminated(self, *, empty: bool) -> ProviderError:
+        if empty:
+            return incomplete_answer("the server sent an empty event stream (no answer, no error)")
+        return incomplete_answer(
+            "the event stream ended before its terminator (the answer is cut off)"
+        )
+
+
+class OpenAI(OpenAIBase):
+    """OpenAI's API (or Azure OpenAI's v1 endpoint, via `base_url`).
+
+    `api="chat"` (default) uses Chat Completions with `max_completion_tokens`; `api="responses"`
+    uses the Responses API with `max_output_tokens`. The key comes from `api_key` or
+    `OPENAI_API_KEY` (in `environ`, default `os.environ`); `base_url` from the argument or
+    `OPENAI_BASE_URL`. `context_window`/`max_output_tokens` describe the model (None: unknown).
+    `prompt_cache_key=False` stops the automatic per-conversation cache key.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api: Api = "chat",
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 600.0,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+        environ: Mapping[str, str] | None = None,
+        prompt_cache_key: bool = True,
+        native_compaction: NativeCompaction | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        key = api_key_from_env(api_key, ("OPENAI_API_KEY",), env, required=True)
+        assert key is not None  # required=True raises instead
+        window, output = model_limits(model, "openai", context_window, max_output_tokens)
+        super().__init__(
+            model,
+            api=api,
+            api_key=key,
+            base_url=base_url or env.get("OPENAI_BASE_URL") or None,
+            timeout=timeout,
+            context_window=window,
+            max_output_tokens=output,
+        )
+        self._auto_cache_key = prompt_cache_key
+        self.native_compaction = native_compaction
+
+    @property
+    def compaction_provider(self) -> str | None:
+        """Whose compactions this adapter reads: OpenAI's, on the Responses API only."""
+        return _COMPACTION_PROVIDER if self.api == "responses" else None
+
+    def native_compaction_supported(self) -> bool:
+        """Whether this model compacts on OpenAI's servers (the Responses API only)."""
+        return self.api == "responses" and supports_native_compaction(self.model)
+
+    async def aresponses_compact(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> tuple[Json, Usage]:
+        """`POST /responses/compact` (the SDK's `responses.compact`) of `body`, a compact
+        request's fields as the API names them, for this adapter's model: OpenAI's
+        `CompactedResponse` as the JSON it sent (the user messages, then one encrypted
+        `compaction` item), and its usage."""
+        fields = {k: v for k, v in body.items() if k != "model"}
+        with self._errors():
+            raw = await self._aclient().responses.with_raw_response.compact(
+                model=self.model, extra_body=fields, extra_headers=dict(headers or {})
+            )
+            compacted = raw.parse()
+        return json.loads(raw.text), _responses_usage(compacted.usage)
+
+    def _body_extra(self, request: Request) -> Json:
+        native = self.native_compaction if self.api == "responses" else None
+        extra = _compaction_fields(native) if native is not None else {}
+        given = request.settings.extra.keys() | request.options.keys()
+        if not self._auto_cache_key or "prompt_cache_key" in given:
+            return extra
+        return {**extra, "prompt_cache_key": prompt_cache_key(request.messages)}
+
+    def _checked(self, response: Response, request: Request) -> Response:
+        """A compaction is tagged with the model this adapter asked for, as the Client's view
+        matches it (the answer may name a dated snapshot)."""
+        part = response.message.compaction
+        model = request.model or self.model
+        if part is None or part.model == model:
+            return response
+        message = replace(response.message, compaction=replace(part, model=model))
+        return replace(response, message=message)
+
+
+def prompt_cache_key(messages: Sequence[Message]) -> str:
+    """A key that names a conversation by its stable beginning: the first system message and
+    the first user message (what every request of the conversation starts with, even after a
+    recovery cut adds a notice), so requests of one conversation go to the same cache machine
+    and different conversations spread out."""
+    system = next((m.text for m in messages if m.role is Role.SYSTEM), "")
+    first_user = next((m.text for m in messages if m.role is Role.USER), "")
+    digest = hashlib.sha256(json.dumps([system, first_user]).encode()).hexdigest()
+    return "chatcli-" + digest[:32]
