@@ -21,6 +21,7 @@ from chatcli.config import RecoveryConfig
 from chatcli.errors import CompactionError, ConfigError, ProviderError
 from chatcli.messages import Message, Usage
 from chatcli.providers.anthropic import Anthropic, supports_native_compaction
+from chatcli.providers.anthropic_compaction import COMPACTED_OPENER
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai import supports_native_compaction as openai_supports
@@ -179,7 +180,8 @@ def test_anthropic_without_native_compaction_sends_no_edit(server: ReplayServer)
 
 def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> None:
     """Through the Client: the next request starts from the block, verbatim, and the span it
-    replaced is no longer sent."""
+    replaced is no longer sent; a user turn the API drops (it comes before the block) opens
+    the conversation, which the Messages API wants to begin with the user."""
     server.add(Scripted(body=DATA["anthropic_message"]), Scripted(body=DATA["anthropic_message"]))
     provider = anthropic(server)
     client = Client(provider, context_window=200_000)
@@ -188,7 +190,8 @@ def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> Non
     client.send(conversation)
     sent = server.requests[1].json()
     assert sent["system"][0]["text"] == "You help with Python."
-    first = sent["messages"][0]
+    opener, first = sent["messages"][:2]
+    assert opener == {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
     assert first["role"] == "assistant"
     assert first["content"][0] == {"type": "compaction", "content": SUMMARY}
     assert first["content"][1]["text"] == DATA["anthropic_message"]["content"][1]["text"]

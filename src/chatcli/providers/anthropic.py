@@ -71,6 +71,7 @@ from chatcli.providers.anthropic_compaction import (
     compaction_part,
     context_edits,
     supports_native_compaction,
+    user_first,
 )
 from chatcli.providers.base import (
     NativeCompaction,
@@ -375,7 +376,7 @@ def wire_messages(
         for m in messages
         if m.role is not Role.SYSTEM
     ]
-    return [block for block in system if block["text"]], _merge_turns(turns)
+    return [block for block in system if block["text"]], user_first(_merge_turns(turns))
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:

@@ -9,6 +9,11 @@ than the API's `MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_2
 `clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
 becomes the message's `CompactionPart` (kept verbatim, sent back first in its message); a block
 whose content is null (a failed compaction, a no-op for the API) is dropped.
+
+The working view drops the span a compaction replaces (`chatcli.history.native`), so a
+conversation can begin with the assistant turn holding the block. The API drops every block
+before the compaction block, and its conversations begin with the user: `user_first` puts
+`COMPACTED_OPENER` before such a turn, a user turn the API then drops unread.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from chatcli.messages import CompactionPart, Message
 from chatcli.providers.base import NativeCompaction
 
 __all__ = [
+    "COMPACTED_OPENER",
     "COMPACTION_MODELS",
     "COMPACTION_PROVIDER",
     "MIN_COMPACTION_TRIGGER",
@@ -28,7 +34,10 @@ __all__ = [
     "compaction_part",
     "context_edits",
     "supports_native_compaction",
+    "user_first",
 ]
+
+COMPACTED_OPENER = "(The conversation before this point was compacted.)"
 
 # Models that take the `compact_20260112` edit: the "Supported models" of Anthropic's compaction
 # page (platform.claude.com/docs/en/build-with-claude/compaction); the Models API states it per
@@ -97,3 +106,15 @@ def compaction_part(blocks: Sequence[Mapping[str, Any]], model: str) -> Compacti
         summary=str(block["content"]),
         provider_details=block,
     )
+
+
+def user_first(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`turns`, with `COMPACTED_OPENER` before them when they begin with the assistant's
+    compaction block (see the module docstring)."""
+    first = turns[0] if turns else None
+    if first is None or first["role"] != "assistant" or not first["content"]:
+        return turns
+    if first["content"][0].get("type") != "compaction":
+        return turns
+    opener = {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
+    return [opener, *turns]
