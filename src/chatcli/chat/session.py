@@ -15,31 +15,36 @@ overflows state are read from the store at start and stored as learned, keyed by
 session's provider and URL (`window_scope`): the chat and the proxy replicas on one upstream
 share them.
 
-Who compacts is `RecoveryConfig.compaction`: with "auto" (the default) or "native", a
-provider whose model supports it compacts on its own servers (its adapter's
-`native_compaction`, triggered at the share of the room auto-compaction uses); its compaction
-is kept in the transcript, replaces the span before it in the view, and is stored as a
-compaction request of its own (its tokens are compaction cost). With "auto", chatcli's own
-auto-compaction runs instead where the model has none, and from the moment the provider's
-fails: a request it refuses (sent again without it), or an answer past the trigger without
-the compaction.
+Who compacts is `RecoveryConfig.compaction` (`chatcli.chat.native`): a provider's own
+compaction is kept in the transcript, replaces the span before it in the view, and is stored
+as a compaction request of its own (its tokens are compaction cost); a request the provider
+refuses for it is sent again without it when "auto" can fall back to chatcli's own.
 
 Its parts live in modules of their own: the provider tap (`chatcli.chat.tap`), the cost ledger
-(`chatcli.chat.cost`), the budget and money formatting (`chatcli.chat.spending`) and what the
-session says to the user (`chatcli.chat.text`); the names are re-exported here.
+(`chatcli.chat.cost`), the budget and money formatting (`chatcli.chat.spending`), what the
+session says to the user (`chatcli.chat.text`) and its rows in the store (`chatcli.chat.stored`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chatcli.catalog import ModelInfo
 from chatcli.chat.cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.chat.context import ContextReport, build_context_report
-from chatcli.chat.cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
-from chatcli.chat.spending import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
+from chatcli.chat.cost import CostSummary, turn_cost
+from chatcli.chat.native import (
+    chatcli_compacts,
+    compaction_usage,
+    native_active,
+    native_trigger,
+    replaced_count,
+    request_native,
+)
+from chatcli.chat.spending import BudgetCheck, check_budget
+from chatcli.chat.stored import compaction_made_by, sticky_made_by, stored_base, stored_event
 from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.chat.text import (
     CANCELLED_NOTE,
@@ -47,46 +52,21 @@ from chatcli.chat.text import (
     NativeCompactionNote,
     describe_compaction,
 )
-from chatcli.compaction import (
-    CompactionBreaker,
-    CompactionReport,
-    CompactionResult,
-    auto_compact,
-    compact,
-)
+from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
-from chatcli.messages import Message, Role, Usage
-from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
+from chatcli.messages import Message, Usage
+from chatcli.providers.base import Provider, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
-from chatcli.serialize import message_from_dict
-from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView, window_scope
+from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
 
-__all__ = [
-    "BUDGET_WARN_FRACTION",
-    "CANCELLED_NOTE",
-    "COMPACTION_TAGS",
-    "BudgetCheck",
-    "CallRecord",
-    "ChatSession",
-    "CostSummary",
-    "ModelTally",
-    "StreamingTap",
-    "Turn",
-    "check_budget",
-    "describe_compaction",
-    "stored_event",
-    "usd",
-]
+__all__ = ["ChatSession", "Turn"]
 
-# Event kinds that reset the working view; their data holds the transcript length it covers
-# ("upto"), and the view itself (a clear) or their request stores it (a compaction).
-_VIEW_EVENTS = ("compaction", "clear")
 # The chat's microcompaction unless one is given (None turns it off, as for `Client`).
 _DEFAULT_MICROCOMPACTION = MicrocompactConfig()
 
@@ -158,7 +138,9 @@ class ChatSession:
         self.learned_windows: dict[str, int] = store.learned_windows(self.window_scope)
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
-        self.base, self.upto, self.base_made_by = self._stored_base()
+        self.base, self.upto, self.base_made_by = (
+            stored_base(store, info.id) if saved else (None, 0, "")
+        )
         self.last_reply: Reply | None = None
         # The view the last chat request sent (None: none yet, or not known after a reopen),
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
@@ -252,26 +234,16 @@ class ChatSession:
     # -- who compacts --------------------------------------------------------------------
 
     def native_active(self) -> bool:
-        """Whether the provider compacts on its servers: the strategy allows it, its model
-        supports it and ("auto") it has not failed in this session."""
-        strategy = self.recovery.compaction
-        allowed = strategy == "native" or (strategy == "auto" and self.native_failed is None)
-        supported = getattr(self.provider, "native_compaction_supported", None)
-        return allowed and callable(supported) and bool(supported())
+        """Whether the provider compacts on its servers (`chatcli.chat.native`)."""
+        return native_active(self.provider, self.recovery.compaction, self.native_failed)
 
     def _set_native(self) -> None:
         """Ask the provider to compact (or not) from the next request on."""
-        if hasattr(self.provider, "native_compaction"):
-            native = NativeCompaction(trigger_tokens=self._native_trigger())
-            self.provider.native_compaction = native if self.native_active() else None
+        request_native(self.provider, self.native_active(), self._native_trigger())
 
     def _native_trigger(self) -> int | None:
-        """The prompt size at which chatcli's own auto-compaction would run (None: the
-        window is unknown, the provider's default applies)."""
-        window = self.context_window
-        if window is None:
-            return None
-        return max(window - (self.max_tokens or 0), 0) * self.compaction.auto_compact_pct // 100
+        pct = self.compaction.auto_compact_pct
+        return native_trigger(self.context_window, self.max_tokens, pct)
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
@@ -321,34 +293,6 @@ class ChatSession:
         bare = native_view(raw, provider=None, model=None).messages
         return self._policy().apply_microcompaction(bare, self._numbering())
 
-    def _stored_base(self) -> tuple[tuple[Message, ...] | None, int, str]:
-        """(the base, the transcript length it covers, what made it: `base_made_by`)."""
-        sticky = self.store.sticky_view(self.info.id) if self.saved else None
-        events = self.store.events(self.info.id) if self.saved else ()
-        if sticky is not None:  # made after the last compaction or clear: they drop it
-            levels = [
-                int(e.data["level"])
-                for e in events
-                if e.request_id == sticky.request_id and e.kind == LevelApplied.__name__
-            ]
-            view = self.store.view(self.info.id, sticky.request_id)
-            return view, sticky.upto, _sticky_made_by(max(levels, default=0))
-        for event in reversed(events):
-            if event.kind in _VIEW_EVENTS:
-                made_by = "/clear" if event.kind == "clear" else event.kind
-                made_by = str(event.data.get("made_by", made_by))
-                return self._event_view(event), int(event.data["upto"]), made_by
-        return None, 0, ""
-
-    def _event_view(self, event: StoredEvent) -> tuple[Message, ...]:
-        """The view a compaction or clear made: in its data (a clear, an old compaction) or
-        stored, by reference, with the compaction's request."""
-        if "view" in event.data:
-            return tuple(message_from_dict(m) for m in event.data["view"])
-        if event.request_id is None:
-            raise ValueError(f"stored {event.kind} event {event.id} holds no view")
-        return self.store.view(self.info.id, event.request_id)
-
     # -- turns ---------------------------------------------------------------------------
 
     def append(self, messages: Sequence[Message]) -> None:
@@ -396,7 +340,7 @@ class ChatSession:
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
             levels = [e.level for e in events if isinstance(e, LevelApplied)]
-            self.base_made_by = _sticky_made_by(max(levels, default=0))
+            self.base_made_by = sticky_made_by(max(levels, default=0))
             self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
         return Turn(
             reply=reply,
@@ -441,10 +385,9 @@ class ChatSession:
         return False
 
     def _store_native_compaction(self, reply: Reply, on_event: EventHook | None) -> None:
-        usage = sum((c.usage for c in self.tap.calls if c.kind is CallKind.COMPACTION), Usage())
+        usage = compaction_usage(self.tap.calls)
         base = self.base if self.base is not None else ()
-        raw = base + self.transcript[self.upto : -1]  # before the answer that compacted
-        replaced = sum(1 for m in raw if m.role is not Role.SYSTEM)
+        replaced = replaced_count(base + self.transcript[self.upto : -1])  # before the answer
         note = NativeCompactionNote(part=reply.message.compaction, replaced=replaced, usage=usage)
         self._ensure_saved()
         self.store.record_request(
@@ -547,7 +490,7 @@ class ChatSession:
 
     def _auto_compact(self, on_event: EventHook | None) -> None:
         window = self.context_window
-        mine = self.recovery.compaction in ("auto", "chatcli") and not self.native_active()
+        mine = chatcli_compacts(self.provider, self.recovery.compaction, self.native_failed)
         if window is None or not self.auto_compaction or not mine:
             return
         decision = auto_compact(
@@ -576,7 +519,7 @@ class ChatSession:
         the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
-        self.base_made_by = _compaction_made_by(report)
+        self.base_made_by = compaction_made_by(report)
         # The view is the request's, stored by reference.
         data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
         self._ensure_saved()
@@ -662,26 +605,3 @@ class ChatSession:
                 status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
             )
         return check
-
-
-def _sticky_made_by(level: int) -> str:
-    return f"level {level}, kept from an earlier request" if level else "an earlier request"
-
-
-def _compaction_made_by(report: CompactionReport) -> str:
-    """What made a compaction's view: the summary, or the recovery level it fell back to."""
-    if report.fallback is None:
-        return "compaction"
-    return f"compaction's fallback to {report.fallback.name.split(' + ')[0]}"
-
-
-def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
-    """(kind, text, data) for the store: the event's plain fields as JSON data."""
-    data: dict[str, Any] = {}
-    for f in fields(event):
-        value = getattr(event, f.name)
-        if isinstance(value, (int, float, str, bool)) or value is None:
-            data[f.name] = value
-        elif isinstance(value, tuple) and all(isinstance(v, str) for v in value):
-            data[f.name] = list(value)
-    return type(event).__name__, event.describe(), data
