@@ -59,8 +59,8 @@ from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
-from chatcli.messages import Message, Usage
-from chatcli.providers.base import Provider, ToolSpec
+from chatcli.messages import Message, Role, Usage
+from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
@@ -389,6 +389,11 @@ class ChatSession:
         base = self.base if self.base is not None else ()
         replaced = replaced_count(base + self.transcript[self.upto : -1])  # before the answer
         note = NativeCompactionNote(part=reply.message.compaction, replaced=replaced, usage=usage)
+        self._record_native(note, on_event)
+
+    def _record_native(self, note: NativeCompactionNote, on_event: EventHook | None) -> None:
+        """The provider's compaction is a request of its own (its cost: compaction cost)."""
+        usage = note.usage or Usage()
         self._ensure_saved()
         self.store.record_request(
             self.info.id,
@@ -397,7 +402,7 @@ class ChatSession:
             usage=usage,
             cost_usd=usage_cost(usage, self.model_info).total,
             recovery_cost_usd=0.0,
-            events=(("native-compaction", note.describe(), {"replaced": replaced}),),
+            events=(("native-compaction", note.describe(), {"replaced": note.replaced}),),
         )
         if on_event is not None:
             on_event(note)
@@ -452,23 +457,24 @@ class ChatSession:
 
     # -- compaction and clearing ---------------------------------------------------------
 
-    def compact(self, focus: str | None = None) -> CompactionResult:
-        """/compact: summarise the middle of the working view (raises CompactionError, with
-        nothing changed, when no valid summary was made; its calls' cost is stored).
-
-        It follows `RecoveryConfig.compaction`: "off" refuses; "native" refuses too (the
-        provider compacts at its trigger, not on demand); "auto" and "chatcli" write chatcli's
-        own summary (with "auto" it also replaces a provider's compaction in the view)."""
-        strategy = self.recovery.compaction
-        if strategy in ("off", "native"):
-            raise CompactionError(
-                f"compaction is {strategy!r} (CHATCLI_COMPACTION): "
-                + (
-                    "nothing compacts"
-                    if strategy == "off"
-                    else "the provider compacts at its trigger"
-                )
-            )
+    def compact(
+        self, focus: str | None = None, on_event: EventHook | None = None
+    ) -> CompactionResult | None:
+        """/compact: compact the working view now, as `RecoveryConfig.compaction` says: "off"
+        refuses (CompactionError). Where the provider compacts ("native", or "auto" with a
+        model that does) and can on demand (its adapter's `compact_on_demand`), it does: its
+        compaction is added to the transcript like one made at its trigger, `on_event` gets
+        its note, and None is returned. Otherwise, or when it fails, chatcli's own summary of
+        the working view is made and returned (`on_event` told why it is not the provider's):
+        raises CompactionError, with nothing changed, when no valid summary was made (its
+        calls' cost is stored). A `focus` is for chatcli's own summary."""
+        if self.recovery.compaction == "off":
+            raise CompactionError("compaction is off (CHATCLI_COMPACTION=off): nothing compacts")
+        instead = self._compact_natively(focus, on_event)
+        if instead is None:
+            return None
+        if instead and on_event is not None:
+            on_event(NativeCompactionNote(instead=instead))
         try:
             result = compact(
                 self.provider,
@@ -487,6 +493,29 @@ class ChatSession:
             raise
         self._store_compaction(result)
         return result
+
+    def _compact_natively(self, focus: str | None, on_event: EventHook | None) -> str | None:
+        """Have the provider compact now (None), or say why not ("" when it is not its job)."""
+        on_demand = getattr(self.provider, "compact_on_demand", None)
+        if not self.native_active():
+            native = self.recovery.compaction == "native"
+            return f"{self.model} does not compact on the provider's servers" if native else ""
+        if focus is not None:
+            return "a focus is for chatcli's own summary"
+        if not callable(on_demand):
+            return f"{type(self.provider).__name__} has no compaction on demand"
+        view = self.working_messages()
+        try:
+            done = on_demand(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
+        except ProviderError as exc:
+            return f"its compaction on demand failed: {exc}"
+        self.append(done.window)
+        kept = [m for m in view if m.role is Role.SYSTEM]
+        part = done.window[-1].compaction
+        note = NativeCompactionNote(part=part, replaced=len(view) - len(kept), usage=done.usage)
+        self._record_native(note, on_event)
+        self._view_reset = COMPACTION
+        return None
 
     def _auto_compact(self, on_event: EventHook | None) -> None:
         window = self.context_window

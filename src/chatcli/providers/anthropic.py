@@ -36,7 +36,8 @@ is a `ToolCall` with `incomplete=True`.
 
 Native compaction (`chatcli.providers.anthropic_compaction`) goes to the beta endpoint; its own
 tokens (`usage.iterations` entries of type `compaction`, left out of the top-level usage) are
-the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`.
+the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`. Compaction
+on demand (`Anthropic.compact_on_demand`) is a request of its own, described there too.
 
 Errors are classified once, here. SDK-level retries are off: the Client retries classified
 errors itself.
@@ -51,6 +52,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, cont
 from typing import Any
 
 from chatcli.continuation import DEFAULT_MAX_TOKENS
+from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
@@ -66,13 +68,17 @@ from chatcli.providers._common import (
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic_compaction import (
     COMPACTION_PROVIDER,
+    ON_DEMAND,
+    ON_DEMAND_BETA,
     betas,
     compaction_block,
     compaction_part,
     context_edits,
+    signed,
     supports_native_compaction,
 )
 from chatcli.providers.base import (
+    Compacted,
     NativeCompaction,
     ReasoningDelta,
     Request,
@@ -179,6 +185,24 @@ class Anthropic(Adapter):
             cache_control=self.cache_control,
             native=self.native_compaction,
         )
+
+    def compact_on_demand(self, request: Request) -> Compacted:
+        """The conversation in `request` compacted now (`chatcli.providers.anthropic_compaction`);
+        an answer without the block (the docs' "missing summary") raises a ProviderError naming
+        its stop reason."""
+        params = request_params(request, model=self.model, cap=self.max_output_tokens)
+        params["betas"] = [ON_DEMAND_BETA]
+        params["extra_body"] = {**params.get("extra_body", {}), "compaction": dict(ON_DEMAND)}
+        with self._errors():
+            raw = self._send(self._client(), params)
+        response = response_from_message(_dump(raw), model=request.model or self.model)
+        part = response.message.compaction
+        if part is None:
+            stop = (response.provider_details or {}).get("anthropic", {}).get("stop_reason")
+            message = f"no summary came back (stop_reason {stop!r})"
+            raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
+        anchor = Message(role=Role.ASSISTANT, compaction=part)
+        return Compacted(window=(anchor,), usage=response.compaction_usage or Usage())
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Anthropic's own count of the prompt `messages` make, system prompt included, from
@@ -295,7 +319,9 @@ def request_params(
     if request.tools:
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
     extra = {**settings_fields(request), **settings.extra, **request.options}
-    if native is not None:
+    if any(signed(m) for m in request.messages):  # compacted on demand: no threshold edit
+        params["betas"] = [ON_DEMAND_BETA]
+    elif native is not None:
         params["betas"] = betas(native)
         extra = {"context_management": {"edits": context_edits(native)}, **extra}
     if extra:

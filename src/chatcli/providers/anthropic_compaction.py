@@ -9,6 +9,12 @@ than the API's `MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_2
 `clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
 becomes the message's `CompactionPart` (kept verbatim, sent back first in its message); a block
 whose content is null (a failed compaction, a no-op for the API) is dropped.
+
+Compaction on demand (platform.claude.com/docs/en/build-with-claude/compaction-on-demand): the
+conversation with `ON_DEMAND` (`"compaction": {"type": "summarize"}`) and the `ON_DEMAND_BETA`
+flag; the answer is the block alone (`stop_reason` "compaction"), signed. A request that
+carries a signed block (`signed`) is sent with that flag and without the compaction edit: the
+API runs no threshold compaction on it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ __all__ = [
     "COMPACTION_MODELS",
     "COMPACTION_PROVIDER",
     "MIN_COMPACTION_TRIGGER",
+    "ON_DEMAND",
+    "ON_DEMAND_BETA",
     "betas",
     "compaction_block",
     "compaction_part",
     "context_edits",
+    "signed",
     "supports_native_compaction",
 ]
 
@@ -45,6 +54,9 @@ _COMPACTION_BETA = "compact-2026-01-12"
 _CONTEXT_EDITING_BETA = "context-management-2025-06-27"
 # The `CompactionPart.provider` of Anthropic's compactions.
 COMPACTION_PROVIDER = "anthropic"
+# Compaction on demand: the request's field, and the flag of every request carrying its block.
+ON_DEMAND: Mapping[str, Any] = {"type": "summarize"}
+ON_DEMAND_BETA = "compact-2026-09-04"
 
 
 def supports_native_compaction(model: str) -> bool:
@@ -75,6 +87,16 @@ def betas(native: NativeCompaction) -> list[str]:
     """The beta flags the request needs: compaction's, and context editing's when asked."""
     editing = native.clear_thinking or native.clear_tool_uses
     return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
+
+
+def signed(message: Message) -> bool:
+    """Whether `message` carries a compaction block made on demand (they are signed)."""
+    part = message.compaction
+    return (
+        part is not None
+        and part.provider == COMPACTION_PROVIDER
+        and "signature" in part.provider_details
+    )
 
 
 def compaction_block(message: Message) -> list[dict[str, Any]]:
