@@ -5,7 +5,9 @@ model supports it compacts on its own servers (its adapter's `native_compaction`
 the share of the room chatcli's auto-compaction uses: `native_trigger`). With "auto", chatcli's
 own auto-compaction runs instead where the model has none, and from the moment the provider's
 fails (`failed`: a request it refused, an answer past the trigger without the compaction);
-"native" never falls back; "chatcli" is chatcli's own only; "off" neither.
+"native" never falls back; "chatcli" is chatcli's own only; "off" neither. /compact follows
+the same choice: the provider's compaction on demand where it compacts and can (`on_demand`),
+else chatcli's own summary.
 
 The session keeps why "auto" gave up (`failed`, None while it relies on the provider) and asks
 these functions before each request and after each answer; they read the strategy from the
@@ -14,18 +16,19 @@ session's `RecoveryConfig` each time, so a replaced config applies at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from chatcli.chat.tap import CallRecord
 from chatcli.cost import CallKind
 from chatcli.messages import Message, Role, Usage
-from chatcli.providers.base import NativeCompaction, Provider
+from chatcli.providers.base import Compacted, NativeCompaction, Provider, Request
 
 __all__ = [
     "chatcli_compacts",
     "compaction_usage",
     "native_active",
     "native_trigger",
+    "on_demand",
     "replaced_count",
     "request_native",
 ]
@@ -42,6 +45,23 @@ def native_active(provider: Provider, strategy: str, failed: str | None) -> bool
 def chatcli_compacts(provider: Provider, strategy: str, failed: str | None) -> bool:
     """Whether chatcli's own auto-compaction runs before a request."""
     return strategy in ("auto", "chatcli") and not native_active(provider, strategy, failed)
+
+
+def on_demand(
+    provider: Provider, strategy: str, failed: str | None, focus: str | None
+) -> Callable[[Request], Compacted] | str:
+    """What /compact calls: the provider's compaction on demand (its adapter's
+    `compact_on_demand`), or why not ("" when that is no news: "auto" on a model that does not
+    compact, "chatcli")."""
+    if not native_active(provider, strategy, failed):
+        model = getattr(provider, "model", "the model")
+        return f"{model} does not compact on the provider's servers" if strategy == "native" else ""
+    if focus is not None:
+        return "a focus is for chatcli's own summary"
+    compact: Callable[[Request], Compacted] | None = getattr(provider, "compact_on_demand", None)
+    if not callable(compact):
+        return f"{type(provider).__name__} has no compaction on demand"
+    return compact
 
 
 def request_native(provider: Provider, active: bool, trigger: int | None) -> None:

@@ -4,25 +4,20 @@ does no terminal I/O (callbacks receive events and streamed text).
 
 The transcript is append-only and complete: the user's message is stored before the call, the
 answer right after it. The working view sent to the model is `base + transcript[upto:]`,
-where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
-microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
-and clears are stored as events, with the view they made (a compaction's is its request's,
-stored by reference), so a resumed session rebuilds the same working view. A recovery level's
-cut is sticky (`chatcli.history.sticky`): it becomes the base too, stored with the session
-(`SessionStore.save_sticky_view`, the view by reference to its request), so the next requests
-share its prefix, also after a reopen, until the window forces a new cut. The windows
-overflows state are read from the store at start and stored as learned, keyed by the
-session's provider and URL (`window_scope`): the chat and the proxy replicas on one upstream
-share them.
+shaped by `Client` on every request (microcompaction, the tool-result budget, pairing repair,
+the recovery levels); `base` is what a compaction, a /clear or a recovery level's sticky cut
+(`chatcli.history.sticky`: the next requests share its prefix until the window forces a new
+cut) left, stored so a reopened session rebuilds the same view (`chatcli.chat.stored`). The
+windows overflow errors state are stored as learned, per provider and URL (`window_scope`),
+for the chat and the proxy replicas on one upstream.
 
 Who compacts is `RecoveryConfig.compaction` (`chatcli.chat.native`): a provider's own
 compaction is kept in the transcript, replaces the span before it in the view, and is stored
-as a compaction request of its own (its tokens are compaction cost); a request the provider
-refuses for it is sent again without it when "auto" can fall back to chatcli's own.
+as a compaction request of its own; a request the provider refuses for it is sent again
+without it when "auto" can fall back to chatcli's own.
 
-Its parts live in modules of their own: the provider tap (`chatcli.chat.tap`), the cost ledger
-(`chatcli.chat.cost`), the budget and money formatting (`chatcli.chat.spending`), what the
-session says to the user (`chatcli.chat.text`) and its rows in the store (`chatcli.chat.stored`).
+Its other parts: the provider tap (`chatcli.chat.tap`), the cost ledger (`chatcli.chat.cost`),
+the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`).
 """
 
 from __future__ import annotations
@@ -40,11 +35,19 @@ from chatcli.chat.native import (
     compaction_usage,
     native_active,
     native_trigger,
+    on_demand,
     replaced_count,
     request_native,
 )
 from chatcli.chat.spending import BudgetCheck, check_budget
-from chatcli.chat.stored import compaction_made_by, sticky_made_by, stored_base, stored_event
+from chatcli.chat.stored import (
+    compaction_made_by,
+    learn_windows,
+    sticky_made_by,
+    stored_base,
+    stored_cost,
+    stored_event,
+)
 from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.chat.text import (
     CANCELLED_NOTE,
@@ -59,7 +62,7 @@ from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
-from chatcli.messages import Message, Role, Usage
+from chatcli.messages import Message, Usage
 from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
@@ -71,6 +74,7 @@ __all__ = ["ChatSession", "Turn"]
 _DEFAULT_MICROCOMPACTION = MicrocompactConfig()
 
 EventHook = Callable[[Event], None]
+Row = tuple[str, str, dict[str, Any]]  # a stored event: kind, text, data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,8 +246,9 @@ class ChatSession:
         request_native(self.provider, self.native_active(), self._native_trigger())
 
     def _native_trigger(self) -> int | None:
-        pct = self.compaction.auto_compact_pct
-        return native_trigger(self.context_window, self.max_tokens, pct)
+        return native_trigger(
+            self.context_window, self.max_tokens, self.compaction.auto_compact_pct
+        )
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
@@ -326,7 +331,9 @@ class ChatSession:
             raise
         finally:
             self.tap.on_delta = self.tap.on_discard = None
-            self._learn_windows(client.learned_windows)
+            learn_windows(
+                self.store, self.window_scope, self.learned_windows, client.learned_windows
+            )
         self.append((reply.message,))
         self.last_reply = reply
         compacted = self._after_native(reply, on_event)
@@ -341,7 +348,9 @@ class ChatSession:
             self.base, self.upto = client.sticky_view.view, sent
             levels = [e.level for e in events if isinstance(e, LevelApplied)]
             self.base_made_by = sticky_made_by(max(levels, default=0))
-            self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
+            self.store.save_sticky_view(
+                self.info.id, StoredStickyView(request_id=request_id, upto=sent)
+            )
         return Turn(
             reply=reply,
             request_id=request_id,
@@ -353,23 +362,20 @@ class ChatSession:
     def _answer(self, client: Client, on_event: EventHook | None) -> Reply:
         """The Client's answer; a request the provider refuses for its compaction edit is sent
         once more without it when "auto" can fall back."""
-        try:
+
+        def send() -> Reply:
+            view, transcript = self.working_messages(), self.transcript
             return client.send(
-                self.working_messages(),
-                max_tokens=self.max_tokens,
-                tools=self.tools,
-                transcript=self.transcript,
+                view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
             )
+
+        try:
+            return send()
         except ProviderError as exc:
             refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
             if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
                 raise
-        return client.send(
-            self.working_messages(),
-            max_tokens=self.max_tokens,
-            tools=self.tools,
-            transcript=self.transcript,
-        )
+        return send()
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
         """Store the provider's compaction as a compaction of its own (True); or, past the
@@ -393,27 +399,18 @@ class ChatSession:
 
     def _record_native(self, note: NativeCompactionNote, on_event: EventHook | None) -> None:
         """The provider's compaction is a request of its own (its cost: compaction cost)."""
-        usage = note.usage or Usage()
-        self._ensure_saved()
-        self.store.record_request(
-            self.info.id,
-            tag="compaction",
-            model=self.model,
-            usage=usage,
-            cost_usd=usage_cost(usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            events=(("native-compaction", note.describe(), {"replaced": note.replaced}),),
-        )
+        event = ("native-compaction", note.describe(), {"replaced": note.replaced})
+        self._record_compaction("compaction", note.usage or Usage(), event)
         if on_event is not None:
             on_event(note)
 
-    def _learn_windows(self, learned: dict[str, int]) -> None:
-        """Keep the windows `send`'s Client learned, and store the new ones for the others
-        on this upstream."""
-        for model, window in learned.items():
-            if self.learned_windows.get(model) != window:
-                self.learned_windows[model] = window
-                self.store.learn_window(self.window_scope, model, window)
+    def _record_compaction(self, tag: str, usage: Usage, event: Row, **stored: Any) -> None:
+        """A compaction (`tag`: or a failed one) is a request of its own, its own line in
+        /cost; `stored`: the model when another one made it, the view it made."""
+        self._ensure_saved()
+        cost = usage_cost(usage, self.model_info).total
+        row = {"model": self.model, "cost_usd": cost, "recovery_cost_usd": 0.0, **stored}
+        self.store.record_request(self.info.id, tag=tag, usage=usage, events=(event,), **row)
 
     def _calibrate(self) -> None:
         """Learn the provider's tokens per char from the prompt it last counted, so the next
@@ -495,24 +492,18 @@ class ChatSession:
         return result
 
     def _compact_natively(self, focus: str | None, on_event: EventHook | None) -> str | None:
-        """Have the provider compact now (None), or say why not ("" when it is not its job)."""
-        on_demand = getattr(self.provider, "compact_on_demand", None)
-        if not self.native_active():
-            native = self.recovery.compaction == "native"
-            return f"{self.model} does not compact on the provider's servers" if native else ""
-        if focus is not None:
-            return "a focus is for chatcli's own summary"
-        if not callable(on_demand):
-            return f"{type(self.provider).__name__} has no compaction on demand"
+        """Have the provider compact now (None), or say why not (`on_demand`)."""
+        compact_now = on_demand(self.provider, self.recovery.compaction, self.native_failed, focus)
+        if isinstance(compact_now, str):
+            return compact_now
         view = self.working_messages()
         try:
-            done = on_demand(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
+            done = compact_now(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
         except ProviderError as exc:
             return f"its compaction on demand failed: {exc}"
         self.append(done.window)
-        kept = [m for m in view if m.role is Role.SYSTEM]
-        part = done.window[-1].compaction
-        note = NativeCompactionNote(part=part, replaced=len(view) - len(kept), usage=done.usage)
+        part, replaced = done.window[-1].compaction, replaced_count(view)
+        note = NativeCompactionNote(part=part, replaced=replaced, usage=done.usage)
         self._record_native(note, on_event)
         self._view_reset = COMPACTION
         return None
@@ -551,34 +542,19 @@ class ChatSession:
         self.base_made_by = compaction_made_by(report)
         # The view is the request's, stored by reference.
         data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
-        self._ensure_saved()
-        self._save_sticky(None)
-        self._view_reset = COMPACTION
-        self.store.record_request(
-            self.info.id,
-            tag="compaction",
-            model=report.model or self.model,
-            usage=report.usage,
-            cost_usd=usage_cost(report.usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            view=result.messages,
-            events=(("compaction", describe_compaction(result), data),),
+        event = ("compaction", describe_compaction(result), data)
+        model = report.model or self.model
+        self._record_compaction(
+            "compaction", report.usage, event, model=model, view=result.messages
         )
+        self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
+        self._view_reset = COMPACTION
 
     def _store_failed_compaction(self, error: CompactionError) -> None:
         """The summary calls of a compaction that failed were made, and maybe billed."""
-        if error.calls == 0:
-            return
-        self._ensure_saved()
-        self.store.record_request(
-            self.info.id,
-            tag="compaction-failed",
-            model=self.model,
-            usage=error.usage,
-            cost_usd=usage_cost(error.usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            events=(("compaction-failed", str(error), {"calls": error.calls}),),
-        )
+        if error.calls:
+            event = ("compaction-failed", str(error), {"calls": error.calls})
+            self._record_compaction("compaction-failed", error.usage, event)
 
     def clear(self) -> None:
         """/clear: the next request starts from an empty view (the transcript keeps all).
@@ -589,13 +565,8 @@ class ChatSession:
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_event(self.info.id, "clear", text, data)
-        self._save_sticky(None)
+        self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
         self._view_reset = CLEAR
-
-    def _save_sticky(self, sticky: StoredStickyView | None) -> None:
-        """Store the recovery cut the view now starts from (None: a compaction or clear made
-        the view since; the events say which)."""
-        self.store.save_sticky_view(self.info.id, sticky)
 
     def context_report(self) -> ContextReport:
         """What the next request would send, message by message (nothing is sent); what
@@ -611,12 +582,7 @@ class ChatSession:
     # -- cost and budget -----------------------------------------------------------------
 
     def cost_summary(self) -> CostSummary:
-        breaks = {
-            event.request_id: str(event.data["reason"])
-            for event in self.store.events(self.info.id)
-            if event.kind == CACHE_BREAK and event.request_id is not None
-        }
-        return CostSummary(requests=self.store.requests(self.info.id), cache_breaks=breaks)
+        return stored_cost(self.store, self.info.id)
 
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);
@@ -628,9 +594,5 @@ class ChatSession:
         estimate = self.estimator.count(self._microcompacted() + pending_messages)
         output = self.max_tokens or 0
         next_cost = usage_cost(Usage(estimate, output), self.model_info).total
-        check = check_budget(self.cost_summary().known_cost, next_cost, self.budget_usd)
-        if check.status == "over" and self.budget_approved:
-            return BudgetCheck(
-                status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
-            )
-        return check
+        spent, approved = self.cost_summary().known_cost, self.budget_approved
+        return check_budget(spent, next_cost, self.budget_usd, approved=approved)

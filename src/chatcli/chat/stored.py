@@ -1,5 +1,5 @@
-"""A chat session's bookkeeping in the store: events as stored rows, and the working view a
-reopened session starts from.
+"""A chat session's bookkeeping in the store: events as stored rows, the working view a
+reopened session starts from, its cost, and the windows it learned.
 
 The working view is `base + transcript[upto:]`. The base is what the latest of these left:
 a recovery level's sticky cut (stored by reference to its request), a compaction (its view
@@ -9,9 +9,12 @@ it from the store, so a reopened session sends what the running one would have s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from chatcli.chat.cache import CACHE_BREAK
+from chatcli.chat.cost import CostSummary
 from chatcli.compaction import CompactionReport
 from chatcli.events import Event, LevelApplied
 from chatcli.messages import Message
@@ -22,8 +25,10 @@ __all__ = [
     "VIEW_EVENTS",
     "compaction_made_by",
     "event_view",
+    "learn_windows",
     "sticky_made_by",
     "stored_base",
+    "stored_cost",
     "stored_event",
 ]
 
@@ -88,3 +93,24 @@ def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
         elif isinstance(value, tuple) and all(isinstance(v, str) for v in value):
             data[f.name] = list(value)
     return type(event).__name__, event.describe(), data
+
+
+def stored_cost(store: SessionStore, session_id: str) -> CostSummary:
+    """A session's cost from its stored requests, with the cache breaks its events name."""
+    breaks = {
+        event.request_id: str(event.data["reason"])
+        for event in store.events(session_id)
+        if event.kind == CACHE_BREAK and event.request_id is not None
+    }
+    return CostSummary(requests=store.requests(session_id), cache_breaks=breaks)
+
+
+def learn_windows(
+    store: SessionStore, scope: str, known: dict[str, int], learned: Mapping[str, int]
+) -> None:
+    """Add the windows a Client `learned` to the session's `known` ones, and store the new
+    ones for the others on this upstream (`scope`)."""
+    for model, window in learned.items():
+        if known.get(model) != window:
+            known[model] = window
+            store.learn_window(scope, model, window)
