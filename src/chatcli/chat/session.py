@@ -94,7 +94,7 @@ class ChatSession:
     `model_info` gives prices and limits (None: unknown). `max_tokens` None lets the provider
     choose. `budget_usd` enables the session budget (see `budget_check`). `auto_compaction`
     compacts before a request that passes the configured share of the window; `predictive`
-    is `Client`'s (False: the SPEC's plain ladder, every level sent in turn). `summarizer`
+    is `Client`'s (False: the plain ladder, every level sent in turn). `summarizer`
     writes compaction summaries (default: the chat provider). `saved` False: `info` is not
     in the store yet; it is stored with the first thing written (an empty session is never
     stored, so it is never listed nor continued).

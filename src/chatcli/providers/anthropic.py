@@ -36,8 +36,9 @@ is a `ToolCall` with `incomplete=True`.
 
 Native compaction (`chatcli.providers.anthropic_compaction`) goes to the beta endpoint; its own
 tokens (`usage.iterations` entries of type `compaction`, left out of the top-level usage) are
-the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`. Compaction
-on demand (`Anthropic.compact_on_demand`) is a request of its own, described there too.
+the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`; compaction
+on demand is described there too. One module because the Messages API's mapping, both ways,
+whole and streamed, is one wire.
 
 Errors are classified once, here. SDK-level retries are off: the Client retries classified
 errors itself.
@@ -52,7 +53,6 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, cont
 from typing import Any
 
 from chatcli.continuation import DEFAULT_MAX_TOKENS
-from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall, Usage
 from chatcli.providers._common import (
     api_key_from_env,
@@ -68,12 +68,13 @@ from chatcli.providers._common import (
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic_compaction import (
     COMPACTION_PROVIDER,
-    ON_DEMAND,
     ON_DEMAND_BETA,
     betas,
     compaction_block,
     compaction_part,
     context_edits,
+    on_demand,
+    on_demand_window,
     signed,
     supports_native_compaction,
 )
@@ -187,22 +188,13 @@ class Anthropic(Adapter):
         )
 
     def compact_on_demand(self, request: Request) -> Compacted:
-        """The conversation in `request` compacted now (`chatcli.providers.anthropic_compaction`);
-        an answer without the block (the docs' "missing summary") raises a ProviderError naming
-        its stop reason."""
-        params = request_params(request, model=self.model, cap=self.max_output_tokens)
-        params["betas"] = [ON_DEMAND_BETA]
-        params["extra_body"] = {**params.get("extra_body", {}), "compaction": dict(ON_DEMAND)}
+        """The conversation in `request` compacted now (`anthropic_compaction.on_demand`)."""
+        params = on_demand(request_params(request, model=self.model, cap=self.max_output_tokens))
         with self._errors():
             raw = self._send(self._client(), params)
-        response = response_from_message(_dump(raw), model=request.model or self.model)
-        part = response.message.compaction
-        if part is None:
-            stop = (response.provider_details or {}).get("anthropic", {}).get("stop_reason")
-            message = f"no summary came back (stop_reason {stop!r})"
-            raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
-        anchor = Message(role=Role.ASSISTANT, compaction=part)
-        return Compacted(window=(anchor,), usage=response.compaction_usage or Usage())
+        return on_demand_window(
+            response_from_message(_dump(raw), model=request.model or self.model)
+        )
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Anthropic's own count of the prompt `messages` make, system prompt included, from
