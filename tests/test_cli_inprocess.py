@@ -17,7 +17,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from chatcli.__main__ import main
-from chatcli.chat.session import CostSummary
+from chatcli.chat.cost import CostSummary
 from chatcli.cli.chat import StreamView
 from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS

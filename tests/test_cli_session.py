@@ -13,7 +13,8 @@ import pytest
 from chatcli.catalog import ModelInfo, Prices
 from chatcli.chat.context import Status
 from chatcli.chat.export import export_transcript
-from chatcli.chat.session import ChatSession, check_budget, usd
+from chatcli.chat.session import ChatSession
+from chatcli.chat.spending import check_budget, usd
 from chatcli.chat.text import CompactionNote
 from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.config import MicrocompactConfig, RecoveryConfig

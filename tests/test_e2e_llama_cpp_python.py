@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from chatcli.chat.session import StreamingTap
+from chatcli.chat.tap import StreamingTap
 from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.config import RecoveryConfig
 from chatcli.errors import SILENT_TRUNCATION, ContextRecoveryError, ErrorKind, ProviderError

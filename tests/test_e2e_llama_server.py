@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 import pytest
 
-from chatcli.chat.session import StreamingTap
+from chatcli.chat.tap import StreamingTap
 from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.config import RecoveryConfig
 from chatcli.continuation import CONTINUATION_MESSAGE, stitch

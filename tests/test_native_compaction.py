@@ -5,17 +5,23 @@ its cost counted. Bodies: tests/data/native-compaction.json (each cites its docu
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from chatcli.catalog import ModelInfo, Prices
 from chatcli.chat.session import ChatSession
+from chatcli.chat.settings import CliSettings
 from chatcli.chat.text import NativeCompactionNote
+from chatcli.cli.context import ChatContext
 from chatcli.cli.render import event_line
+from chatcli.cli.slash import dispatch
+from chatcli.cli.ui import Ui
 from chatcli.client import Client
 from chatcli.config import RecoveryConfig
 from chatcli.errors import CompactionError, ConfigError, ProviderError
@@ -29,6 +35,7 @@ from chatcli.store import SessionStore
 from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
 from tests.replay import ReplayServer, Scripted, adapters_closed
 
+OPENER = {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
 KEY = "sk-ant-test-0123456789abcdef"
 MODEL = "claude-sonnet-4-6"
@@ -191,7 +198,7 @@ def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> Non
     sent = server.requests[1].json()
     assert sent["system"][0]["text"] == "You help with Python."
     opener, first = sent["messages"][:2]
-    assert opener == {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
+    assert opener == OPENER
     assert first["role"] == "assistant"
     assert first["content"][0] == {"type": "compaction", "content": SUMMARY}
     assert first["content"][1]["text"] == DATA["anthropic_message"]["content"][1]["text"]
@@ -434,8 +441,7 @@ def test_session_native_strategy_does_not_fall_back(
     session = chat(store, plain_anthropic(server), "native")
     with pytest.raises(ProviderError):
         session.send("hi")
-    with pytest.raises(CompactionError, match="CHATCLI_COMPACTION"):
-        session.compact()
+    assert session.native_failed is None and session.native_active()
 
 
 def test_session_auto_falls_back_on_an_answer_without_the_block(
@@ -469,9 +475,10 @@ def test_compaction_strategy_from_env() -> None:
 def test_compact_by_hand_summarises_the_span_the_provider_compacted(
     server: ReplayServer, store: SessionStore
 ) -> None:
-    """/compact ("auto") writes chatcli's own summary of the whole span, the provider's
-    compaction removed (its summary is the provider's to read), not of the block alone."""
-    server.add(Scripted(body=DATA["anthropic_message"]))
+    """/compact ("auto") when the provider's compaction on demand fails: chatcli's own summary
+    of the whole span, the provider's compaction removed (its summary is the provider's to
+    read), not of the block alone; the chat says why it was not the provider's."""
+    server.add(Scripted(body=DATA["anthropic_message"]), Scripted(status=400, body=REFUSED))
     summarizer = ScriptedSummarizer([faithful_summary], context_window=200_000)
     session = ChatSession.open(
         store,
@@ -484,10 +491,169 @@ def test_compact_by_hand_summarises_the_span_the_provider_compacted(
     session.append(history()[:3])
     session.send("Go on.")
     session.append((Message.user("Now pagination."), Message.assistant("On it.")))
-    session.compact()
+    events: list[Any] = []
+    assert session.compact(on_event=events.append) is not None
+    assert server.requests[1].json()["compaction"] == {"type": "summarize"}
+    (note,) = events
+    assert note.describe().startswith("not compacted by the provider (its compaction on demand")
+    assert note.describe().endswith("): chatcli's own summary runs")
     (request,) = summarizer.requests
     assert "Build me a price scraper" in conversation_text(request)
     assert all(m.compaction is None for m in session.working_messages())
+
+
+# -- compaction on demand (/compact) ---------------------------------------------------------
+
+ON_DEMAND = DATA["anthropic_on_demand"]
+BLOCK = ON_DEMAND["content"][0]
+COMPACTED = DATA["openai_compact_spec_example"]
+
+
+def test_anthropic_compaction_on_demand_on_the_wire(server: ReplayServer) -> None:
+    """The conversation with `compaction: summarize` and its beta, no threshold edit; the
+    answer's block (signature and all) is the window, its tokens (`usage.iterations`) the
+    usage."""
+    server.add(Scripted(body=ON_DEMAND))
+    done = anthropic(server, trigger_tokens=100_000).compact_on_demand(Request(messages=history()))
+    sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages")
+    assert sent.headers["anthropic-beta"] == "compact-2026-09-04"
+    body = sent.json()
+    assert body["compaction"] == {"type": "summarize"}
+    assert "context_management" not in body
+    assert body["system"][0]["text"] == "You help with Python."
+    (anchor,) = done.window
+    assert anchor.compaction is not None and not anchor.parts
+    assert anchor.compaction.provider_details == BLOCK  # verbatim, signature included
+    assert anchor.compaction.summary == BLOCK["content"] and anchor.compaction.model == MODEL
+    assert done.usage == Usage(input_tokens=144, output_tokens=276)
+
+
+def test_anthropic_compaction_on_demand_without_a_summary(server: ReplayServer) -> None:
+    """The docs' "missing summary": a 200 with empty content and the summarisation call's own
+    stop reason is no compaction."""
+    server.add(Scripted(body={**ON_DEMAND, "content": [], "stop_reason": "max_tokens"}))
+    with pytest.raises(ProviderError, match=r"no summary came back .*max_tokens"):
+        anthropic(server).compact_on_demand(Request(messages=history()))
+
+
+def test_anthropic_signed_block_goes_first_with_its_beta_and_no_edit(
+    server: ReplayServer,
+) -> None:
+    """A request carrying the block: the block first, verbatim, the on-demand beta, and no
+    threshold edit (the API runs none on a request that carries a signed block)."""
+    server.add(Scripted(body=ON_DEMAND), Scripted(body=DATA["anthropic_message"]))
+    provider = anthropic(server, trigger_tokens=100_000)
+    window = provider.compact_on_demand(Request(messages=history())).window
+    Client(provider).send((history()[0], *window, Message.user("Now Ingredient.")))
+    sent = server.requests[1]
+    assert sent.headers["anthropic-beta"] == "compact-2026-09-04"
+    body = sent.json()
+    assert "context_management" not in body
+    assert body["messages"][0] == OPENER  # dropped by the API: it precedes the block
+    assert body["messages"][1] == {"role": "assistant", "content": [BLOCK]}
+    assert body["messages"][2]["content"][0]["text"] == "Now Ingredient."
+
+
+def test_openai_compaction_on_demand(server: ReplayServer) -> None:
+    """`POST /responses/compact`: its output, the user messages then the item, is the window;
+    the next request sends it in that order, the span before it no longer."""
+    server.add(Scripted(body=COMPACTED), Scripted(body=DATA["openai_response"]))
+    provider = openai(server)
+    done = provider.compact_on_demand(Request(messages=history()))
+    sent = server.requests[0]
+    assert sent.path == "/v1/responses/compact"
+    assert sent.json()["model"] == OPENAI_MODEL
+    assert sent.json()["input"][1]["content"].startswith("Build me a price scraper")
+    *kept, anchor = done.window
+    assert [m.text for m in kept] == [
+        item["content"][0]["text"] for item in COMPACTED["output"][:2]
+    ]
+    assert anchor.compaction is not None and anchor.compaction.keeps == 2
+    assert anchor.compaction.provider_details == COMPACTED["output"][2]
+    assert done.usage == Usage(input_tokens=42897, output_tokens=12000)
+    Client(provider).send((*history(), *done.window, Message.user("Next?")))
+    items = server.requests[1].json()["input"]
+    assert items[0] == {"role": "system", "content": "You help with Python."}
+    assert [i.get("content") for i in items[1:3]] == [m.text for m in kept]
+    assert items[3] == COMPACTED["output"][2]
+    assert items[4] == {"role": "user", "content": "Next?"}
+    assert len(items) == 5
+
+
+def test_session_compact_uses_the_providers_compaction_on_demand(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    """/compact ("auto", a model that compacts): the provider's compaction on demand, shown
+    and counted as compaction; the next request (and a reopened session) starts from it."""
+    plain = {**DATA["anthropic_message"], "content": DATA["anthropic_message"]["content"][1:]}
+    server.add(Scripted(body=plain), Scripted(body=ON_DEMAND), Scripted(body=plain))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[1:3])
+    session.send("Go on.")
+    events: list[Any] = []
+    assert session.compact(on_event=events.append) is None
+    (note,) = events
+    line = event_line(note).plain
+    assert line.startswith("↻ compacted by the provider: 4 messages replaced by a ")
+    assert line.endswith("(anthropic, claude-sonnet-4-6, 276 summary tokens)")
+    summary = session.cost_summary()
+    assert summary.total.compaction_cost == pytest.approx(144 * 3.0 / 1e6 + 276 * 15.0 / 1e6)
+    session.send("Now Ingredient.")
+    body = server.requests[2].json()
+    assert body["messages"][:2] == [OPENER, {"role": "assistant", "content": [BLOCK]}]
+    assert "Build me a price scraper" not in json.dumps(body)
+    assert list(session.cost_summary().cache_breaks.values()) == ["a compaction"]
+    reopened = ChatSession.open(
+        store,
+        plain_anthropic(server),
+        provider_name="anthropic",
+        model=MODEL,
+        resume=session.info.id,
+    )
+    assert reopened.working_messages() == session.working_messages()
+    assert reopened.working_messages()[0].compaction is not None
+
+
+def test_session_compact_with_a_focus_or_no_support_is_chatcli_s_own(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    """A focus is for chatcli's own summary; so is "native" on a model that does not compact
+    on the provider's servers; each says why. "chatcli" says nothing: it is its job."""
+    summarizer = ScriptedSummarizer([faithful_summary] * 3, context_window=200_000)
+    cases = [
+        (MODEL, "auto", "Recipe", "a focus is for chatcli's own summary"),
+        ("claude-haiku-4-5", "native", None, "claude-haiku-4-5 does not compact on the provider"),
+        (MODEL, "chatcli", None, None),
+    ]
+    for model, strategy, focus, why in cases:
+        provider = Anthropic(model, api_key=KEY, base_url=server.url, context_window=200_000)
+        session = ChatSession.open(
+            store,
+            provider,
+            provider_name="anthropic",
+            model=model,
+            recovery=RecoveryConfig(compaction=strategy),
+            summarizer=summarizer,
+        )
+        session.append((*history()[1:], Message.assistant("Pagination next.")))
+        events: list[Any] = []
+        assert session.compact(focus, on_event=events.append) is not None
+        said = [e.describe() for e in events]
+        if why is None:
+            assert said == []
+        else:
+            (line,) = said
+            assert why in line and line.endswith("): chatcli's own summary runs")
+    assert server.requests == []  # the provider was never asked
+
+
+def test_session_compact_off_refuses(server: ReplayServer, store: SessionStore) -> None:
+    session = chat(store, plain_anthropic(server), "off")
+    session.append(history()[1:])
+    with pytest.raises(CompactionError, match="compaction is off"):
+        session.compact()
+    assert server.requests == []
 
 
 def test_count_tokens_reads_compaction_blocks_on_the_beta_endpoint(server: ReplayServer) -> None:
@@ -498,3 +664,42 @@ def test_count_tokens_reads_compaction_blocks_on_the_beta_endpoint(server: Repla
     sent = server.requests[0]
     assert sent.path.startswith("/v1/messages/count_tokens")
     assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
+
+
+def slash_compact(session: ChatSession, store: SessionStore, tmp_path: Path) -> str:
+    """What `/compact` prints in the chat for `session`."""
+    console = Console(file=io.StringIO(), width=200, highlight=False)
+    paths = {"db_path": tmp_path / "db", "history_path": tmp_path / "h", "cache_dir": tmp_path}
+    ctx = ChatContext(
+        ui=Ui(console=console, interactive=False),
+        store=store,
+        session=session,
+        settings=CliSettings(**paths),
+        provider_name="anthropic",
+        environ={},
+    )
+    assert dispatch(ctx, "/compact")
+    output = console.file
+    assert isinstance(output, io.StringIO)
+    return output.getvalue()
+
+
+def test_slash_compact_says_which_compaction_ran(
+    server: ReplayServer, store: SessionStore, tmp_path: Path
+) -> None:
+    server.add(Scripted(body=ON_DEMAND))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[1:])
+    shown = slash_compact(session, store, tmp_path)
+    size = len(BLOCK["content"])
+    assert shown == (
+        f"↻ compacted by the provider: 3 messages replaced by a {size}-char summary"
+        " (anthropic, claude-sonnet-4-6, 276 summary tokens)\n"
+    )
+    off = chat(store, plain_anthropic(server), "off")
+    off.append(history()[1:])
+    shown = slash_compact(off, store, tmp_path)
+    assert shown.strip() == (
+        "error: /compact: compaction is off (CHATCLI_COMPACTION=off), nothing was compacted"
+    )
+    assert len(server.requests) == 1

@@ -126,6 +126,38 @@ def test_a_compaction_survives_the_store() -> None:
     assert message.char_count == len("Next, the lexer.") + len(PART.summary)
 
 
+def _window() -> tuple[Message, ...]:
+    """OpenAI's compaction on demand, as the session adds it: the user messages the API
+    returned, then the item keeping them."""
+    item = {"type": "compaction", "id": "cmp_001", "encrypted_content": "encrypted-summary"}
+    part = CompactionPart(provider="openai", model="gpt-5", provider_details=item, keeps=2)
+    anchor = Message(role=Role.ASSISTANT, compaction=part)
+    return (Message.user("Build a parser."), Message.user("Go on."), anchor)
+
+
+def test_the_messages_a_compaction_keeps_stay_before_it() -> None:
+    history = (*_history()[:4], *_window(), Message.user("And the lexer?"))
+    result = native_view(history, provider="openai", model="gpt-5")
+    assert [m.text for m in result.messages] == [
+        "You are terse.",
+        "Build a parser.",
+        "Go on.",
+        "",  # the item
+        "And the lexer?",
+    ]
+    assert result.messages[3].compaction is not None
+    assert result.report.dropped == (
+        "3 messages before the provider's compaction (it replaces them)",
+    )
+    assert message_from_dict(message_to_dict(history[-2])) == history[-2]  # keeps is stored
+
+
+def test_another_provider_drops_a_compaction_with_what_it_keeps() -> None:
+    history = (*_history()[:4], *_window(), Message.user("And the lexer?"))
+    view = native_view(history, provider="anthropic", model="claude-sonnet-4-6").messages
+    assert view == (*_history()[:4], Message.user("And the lexer?"))
+
+
 OWNERS = (("anthropic", "claude-sonnet-4-6"), ("anthropic", "claude-opus-4-6"), ("openai", "gpt-5"))
 
 

@@ -19,7 +19,8 @@ from dataclasses import replace
 import pytest
 
 from chatcli.chat.demo import view_fill
-from chatcli.chat.session import CallRecord, Turn
+from chatcli.chat.session import Turn
+from chatcli.chat.tap import CallRecord
 from chatcli.config import RecoveryConfig
 from chatcli.cost import CallKind
 from chatcli.errors import ConfigError, ContextRecoveryError

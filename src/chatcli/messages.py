@@ -68,12 +68,17 @@ class CompactionPart:
     and `model` that made it: `chatcli.history.native` drops it for any other, and replaces
     the span before it with it for its own. `summary` is its readable text when the provider
     shows one (Anthropic does, OpenAI's is encrypted: "").
+
+    `keeps`: how many messages right before its message the provider returned with it, as
+    part of the window it made (OpenAI's compaction on demand returns the user messages, then
+    the item); they stand or fall with it.
     """
 
     provider: str
     model: str
     provider_details: Details
     summary: str = ""
+    keeps: int = 0
 
     @property
     def char_count(self) -> int:

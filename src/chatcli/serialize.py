@@ -42,6 +42,7 @@ def message_to_dict(message: Message) -> dict[str, Any]:
                 "model": c.model,
                 "summary": c.summary or None,
                 "details": c.provider_details,
+                "keeps": c.keeps or None,
             }
         )
     return out
@@ -81,6 +82,7 @@ def _compaction_from_dict(data: Mapping[str, Any] | None) -> CompactionPart | No
         model=data["model"],
         summary=data.get("summary", ""),
         provider_details=data["details"],
+        keeps=int(data.get("keeps", 0)),
     )
 
 

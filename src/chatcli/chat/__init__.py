@@ -2,6 +2,8 @@
 
 - `session`: `ChatSession`, the full transcript in the store, the working view, one recovered
   call per turn, compaction, cost and the session budget (no terminal I/O).
+- `native`: who compacts, the provider on its servers or chatcli (`RecoveryConfig.compaction`).
+- `stored`: the session's events as stored rows, and the view a reopened session starts from.
 - `tap`: the provider wrapper that streams answers and records every call a turn made.
 - `cost`, `spending`, `cache`, `text`: a turn's and a session's cost, the session budget in
   dollars, prompt-cache reuse, and the sentences the chat shows.

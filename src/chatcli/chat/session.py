@@ -4,42 +4,50 @@ does no terminal I/O (callbacks receive events and streamed text).
 
 The transcript is append-only and complete: the user's message is stored before the call, the
 answer right after it. The working view sent to the model is `base + transcript[upto:]`,
-where `base` is the view a compaction (or /clear) left, shaped by `Client` on every request:
-microcompaction, the tool-result budget, pairing repair and the recovery levels. Compactions
-and clears are stored as events, with the view they made (a compaction's is its request's,
-stored by reference), so a resumed session rebuilds the same working view. A recovery level's
-cut is sticky (`chatcli.history.sticky`): it becomes the base too, stored with the session
-(`SessionStore.save_sticky_view`, the view by reference to its request), so the next requests
-share its prefix, also after a reopen, until the window forces a new cut. The windows
-overflows state are read from the store at start and stored as learned, keyed by the
-session's provider and URL (`window_scope`): the chat and the proxy replicas on one upstream
-share them.
+shaped by `Client` on every request (microcompaction, the tool-result budget, pairing repair,
+the recovery levels); `base` is what a compaction, a /clear or a recovery level's sticky cut
+(`chatcli.history.sticky`: the next requests share its prefix until the window forces a new
+cut) left, stored so a reopened session rebuilds the same view (`chatcli.chat.stored`). The
+windows overflow errors state are stored as learned, per provider and URL (`window_scope`),
+for the chat and the proxy replicas on one upstream.
 
-Who compacts is `RecoveryConfig.compaction`: with "auto" (the default) or "native", a
-provider whose model supports it compacts on its own servers (its adapter's
-`native_compaction`, triggered at the share of the room auto-compaction uses); its compaction
-is kept in the transcript, replaces the span before it in the view, and is stored as a
-compaction request of its own (its tokens are compaction cost). With "auto", chatcli's own
-auto-compaction runs instead where the model has none, and from the moment the provider's
-fails: a request it refuses (sent again without it), or an answer past the trigger without
-the compaction.
+Who compacts is `RecoveryConfig.compaction` (`chatcli.chat.native`): a provider's own
+compaction is kept in the transcript, replaces the span before it in the view, and is stored
+as a compaction request of its own; a request the provider refuses for it is sent again
+without it when "auto" can fall back to chatcli's own.
 
-Its parts live in modules of their own: the provider tap (`chatcli.chat.tap`), the cost ledger
-(`chatcli.chat.cost`), the budget and money formatting (`chatcli.chat.spending`) and what the
-session says to the user (`chatcli.chat.text`); the names are re-exported here.
+Its other parts: the provider tap (`chatcli.chat.tap`), the cost ledger (`chatcli.chat.cost`),
+the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chatcli.catalog import ModelInfo
 from chatcli.chat.cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.chat.context import ContextReport, build_context_report
-from chatcli.chat.cost import COMPACTION_TAGS, CostSummary, ModelTally, turn_cost
-from chatcli.chat.spending import BUDGET_WARN_FRACTION, BudgetCheck, check_budget, usd
+from chatcli.chat.cost import CostSummary, turn_cost
+from chatcli.chat.native import (
+    chatcli_compacts,
+    compaction_usage,
+    native_active,
+    native_trigger,
+    on_demand,
+    replaced_count,
+    request_native,
+)
+from chatcli.chat.spending import BudgetCheck, check_budget
+from chatcli.chat.stored import (
+    compaction_made_by,
+    learn_windows,
+    sticky_made_by,
+    stored_base,
+    stored_cost,
+    stored_event,
+)
 from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.chat.text import (
     CANCELLED_NOTE,
@@ -47,50 +55,26 @@ from chatcli.chat.text import (
     NativeCompactionNote,
     describe_compaction,
 )
-from chatcli.compaction import (
-    CompactionBreaker,
-    CompactionReport,
-    CompactionResult,
-    auto_compact,
-    compact,
-)
+from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
-from chatcli.messages import Message, Role, Usage
-from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
+from chatcli.messages import Message, Usage
+from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
-from chatcli.serialize import message_from_dict
-from chatcli.store import SessionInfo, SessionStore, StoredEvent, StoredStickyView, window_scope
+from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
 
-__all__ = [
-    "BUDGET_WARN_FRACTION",
-    "CANCELLED_NOTE",
-    "COMPACTION_TAGS",
-    "BudgetCheck",
-    "CallRecord",
-    "ChatSession",
-    "CostSummary",
-    "ModelTally",
-    "StreamingTap",
-    "Turn",
-    "check_budget",
-    "describe_compaction",
-    "stored_event",
-    "usd",
-]
+__all__ = ["ChatSession", "Turn"]
 
-# Event kinds that reset the working view; their data holds the transcript length it covers
-# ("upto"), and the view itself (a clear) or their request stores it (a compaction).
-_VIEW_EVENTS = ("compaction", "clear")
 # The chat's microcompaction unless one is given (None turns it off, as for `Client`).
 _DEFAULT_MICROCOMPACTION = MicrocompactConfig()
 
 EventHook = Callable[[Event], None]
+Row = tuple[str, str, dict[str, Any]]  # a stored event: kind, text, data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +94,7 @@ class ChatSession:
     `model_info` gives prices and limits (None: unknown). `max_tokens` None lets the provider
     choose. `budget_usd` enables the session budget (see `budget_check`). `auto_compaction`
     compacts before a request that passes the configured share of the window; `predictive`
-    is `Client`'s (False: the SPEC's plain ladder, every level sent in turn). `summarizer`
+    is `Client`'s (False: the plain ladder, every level sent in turn). `summarizer`
     writes compaction summaries (default: the chat provider). `saved` False: `info` is not
     in the store yet; it is stored with the first thing written (an empty session is never
     stored, so it is never listed nor continued).
@@ -158,7 +142,9 @@ class ChatSession:
         self.learned_windows: dict[str, int] = store.learned_windows(self.window_scope)
         self.breaker = CompactionBreaker.from_config(self.compaction)
         self.transcript = store.transcript(info.id)
-        self.base, self.upto, self.base_made_by = self._stored_base()
+        self.base, self.upto, self.base_made_by = (
+            stored_base(store, info.id) if saved else (None, 0, "")
+        )
         self.last_reply: Reply | None = None
         # The view the last chat request sent (None: none yet, or not known after a reopen),
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
@@ -252,26 +238,17 @@ class ChatSession:
     # -- who compacts --------------------------------------------------------------------
 
     def native_active(self) -> bool:
-        """Whether the provider compacts on its servers: the strategy allows it, its model
-        supports it and ("auto") it has not failed in this session."""
-        strategy = self.recovery.compaction
-        allowed = strategy == "native" or (strategy == "auto" and self.native_failed is None)
-        supported = getattr(self.provider, "native_compaction_supported", None)
-        return allowed and callable(supported) and bool(supported())
+        """Whether the provider compacts on its servers (`chatcli.chat.native`)."""
+        return native_active(self.provider, self.recovery.compaction, self.native_failed)
 
     def _set_native(self) -> None:
         """Ask the provider to compact (or not) from the next request on."""
-        if hasattr(self.provider, "native_compaction"):
-            native = NativeCompaction(trigger_tokens=self._native_trigger())
-            self.provider.native_compaction = native if self.native_active() else None
+        request_native(self.provider, self.native_active(), self._native_trigger())
 
     def _native_trigger(self) -> int | None:
-        """The prompt size at which chatcli's own auto-compaction would run (None: the
-        window is unknown, the provider's default applies)."""
-        window = self.context_window
-        if window is None:
-            return None
-        return max(window - (self.max_tokens or 0), 0) * self.compaction.auto_compact_pct // 100
+        return native_trigger(
+            self.context_window, self.max_tokens, self.compaction.auto_compact_pct
+        )
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
@@ -321,34 +298,6 @@ class ChatSession:
         bare = native_view(raw, provider=None, model=None).messages
         return self._policy().apply_microcompaction(bare, self._numbering())
 
-    def _stored_base(self) -> tuple[tuple[Message, ...] | None, int, str]:
-        """(the base, the transcript length it covers, what made it: `base_made_by`)."""
-        sticky = self.store.sticky_view(self.info.id) if self.saved else None
-        events = self.store.events(self.info.id) if self.saved else ()
-        if sticky is not None:  # made after the last compaction or clear: they drop it
-            levels = [
-                int(e.data["level"])
-                for e in events
-                if e.request_id == sticky.request_id and e.kind == LevelApplied.__name__
-            ]
-            view = self.store.view(self.info.id, sticky.request_id)
-            return view, sticky.upto, _sticky_made_by(max(levels, default=0))
-        for event in reversed(events):
-            if event.kind in _VIEW_EVENTS:
-                made_by = "/clear" if event.kind == "clear" else event.kind
-                made_by = str(event.data.get("made_by", made_by))
-                return self._event_view(event), int(event.data["upto"]), made_by
-        return None, 0, ""
-
-    def _event_view(self, event: StoredEvent) -> tuple[Message, ...]:
-        """The view a compaction or clear made: in its data (a clear, an old compaction) or
-        stored, by reference, with the compaction's request."""
-        if "view" in event.data:
-            return tuple(message_from_dict(m) for m in event.data["view"])
-        if event.request_id is None:
-            raise ValueError(f"stored {event.kind} event {event.id} holds no view")
-        return self.store.view(self.info.id, event.request_id)
-
     # -- turns ---------------------------------------------------------------------------
 
     def append(self, messages: Sequence[Message]) -> None:
@@ -382,7 +331,9 @@ class ChatSession:
             raise
         finally:
             self.tap.on_delta = self.tap.on_discard = None
-            self._learn_windows(client.learned_windows)
+            learn_windows(
+                self.store, self.window_scope, self.learned_windows, client.learned_windows
+            )
         self.append((reply.message,))
         self.last_reply = reply
         compacted = self._after_native(reply, on_event)
@@ -396,8 +347,10 @@ class ChatSession:
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
             levels = [e.level for e in events if isinstance(e, LevelApplied)]
-            self.base_made_by = _sticky_made_by(max(levels, default=0))
-            self._save_sticky(StoredStickyView(request_id=request_id, upto=sent))
+            self.base_made_by = sticky_made_by(max(levels, default=0))
+            self.store.save_sticky_view(
+                self.info.id, StoredStickyView(request_id=request_id, upto=sent)
+            )
         return Turn(
             reply=reply,
             request_id=request_id,
@@ -409,23 +362,20 @@ class ChatSession:
     def _answer(self, client: Client, on_event: EventHook | None) -> Reply:
         """The Client's answer; a request the provider refuses for its compaction edit is sent
         once more without it when "auto" can fall back."""
-        try:
+
+        def send() -> Reply:
+            view, transcript = self.working_messages(), self.transcript
             return client.send(
-                self.working_messages(),
-                max_tokens=self.max_tokens,
-                tools=self.tools,
-                transcript=self.transcript,
+                view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
             )
+
+        try:
+            return send()
         except ProviderError as exc:
             refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
             if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
                 raise
-        return client.send(
-            self.working_messages(),
-            max_tokens=self.max_tokens,
-            tools=self.tools,
-            transcript=self.transcript,
-        )
+        return send()
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
         """Store the provider's compaction as a compaction of its own (True); or, past the
@@ -441,31 +391,26 @@ class ChatSession:
         return False
 
     def _store_native_compaction(self, reply: Reply, on_event: EventHook | None) -> None:
-        usage = sum((c.usage for c in self.tap.calls if c.kind is CallKind.COMPACTION), Usage())
+        usage = compaction_usage(self.tap.calls)
         base = self.base if self.base is not None else ()
-        raw = base + self.transcript[self.upto : -1]  # before the answer that compacted
-        replaced = sum(1 for m in raw if m.role is not Role.SYSTEM)
+        replaced = replaced_count(base + self.transcript[self.upto : -1])  # before the answer
         note = NativeCompactionNote(part=reply.message.compaction, replaced=replaced, usage=usage)
-        self._ensure_saved()
-        self.store.record_request(
-            self.info.id,
-            tag="compaction",
-            model=self.model,
-            usage=usage,
-            cost_usd=usage_cost(usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            events=(("native-compaction", note.describe(), {"replaced": replaced}),),
-        )
+        self._record_native(note, on_event)
+
+    def _record_native(self, note: NativeCompactionNote, on_event: EventHook | None) -> None:
+        """The provider's compaction is a request of its own (its cost: compaction cost)."""
+        event = ("native-compaction", note.describe(), {"replaced": note.replaced})
+        self._record_compaction("compaction", note.usage or Usage(), event)
         if on_event is not None:
             on_event(note)
 
-    def _learn_windows(self, learned: dict[str, int]) -> None:
-        """Keep the windows `send`'s Client learned, and store the new ones for the others
-        on this upstream."""
-        for model, window in learned.items():
-            if self.learned_windows.get(model) != window:
-                self.learned_windows[model] = window
-                self.store.learn_window(self.window_scope, model, window)
+    def _record_compaction(self, tag: str, usage: Usage, event: Row, **stored: Any) -> None:
+        """A compaction (`tag`: or a failed one) is a request of its own, its own line in
+        /cost; `stored`: the model when another one made it, the view it made."""
+        self._ensure_saved()
+        cost = usage_cost(usage, self.model_info).total
+        row = {"model": self.model, "cost_usd": cost, "recovery_cost_usd": 0.0, **stored}
+        self.store.record_request(self.info.id, tag=tag, usage=usage, events=(event,), **row)
 
     def _calibrate(self) -> None:
         """Learn the provider's tokens per char from the prompt it last counted, so the next
@@ -509,23 +454,24 @@ class ChatSession:
 
     # -- compaction and clearing ---------------------------------------------------------
 
-    def compact(self, focus: str | None = None) -> CompactionResult:
-        """/compact: summarise the middle of the working view (raises CompactionError, with
-        nothing changed, when no valid summary was made; its calls' cost is stored).
-
-        It follows `RecoveryConfig.compaction`: "off" refuses; "native" refuses too (the
-        provider compacts at its trigger, not on demand); "auto" and "chatcli" write chatcli's
-        own summary (with "auto" it also replaces a provider's compaction in the view)."""
-        strategy = self.recovery.compaction
-        if strategy in ("off", "native"):
-            raise CompactionError(
-                f"compaction is {strategy!r} (CHATCLI_COMPACTION): "
-                + (
-                    "nothing compacts"
-                    if strategy == "off"
-                    else "the provider compacts at its trigger"
-                )
-            )
+    def compact(
+        self, focus: str | None = None, on_event: EventHook | None = None
+    ) -> CompactionResult | None:
+        """/compact: compact the working view now, as `RecoveryConfig.compaction` says: "off"
+        refuses (CompactionError). Where the provider compacts ("native", or "auto" with a
+        model that does) and can on demand (its adapter's `compact_on_demand`), it does: its
+        compaction is added to the transcript like one made at its trigger, `on_event` gets
+        its note, and None is returned. Otherwise, or when it fails, chatcli's own summary of
+        the working view is made and returned (`on_event` told why it is not the provider's):
+        raises CompactionError, with nothing changed, when no valid summary was made (its
+        calls' cost is stored). A `focus` is for chatcli's own summary."""
+        if self.recovery.compaction == "off":
+            raise CompactionError("compaction is off (CHATCLI_COMPACTION=off): nothing compacts")
+        instead = self._compact_natively(focus, on_event)
+        if instead is None:
+            return None
+        if instead and on_event is not None:
+            on_event(NativeCompactionNote(instead=instead))
         try:
             result = compact(
                 self.provider,
@@ -545,9 +491,26 @@ class ChatSession:
         self._store_compaction(result)
         return result
 
+    def _compact_natively(self, focus: str | None, on_event: EventHook | None) -> str | None:
+        """Have the provider compact now (None), or say why not (`on_demand`)."""
+        compact_now = on_demand(self.provider, self.recovery.compaction, self.native_failed, focus)
+        if isinstance(compact_now, str):
+            return compact_now
+        view = self.working_messages()
+        try:
+            done = compact_now(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
+        except ProviderError as exc:
+            return f"its compaction on demand failed: {exc}"
+        self.append(done.window)
+        part, replaced = done.window[-1].compaction, replaced_count(view)
+        note = NativeCompactionNote(part=part, replaced=replaced, usage=done.usage)
+        self._record_native(note, on_event)
+        self._view_reset = COMPACTION
+        return None
+
     def _auto_compact(self, on_event: EventHook | None) -> None:
         window = self.context_window
-        mine = self.recovery.compaction in ("auto", "chatcli") and not self.native_active()
+        mine = chatcli_compacts(self.provider, self.recovery.compaction, self.native_failed)
         if window is None or not self.auto_compaction or not mine:
             return
         decision = auto_compact(
@@ -576,37 +539,22 @@ class ChatSession:
         the view it made as an event, from which a reopened session rebuilds its view."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
-        self.base_made_by = _compaction_made_by(report)
+        self.base_made_by = compaction_made_by(report)
         # The view is the request's, stored by reference.
         data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
-        self._ensure_saved()
-        self._save_sticky(None)
-        self._view_reset = COMPACTION
-        self.store.record_request(
-            self.info.id,
-            tag="compaction",
-            model=report.model or self.model,
-            usage=report.usage,
-            cost_usd=usage_cost(report.usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            view=result.messages,
-            events=(("compaction", describe_compaction(result), data),),
+        event = ("compaction", describe_compaction(result), data)
+        model = report.model or self.model
+        self._record_compaction(
+            "compaction", report.usage, event, model=model, view=result.messages
         )
+        self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
+        self._view_reset = COMPACTION
 
     def _store_failed_compaction(self, error: CompactionError) -> None:
         """The summary calls of a compaction that failed were made, and maybe billed."""
-        if error.calls == 0:
-            return
-        self._ensure_saved()
-        self.store.record_request(
-            self.info.id,
-            tag="compaction-failed",
-            model=self.model,
-            usage=error.usage,
-            cost_usd=usage_cost(error.usage, self.model_info).total,
-            recovery_cost_usd=0.0,
-            events=(("compaction-failed", str(error), {"calls": error.calls}),),
-        )
+        if error.calls:
+            event = ("compaction-failed", str(error), {"calls": error.calls})
+            self._record_compaction("compaction-failed", error.usage, event)
 
     def clear(self) -> None:
         """/clear: the next request starts from an empty view (the transcript keeps all).
@@ -617,13 +565,8 @@ class ChatSession:
         data = {"view": [], "upto": self.upto}
         text = f"working view cleared ({self.upto} messages stay in the transcript)"
         self.store.record_event(self.info.id, "clear", text, data)
-        self._save_sticky(None)
+        self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
         self._view_reset = CLEAR
-
-    def _save_sticky(self, sticky: StoredStickyView | None) -> None:
-        """Store the recovery cut the view now starts from (None: a compaction or clear made
-        the view since; the events say which)."""
-        self.store.save_sticky_view(self.info.id, sticky)
 
     def context_report(self) -> ContextReport:
         """What the next request would send, message by message (nothing is sent); what
@@ -639,12 +582,7 @@ class ChatSession:
     # -- cost and budget -----------------------------------------------------------------
 
     def cost_summary(self) -> CostSummary:
-        breaks = {
-            event.request_id: str(event.data["reason"])
-            for event in self.store.events(self.info.id)
-            if event.kind == CACHE_BREAK and event.request_id is not None
-        }
-        return CostSummary(requests=self.store.requests(self.info.id), cache_breaks=breaks)
+        return stored_cost(self.store, self.info.id)
 
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);
@@ -656,32 +594,5 @@ class ChatSession:
         estimate = self.estimator.count(self._microcompacted() + pending_messages)
         output = self.max_tokens or 0
         next_cost = usage_cost(Usage(estimate, output), self.model_info).total
-        check = check_budget(self.cost_summary().known_cost, next_cost, self.budget_usd)
-        if check.status == "over" and self.budget_approved:
-            return BudgetCheck(
-                status="ok", spent=check.spent, next_cost=next_cost, budget=check.budget
-            )
-        return check
-
-
-def _sticky_made_by(level: int) -> str:
-    return f"level {level}, kept from an earlier request" if level else "an earlier request"
-
-
-def _compaction_made_by(report: CompactionReport) -> str:
-    """What made a compaction's view: the summary, or the recovery level it fell back to."""
-    if report.fallback is None:
-        return "compaction"
-    return f"compaction's fallback to {report.fallback.name.split(' + ')[0]}"
-
-
-def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
-    """(kind, text, data) for the store: the event's plain fields as JSON data."""
-    data: dict[str, Any] = {}
-    for f in fields(event):
-        value = getattr(event, f.name)
-        if isinstance(value, (int, float, str, bool)) or value is None:
-            data[f.name] = value
-        elif isinstance(value, tuple) and all(isinstance(v, str) for v in value):
-            data[f.name] = list(value)
-    return type(event).__name__, event.describe(), data
+        spent, approved = self.cost_summary().known_cost, self.budget_approved
+        return check_budget(spent, next_cost, self.budget_usd, approved=approved)

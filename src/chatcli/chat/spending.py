@@ -45,11 +45,14 @@ def usd(value: float) -> str:
     return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
-def check_budget(spent: float, next_cost: float | None, budget: float) -> BudgetCheck:
+def check_budget(
+    spent: float, next_cost: float | None, budget: float, *, approved: bool = False
+) -> BudgetCheck:
     """Pure: the budget status before a request estimated to cost `next_cost` (None:
-    unknown), with `spent` already spent."""
+    unknown), with `spent` already spent; `approved`: the user agreed to go past it ("ok"
+    instead of "over")."""
     if spent >= budget or (next_cost is not None and spent + next_cost > budget):
-        status = "over"
+        status = "ok" if approved else "over"
     elif next_cost is None:
         status = "unknown"
     elif spent + next_cost >= BUDGET_WARN_FRACTION * budget:

@@ -54,15 +54,19 @@ class CompactionNote(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NativeCompactionNote(Event):
-    """The provider compacted the conversation on its own servers during a request (shown
-    like chatcli's own compaction), or chatcli stopped relying on it (`gave_up`: why)."""
+    """The provider compacted the conversation on its own servers, during a request or on
+    demand (shown like chatcli's own compaction); or chatcli stopped relying on it (`gave_up`:
+    why); or a /compact is chatcli's own summary, not the provider's (`instead`: why)."""
 
     part: CompactionPart | None = None
     replaced: int = 0
     usage: Usage | None = None
     gave_up: str = ""
+    instead: str = ""
 
     def describe(self) -> str:
+        if self.instead:
+            return f"not compacted by the provider ({self.instead}): chatcli's own summary runs"
         if self.part is None:
             return f"provider compaction off for this session ({self.gave_up}): chatcli compacts"
         summary = len(self.part.summary) if self.part.summary else None

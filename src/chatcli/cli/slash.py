@@ -21,10 +21,13 @@ from chatcli.cli.render import (
     cache_lines,
     context_view,
     cost_table,
+    event_line,
     sessions_table,
     transcript_view,
 )
+from chatcli.compaction import CompactionResult
 from chatcli.errors import ChatcliError, CompactionError
+from chatcli.events import Event
 from chatcli.providers.registry import model_info
 from chatcli.store import SessionNotFound
 
@@ -109,13 +112,25 @@ def _clear(ctx: ChatContext, arg: str) -> None:
 
 
 def _compact(ctx: ChatContext, arg: str) -> None:
+    """As the session's compaction strategy says: the provider's compaction on demand or
+    chatcli's own summary, each line saying which ran; "off" refuses."""
+    if ctx.session.recovery.compaction == "off":
+        ctx.ui.error("/compact: compaction is off (CHATCLI_COMPACTION=off), nothing was compacted")
+        return
+    notes: list[Event] = []
+    result: CompactionResult | None = None
+    error: CompactionError | None = None
     with ctx.ui.console.status("compacting: the model is writing a summary… (Ctrl-C cancels)"):
         try:
-            result = ctx.session.compact(arg or None)
+            result = ctx.session.compact(arg or None, on_event=notes.append)
         except CompactionError as exc:
-            ctx.ui.error(f"compaction failed, nothing was changed: {exc}")
-            return
-    ctx.ui.note(describe_compaction(result), "yellow")
+            error = exc
+    for note in notes:
+        ctx.ui.console.print(event_line(note))
+    if error is not None:
+        ctx.ui.error(f"compaction failed, nothing was changed: {error}")
+    elif result is not None:
+        ctx.ui.note(describe_compaction(result), "yellow")
 
 
 def _sessions(ctx: ChatContext, arg: str) -> None:

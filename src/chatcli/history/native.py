@@ -7,12 +7,14 @@ OpenAI lets the client drop the items before the latest one). `native_view` make
 say so before anything counts or cuts it:
 
 - For the provider and model that made it, the latest compaction replaces the span before
-  it: every non-system message before its message is dropped, and its message is split into
-  the compaction alone and the rest of the answer (so a recovery level can keep the one
-  without the other; the adapters send them back as one answer).
-- Any other compaction is removed: it is never shown to another provider or model. The span
-  before it, which the transcript keeps whole, is sent instead, and chatcli's own compaction
-  summarises it when it is too big (the fallback the strategy prescribes).
+  it: every non-system message before its message is dropped, but the ones the provider
+  returned with it (`CompactionPart.keeps`), and its message is split into the compaction
+  alone and the rest of the answer (so a recovery level can keep the one without the other;
+  the adapters send them back as one answer).
+- Any other compaction is removed, with the messages it keeps: it is never shown to another
+  provider or model. The span before it, which the transcript keeps whole, is sent instead,
+  and chatcli's own compaction summarises it when it is too big (the fallback the strategy
+  prescribes).
 
 Invariants: system messages are kept, in order; messages after the latest own compaction are
 kept whole and in order; the input is never mutated; the same input gives the same output.
@@ -50,10 +52,15 @@ def native_view(
     if not any(m.compaction is not None for m in before):
         return build_result("native compaction", before, before)
     latest = max((i for i, m in enumerate(before) if owns(m, provider, model)), default=None)
-    foreign = sum(1 for m in before if m.compaction is not None and not owns(m, provider, model))
+    foreign = [
+        i for i, m in enumerate(before) if m.compaction is not None and not owns(m, provider, model)
+    ]
+    start = None if latest is None else latest - _keeps(before[latest])
+    copies = {j for i in foreign for j in range(i - _keeps(before[i]), i)}
     kept: list[Message] = []
     for i, message in enumerate(before):
-        if latest is not None and i < latest and message.role is not Role.SYSTEM:
+        replaced = start is not None and i < start and message.role is not Role.SYSTEM
+        if replaced or i in copies:
             continue
         if i == latest:
             kept.extend(_split(message))
@@ -63,11 +70,16 @@ def native_view(
             kept.append(message)
     dropped = []
     if latest is not None:
-        span = sum(1 for m in before[:latest] if m.role is not Role.SYSTEM)
+        span = sum(1 for m in before[:start] if m.role is not Role.SYSTEM)
         dropped.append(f"{span} messages before the provider's compaction (it replaces them)")
     if foreign:
-        dropped.append(f"{foreign} compaction(s) made by another provider or model")
+        dropped.append(f"{len(foreign)} compaction(s) made by another provider or model")
     return build_result("native compaction", before, tuple(kept), dropped=dropped)
+
+
+def _keeps(message: Message) -> int:
+    """How many messages right before `message` its compaction keeps."""
+    return max(message.compaction.keeps, 0) if message.compaction is not None else 0
 
 
 def _split(message: Message) -> tuple[Message, ...]:

@@ -36,7 +36,9 @@ is a `ToolCall` with `incomplete=True`.
 
 Native compaction (`chatcli.providers.anthropic_compaction`) goes to the beta endpoint; its own
 tokens (`usage.iterations` entries of type `compaction`, left out of the top-level usage) are
-the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`.
+the Response's `compaction_usage`; `applied_edits` ride in its `provider_details`; compaction
+on demand is described there too. One module because the Messages API's mapping, both ways,
+whole and streamed, is one wire.
 
 Errors are classified once, here. SDK-level retries are off: the Client retries classified
 errors itself.
@@ -66,14 +68,19 @@ from chatcli.providers._common import (
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic_compaction import (
     COMPACTION_PROVIDER,
+    ON_DEMAND_BETA,
     betas,
     compaction_block,
     compaction_part,
     context_edits,
+    on_demand,
+    on_demand_window,
+    signed,
     supports_native_compaction,
     user_first,
 )
 from chatcli.providers.base import (
+    Compacted,
     NativeCompaction,
     ReasoningDelta,
     Request,
@@ -179,6 +186,15 @@ class Anthropic(Adapter):
             cap=self.max_output_tokens,
             cache_control=self.cache_control,
             native=self.native_compaction,
+        )
+
+    def compact_on_demand(self, request: Request) -> Compacted:
+        """The conversation in `request` compacted now (`anthropic_compaction.on_demand`)."""
+        params = on_demand(request_params(request, model=self.model, cap=self.max_output_tokens))
+        with self._errors():
+            raw = self._send(self._client(), params)
+        return on_demand_window(
+            response_from_message(_dump(raw), model=request.model or self.model)
         )
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
@@ -296,7 +312,9 @@ def request_params(
     if request.tools:
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
     extra = {**settings_fields(request), **settings.extra, **request.options}
-    if native is not None:
+    if any(signed(m) for m in request.messages):  # compacted on demand: no threshold edit
+        params["betas"] = [ON_DEMAND_BETA]
+    elif native is not None:
         params["betas"] = betas(native)
         extra = {"context_management": {"edits": context_edits(native)}, **extra}
     if extra:

@@ -14,6 +14,13 @@ The working view drops the span a compaction replaces (`chatcli.history.native`)
 conversation can begin with the assistant turn holding the block. The API drops every block
 before the compaction block, and its conversations begin with the user: `user_first` puts
 `COMPACTED_OPENER` before such a turn, a user turn the API then drops unread.
+
+Compaction on demand (`Anthropic.compact_on_demand`; platform.claude.com/docs/en/build-with-
+claude/compaction-on-demand): the conversation with `"compaction": {"type": "summarize"}` and
+the `ON_DEMAND_BETA` flag (`on_demand`); the answer is the block alone (`stop_reason`
+"compaction"), signed (`on_demand_window`). A request that carries a signed block (`signed`)
+is sent with that flag and without the compaction edit: the API runs no threshold compaction
+on it.
 """
 
 from __future__ import annotations
@@ -21,18 +28,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chatcli.messages import CompactionPart, Message
-from chatcli.providers.base import NativeCompaction
+from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
+from chatcli.messages import CompactionPart, Message, Role, Usage
+from chatcli.providers.base import Compacted, NativeCompaction, Response
 
 __all__ = [
     "COMPACTED_OPENER",
     "COMPACTION_MODELS",
     "COMPACTION_PROVIDER",
     "MIN_COMPACTION_TRIGGER",
+    "ON_DEMAND_BETA",
     "betas",
     "compaction_block",
     "compaction_part",
     "context_edits",
+    "on_demand",
+    "on_demand_window",
+    "signed",
     "supports_native_compaction",
     "user_first",
 ]
@@ -54,6 +66,8 @@ _COMPACTION_BETA = "compact-2026-01-12"
 _CONTEXT_EDITING_BETA = "context-management-2025-06-27"
 # The `CompactionPart.provider` of Anthropic's compactions.
 COMPACTION_PROVIDER = "anthropic"
+# Compaction on demand: the flag of its request and of every request carrying its block.
+ON_DEMAND_BETA = "compact-2026-09-04"
 
 
 def supports_native_compaction(model: str) -> bool:
@@ -84,6 +98,35 @@ def betas(native: NativeCompaction) -> list[str]:
     """The beta flags the request needs: compaction's, and context editing's when asked."""
     editing = native.clear_thinking or native.clear_tool_uses
     return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
+
+
+def on_demand(params: dict[str, Any]) -> dict[str, Any]:
+    """`messages.create` arguments for a conversation (`params`, without native compaction)
+    turned into its compaction request."""
+    extra = {**params.get("extra_body", {}), "compaction": {"type": "summarize"}}
+    return {**params, "betas": [ON_DEMAND_BETA], "extra_body": extra}
+
+
+def on_demand_window(response: Response) -> Compacted:
+    """A compaction request's answer as the window it makes: the block alone. An answer
+    without it (the docs' "missing summary") raises a ProviderError naming its stop reason."""
+    part = response.message.compaction
+    if part is None:
+        stop = (response.provider_details or {}).get("anthropic", {}).get("stop_reason")
+        message = f"no summary came back (stop_reason {stop!r})"
+        raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
+    anchor = Message(role=Role.ASSISTANT, compaction=part)
+    return Compacted(window=(anchor,), usage=response.compaction_usage or Usage())
+
+
+def signed(message: Message) -> bool:
+    """Whether `message` carries a compaction block made on demand (they are signed)."""
+    part = message.compaction
+    return (
+        part is not None
+        and part.provider == COMPACTION_PROVIDER
+        and "signature" in part.provider_details
+    )
 
 
 def compaction_block(message: Message) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.request_settings import Settings
 
 __all__ = [
+    "Compacted",
     "NativeCompaction",
     "Provider",
     "ReasoningDelta",
@@ -91,6 +92,20 @@ class NativeCompaction:
     pause: bool = False
     clear_tool_uses: bool = False
     clear_thinking: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """A conversation the provider compacted on demand (an adapter's optional
+    `compact_on_demand(request)`; a failed one raises a ProviderError).
+
+    `window` replaces every message of the request but its system ones: the messages the
+    provider keeps, then an assistant message holding only its compaction (whose `keeps`
+    counts them). `usage`: what the compaction used.
+    """
+
+    window: tuple[Message, ...]
+    usage: Usage
 
 
 @runtime_checkable

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chatcli.catalog import lookup
-from chatcli.chat.session import stored_event
+from chatcli.chat.stored import stored_event
 from chatcli.cost import usage_cost
 from chatcli.events import Continued, Escalated, Event, OverflowDetected
 from chatcli.history.sticky import StickyView

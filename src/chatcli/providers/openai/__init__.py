@@ -14,6 +14,7 @@ from chatcli.providers.openai.common import parse_tool_call
 from chatcli.providers.openai.responses import (
     COMPACTION_FAMILIES,
     REASONING_KEY,
+    compacted_window,
     responses_input,
     responses_response,
     supports_native_compaction,
@@ -27,6 +28,7 @@ __all__ = [
     "OpenAIBase",
     "chat_messages",
     "chat_response",
+    "compacted_window",
     "parse_tool_call",
     "prompt_cache_key",
     "responses_input",

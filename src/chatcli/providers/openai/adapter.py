@@ -26,7 +26,7 @@ from chatcli.errors import ConfigError, ProviderError
 from chatcli.messages import Message, Role, Usage
 from chatcli.providers._common import api_key_from_env, incomplete_answer, model_limits
 from chatcli.providers.adapter import Adapter
-from chatcli.providers.base import NativeCompaction, Request, Response, StreamDelta
+from chatcli.providers.base import Compacted, NativeCompaction, Request, Response, StreamDelta
 from chatcli.providers.openai.chat import (
     _chat_body,
     _chat_settings,
@@ -41,6 +41,8 @@ from chatcli.providers.openai.responses import (
     _responses_settings,
     _responses_usage,
     _ResponsesAccumulator,
+    compacted_window,
+    responses_input,
     responses_response,
     supports_native_compaction,
 )
@@ -275,6 +277,18 @@ class OpenAI(OpenAIBase):
             )
             compacted = raw.parse()
         return json.loads(raw.text), _responses_usage(compacted.usage)
+
+    def compact_on_demand(self, request: Request) -> Compacted:
+        """The conversation in `request` compacted now by `POST /responses/compact` (the
+        Responses API's standalone compaction): the window its output makes
+        (`compacted_window`)."""
+        model = request.model or self.model
+        with self._errors():
+            raw = self._client().responses.with_raw_response.compact(
+                model=model, input=responses_input(request.messages)
+            )
+            usage = _responses_usage(raw.parse().usage)
+        return compacted_window(json.loads(raw.text), usage, model)
 
     def _body_extra(self, request: Request) -> Json:
         native = self.native_compaction if self.api == "responses" else None

@@ -16,7 +16,9 @@ fields, and OpenAI's native compaction.
   answer's encrypted `compaction` output item becomes the message's `CompactionPart` (kept
   verbatim) and is sent back first, in front of the message's other items.
   `OpenAI.aresponses_compact` is `POST /responses/compact`, the standalone compaction (the
-  proxy passes a client's compact request to it).
+  proxy passes a client's compact request to it); `OpenAI.compact_on_demand` calls it for a
+  conversation, and `compacted_window` reads its output, the user messages then one compaction
+  item, as the window that replaces the conversation.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import CompactionPart, Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers._common import drop_setting, schema_name, unsupported
 from chatcli.providers.base import (
+    Compacted,
     NativeCompaction,
     Request,
     Response,
@@ -222,6 +226,28 @@ def responses_response(raw: Any) -> Response:
         model=raw.model,
         provider_details={"id": raw.id},
     )
+
+
+def compacted_window(body: Mapping[str, Any], usage: Usage, model: str) -> Compacted:
+    """A `/responses/compact` answer (its JSON `body`) as the window it makes: its user
+    messages, then its compaction item (tagged with `model`) keeping them; an answer without
+    the item raises a ProviderError."""
+    items: list[Json] = list(body.get("output") or ())
+    kept = tuple(Message.user(_input_text(i)) for i in items if i.get("role") == "user")
+    item = next((i for i in items if i.get("type") == "compaction"), None)
+    part = _compaction_part(item, model)
+    if part is None:
+        message = "the compacted response holds no compaction item"
+        raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
+    anchor = Message(role=Role.ASSISTANT, compaction=replace(part, keeps=len(kept)))
+    return Compacted(window=(*kept, anchor), usage=usage)
+
+
+def _input_text(item: Json) -> str:
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(str(part.get("text", "")) for part in content or ())
 
 
 def _compaction_part(item: Json | None, model: str) -> CompactionPart | None:
