@@ -162,7 +162,7 @@ def main() -> None:
     prices = info.prices if info is not None and info.prices.cache_read else FALLBACK_PRICES
     tokens = Tokens()
     print(
-        f"## Prompt caching: agent loops through `Client.send`, priced as {MODEL} "
+        f"Agent loops through `Client.send`, priced as {MODEL} "
         f"(input ${prices.input}, cache read ${prices.cache_read}, cache write "
         f"${prices.cache_write} per million tokens)\n"
     )

@@ -187,7 +187,7 @@ def main() -> None:
     tokens = Tokens()
     summary = summary_text(agent_session(STEPS), tokens)
     print(
-        f"## Who compacts: a {STEPS}-step agent session, {WINDOW // 1000:,}k window, priced as "
+        f"A {STEPS}-step agent session, {WINDOW // 1000:,}k window, priced as "
         f"{MODEL} (input ${prices.input}, output ${prices.output}, cache read "
         f"${prices.cache_read}, cache write ${prices.cache_write} per million tokens)\n"
     )

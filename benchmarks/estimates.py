@@ -207,17 +207,19 @@ def measure(encoding_name: str, histories: list[list[Message]]) -> dict[str, dic
     return results
 
 
-def table(encoding_name: str, results: dict[str, dict[float, Tally]]) -> list[str]:
+def header() -> list[str]:
     head = " | ".join(f"{m:.2f}" for m in MULTIPLES)
-    lines = [
-        f"### Provider counts with {encoding_name}",
-        "",
+    return [
         "Window as a multiple of the provider's count (below 1.00 the conversation does not",
         "fit). Each cell: right / extra call / needless cut, % of cases.",
         "",
-        f"| estimator | {head} | all |",
+        f"| provider's tokenizer · estimator | {head} | all |",
         "|---" * (len(MULTIPLES) + 2) + "|",
     ]
+
+
+def rows(encoding_name: str, results: dict[str, dict[float, Tally]]) -> list[str]:
+    lines = []
     for name, by_multiple in results.items():
         total = Tally()
         for tally in by_multiple.values():
@@ -225,7 +227,7 @@ def table(encoding_name: str, results: dict[str, dict[float, Tally]]) -> list[st
             total.extra_call += tally.extra_call
             total.needless_cut += tally.needless_cut
         cells = " | ".join(t.cell() for t in by_multiple.values())
-        lines.append(f"| {name} | {cells} | {total.cell()} |")
+        lines.append(f"| {encoding_name} · {name} | {cells} | {total.cell()} |")
     return lines
 
 
@@ -235,16 +237,15 @@ def main() -> None:
     histories = [session(i, materials) for i in range(SESSIONS)]
     cases = sum(len(h) // 2 - 1 for h in histories) * len(MULTIPLES)
     chars = sum(len(m.text) for m in histories[0])
-    print("## Pre-flight decisions on real text (`benchmarks/estimates.py`)")
-    print()
     print(
         f"{SESSIONS} sessions of {TURNS} turns from the standard library "
         f"({', '.join(m.__name__ for m in MODULES)}); {cases} decisions per estimator per "
         f"tokenizer; the first session is {chars:,} characters at its last turn."
     )
+    print()
+    print("\n".join(header()))
     for name in ("o200k_base", "cl100k_base"):
-        print()
-        print("\n".join(table(name, measure(name, histories))))
+        print("\n".join(rows(name, measure(name, histories))))
     print()
     print(f"Wall time: {time.perf_counter() - started:.1f} s.")
 

@@ -251,20 +251,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         "LangChain trim_messages": trim(counter),
         "keep the last 30%": keep_last_30,
     }
-    print("| shape | budget | strategy | " + " | ".join(KINDS) + " | fill | injected |")
-    print("|---|---|---|" + "---|" * (len(KINDS) + 2))
+    print("Cells: % of the items surviving after round 1 / after round 5 / in the worst seed")
+    print("after round 5; fill: the largest view over the budget; injected: was the tool")
+    print("result's instruction ever carried.\n")
+    columns = [
+        f"{kind} {pct}%" if pct == BUDGETS[0] else f"{pct}%" for kind in KINDS for pct in BUDGETS
+    ]
+    columns += [f"fill {pct}%" if pct == BUDGETS[0] else f"{pct}%" for pct in BUDGETS]
+    print("| shape | strategy | " + " | ".join(columns) + " | injected |")
+    print("|---|---|" + "---:|" * len(columns) + "---|")
     for shape in ("chat", "agent", "dense"):
         size = args.tokens if shape != "dense" else args.tokens // 4
-        for pct in BUDGETS:
-            for name, strategy in strategies.items():
-                rows = _run(shape, pct, size, args.seeds, strategy, counter)
-                print(f"| {shape} | {pct}% | {name} | " + " | ".join(rows) + " |", flush=True)
+        for name, strategy in strategies.items():
+            runs = [_run(shape, pct, size, args.seeds, strategy, counter) for pct in BUDGETS]
+            cells = [run.kinds[k] for k in range(len(KINDS)) for run in runs]
+            cells += [run.fill for run in runs]
+            injected = "yes" if any(run.injected for run in runs) else "no"
+            print(f"| {shape} | {name} | " + " | ".join(cells) + f" | {injected} |", flush=True)
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One strategy at one budget over every seed: a cell per kind, the fill, injection."""
+
+    kinds: tuple[str, ...]
+    fill: str
+    injected: bool
 
 
 def _run(
     shape: str, pct: int, size: int, seeds: int, strategy: Strategy, counter: CachedCounter
-) -> list[str]:
+) -> Run:
     """Per kind: survival after round 1 and round 5 (all seeds), and the worst seed's round 5."""
     per_kind: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
     fills: list[float] = []
@@ -295,10 +313,8 @@ def _run(
         first = sum(p[0] for p in pairs) / len(pairs)
         last = sum(p[1] for p in pairs) / len(pairs)
         worst = min(p[1] for p in pairs)
-        cells.append(f"{first:.0%} / {last:.0%} (min {worst:.0%})")
-    cells.append(f"{max(fills):.0%}")
-    cells.append("yes" if injected else "no")
-    return cells
+        cells.append(f"{first * 100:.0f}/{last * 100:.0f}/{worst * 100:.0f}")
+    return Run(kinds=tuple(cells), fill=f"{max(fills):.0%}", injected=injected)
 
 
 def _share(found: list[bool]) -> float:

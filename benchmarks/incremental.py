@@ -81,7 +81,6 @@ def transforms(messages: list[Message]) -> object:
 
 def main() -> None:
     started = time.perf_counter()
-    print("## CPU per appended turn: `Client.send` with the defaults, provider answers at once\n")
     print(
         "| messages | tokens (est.) | Client.send per turn | Client.send per turn, "
         f"{WINDOW // 1000}k window declared | history transforms per turn, read whole (anchor) |"

@@ -417,7 +417,8 @@ def header(first: str) -> list[str]:
 
 
 def main_table(counter: CachedCounter, windows: Sequence[int], results: Results) -> list[str]:
-    lines = header("window · session · history (tokens, msgs)")
+    """The rows of the main table for one tokenizer (the header is `header`'s)."""
+    lines = []
     for window in windows:
         for kind in SESSIONS:
             for overflow in OVERFLOWS:
@@ -427,7 +428,8 @@ def main_table(counter: CachedCounter, windows: Sequence[int], results: Results)
                 progress(f"{counter.name} {window} {kind} {overflow}")
                 results.add(outcomes)
                 label = (
-                    f"{window // 1000}k · {kind} · {size:,} ({size / window:.1f}×, {len(history)})"
+                    f"{counter.name} · {window // 1000}k · {kind} · "
+                    f"{size:,} ({size / window:.1f}×, {len(history)})"
                 )
                 lines.append(f"| {label} | " + " | ".join(o.cell() for o in outcomes) + " |")
     return lines
@@ -465,14 +467,10 @@ def oversized_cell(history: Sequence[Message], outcome: Outcome) -> str:
 
 # What the summary says of the "mc" cells: the fill goal is not measured over them.
 MC_NOTE = (
-    "The fill goal (issue 8: median >= 70% of the room, none < 60%) is measured over the cells "
-    'a recovery level recovered. In the "mc" cells no level ran: microcompaction (issue 9) '
-    "alone made the view fit (with max_tokens lowered to the room left where the cell says "
-    "so: lowering the output beats cutting history), and it keeps the view inside its own "
-    "pressure band by design (it acts past half the room or 100k tokens and shrinks old tool "
-    "results until eight turns of growth fit under that, never below half of it), so those "
-    "cells are outside the fill goal; their count and "
-    "fills are listed, not hidden."
+    "The fill goal (median >= 70% of the room, none under 60%) is measured over the cells a "
+    'recovery level recovered. In the "mc" cells no level ran: microcompaction alone made the '
+    "view fit, and it keeps the view inside its own pressure band by design, so those cells "
+    "are listed apart."
 )
 
 
@@ -661,34 +659,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     counters = [tiktoken_counter(name) for name in windows]
     warm_up(counters[0])
 
+    build = "" if HAS_RETENTION else "Build: retention not available (the seed ladder). "
     print(
-        f"Build: retention {'available' if HAS_RETENTION else 'not available (the seed ladder)'}."
-    )
-    print(
-        "Cells: provider calls · fill of the room · L/F/P = latest request / first request "
-        "whole, pairing valid (✗ = not) · CPU time.\n"
+        f"{build}Cells: provider calls · fill of the room · L/F/P = latest request / first "
+        "request whole, pairing valid (✗ = not) · CPU time.\n"
     )
     results = Results()
-    for counter in counters:
-        print(f"## {counter.name}\n")
-        print("\n".join(main_table(counter, windows[counter.name], results)) + "\n")
+    rows = [row for c in counters for row in main_table(c, windows[c.name], results)]
     binary = None if args.quick else llama_server_binary()
     with ExitStack() as stack:
         # One server: its /tokenize counts the llama cells (the window does not matter to
         # it) and its window is the one the server cells are sent to.
         base_url = stack.enter_context(llama_server(binary, SERVER_WINDOW)) if binary else None
-        if base_url is None:
-            print("## llama.cpp tokenizer\n\nnot run: llama-server is not built\n")
-        else:
+        if base_url is not None:
             counters.append(llama_counter(base_url))
-            print("## llama.cpp tokenizer (llama-server /tokenize)\n")
-            print("\n".join(main_table(counters[-1], LLAMA_WINDOWS, results)) + "\n")
-        print(f"## One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
+            rows += main_table(counters[-1], LLAMA_WINDOWS, results)
+        print("### Main cells\n")
+        print("\n".join([*header("tokenizer · window · session · history (tokens, msgs)"), *rows]))
+        if base_url is None:
+            print("\nllama.cpp tokenizer: not run, llama-server is not built.")
+        print(f"\n### One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
         print("\n".join(oversized_table(counters)) + "\n")
         if base_url is not None:
-            print(f"## Against the real llama-server ({SERVER_WINDOW:,}-token window)\n")
+            print(f"### Against the real llama-server ({SERVER_WINDOW:,}-token window)\n")
             print("\n".join(server_table(base_url, counters[-1])) + "\n")
-    print("## Summary (main cells: every one had to drop something)\n")
+    print("### Summary (main cells: every one had to drop something)\n")
     print("\n".join(summary(results)))
     print(
         f"\nPython {sys.version.split()[0]}, {os.cpu_count()} CPUs; "

@@ -164,8 +164,6 @@ def row(kind: str, turns: int, run: Callable[[Path, int], None]) -> str:
 
 def main_table(chat_turns: tuple[int, ...], agent_turns: tuple[int, ...]) -> list[str]:
     lines = [
-        "## Session store: database size vs the transcript's own size",
-        "",
         "| session | turns | transcript (JSON export) | message rows | database file "
         "| database / transcript | views stored | wall time |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

@@ -108,7 +108,6 @@ def transform_table() -> list[str]:
 
 def main() -> int:
     started = time.perf_counter()
-    print("## Transform CPU time (best of runs) on agent histories\n")
     print("\n".join(transform_table()))
     print(
         f"\nPython {sys.version.split()[0]}; ran in {time.perf_counter() - started:.1f} s (wall)."
