@@ -180,6 +180,7 @@ def test_a_message_chatcli_has_no_role_for_is_user_text_and_comes_back_as_it_was
         ({"stop_reason": "end_turn"}, False, StopReason.END_TURN),
         ({"stop_reason": "tool_use"}, True, StopReason.TOOL_USE),
         ({"stop_reason": "model_context_window_exceeded"}, False, StopReason.CONTEXT_WINDOW),
+        ({"stop_reason": "compaction"}, False, StopReason.COMPACTION),  # paused after compacting
         ({"finish_reason": "MAX_TOKENS"}, False, StopReason.MAX_TOKENS),  # Gemini
         ({"finish_reason": "STOP"}, False, StopReason.END_TURN),
         ({"done_reason": "length"}, False, StopReason.MAX_TOKENS),  # Ollama

@@ -8,6 +8,7 @@ import copy
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from chatcli.config import RecoveryConfig
 from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.errors import ConfigError, ContextRecoveryError
 from chatcli.events import (
+    CompactionPaused,
     Continued,
     Escalated,
     Event,
@@ -326,3 +328,21 @@ async def test_each_run_has_its_own_state_and_shares_the_learned_windows() -> No
     assert first is not recovery and second is not first
     assert isinstance(first, ContextRecovery) and isinstance(second, ContextRecovery)
     assert first.learned_windows is second.learned_windows is recovery.learned_windows
+
+
+async def test_an_answer_paused_after_compacting_is_a_compaction_stop(
+    server: ReplayServer,
+) -> None:
+    # Anthropic's `pause_after_compaction` answer (tests/data/native-compaction.json): the
+    # block alone, stop_reason "compaction", which pydantic-ai calls "stop" and keeps raw in
+    # provider_details; the policy says it paused rather than finishing an empty answer.
+    paused = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
+    server.add(Scripted(body={**paused["anthropic_paused"], "model": MODEL}))
+    events: list[Event] = []
+    async with AsyncAnthropic(base_url=server.url, api_key="sk-ant-test", max_retries=0) as client:
+        provider = AnthropicProvider(anthropic_client=client)
+        agent = agent_with(AnthropicModel(MODEL, provider=provider), events)
+        result = await agent.run("Go on.")
+    assert [type(e) for e in events] == [CompactionPaused]
+    answer = result.all_messages()[-1]
+    assert isinstance(answer, pai.ModelResponse) and answer.finish_reason == "stop"

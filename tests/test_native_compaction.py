@@ -25,7 +25,9 @@ from chatcli.cli.ui import Ui
 from chatcli.client import Client
 from chatcli.config import RecoveryConfig
 from chatcli.errors import CompactionError, ConfigError, ProviderError
-from chatcli.messages import Message, Usage
+from chatcli.events import CompactionPaused
+from chatcli.messages import Message, StopReason, Usage
+from chatcli.policy.actions import Reply
 from chatcli.providers.anthropic import Anthropic, supports_native_compaction
 from chatcli.providers.anthropic_compaction import COMPACTED_OPENER
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
@@ -703,3 +705,74 @@ def test_slash_compact_says_which_compaction_ran(
         "error: /compact: compaction is off (CHATCLI_COMPACTION=off), nothing was compacted"
     )
     assert len(server.requests) == 1
+
+
+# -- pause after compaction ------------------------------------------------------------------
+
+PAUSED = DATA["anthropic_paused"]
+ANSWER = {**DATA["anthropic_message"], "content": DATA["anthropic_message"]["content"][1:]}
+
+
+def uncached(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`blocks` without the cache breakpoint the adapter puts on the last one."""
+    return [{k: v for k, v in block.items() if k != "cache_control"} for block in blocks]
+
+
+def client_reply(client: Client, messages: tuple[Message, ...], mode: str) -> Reply:
+    if mode == "send":
+        return client.send(messages)
+    *items, reply = list(client.stream(messages))
+    assert isinstance(reply, Reply)
+    paused = [item for item in items if isinstance(item, CompactionPaused)]  # as it happened
+    assert len(paused) == (reply.stop_reason is StopReason.COMPACTION)
+    return reply
+
+
+@pytest.mark.parametrize("mode", ["send", "stream"])
+def test_anthropic_pause_is_a_compaction_stop_and_the_answer_follows(
+    server: ReplayServer, mode: str
+) -> None:
+    """`pause_after_compaction` on the wire; the paused answer (the block alone, stop reason
+    "compaction") is the Reply as it is, said by an event, never an empty finished answer;
+    sent again with it appended, as the docs do, the conversation gets its answer."""
+    streamed = mode == "stream"
+    server.add(
+        Scripted(events=anthropic_events(PAUSED)) if streamed else Scripted(body=PAUSED),
+        Scripted(events=anthropic_events(ANSWER)) if streamed else Scripted(body=ANSWER),
+    )
+    client = Client(anthropic(server, pause=True), context_window=200_000)
+    reply = client_reply(client, history(), mode)
+    (edit,) = server.requests[0].json()["context_management"]["edits"]
+    assert edit == {"type": "compact_20260112", "pause_after_compaction": True}
+    assert reply.stop_reason is StopReason.COMPACTION and not reply.truncated
+    assert reply.message.compaction is not None and reply.message.compaction.summary == SUMMARY
+    assert reply.message.text == "" and reply.calls == 1
+    assert [type(e) for e in reply.events] == [CompactionPaused]
+    answer = client_reply(client, (*history(), reply.message), mode)
+    opener, last = server.requests[1].json()["messages"]
+    assert (opener, last["role"]) == (OPENER, "assistant")
+    assert uncached(last["content"]) == [{"type": "compaction", "content": SUMMARY}]
+    assert answer.stop_reason is StopReason.END_TURN
+    assert answer.message.text == ANSWER["content"][0]["text"]
+
+
+def test_session_answers_after_the_provider_pauses(
+    server: ReplayServer, store: SessionStore
+) -> None:
+    """The chat asks for the answer at once: one turn, two requests, the compaction stored
+    and counted, the answer shown."""
+    server.add(Scripted(body=PAUSED), Scripted(body=ANSWER))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[:3])
+    events: list[Any] = []
+    turn = session.send("Go on.", on_event=events.append)
+    assert len(server.requests) == 2
+    assert turn.reply.message.text == ANSWER["content"][0]["text"]
+    assert [type(e) for e in events].count(NativeCompactionNote) == 1
+    last = server.requests[1].json()["messages"][-1]
+    assert last["role"] == "assistant"
+    assert uncached(last["content"]) == [{"type": "compaction", "content": SUMMARY}]
+    assert [m.role for m in session.transcript[-3:]] == ["user", "assistant", "assistant"]
+    assert session.transcript[-2].compaction is not None
+    compaction = 180_000 * 3.0 / 1e6 + 3500 * 15.0 / 1e6
+    assert session.cost_summary().total.compaction_cost == pytest.approx(compaction)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anthropic.types
 import openai.types.chat
 import pytest
+from pydantic import TypeAdapter
 
 from chatcli.errors import ContextRecoveryError, ErrorInfo, ErrorKind, ProviderError
 from chatcli.messages import Role, StopReason, Usage
@@ -357,3 +359,32 @@ def test_an_answer_reports_its_last_calls_usage_and_the_rest_apart() -> None:
         "cache_read_tokens=1000, cache_write_tokens=0",
     }
     assert recovery_headers(as_reply(response)) == {}
+
+
+PAUSED = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())[
+    "anthropic_paused"
+]
+
+
+def test_a_paused_compaction_reaches_an_anthropic_client_as_the_api_sent_it() -> None:
+    """An answer that paused after compacting (`pause_after_compaction`): an Anthropic client
+    gets the block and `stop_reason` "compaction" (the beta SDK's types validate it), whole
+    and streamed; an OpenAI client a finished answer."""
+    reply = as_reply(response_from_message(PAUSED, model="claude-sonnet-4-6"))
+    dialect = AnthropicDialect()
+    wire = dialect.reply(None, reply, model="claude")  # type: ignore[arg-type]
+    parsed = anthropic.types.beta.BetaMessage.model_validate(wire)
+    assert parsed.stop_reason == "compaction"
+    assert [b.model_dump(exclude_none=True) for b in parsed.content] == PAUSED["content"]
+    request = dialect.parse({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    lines = data_lines(collect(dialect.stream(request, items_of(reply), model="claude")))
+    adapter: Any = anthropic.types.beta.BetaRawMessageStreamEvent
+    events = [TypeAdapter(adapter).validate_json(x) for x in lines]
+    start = next(e for e in events if e.type == "content_block_start")
+    assert start.content_block.type == "compaction"
+    (delta,) = [e.delta for e in events if e.type == "content_block_delta"]
+    assert delta.content == PAUSED["content"][0]["content"]
+    (ending,) = [e for e in events if e.type == "message_delta"]
+    assert ending.delta.stop_reason == "compaction"
+    openai_wire = OpenAIDialect().reply(None, reply, model="m")  # type: ignore[arg-type]
+    assert openai_wire["choices"][0]["finish_reason"] == "stop"

@@ -29,6 +29,7 @@ from chatcli.errors import (
     is_context_window_stop,
 )
 from chatcli.events import (
+    CompactionPaused,
     Continued,
     Escalated,
     Event,
@@ -102,6 +103,7 @@ __all__ = [
     "CompactionConfig",
     "CompactionError",
     "CompactionPart",
+    "CompactionPaused",
     "CompactionReport",
     "CompactionResult",
     "ConfigError",

@@ -19,6 +19,7 @@ from chatcli.errors import ErrorInfo, ErrorKind
 from chatcli.history.result import TransformReport
 
 __all__ = [
+    "CompactionPaused",
     "Continued",
     "Escalated",
     "Event",
@@ -230,6 +231,16 @@ class Continued(Event):
     def describe(self) -> str:
         limit = _tokens(self.max_tokens)
         return f"continuing the cut answer (continuation {self.attempt}, max_tokens {limit})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionPaused(Event):
+    """The provider compacted the conversation and paused before answering, as asked
+    (Anthropic's `pause_after_compaction`): the reply holds the compaction alone, stop reason
+    `COMPACTION`. The caller appends it, adds what it wants, and sends again for the answer."""
+
+    def describe(self) -> str:
+        return "the provider compacted the conversation and paused before answering"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

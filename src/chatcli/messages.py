@@ -48,6 +48,10 @@ class StopReason(StrEnum):
     STOP_SEQUENCE = "stop_sequence"
     REFUSAL = "refusal"
     OTHER = "other"
+    # The provider compacted the conversation and paused before answering (Anthropic's
+    # `pause_after_compaction`, and its compaction on demand): the message holds the
+    # compaction alone; the answer comes when the conversation, with it, is sent again.
+    COMPACTION = "compaction"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

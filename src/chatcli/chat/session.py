@@ -13,8 +13,8 @@ for the chat and the proxy replicas on one upstream.
 
 Who compacts is `RecoveryConfig.compaction` (`chatcli.chat.native`): a provider's own
 compaction is kept in the transcript, replaces the span before it in the view, and is stored
-as a compaction request of its own; a request the provider refuses for it is sent again
-without it when "auto" can fall back to chatcli's own.
+as a compaction request of its own (an answer paused after it is asked for at once); a request
+the provider refuses for it is sent again without it when "auto" can fall back to chatcli's.
 
 Its other parts: the provider tap (`chatcli.chat.tap`), the cost ledger (`chatcli.chat.cost`),
 the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`).
@@ -62,7 +62,7 @@ from chatcli.errors import CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
-from chatcli.messages import Message, Usage
+from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
@@ -351,6 +351,8 @@ class ChatSession:
             self.store.save_sticky_view(
                 self.info.id, StoredStickyView(request_id=request_id, upto=sent)
             )
+        if reply.stop_reason is StopReason.COMPACTION:  # the provider paused: answer now
+            return self.send(None, on_event=on_event, on_delta=on_delta, on_discard=on_discard)
         return Turn(
             reply=reply,
             request_id=request_id,

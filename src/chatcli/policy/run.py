@@ -23,6 +23,7 @@ from chatcli.errors import (
     classify_error,
 )
 from chatcli.events import (
+    CompactionPaused,
     Event,
     OverflowDetected,
     RecoveryFailed,
@@ -175,6 +176,8 @@ class Run:
         if response.stop_reason is StopReason.MAX_TOKENS:
             return self.on_cut(message, response.usage.output_tokens)
         message = self.answer.stitched(message)
+        if response.stop_reason is StopReason.COMPACTION:
+            self.journal.emit(CompactionPaused())
         if response.stop_reason is StopReason.TOOL_USE and not message.tool_calls:
             # It stopped to call tools and holds none (each was dropped as cut off): the
             # answer is incomplete, and "tool_use" with no call leaves a caller waiting.

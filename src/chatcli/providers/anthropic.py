@@ -118,6 +118,7 @@ STOP_REASONS: Mapping[str, StopReason] = {
     "stop_sequence": StopReason.STOP_SEQUENCE,
     "refusal": StopReason.REFUSAL,
     "model_context_window_exceeded": StopReason.CONTEXT_WINDOW,
+    "compaction": StopReason.COMPACTION,
 }
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})

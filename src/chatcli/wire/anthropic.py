@@ -13,7 +13,8 @@ its own neutral message, in order, all with the turn's index as origin. Thinking
 (with their signatures) ride on the assistant message's `provider_details`, as the
 Anthropic adapter keeps them. A `compaction` block the proxy made (`ClientRequest.leading`,
 `chatcli.proxy.compaction`) begins the answer, streamed as the API streams one
-(`BetaCompactionContentBlockDelta`).
+(`BetaCompactionContentBlockDelta`); so does the upstream's own, and an answer that paused
+after it (`pause_after_compaction`) keeps its `stop_reason` "compaction".
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from chatcli.messages import Message, StopReason
 from chatcli.providers.anthropic import response_from_message
+from chatcli.providers.anthropic_compaction import compaction_block
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.recovery import Reply
 from chatcli.wire.dialect import (
@@ -67,6 +69,7 @@ STOP_REASONS: Mapping[StopReason, str] = {
     StopReason.TOOL_USE: "tool_use",
     StopReason.REFUSAL: "refusal",
     StopReason.OTHER: "end_turn",
+    StopReason.COMPACTION: "compaction",
 }
 _ERROR_TYPES: Mapping[FailureKind, str] = {
     FailureKind.OVERFLOW: "invalid_request_error",
@@ -172,9 +175,12 @@ class _Blocks:
             return [event for block in thinking for event in self.thinking(block)]
         if isinstance(item, EventItem):
             return [sse_comment(f"chatcli: {item.event.describe()}")]
+        # The upstream's compaction block, when nothing came before it: a paused answer
+        lead = [] if self.index >= 0 else compaction_block(item.reply.message)
+        blocks = [event for block in lead for event in self.compaction(block)]
         stop = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
         ending: Json = {"type": "message_delta", "delta": stop, "usage": _usage(item.reply)}
-        return [*self.close(), sse(ending, "message_delta")]
+        return [*blocks, *self.close(), sse(ending, "message_delta")]
 
     def compaction(self, block: Mapping[str, Any]) -> list[bytes]:
         """A `compaction` block as the API streams it: started with its content null, the
@@ -256,6 +262,7 @@ def _usage(reply: Reply) -> Json:
 
 
 def _content(message: Message) -> Iterator[Json]:
+    yield from compaction_block(message)  # the upstream's own, first as the API puts it
     details = (message.provider_details or {}).get("anthropic") or {}
     yield from details.get("thinking") or ()
     if message.text:

@@ -67,6 +67,7 @@ FINISH_REASONS: Mapping[StopReason, str] = {
     StopReason.TOOL_USE: "tool_calls",
     StopReason.REFUSAL: "content_filter",
     StopReason.OTHER: "stop",
+    StopReason.COMPACTION: "stop",
 }
 _ERROR_TYPES: Mapping[FailureKind, tuple[str, str | None]] = {
     FailureKind.OVERFLOW: ("invalid_request_error", "context_length_exceeded"),

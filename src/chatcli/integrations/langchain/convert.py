@@ -68,6 +68,7 @@ _STOPS: Mapping[str, StopReason] = {
     "content_filter": StopReason.REFUSAL,
     "refusal": StopReason.REFUSAL,
     "safety": StopReason.REFUSAL,
+    "compaction": StopReason.COMPACTION,
 }
 _STOP_KEYS = ("finish_reason", "stop_reason", "done_reason")
 # Content block types that hold a tool call: a cut call dropped from `tool_calls` is dropped

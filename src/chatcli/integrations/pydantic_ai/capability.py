@@ -69,6 +69,7 @@ _FINISH_REASONS: Final[dict[StopReason, pai.FinishReason]] = {
     StopReason.CONTEXT_WINDOW: "length",
     StopReason.TOOL_USE: "tool_call",
     StopReason.REFUSAL: "content_filter",
+    StopReason.COMPACTION: "stop",  # as pydantic-ai's Anthropic model maps it
 }
 
 
@@ -263,6 +264,8 @@ def _stop_reason(response: pai.ModelResponse) -> StopReason:
     raw = (response.provider_details or {}).get("finish_reason")
     if isinstance(raw, str) and is_context_window_stop(raw):
         return StopReason.CONTEXT_WINDOW  # the window filled up while answering
+    if raw == "compaction":  # Anthropic paused after compacting (pydantic-ai says "stop")
+        return StopReason.COMPACTION
     return _STOP_REASONS.get(response.finish_reason, StopReason.OTHER)
 
 
