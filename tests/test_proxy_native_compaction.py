@@ -31,11 +31,12 @@ from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import DATA, replayed_error
 from tests.replay import ReplayServer, Scripted
-from tests.test_native_compaction import openai_events
+from tests.test_native_compaction import anthropic_events, openai_events
 from tests.test_proxy_compaction import conversation, summary_body
 from tests.test_proxy_wire import oa
 
 upstream, _close_clients = wire.upstream, wire._close_clients
+anthropic_proxy = wire.anthropic_proxy
 
 BODIES = json.loads((DATA / "native-compaction.json").read_text())
 ANSWER = BODIES["openai_response"]  # POST /responses with context_management
@@ -208,3 +209,33 @@ def test_openai_refusing_the_compaction_is_the_clients_error(
     assert caught.value.code == "rate_limit_exceeded"
     assert caught.value.response.headers["retry-after"] == "7"
     assert upstream.requests[-1].path == "/v1/responses/compact"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_anthropic_pause_after_compaction_reaches_the_client_as_anthropic_sent_it(
+    upstream: ReplayServer, anthropic_proxy: str, stream: bool
+) -> None:
+    """The anthropic SDK's beta client asks for `pause_after_compaction` through the proxy in
+    front of Anthropic: the edit and its beta reach the upstream, and the paused answer (the
+    block alone, `stop_reason` "compaction") reaches the client as the API sent it."""
+    paused = BODIES["anthropic_paused"]
+    upstream.add(Scripted(events=anthropic_events(paused)) if stream else Scripted(body=paused))
+    management = {"edits": [{"type": "compact_20260112", "pause_after_compaction": True}]}
+    args: Any = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "hi"}],
+        "betas": ["compact-2026-01-12"],
+        "context_management": management,
+    }
+    client = wire.an(anthropic_proxy)
+    if stream:
+        with client.beta.messages.stream(**args) as events:
+            message = events.get_final_message()
+    else:
+        message = client.beta.messages.create(**args)
+    sent = upstream.requests[0]
+    assert sent.json()["context_management"] == management
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
+    assert message.stop_reason == "compaction"
+    assert [b.model_dump(exclude_none=True) for b in message.content] == paused["content"]

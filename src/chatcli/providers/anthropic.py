@@ -250,8 +250,11 @@ class Anthropic(Adapter):
 
 
 def _endpoint(client: Any, params: Mapping[str, Any]) -> Any:
-    """The beta Messages endpoint for a request with beta flags (`betas`), else the plain one."""
-    return client.beta.messages if "betas" in params else client.messages
+    """The beta Messages endpoint for a request with beta flags (`betas`) or a caller's own
+    `context_management` (the proxy passes a client's through: only the beta types read the
+    compaction blocks it brings back), else the plain one."""
+    beta = "betas" in params or "context_management" in params.get("extra_body", {})
+    return client.beta.messages if beta else client.messages
 
 
 # The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
