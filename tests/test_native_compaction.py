@@ -768,7 +768,9 @@ def test_session_answers_after_the_provider_pauses(
     turn = session.send("Go on.", on_event=events.append)
     assert len(server.requests) == 2
     assert turn.reply.message.text == ANSWER["content"][0]["text"]
-    assert [type(e) for e in events].count(NativeCompactionNote) == 1
+    kinds = [type(e) for e in events]  # the pause said, then the compaction shown
+    assert kinds.index(CompactionPaused) < kinds.index(NativeCompactionNote)
+    assert kinds.count(NativeCompactionNote) == 1
     last = server.requests[1].json()["messages"][-1]
     assert last["role"] == "assistant"
     assert uncached(last["content"]) == [{"type": "compaction", "content": SUMMARY}]

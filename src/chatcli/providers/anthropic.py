@@ -29,7 +29,8 @@ by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given
 reads and writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
 
 Mapping (wire -> neutral): stop reasons per `STOP_REASONS`; `model_context_window_exceeded`
-is `StopReason.CONTEXT_WINDOW`, which the Client treats as an overflow. Usage keeps cache reads
+is `StopReason.CONTEXT_WINDOW`, which the Client treats as an overflow; `compaction` (the
+answer paused after compacting) is `StopReason.COMPACTION`. Usage keeps cache reads
 and writes apart from `input_tokens`, as Anthropic reports them. A `tool_use` that the output
 limit cut off (the last block of a `max_tokens` answer, or streamed JSON that does not parse)
 is a `ToolCall` with `incomplete=True`.
