@@ -778,3 +778,14 @@ def test_session_answers_after_the_provider_pauses(
     assert session.transcript[-2].compaction is not None
     compaction = 180_000 * 3.0 / 1e6 + 3500 * 15.0 / 1e6
     assert session.cost_summary().total.compaction_cost == pytest.approx(compaction)
+
+
+def test_session_goes_on_once_after_a_pause(server: ReplayServer, store: SessionStore) -> None:
+    """A provider that pauses again: the turn ends after the second request (the paused
+    answer is the turn's), never a loop of requests."""
+    server.add(Scripted(body=PAUSED), Scripted(body=PAUSED), Scripted(body=ANSWER))
+    session = chat(store, plain_anthropic(server))
+    session.append(history()[:3])
+    turn = session.send("Go on.")
+    assert len(server.requests) == 2
+    assert turn.reply.stop_reason is StopReason.COMPACTION

@@ -351,7 +351,7 @@ class ChatSession:
             self.store.save_sticky_view(
                 self.info.id, StoredStickyView(request_id=request_id, upto=sent)
             )
-        if reply.stop_reason is StopReason.COMPACTION:  # the provider paused: answer now
+        if reply.stop_reason is StopReason.COMPACTION and text is not None:  # paused: go on, once
             return self.send(None, on_event=on_event, on_delta=on_delta, on_discard=on_discard)
         return Turn(
             reply=reply,
