@@ -376,7 +376,7 @@ def _field_of(variable: str) -> tuple[str, str] | None:
 
     for cls in (RecoveryConfig, MicrocompactConfig, CompactionConfig):
         base = cls.from_env({})
-        for probe in ("7", "3", "1", "60", "90", "1234", "99999", "seed", "native"):
+        for probe in ("7", "3", "1", "60", "90", "1234", "99999", "seed", "native", "thinking"):
             try:
                 other = cls.from_env({variable: probe})
             except ConfigError:
@@ -386,8 +386,15 @@ def _field_of(variable: str) -> tuple[str, str] | None:
             ]
             if changed:
                 (field,) = changed
-                return cls.__name__, str(getattr(base, field))
+                return cls.__name__, _shown(getattr(base, field))
     return None
+
+
+def _shown(default: object) -> str:
+    """A default as the page writes it: a list as its items, an empty one as "none"."""
+    if isinstance(default, tuple):
+        return ", ".join(default) or "none"
+    return str(default)
 
 
 def test_the_documented_defaults_are_the_codes() -> None:

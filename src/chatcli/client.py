@@ -20,11 +20,11 @@ from chatcli.history.native import native_view
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.messages import Message
-from chatcli.policy.actions import Action, Flow, Outcome, Reply, Sleep
+from chatcli.policy.actions import Action, Flow, Outcome, Reply, Send, Sleep
 from chatcli.policy.policy import RecoveryPolicy
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES
 from chatcli.policy.values import MICROCOMPACT_DEFAULTS
-from chatcli.providers.base import Provider, ToolSpec
+from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
 from chatcli.request_settings import Settings
 from chatcli.streaming import (
     CallOutcome,
@@ -61,6 +61,13 @@ class Client:
     request costs what was appended since the last one (`chatcli.history.scan`); by default
     the client's own, dropped with it. An app serving many short-lived clients (the proxy)
     passes one of its own, bounded.
+    `compaction`: chatcli's compaction settings (`CompactionConfig`'s defaults unless given):
+    `compact`'s, and the trigger of the provider's own compaction. With
+    `RecoveryConfig.compaction` "auto" or "native" and an adapter whose model compacts on the
+    provider's servers (`native_compaction_supported()`), every request asks for it
+    (`Request.native_compaction`): triggered where chatcli's auto-compaction would run
+    (`CompactionConfig.trigger`), with the context editing `RecoveryConfig.context_editing`
+    names. An adapter built with its own `native_compaction` sends that instead.
     """
 
     def __init__(
@@ -81,8 +88,10 @@ class Client:
         settings: Settings | None = None,
         sticky_view: StickyView | None = None,
         memos: ScanMemos | None = None,
+        compaction: CompactionConfig | None = None,
     ) -> None:
         self.provider = provider
+        self.compaction = compaction if compaction is not None else CompactionConfig()
         self._sticky = sticky_view
         # The messages `_sticky` is known to cover (checked by digest once, then by identity).
         self._covered: tuple[Message, ...] | None = None
@@ -221,8 +230,24 @@ class Client:
             emit=emit,
             history=numbered,
         )
-        flow = self._keeping_cut(history, run)
+        native = self._native(max_tokens)
+        flow = self._keeping_cut(history, run if native is None else _asking(run, native))
         return flow, _advance(flow, None)
+
+    def _native(self, max_tokens: int | None) -> NativeCompaction | None:
+        """The compaction on the provider's servers a send's requests ask for (see the class
+        docstring); None: none."""
+        config = self.policy.config
+        supported = getattr(self.provider, "native_compaction_supported", None)
+        if config.compaction not in ("auto", "native") or not callable(supported):
+            return None
+        if not supported():
+            return None
+        return NativeCompaction(
+            trigger_tokens=self.compaction.trigger(self.policy.context_window, max_tokens),
+            clear_tool_uses="tool_uses" in config.context_editing,
+            clear_thinking="thinking" in config.context_editing,
+        )
 
     def _keeping_cut(self, history: tuple[Message, ...], flow: Flow) -> Flow:
         """`flow`, whose Reply updates the sticky view when a level cut `history`."""
@@ -297,7 +322,7 @@ class Client:
     ) -> dict[str, Any]:
         return {
             "focus": focus,
-            "config": config,
+            "config": config if config is not None else self.compaction,
             "estimator": self.policy.estimator,
             "window": self.policy.context_window,
             "output_reserve": max_tokens or 0,
@@ -348,6 +373,20 @@ def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:
     except StopIteration as done:
         reply: Reply = done.value
         return reply
+
+
+def _asking(flow: Flow, native: NativeCompaction | None) -> Flow:
+    """`flow`, whose requests ask for `native` (the provider's own compaction)."""
+    outcome: Outcome = None
+    while True:
+        try:
+            action = flow.send(outcome)
+        except StopIteration as done:
+            reply: Reply = done.value
+            return reply
+        if isinstance(action, Send):
+            action = Send(request=replace(action.request, native_compaction=native))
+        outcome = yield action
 
 
 def _default_estimator(provider: Provider) -> TokenEstimator:

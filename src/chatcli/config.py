@@ -15,6 +15,7 @@ from chatcli.errors import ConfigError
 
 __all__ = [
     "COMPACTIONS",
+    "CONTEXT_EDITS",
     "RETENTIONS",
     "CompactionConfig",
     "MicrocompactConfig",
@@ -46,6 +47,7 @@ def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: in
 
 RETENTIONS = ("fit", "seed")
 COMPACTIONS = ("auto", "native", "chatcli", "off")
+CONTEXT_EDITS = ("tool_uses", "thinking")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +66,9 @@ class RecoveryConfig:
     provider on its own servers where the model supports it, chatcli's own verified compaction
     otherwise or when the provider's fails; "native" only the provider; "chatcli" only
     chatcli; "off" neither (overflow recovery still applies).
+    `context_editing` (`CHATCLI_CONTEXT_EDITING`, a comma list): what the provider's context
+    editing clears from old turns with its native compaction, where the adapter takes it
+    (Anthropic): "tool_uses" (old tool results), "thinking" (old thinking blocks).
     """
 
     max_recovery_attempts: int = 3
@@ -76,9 +81,16 @@ class RecoveryConfig:
     nuclear_pct: int = 40
     carry_pct: int = 25
     compaction: str = "auto"
+    context_editing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_ranges(self, _RECOVERY_BOUNDS)
+        unknown = [e for e in self.context_editing if e not in CONTEXT_EDITS]
+        if isinstance(self.context_editing, str) or unknown:
+            raise ConfigError(
+                f"context_editing={self.context_editing!r} must be a tuple of "
+                f"{', '.join(CONTEXT_EDITS)}"
+            )
         if self.retention not in RETENTIONS:
             raise ConfigError(
                 f"retention={self.retention!r} must be one of {', '.join(RETENTIONS)}"
@@ -101,7 +113,8 @@ class RecoveryConfig:
         ints = _ints_from_env(env, _RECOVERY_ENV, _RECOVERY_BOUNDS, defaults)  # type: ignore[arg-type]
         retention = _read_choice(env, _RETENTION_ENV, RETENTIONS)
         compaction = _read_choice(env, _STRATEGY_ENV, COMPACTIONS)
-        return cls(retention=retention, compaction=compaction, **ints)
+        editing = _read_list(env, _EDITING_ENV, CONTEXT_EDITS)
+        return cls(retention=retention, compaction=compaction, context_editing=editing, **ints)
 
 
 def _read_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
@@ -115,7 +128,20 @@ def _read_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) ->
     return value
 
 
+def _read_list(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """`name`'s comma-separated values, each one of `choices` (case and blanks aside); unset or
+    empty: none."""
+    values = [v.strip().lower() for v in env.get(name, "").split(",") if v.strip()]
+    unknown = [v for v in values if v not in choices]
+    if unknown:
+        raise ConfigError(
+            f"{name}={env[name]!r}: {unknown[0]!r} is not one of {', '.join(choices)}"
+        )
+    return tuple(dict.fromkeys(values))
+
+
 _RETENTION_ENV = "CHATCLI_RETENTION"
+_EDITING_ENV = "CHATCLI_CONTEXT_EDITING"
 _STRATEGY_ENV = "CHATCLI_COMPACTION"
 _RECOVERY_ENV = {
     "max_recovery_attempts": "CHATCLI_MAX_RECOVERY_ATTEMPTS",
@@ -264,6 +290,14 @@ class CompactionConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self, _COMPACTION_BOUNDS)
+
+    def trigger(self, window: int | None, output_reserve: int | None = None) -> int | None:
+        """The prompt size (tokens) past which auto-compaction runs: `auto_compact_pct` of the
+        room `window` leaves after `output_reserve`; None when the window is unknown. The
+        provider's native compaction is asked to trigger there too."""
+        if window is None:
+            return None
+        return max(window - (output_reserve or 0), 0) * self.auto_compact_pct // 100
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactionConfig:

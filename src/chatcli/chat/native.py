@@ -1,8 +1,9 @@
 """Who compacts in a chat session: the provider on its own servers, or chatcli.
 
 `RecoveryConfig.compaction` chooses. With "auto" (the default) or "native", a provider whose
-model supports it compacts on its own servers (its adapter's `native_compaction`, triggered at
-the share of the room chatcli's auto-compaction uses: `native_trigger`). With "auto", chatcli's
+model supports it compacts on its own servers (`Client` asks for it on every request,
+triggered at the share of the room chatcli's auto-compaction uses: `CompactionConfig.trigger`;
+the session's Client stops asking once "auto" gave up on it). With "auto", chatcli's
 own auto-compaction runs instead where the model has none, and from the moment the provider's
 fails (`failed`: a request it refused, an answer past the trigger without the compaction);
 "native" never falls back; "chatcli" is chatcli's own only; "off" neither. /compact follows
@@ -21,16 +22,14 @@ from collections.abc import Callable, Iterable, Sequence
 from chatcli.chat.tap import CallRecord
 from chatcli.cost import CallKind
 from chatcli.messages import Message, Role, Usage
-from chatcli.providers.base import Compacted, NativeCompaction, Provider, Request
+from chatcli.providers.base import Compacted, Provider, Request
 
 __all__ = [
     "chatcli_compacts",
     "compaction_usage",
     "native_active",
-    "native_trigger",
     "on_demand",
     "replaced_count",
-    "request_native",
 ]
 
 
@@ -62,23 +61,6 @@ def on_demand(
     if not callable(compact):
         return f"{type(provider).__name__} has no compaction on demand"
     return compact
-
-
-def request_native(provider: Provider, active: bool, trigger: int | None) -> None:
-    """Ask `provider` to compact at `trigger` (or not: `active` False) from its next request
-    on; a provider without native compaction is left alone."""
-    if hasattr(provider, "native_compaction"):
-        native = NativeCompaction(trigger_tokens=trigger)
-        provider.native_compaction = native if active else None
-
-
-def native_trigger(window: int | None, max_tokens: int | None, pct: int) -> int | None:
-    """The prompt size at which chatcli's own auto-compaction would run: `pct` percent of the
-    room the output limit leaves (None: the window is unknown, the provider's default
-    applies)."""
-    if window is None:
-        return None
-    return max(window - (max_tokens or 0), 0) * pct // 100
 
 
 def compaction_usage(calls: Iterable[CallRecord]) -> Usage:

@@ -34,10 +34,8 @@ from chatcli.chat.native import (
     chatcli_compacts,
     compaction_usage,
     native_active,
-    native_trigger,
     on_demand,
     replaced_count,
-    request_native,
 )
 from chatcli.chat.spending import BudgetCheck, check_budget
 from chatcli.chat.stored import (
@@ -151,7 +149,6 @@ class ChatSession:
         self._sent_view: tuple[Message, ...] | None = None
         self._view_reset: str | None = None
         self.native_failed: str | None = None  # why "auto" stopped relying on the provider's
-        self._set_native()
 
     @classmethod
     def open(
@@ -205,13 +202,11 @@ class ChatSession:
         self.tap.inner, self.model, self.model_info = provider, model, model_info
         self.estimator = default_estimator(provider)  # another model counts otherwise
         self.native_failed = None
-        self._set_native()
         self._save_settings(model=model)
 
     def set_max_tokens(self, max_tokens: int | None) -> None:
         """The output limit from the next request on; a reopened session keeps it."""
         self.max_tokens = max_tokens
-        self._set_native()
         self._save_settings(max_tokens=max_tokens)
 
     def _save_settings(self, **settings: Any) -> None:
@@ -241,37 +236,34 @@ class ChatSession:
         """Whether the provider compacts on its servers (`chatcli.chat.native`)."""
         return native_active(self.provider, self.recovery.compaction, self.native_failed)
 
-    def _set_native(self) -> None:
-        """Ask the provider to compact (or not) from the next request on."""
-        request_native(self.provider, self.native_active(), self._native_trigger())
-
     def _native_trigger(self) -> int | None:
-        return native_trigger(
-            self.context_window, self.max_tokens, self.compaction.auto_compact_pct
-        )
+        """Where the provider's compaction triggers (the Client asks for it there)."""
+        return self.compaction.trigger(self.context_window, self.max_tokens)
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
         if self.recovery.compaction != "auto" or not self.native_active():
             return False
         self.native_failed = reason
-        self._set_native()
         if on_event is not None:
             on_event(NativeCompactionNote(gave_up=reason))
         return True
 
     def _client(self, hooks: Sequence[EventHook] = ()) -> Client:
         """The Client a send() runs now: the one place the session's settings become a
-        recovery policy."""
+        recovery policy. It asks for the provider's compaction (`Client`) unless "auto" gave
+        up on it."""
+        mine = replace(self.recovery, compaction="chatcli")  # the provider's failed
         return Client(
             self.tap,
-            self.recovery,
+            self.recovery if self.native_failed is None else mine,
             hooks=hooks,
             estimator=self.estimator,
             context_window=self.context_window,
             predictive=self.predictive,
             microcompact=self.microcompaction,
             learned_windows=self.learned_windows,
+            compaction=self.compaction,
         )
 
     def _policy(self) -> RecoveryPolicy:
@@ -325,7 +317,7 @@ class ChatSession:
         client = self._client(hooks)
         sent = len(self.transcript)
         try:
-            reply = self._answer(client, on_event)
+            client, reply = self._answer(client, hooks, on_event)
         except Exception:
             self._record("chat-failed", events, view=None)
             raise
@@ -361,23 +353,26 @@ class ChatSession:
             calls=tuple(self.tap.calls),
         )
 
-    def _answer(self, client: Client, on_event: EventHook | None) -> Reply:
-        """The Client's answer; a request the provider refuses for its compaction edit is sent
-        once more without it when "auto" can fall back."""
-
-        def send() -> Reply:
-            view, transcript = self.working_messages(), self.transcript
-            return client.send(
-                view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
-            )
-
+    def _answer(
+        self, client: Client, hooks: Sequence[EventHook], on_event: EventHook | None
+    ) -> tuple[Client, Reply]:
+        """The Client's answer, and the Client that gave it: a request the provider refuses
+        for its compaction edit is sent once more without it (a new Client) when "auto" can
+        fall back."""
         try:
-            return send()
+            return client, self._sent(client)
         except ProviderError as exc:
             refused = exc.info.kind is ErrorKind.INVALID_REQUEST and self.native_active()
             if not (refused and self._give_up_native(f"the provider refused it: {exc}", on_event)):
                 raise
-        return send()
+        retry = self._client(hooks)
+        return retry, self._sent(retry)
+
+    def _sent(self, client: Client) -> Reply:
+        view, transcript = self.working_messages(), self.transcript
+        return client.send(
+            view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
+        )
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
         """Store the provider's compaction as a compaction of its own (True); or, past the

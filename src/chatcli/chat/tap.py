@@ -58,6 +58,12 @@ class StreamingTap:
         owner = getattr(self.inner, "compaction_provider", None)
         return owner if isinstance(owner, str) else None
 
+    def native_compaction_supported(self) -> bool:
+        """The inner provider's: whether its model compacts on the provider's servers (the
+        `Client` asks for it then)."""
+        supported = getattr(self.inner, "native_compaction_supported", None)
+        return callable(supported) and bool(supported())
+
     @property
     def context_window(self) -> int | None:
         return _int_attr(self.inner, "context_window")

@@ -137,8 +137,9 @@ class Anthropic(Adapter):
     `DEFAULT_MAX_TOKENS`, plus any thinking budget, the same reserve recovery plans with.
     `cache_control` is put on the cache breakpoints (see the module docstring); None turns
     automatic prompt caching off, `{"type": "ephemeral", "ttl": "1h"}` caches for an hour.
-    `native_compaction`: ask the API to compact on its servers (see the module docstring);
-    None (the default) never does.
+    `native_compaction`: ask the API to compact on its servers (see the module docstring),
+    whatever a request asks; None (the default): as the request asks
+    (`Request.native_compaction`, which `Client` sets where the model supports it).
     """
 
     api_name = "Anthropic"
@@ -187,8 +188,15 @@ class Anthropic(Adapter):
             model=self.model,
             cap=self.max_output_tokens,
             cache_control=self.cache_control,
-            native=self.native_compaction,
+            native=self._native(request),
         )
+
+    def _native(self, request: Request) -> NativeCompaction | None:
+        """The native compaction `request` is sent with: the adapter's own, else the request's
+        where the model supports it."""
+        if self.native_compaction is not None or not self.native_compaction_supported():
+            return self.native_compaction
+        return request.native_compaction
 
     def compact_on_demand(self, request: Request) -> Compacted:
         """The conversation in `request` compacted now (`anthropic_compaction.on_demand`)."""
@@ -205,6 +213,8 @@ class Anthropic(Adapter):
         `chatcli.providers.counting` for caching and the fallback to the estimate."""
         request = Request(messages=tuple(messages))
         native = self.native_compaction  # its blocks are read by the beta endpoint only
+        if native is None and self.native_compaction_supported():
+            native = NativeCompaction() if any(m.compaction for m in messages) else None
         params = request_params(
             request, model=self.model, cap=self.max_output_tokens, native=native
         )

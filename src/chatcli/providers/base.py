@@ -48,6 +48,9 @@ class Request:
     win); `settings.extra` is the neutral way to add fields to the request body. `headers`
     are HTTP headers the call adds (a proxy passing on a client's `anthropic-beta`); the
     SDK adapters send them as `extra_headers`, which the OpenAI and Anthropic SDKs take.
+    `native_compaction`: the compaction on the provider's servers this request asks for, read
+    by an adapter that can (`native_compaction_supported()`) unless it was built with its own
+    (`Client` sets it from `RecoveryConfig.compaction`); None: none.
     """
 
     messages: tuple[Message, ...]
@@ -57,6 +60,7 @@ class Request:
     settings: Settings = field(default_factory=Settings)
     options: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
+    native_compaction: NativeCompaction | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +82,7 @@ class Response:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NativeCompaction:
     """What an adapter that can asks its provider to compact on its own servers (the
-    adapter's `native_compaction` attribute; None: never).
+    adapter's `native_compaction` attribute, which wins, else the request's; None: never).
 
     `trigger_tokens`: the prompt size that triggers it (None: the provider's default);
     `instructions`: the summary prompt's extra instructions (Anthropic); `pause`: stop the

@@ -222,6 +222,9 @@ class OpenAI(OpenAIBase):
     `OPENAI_API_KEY` (in `environ`, default `os.environ`); `base_url` from the argument or
     `OPENAI_BASE_URL`. `context_window`/`max_output_tokens` describe the model (None: unknown).
     `prompt_cache_key=False` stops the automatic per-conversation cache key.
+    `native_compaction`: ask the Responses API to compact on OpenAI's servers whatever a
+    request asks; None (the default): as the request asks (`Request.native_compaction`, which
+    `Client` sets where the model supports it).
     """
 
     def __init__(
@@ -291,12 +294,19 @@ class OpenAI(OpenAIBase):
         return compacted_window(json.loads(raw.text), usage, model)
 
     def _body_extra(self, request: Request) -> Json:
-        native = self.native_compaction if self.api == "responses" else None
+        native = self._native(request)
         extra = _compaction_fields(native) if native is not None else {}
         given = request.settings.extra.keys() | request.options.keys()
         if not self._auto_cache_key or "prompt_cache_key" in given:
             return extra
         return {**extra, "prompt_cache_key": prompt_cache_key(request.messages)}
+
+    def _native(self, request: Request) -> NativeCompaction | None:
+        """The native compaction `request` is sent with (the Responses API only): the
+        adapter's own, else the request's where the model supports it."""
+        if self.api != "responses" or self.native_compaction is not None:
+            return self.native_compaction if self.api == "responses" else None
+        return request.native_compaction if supports_native_compaction(self.model) else None
 
     def _checked(self, response: Response, request: Request) -> Response:
         """A compaction is tagged with the model this adapter asked for, as the Client's view
