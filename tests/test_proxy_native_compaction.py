@@ -33,7 +33,7 @@ from tests.recorded import DATA, replayed_error
 from tests.replay import ReplayServer, Scripted
 from tests.test_native_compaction import anthropic_events, openai_events
 from tests.test_proxy_compaction import conversation, summary_body
-from tests.test_proxy_wire import oa
+from tests.test_proxy_wire import an, oa
 
 upstream, _close_clients = wire.upstream, wire._close_clients
 anthropic_proxy = wire.anthropic_proxy
@@ -117,6 +117,29 @@ def test_context_management_is_sent_and_openai_item_comes_back(
     assert next(i for i in output if i["type"] == "compaction") == ITEM  # OpenAI's, as it came
     assert any(i["type"] == "message" for i in output)
     assert any(PASSED in m and "context_management sent" in m for m in proxy_log.messages)
+
+
+def test_a_request_without_compaction_reaches_a_compacting_anthropic_model_without_it(
+    upstream: ReplayServer,
+) -> None:
+    """The proxy compacts only when its client asks: the library's own strategy (`Client` asks
+    a model that compacts for it on every request) does not apply to what it forwards (its
+    Forwarder claims no `native_compaction_supported`)."""
+    message = BODIES["anthropic_message"]
+    upstream.add(Scripted(body={**message, "content": message["content"][1:]}))
+    up = upstream_at(
+        "anthropic", upstream.url, model="claude-sonnet-4-6", environ=wire.ANTHROPIC_ENV
+    )
+    with running_proxy(up) as url:
+        asked: Any = {
+            "model": "c",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        an(url).messages.create(**asked)
+    sent = upstream.requests[-1]
+    assert "context_management" not in sent.json()
+    assert "compact" not in sent.headers.get("anthropic-beta", "")
 
 
 @pytest.mark.parametrize("stream", [False, True])
