@@ -451,18 +451,23 @@ def test_session_auto_falls_back_on_an_answer_without_the_block(
 ) -> None:
     message = DATA["anthropic_message"]
     past = {**message["usage"], "input_tokens": 160_000, "iterations": None}
-    server.add(Scripted(body={**message, "content": message["content"][1:], "usage": past}))
+    plain = {**message, "content": message["content"][1:]}
+    server.add(Scripted(body={**plain, "usage": past}), Scripted(body=plain))
     session = chat(store, plain_anthropic(server))
     session.send("hi")
     assert session.native_failed == "an answer past its trigger came without a compaction"
-    assert session.provider.native_compaction is None  # type: ignore[attr-defined]
+    session.send("Go on.")
+    assert "context_management" not in server.requests[1].json()  # no longer asked for
 
 
 def test_session_unsupported_model_uses_chatcli(server: ReplayServer, store: SessionStore) -> None:
-    server.add(Scripted(body={**DATA["anthropic_message"], "content": []}))
+    message = DATA["anthropic_message"]
+    server.add(Scripted(body={**message, "content": message["content"][1:]}))
     haiku = Anthropic("claude-haiku-4-5", api_key=KEY, base_url=server.url)
     session = chat(store, haiku)
-    assert not session.native_active() and haiku.native_compaction is None
+    assert not session.native_active()
+    session.send("hi")
+    assert "context_management" not in server.requests[0].json()
 
 
 def test_compaction_strategy_from_env() -> None:
@@ -664,6 +669,21 @@ def test_count_tokens_reads_compaction_blocks_on_the_beta_endpoint(server: Repla
     part_message = Message.assistant("Next.")
     assert provider.count_tokens((Message.user("hi"), part_message)) == 2345
     sent = server.requests[0]
+    assert sent.path.startswith("/v1/messages/count_tokens")
+    assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
+
+
+def test_count_tokens_of_a_compaction_block_uses_the_beta_endpoint_by_itself(
+    server: ReplayServer,
+) -> None:
+    """An adapter not built with `native_compaction` (the Client asks per request) still counts
+    a conversation that carries its compaction block where the block is read."""
+    server.add(Scripted(body=DATA["anthropic_message"]), Scripted(body={"input_tokens": 2345}))
+    provider = plain_anthropic(server)
+    asked = Request(messages=history(), native_compaction=NativeCompaction())
+    answer = provider.complete(asked).message
+    assert provider.count_tokens((*history(), answer, Message.user("More."))) == 2345
+    sent = server.requests[1]
     assert sent.path.startswith("/v1/messages/count_tokens")
     assert "compact-2026-01-12" in sent.headers["anthropic-beta"]
 
