@@ -297,9 +297,7 @@ class CompactionRoutes:
         parsed = passed_headers(ANTHROPIC.parse(body), request.headers)
         provider = self.proxy.upstream.provider
         window = getattr(provider, "context_window", None)
-        point = trigger
-        if point is None and window:
-            point = window * CompactionConfig().auto_compact_pct // 100
+        point = trigger if trigger is not None else CompactionConfig().trigger(window or None)
         tokens = await asyncio.to_thread(counter_for(provider).count, parsed.messages)
         if point is None or tokens < point:
             return Made(body)
