@@ -33,8 +33,10 @@ that no removed user message said.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import combinations
 
 from chatcli.history.instructions import RULE_WORDS, is_instruction, sentences
 from chatcli.history.result import TransformResult, build_result
@@ -289,20 +291,17 @@ def _resolved(
     statements = [_statement(i.number or 0, i, i.text) for i in old]
     statements += _message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
-    near = _neighbours(statements)
-    statements = _with_reversals(statements, near)
+    points = _Points(statements)
+    statements = _with_reversals(statements, points)
     kept: list[CarriedItem] = []
     for index, statement in enumerate(statements):
-        if statement.item is None:
-            continue
-        others = near(index)
-        if any(j > index and _replaces(statements[j], statement) for j in others):
+        if statement.item is None or points.replaced_later(index):
             continue
         replaced = {
             statements[j].at
-            for j in others
-            if j < index and statements[j].item is not None and statements[j].at
-            if statements[j].at != statement.at and _replaces(statement, statements[j])
+            for j in points.replaced_by(index)
+            if statements[j].item is not None and statements[j].at
+            if statements[j].at != statement.at
         }
         kept.append(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
@@ -310,48 +309,102 @@ def _resolved(
     return tuple(kept)
 
 
-def _with_reversals(
-    statements: list[_Statement], near: Callable[[int], set[int]]
-) -> list[_Statement]:
+def _with_reversals(statements: list[_Statement], points: _Points) -> list[_Statement]:
     """The statements with the kindless ones (removed sentences carried only when they
     replace one) made items of the kind they replace ("You may push to main now." after
     "Never push to main."), or plain statements when they replace none."""
     resolved = list(statements)
+    best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
+    best_text: dict[str, int] = {}
     for index, statement in enumerate(statements):
-        if statement.item is None or statement.item.kind:
-            continue
-        kinds = [
-            other.item.kind
-            for j in near(index)
-            if j < index
-            for other in (resolved[j],)
-            if other.item is not None and other.item.kind and _replaces(statement, other)
-        ]
-        item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
-        resolved[index] = replace(statement, item=item)
+        if statement.item is not None and not statement.item.kind:
+            ranks = [best_text.get(statement.text, len(KINDS))]
+            ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
+            rank = min(ranks)
+            item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
+            resolved[index] = replace(statement, item=item)
+        item = resolved[index].item
+        if item is not None and item.kind:
+            rank, shape = KINDS.index(item.kind), points.shape[index]
+            best[shape] = min(best.get(shape, rank), rank)
+            best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
     return resolved
 
 
-def _neighbours(statements: list[_Statement]) -> Callable[[int], set[int]]:
-    """For a statement's index, the indexes of the others that share a content word or its
-    text (only those can be on the same point): an index, so that resolving is not quadratic
-    in the sentences of a long conversation."""
+class _Points:
+    """Which statements replace which (`_replaces`), found without comparing every pair.
+
+    Statements with the same content words are one *shape*: within a shape, a statement
+    replaces every earlier one unless it is a question or the shape has fewer than two words
+    (then only the same text does). Between shapes, `_replaces` needs half the words of both
+    in common, so two such shapes share a word of their *prefixes*: a shape's rarest
+    `len // 2 + 1` words, rarest by a global order (prefix filtering, as similarity joins
+    do). Only shapes that share a prefix word are compared, once per pair: a log whose lines
+    differ only in numbers is one shape, and common words are no one's prefix."""
+
+    def __init__(self, statements: list[_Statement]) -> None:
+        self._statements = statements
+        shapes: dict[frozenset[str], int] = {}
+        self.shape = [shapes.setdefault(s.words, len(shapes)) for s in statements]
+        words = list(shapes)
+        self._members: list[list[int]] = [[] for _ in words]
+        self._texts: dict[str, list[int]] = {}
+        for index, statement in enumerate(statements):
+            self._members[self.shape[index]].append(index)
+            self._texts.setdefault(statement.text, []).append(index)
+        # covers[a]: the other shapes whose statements a (non-question) statement of shape a
+        # replaces; covered[a]: the other shapes that replace shape a's statements.
+        self._covers: list[list[int]] = [[] for _ in words]
+        self._covered: list[list[int]] = [[] for _ in words]
+        for a, b in _sharing_a_prefix(words):
+            if _covers(words[a], words[b]):
+                self._covers[a].append(b)
+                self._covered[b].append(a)
+            if _covers(words[b], words[a]):
+                self._covers[b].append(a)
+                self._covered[a].append(b)
+        self._own = [len(w) >= 2 for w in words]  # a shape whose statements replace each other
+        # The last non-question statement of each shape, and of a shape or those covering it.
+        last = [max((i for i in m if not _asks(statements[i])), default=-1) for m in self._members]
+        self._last_covering = [
+            max([last[s] if self._own[s] else -1, *(last[c] for c in self._covered[s])])
+            for s in range(len(words))
+        ]
+
+    def shapes_replaced(self, index: int) -> list[int]:
+        """The shapes whose statements the one at `index` replaces (same text aside)."""
+        if _asks(self._statements[index]):
+            return []
+        shape = self.shape[index]
+        return [shape, *self._covers[shape]] if self._own[shape] else self._covers[shape]
+
+    def replaced_later(self, index: int) -> bool:
+        """Whether a later statement replaces the one at `index`."""
+        return self._texts[self._statements[index].text][-1] > index or (
+            self._last_covering[self.shape[index]] > index
+        )
+
+    def replaced_by(self, index: int) -> list[int]:
+        """The indexes of the earlier statements the one at `index` replaces."""
+        found = set(self._texts[self._statements[index].text])
+        for shape in self.shapes_replaced(index):
+            members = self._members[shape]
+            found.update(members[: bisect_left(members, index)])
+        return sorted(j for j in found if j < index)
+
+
+def _sharing_a_prefix(shapes: list[frozenset[str]]) -> set[tuple[int, int]]:
+    """The pairs (a < b) of shapes that share a word of their prefixes (see `_Points`)."""
+    frequency: dict[str, int] = {}
+    for words in shapes:
+        for word in words:
+            frequency[word] = frequency.get(word, 0) + 1
     by_word: dict[str, list[int]] = {}
-    by_text: dict[str, list[int]] = {}
-    for index, statement in enumerate(statements):
-        by_text.setdefault(statement.text, []).append(index)
-        for word in statement.words:
-            by_word.setdefault(word, []).append(index)
-
-    def near(index: int) -> set[int]:
-        statement = statements[index]
-        found = set(by_text[statement.text])
-        for word in statement.words:
-            found.update(by_word[word])
-        found.discard(index)
-        return found
-
-    return near
+    for shape, words in enumerate(shapes):
+        rarest = sorted(words, key=lambda w: (frequency[w], w))
+        for word in rarest[: len(rarest) // 2 + 1]:
+            by_word.setdefault(word, []).append(shape)
+    return {(a, b) for group in by_word.values() for a, b in combinations(group, 2)}
 
 
 def _message_statements(
@@ -393,10 +446,20 @@ def _replaces(later: _Statement, earlier: _Statement) -> bool:
     content words (a question asks, it replaces nothing)."""
     if later.text == earlier.text:
         return True
-    if later.text.endswith("?") or len(earlier.words) < 2:
+    return not _asks(later) and _covers(later.words, earlier.words)
+
+
+def _asks(statement: _Statement) -> bool:
+    return statement.text.endswith("?")
+
+
+def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
+    """A sentence with the words `later` is on the point of one with the words `earlier`: it
+    has most of them (at least two), and they have half their words in common."""
+    if len(earlier) < 2:
         return False
-    shared = len(later.words & earlier.words)
-    return shared >= 0.8 * len(earlier.words) and shared >= 0.5 * len(later.words | earlier.words)
+    shared = len(later & earlier)
+    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
 
 
 def _within(

@@ -1,0 +1,102 @@
+"""Resolving carried statements (chatcli.history.carry): the fast way finds what all pairs do.
+
+`_resolved` decides which removed user sentences are carried and which later sentence
+replaces which (`_replaces`) without comparing every pair of sentences. A hypothesis property
+compares it with the definition, every pair compared, on random conversations made of a small
+vocabulary, so that repeated sentences, near-duplicates, questions and sentences that differ
+only in their values are common.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatcli.history import carry
+from chatcli.history.carry import KINDS, CarriedItem, Numbering
+from chatcli.messages import Message
+
+WORDS = ("push", "main", "deploy", "budget", "server", "port", "tabs", "logs")
+LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ")
+VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12")
+
+sentence = st.builds(
+    lambda lead, words, value, end: (lead + " ".join(words) + value).strip().capitalize() + end,
+    st.sampled_from(LEADS),
+    st.lists(st.sampled_from(WORDS), max_size=5),
+    st.sampled_from(VALUES),
+    st.sampled_from((".", ".", "?")),
+)
+user_text = st.lists(sentence, min_size=1, max_size=4).map(" ".join)
+old_item = st.builds(
+    lambda number, kind, text: CarriedItem(number=number, kind=kind, text=text),
+    st.one_of(st.none(), st.integers(1, 20)),
+    st.sampled_from(KINDS),
+    sentence,
+)
+
+
+def naive_resolved(
+    old: tuple[CarriedItem, ...], before: tuple[Message, ...], after: tuple[Message, ...]
+) -> tuple[CarriedItem, ...]:
+    """`_resolved` as defined: every pair of statements compared with `_replaces`."""
+    number = Numbering(before)
+    statements = [carry._statement(i.number or 0, i, i.text) for i in old]
+    statements += carry._message_statements(before, after, number)
+    statements.sort(key=lambda s: s.at)
+    for index, statement in enumerate(statements):
+        if statement.item is None or statement.item.kind:
+            continue
+        kinds = [
+            other.item.kind
+            for other in statements[:index]
+            if other.item is not None and other.item.kind and carry._replaces(statement, other)
+        ]
+        item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
+        statements[index] = replace(statement, item=item)
+    kept: list[CarriedItem] = []
+    for index, statement in enumerate(statements):
+        if statement.item is None or any(
+            carry._replaces(later, statement) for later in statements[index + 1 :]
+        ):
+            continue
+        replaced = {
+            other.at
+            for other in statements[:index]
+            if other.item is not None and other.at and other.at != statement.at
+            if carry._replaces(statement, other)
+        }
+        kept.append(
+            replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
+        )
+    return tuple(kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(old_item, max_size=4),
+    st.lists(st.tuples(user_text, st.booleans()), min_size=1, max_size=8),
+)
+def test_resolving_finds_what_comparing_every_pair_finds(
+    old: list[CarriedItem], turns: list[tuple[str, bool]]
+) -> None:
+    before: list[Message] = [Message.system("You are a careful assistant.")]
+    after: list[Message] = list(before)
+    for text, kept in turns:
+        pair = [Message.user(text), Message.assistant("Noted.")]
+        before += pair
+        after += pair if kept else []
+    view = (tuple(before), tuple(after))
+    fast = carry._resolved(tuple(old), *view, Numbering(view[0]))
+    assert fast == naive_resolved(tuple(old), *view)
+
+
+def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
+    log = "\n".join(f"Worker {n % 3} served request {n} in {n} ms." for n in range(2000))
+    before = (Message.user(log), Message.assistant("Noted."), Message.user("Go on."))
+    items = carry._resolved((), before, before[1:], Numbering(before))
+    assert [i.text for i in items] == [
+        f"Worker {n % 3} served request {n} in {n} ms." for n in (1997, 1998, 1999)
+    ]
