@@ -124,6 +124,26 @@ def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
     assert out.messages == last_turn(messages)
 
 
+def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
+    fenced = "```\nNever retry: the budget cap is 5,000 EUR.\nWorker 3 took 1,200 ms.\n```"
+    log = "\n".join(f"Worker {n} took {n * 10} ms on port {9000 + n}." for n in range(40))
+    messages = chat(
+        f"Never push to main. Here is the config:\n{fenced}\nThe deploy key ends in 7Q2.",
+        f"Here is the log.\n{log}\nAlways keep the port under 9100.",
+        "Write the release notes.",
+    )
+    items, left_out = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    assert [i.text for i in items if i.number == 2] == [
+        "Never push to main.",
+        "The deploy key ends in 7Q2.",
+    ]
+    # Past a handful of items, a message holds pasted material: rules first, then as said.
+    pasted = [i for i in items if i.number == 4]
+    assert len(pasted) == 12 and pasted[-1].text == "Always keep the port under 9100."
+    assert [i.text for i in pasted[:3]] == [log.splitlines()[n] for n in range(3)]
+    assert left_out == 41 - 12
+
+
 def test_the_block_is_kept_and_merged_through_later_rounds() -> None:
     messages = chat("Never push to main.", "The deploy key ends in 7Q2.", "Next step.", "Go on.")
     first = carry_instructions(messages, last_turn(messages)).messages

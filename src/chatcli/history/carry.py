@@ -19,6 +19,14 @@ system message right after the view's system messages::
 - The latest form only: a later user sentence about the same point (it has the earlier one's
   content words, values and rule words aside) replaces the earlier one; a carried sentence
   says which ones it replaces. One replaced by a sentence still in the view is not carried.
+  Sentences with the same content words are the same point whatever their values, so a log
+  whose lines differ only in numbers resolves to its last line; resolving compares only
+  sentences that can be on the same point (`_Points`), so it stays near-linear in the
+  sentences of a long paste.
+- Pasted data is not the user's instructions: fenced code blocks are never carried, and at
+  most `_MESSAGE_ITEMS` items come from one message (rules first, then as said; a user states
+  a handful at a time, so a message with more holds a pasted log or document); the rest are
+  counted as left out.
 - A share of the room (`CarryBudget`): over it, rules outrank constraints, constraints facts,
   facts preferences, newest first within a kind; the block says how many were left out.
 - No decay: a view that has the block keeps its items through later transforms (merged into
@@ -34,7 +42,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -69,6 +77,10 @@ _INTRO = (
 _MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
+# The most items carried from one message: a user states a handful of rules at a time, and a
+# message with more holds pasted material (a log, a document), not the user's instructions.
+_MESSAGE_ITEMS = 12
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 Count = Callable[[Sequence[Message]], int]
 
@@ -227,11 +239,11 @@ def carry_instructions(
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
     old, old_left_out = carried_items(before)
-    candidates = _resolved(old, before, after, number)
+    candidates, pasted = _per_message(_resolved(old, before, after, number))
     chosen, left_out = _within(candidates, budget)
-    block = _block(chosen, old_left_out + left_out)
-    view = _with_block(after, block)
-    injected = () if view == after else (_summary(chosen, old_left_out + left_out),)
+    left_out += old_left_out + pasted
+    view = _with_block(after, _block(chosen, left_out))
+    injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
 
 
@@ -422,12 +434,41 @@ def _message_statements(
         if not _users_own(message):
             continue
         removed = message.text not in texts
-        for sentence in sentences(message.text):
-            # A kindless item is carried only when it replaces one (`_with_reversals`).
-            kind = (classify(sentence) or "") if removed and sentence not in in_view else None
-            item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
-            statements.append(_statement(at, item, sentence))
+        for chunk, fenced in _fenced(message.text):
+            for sentence in sentences(chunk):
+                # A kindless item is carried only when it replaces one (`_with_reversals`).
+                carried = removed and not fenced and sentence not in in_view
+                kind = (classify(sentence) or "") if carried else None
+                item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
+                statements.append(_statement(at, item, sentence))
     return statements
+
+
+def _fenced(text: str) -> Iterator[tuple[str, bool]]:
+    """`text` in parts, in order, each with whether it is a fenced code block (an unclosed
+    fence runs to the end, as in Markdown)."""
+    at = 0
+    for fence in _FENCE.finditer(text):
+        yield text[at : fence.start()], False
+        yield fence.group(), True
+        at = fence.end()
+    yield text[at:], False
+
+
+def _per_message(items: tuple[CarriedItem, ...]) -> tuple[tuple[CarriedItem, ...], int]:
+    """The items, at most `_MESSAGE_ITEMS` of one message (by kind, then as said), and how
+    many were left out."""
+    by_message: dict[int, list[int]] = {}
+    for index, item in enumerate(items):
+        if item.number is not None:
+            by_message.setdefault(item.number, []).append(index)
+    over = [
+        index
+        for indexes in by_message.values()
+        for index in sorted(indexes, key=lambda i: KINDS.index(items[i].kind))[_MESSAGE_ITEMS:]
+    ]
+    out = set(over)
+    return tuple(item for index, item in enumerate(items) if index not in out), len(out)
 
 
 def _users_own(message: Message) -> bool:
