@@ -44,7 +44,6 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import combinations
 
 from chatcli.history.instructions import RULE_WORDS, is_instruction, sentences
 from chatcli.history.result import TransformResult, build_result
@@ -348,11 +347,9 @@ class _Points:
 
     Statements with the same content words are one *shape*: within a shape, a statement
     replaces every earlier one unless it is a question or the shape has fewer than two words
-    (then only the same text does). Between shapes, `_replaces` needs half the words of both
-    in common, so two such shapes share a word of their *prefixes*: a shape's rarest
-    `len // 2 + 1` words, rarest by a global order (prefix filtering, as similarity joins
-    do). Only shapes that share a prefix word are compared, once per pair: a log whose lines
-    differ only in numbers is one shape, and common words are no one's prefix."""
+    (then only the same text does). Between shapes, only pairs that can cover (`_covers`)
+    are compared, found by prefix filtering (as similarity joins do): a log whose lines
+    differ only in numbers is one shape, and common words are seldom a prefix."""
 
     def __init__(self, statements: list[_Statement]) -> None:
         self._statements = statements
@@ -368,13 +365,9 @@ class _Points:
         # replaces; covered[a]: the other shapes that replace shape a's statements.
         self._covers: list[list[int]] = [[] for _ in words]
         self._covered: list[list[int]] = [[] for _ in words]
-        for a, b in _sharing_a_prefix(words):
-            if _covers(words[a], words[b]):
-                self._covers[a].append(b)
-                self._covered[b].append(a)
-            if _covers(words[b], words[a]):
-                self._covers[b].append(a)
-                self._covered[a].append(b)
+        for a, b in _covering(words):
+            self._covers[a].append(b)
+            self._covered[b].append(a)
         self._own = [len(w) >= 2 for w in words]  # a shape whose statements replace each other
         # The last non-question statement of each shape, and of a shape or those covering it.
         last = [max((i for i in m if not _asks(statements[i])), default=-1) for m in self._members]
@@ -405,18 +398,30 @@ class _Points:
         return sorted(j for j in found if j < index)
 
 
-def _sharing_a_prefix(shapes: list[frozenset[str]]) -> set[tuple[int, int]]:
-    """The pairs (a < b) of shapes that share a word of their prefixes (see `_Points`)."""
+def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
+    """The pairs (a, b) of shapes where `a` covers `b` (`_covers`).
+
+    Prefix filtering: order all words rarest first; sets that share at least `s` words share
+    their first common word within the first `len - s + 1` words of each. Covering needs
+    `s` of at least four fifths of `b` and half of `a`, so `b` is indexed by its first
+    `len - ceil(4 len / 5) + 1` words and `a` looks up its first `len - ceil(len / 2) + 1`;
+    a shape of fewer than two words covers none and is covered by none."""
     frequency: dict[str, int] = {}
     for words in shapes:
         for word in words:
             frequency[word] = frequency.get(word, 0) + 1
-    by_word: dict[str, list[int]] = {}
-    for shape, words in enumerate(shapes):
-        rarest = sorted(words, key=lambda w: (frequency[w], w))
-        for word in rarest[: len(rarest) // 2 + 1]:
-            by_word.setdefault(word, []).append(shape)
-    return {(a, b) for group in by_word.values() for a, b in combinations(group, 2)}
+    rarest = [sorted(words, key=lambda w: (frequency[w], w)) for words in shapes]
+    index: dict[str, list[int]] = {}
+    for b, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            for word in ordered[: len(ordered) - (4 * len(ordered) + 4) // 5 + 1]:
+                index.setdefault(word, []).append(b)
+    pairs: list[tuple[int, int]] = []
+    for a, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            found = {b for word in ordered[: len(ordered) // 2 + 1] for b in index.get(word, ())}
+            pairs += [(a, b) for b in sorted(found - {a}) if _covers(shapes[a], shapes[b])]
+    return pairs
 
 
 def _message_statements(
