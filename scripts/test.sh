@@ -2,7 +2,9 @@
 # Install everything the tests need from the project's own files and run the whole suite:
 # a virtualenv with chatcli and every extra, llama-cpp-python[server] (built from its PyPI sdist,
 # the wheel cached in ~/.cache/chatcli), the C++ llama-server (built from the llama.cpp tree
-# vendored in that sdist, cached too), then pytest. Arguments are passed to pytest.
+# vendored in that sdist, cached too), then pytest, one worker process per core (pytest-xdist;
+# a test file runs whole in one worker, so the servers its fixtures start are started once).
+# Arguments are passed to pytest (`-n 0`: one process).
 # A first run builds for about 8 minutes on 2 cores; later runs reuse the builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +27,4 @@ bash scripts/install-claude-code.sh
 bash scripts/install-codex.sh
 
 step "pytest"
-.venv/bin/pytest "$@"
+.venv/bin/pytest -n auto --dist loadfile "$@"
