@@ -134,7 +134,11 @@ def measure(db: Path) -> Sizes:
         views = _bytes(conn, "SELECT SUM(LENGTH(CAST(view AS BLOB))) FROM requests")
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         if "view_parts" in tables:
-            views += _bytes(conn, "SELECT SUM(LENGTH(CAST(body AS BLOB))) FROM view_parts")
+            views += _bytes(
+                conn,
+                "SELECT SUM(LENGTH(CAST(body AS BLOB)) + COALESCE(LENGTH(CAST(quotes AS BLOB)), 0))"
+                " FROM view_parts",
+            )
     finally:
         conn.close()
     return Sizes(export=export, rows=rows, database=db.stat().st_size, views=views)

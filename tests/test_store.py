@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatcli.errors import ConfigError
+from chatcli.history.carry import carry_instructions, is_carry_block
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.serialize import message_to_dict
 from chatcli.store import SessionNotFound, SessionStore, default_db_path, open_store
@@ -291,8 +292,10 @@ def test_corrupt_row_is_a_clear_error(location: str | Path) -> None:
 
 def _view_bytes(store: SessionStore) -> int:
     views = store._conn.execute("SELECT SUM(LENGTH(view)) FROM requests").fetchone()[0] or 0
-    parts = store._conn.execute("SELECT SUM(LENGTH(body)) FROM view_parts").fetchone()[0] or 0
-    return int(views) + int(parts)
+    parts = store._conn.execute(
+        "SELECT SUM(LENGTH(body) + COALESCE(LENGTH(quotes), 0)) FROM view_parts"
+    ).fetchone()[0]
+    return int(views) + int(parts or 0)
 
 
 def test_views_are_stored_by_reference_not_copied_per_request(location: str | Path) -> None:
@@ -365,10 +368,45 @@ def test_a_cut_result_is_stored_as_a_reference_to_its_transcript_message(
     assert no_source is None and "[old result removed]" in whole  # too short to refer
 
 
-def test_migration_6_adds_part_sources_and_old_parts_read_whole(tmp_path: Path) -> None:
+def test_a_carried_instructions_block_is_stored_as_the_sentences_it_quotes(
+    location: str | Path,
+) -> None:
+    """The block quotes user sentences verbatim (with quotes, a backslash and non-ASCII
+    text among them): each view, the block changing as messages leave it, reads back as it
+    was sent, and the block costs a few bytes per sentence, not a copy of them."""
+    names = ["".join("bcdfghjklm"[int(d)] + "ou" for d in f"{i:02d}") for i in range(40)]
+    said = [
+        f'Never deploy "{name}" from C:\\{name}ra\\{name}ti before 18:00 on {name}su, café. '
+        f"The {name}ke budget for {name}ri is {i * 100 + 5_000} EUR, billed per {name}to. "
+        + "Some chatter that carries nothing at all. "
+        * 3
+        for i, name in enumerate(names)
+    ]
+    transcript: list[Message] = []
+    views = []
+    with SessionStore(location) as store:
+        sid = store.create_session().id
+        for i, text in enumerate(said):
+            new = [Message.user(text), Message.assistant(f"Noted {i}. " + "ok " * 50)]
+            store.append_messages(sid, new)
+            transcript += new
+            # A level keeps the last four messages: the block carries what the others said.
+            view = carry_instructions(transcript, transcript[-4:]).messages
+            store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+            views.append(view)
+        block = next(m for m in views[-1] if is_carry_block(m))
+        assert block.text.count("\n- #") >= 70 and '"' in block.text
+        assert [store.view(sid, r.id) for r in store.requests(sid)] == views
+        blocks = sum(len(v[0].text) for v in views if is_carry_block(v[0]))
+        assert _view_bytes(store) < blocks / 2  # stored whole, they took more than `blocks`
+    with SessionStore(location) as reopened:
+        assert reopened.latest_view(sid) == views[-1]
+
+
+def test_migrations_6_and_11_add_part_sources_and_old_parts_read_whole(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
     migrate_to(conn, 5)
-    for column in ("source_seq", "head", "tail"):  # the table as chatcli 5 made it
+    for column in ("source_seq", "head", "tail", "quotes"):  # the table as chatcli 5 made it
         conn.execute(f"ALTER TABLE view_parts DROP COLUMN {column}")
     conn.close()
     old_part = Message.user("a notice only in the view")
@@ -378,7 +416,7 @@ def test_migration_6_adds_part_sources_and_old_parts_read_whole(tmp_path: Path) 
     conn = sqlite3.connect(tmp_path / "db")
     columns = [row[1] for row in conn.execute("PRAGMA table_info(view_parts)")]
     conn.close()
-    assert columns[-3:] == ["source_seq", "head", "tail"]
+    assert columns[-4:] == ["source_seq", "head", "tail", "quotes"]
     with SessionStore(tmp_path / "db") as store:
         assert store.latest_view(sid) == (old_part,)
 

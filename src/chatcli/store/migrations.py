@@ -114,6 +114,7 @@ def m004_views_by_reference(conn: Database) -> None:
             source_seq INTEGER,  -- see m006_view_parts_by_source
             head INTEGER,
             tail INTEGER,
+            quotes TEXT,  -- see m011_view_parts_quoting
             UNIQUE (session_id, digest)
         );
         """,
@@ -223,6 +224,15 @@ def m010_proxy_keys(conn: Database) -> None:
     )
 
 
+def m011_view_parts_quoting(conn: Database) -> None:
+    """A view part that quotes transcript messages (the carried-instructions block) can be
+    stored as the slices it quotes plus the rest (see `chatcli.store.views`); parts stored
+    before stay whole (NULL quotes). m004 creates the table with the column now (its
+    conversion writes such parts); a table an older chatcli made gets it here."""
+    if "quotes" not in conn.columns("view_parts"):
+        conn.execute("ALTER TABLE view_parts ADD COLUMN quotes TEXT")
+
+
 Migration = Callable[[Database], None]
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
@@ -235,6 +245,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m008_sticky_views,
     m009_conversation_cuts,
     m010_proxy_keys,
+    m011_view_parts_quoting,
 )
 
 

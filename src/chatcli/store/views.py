@@ -18,6 +18,12 @@ reference to it: `source_seq`, the `head` and `tail` chars its stored body share
 message's body, and only the middle (the cut marker) in `body`; a cut result is not stored
 twice.
 
+A part that quotes transcript messages by number (the carried-instructions block,
+`chatcli.history.carry`, holds whole sentences of user messages, each after `#N (kind): `)
+is stored as `quotes`: a JSON list of its text in order, each piece a string or `[seq, start,
+end]`, a slice of message `seq`'s stored body where the quoted sentence was found; a block
+that changes is stored again at a few bytes per sentence, not as a copy of them.
+
 `ViewIndex` does the bookkeeping for one connection: it finds each message of a view in the
 transcript (by a digest of its stored JSON body, the exact string the transcript row holds),
 stores the parts, and remembers each session's latest full view.
@@ -28,6 +34,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +62,11 @@ _SQL_VARIABLES = 500  # ids per IN (...) query, well under SQLite's limit
 # `_MIN_SHARED` chars: below that a reference saves less than it costs to follow.
 _SOURCE_KEY_CHARS = 200
 _MIN_SHARED = 1000
+# A quoted sentence in a part's stored JSON: `#N (kind): ` then the sentence, up to the end
+# of its line (an escaped newline) or of the JSON string.
+_QUOTE = re.compile(r'#(\d+) \([a-z]+\): ((?:[^"\\]|\\[^n])+)')
+_REPLACES = re.compile(r" \(replaces #[\d, #]+\)$")
+_MIN_QUOTE = 40  # a shorter sentence is stored as it is: a slice costs ~20 bytes
 
 
 def dump_json(value: Any) -> str:
@@ -241,10 +253,11 @@ class ViewIndex:
         if digest not in index.parts:
             source, head, tail = self._source(session_id, index, body)
             middle = body[head : len(body) - tail]
+            quotes = None if source is not None else self._quotes(session_id, body)
             self._conn.execute(
-                "INSERT INTO view_parts(session_id, digest, body, source_seq, head, tail)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (session_id, digest, middle, source, head, tail),
+                "INSERT INTO view_parts(session_id, digest, body, source_seq, head, tail, quotes)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (session_id, digest, "" if quotes else middle, source, head, tail, quotes),
             )
             (part_id,) = self._conn.execute(
                 "SELECT id FROM view_parts WHERE session_id = ? AND digest = ?",
@@ -266,6 +279,44 @@ class ViewIndex:
         ).fetchone()
         head, tail = _shared_ends(source, body)
         return (seq, head, tail) if head + tail >= _MIN_SHARED else (None, 0, 0)
+
+    def _quotes(self, session_id: str, body: str) -> str | None:
+        """`body` as JSON pieces quoting the transcript messages it names (`_QUOTE`), or None
+        when that is not shorter."""
+        found = list(_QUOTE.finditer(body))
+        if not found:
+            return None
+        sources = self._message_bodies(session_id, {int(m[1]) for m in found})
+        pieces: list[str | list[int]] = []
+        at = 0
+        for match in found:
+            seq, sentence = int(match[1]), match[2]
+            source = sources.get(seq, "")
+            start = source.find(sentence)
+            if start < 0:
+                sentence = _REPLACES.sub("", sentence)
+                start = source.find(sentence)
+            if start < 0 or len(sentence) < _MIN_QUOTE:
+                continue
+            pieces += [body[at : match.start(2)], [seq, start, start + len(sentence)]]
+            at = match.start(2) + len(sentence)
+        pieces.append(body[at:])
+        text = dump_json([p for p in pieces if p != ""])
+        return text if len(text) < len(body) else None
+
+    def _message_bodies(self, session_id: str, seqs: set[int]) -> dict[int, str]:
+        """The stored JSON bodies of the session's messages `seqs` (those that exist)."""
+        found: dict[int, str] = {}
+        wanted = sorted(seqs)
+        for start in range(0, len(wanted), _SQL_VARIABLES):
+            chunk = wanted[start : start + _SQL_VARIABLES]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(
+                f"SELECT seq, body FROM messages WHERE session_id = ? AND seq IN ({marks})",
+                (session_id, *chunk),
+            )
+            found.update((int(seq), body) for seq, body in rows)
+        return found
 
     def _load_latest_full(self, session_id: str) -> tuple[int, tuple[Ref, ...]] | None:
         row = self._conn.execute(
@@ -303,13 +354,20 @@ class ViewIndex:
         for start in range(0, len(parts), _SQL_VARIABLES):
             chunk = parts[start : start + _SQL_VARIABLES]
             marks = ",".join("?" * len(chunk))
-            rows = self._conn.execute(
-                "SELECT p.id, p.body, m.body, p.head, p.tail FROM view_parts p"
+            part_rows = self._conn.execute(
+                "SELECT p.id, p.body, m.body, p.head, p.tail, p.quotes FROM view_parts p"
                 " LEFT JOIN messages m ON m.session_id = p.session_id AND m.seq = p.source_seq"
                 f" WHERE p.session_id = ? AND p.id IN ({marks})",
                 (session_id, *chunk),
+            ).fetchall()
+            quoted = {row[0]: json.loads(row[5]) for row in part_rows if row[5] is not None}
+            sources = self._message_bodies(
+                session_id, {p[0] for q in quoted.values() for p in q if isinstance(p, list)}
             )
-            found.update((-part_id, _part_body(*row)) for part_id, *row in rows)
+            for part_id, middle, source, head, tail, _ in part_rows:
+                pieces = quoted.get(part_id)
+                body = _part_body(middle, source, head, tail)
+                found[-part_id] = body if pieces is None else _unquoted(pieces, sources)
         missing = [r for r in refs if r not in found]
         if missing:
             raise ValueError(f"a stored view names messages that are not stored: {missing[:5]}")
@@ -327,6 +385,11 @@ def _indexed(index: _SessionIndex, seq: int, body: str) -> None:
     if len(body) >= _MIN_SHARED:
         index.starts[body[:_SOURCE_KEY_CHARS]] = seq
     index.upto = seq
+
+
+def _unquoted(pieces: list[Any], sources: dict[int, str]) -> str:
+    """A quoting part's body (see the module docstring) from its pieces."""
+    return "".join(p if isinstance(p, str) else sources[p[0]][p[1] : p[2]] for p in pieces)
 
 
 def _part_body(middle: str, source: str | None, head: int | None, tail: int | None) -> str:
