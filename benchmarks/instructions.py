@@ -32,19 +32,16 @@ import argparse
 import importlib
 import json
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "instructions"
-sys.path.insert(0, str(ROOT / "src"))
+from chatcli.history.carry import carry_instructions
+from chatcli.messages import Message
 
-from chatcli.history.carry import carry_instructions  # noqa: E402
-from chatcli.messages import Message  # noqa: E402
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "instructions"
 
 Classifier = Callable[[str], str | None]
 
