@@ -105,12 +105,12 @@ def score(rows: Iterable[dict[str, Any]], classify: Classifier) -> list[Scored]:
 
 
 def precision_recall(
-    items: Sequence[Scored], gold: frozenset[str], predicted: frozenset[str]
+    items: Sequence[Scored], kinds: frozenset[str]
 ) -> tuple[float | None, float | None, int]:
-    """Precision and recall of "is in `predicted`" against "is in `gold`" (None: no case)."""
-    hits = sum(1 for i in items if i.gold in gold and i.predicted in predicted)
-    said = sum(1 for i in items if i.predicted in predicted)
-    support = sum(1 for i in items if i.gold in gold)
+    """Precision and recall of "is one of `kinds`" (None: no case), and the gold support."""
+    hits = sum(1 for i in items if i.gold in kinds and i.predicted in kinds)
+    said = sum(1 for i in items if i.predicted in kinds)
+    support = sum(1 for i in items if i.gold in kinds)
     return (hits / said if said else None, hits / support if support else None, support)
 
 
@@ -118,16 +118,14 @@ def cell(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
-def pr_cell(items: Sequence[Scored], gold: frozenset[str], predicted: frozenset[str]) -> str:
-    precision, recall, support = precision_recall(items, gold, predicted)
+def pr_cell(items: Sequence[Scored], kinds: frozenset[str]) -> str:
+    precision, recall, support = precision_recall(items, kinds)
     return f"{cell(precision)} / {cell(recall)} ({support})"
 
 
-def pr_rows() -> list[tuple[str, frozenset[str], frozenset[str]]]:
-    rows = [(kind, frozenset({kind}), frozenset({kind})) for kind in KINDS]
-    rows.append(("rule+constraint", FIRST_CARRIED, FIRST_CARRIED))
-    rows.append(("any instruction", CARRIED, CARRIED))
-    return rows
+def pr_rows() -> list[tuple[str, frozenset[str]]]:
+    rows = [(kind, frozenset({kind})) for kind in KINDS]
+    return [*rows, ("rule+constraint", FIRST_CARRIED), ("any instruction", CARRIED)]
 
 
 def sentence_table(items: Sequence[Scored]) -> list[str]:
@@ -135,9 +133,9 @@ def sentence_table(items: Sequence[Scored]) -> list[str]:
     head = "| kind | all | " + " | ".join(langs) + " |"
     lines = ["Cells: precision / recall (gold support).", "", head]
     lines.append("|---" * (len(langs) + 2) + "|")
-    for name, gold, predicted in pr_rows():
-        by_lang = [pr_cell([i for i in items if i.lang == lang], gold, predicted) for lang in langs]
-        cells = [pr_cell(items, gold, predicted), *by_lang]
+    for name, kinds in pr_rows():
+        by_lang = [pr_cell([i for i in items if i.lang == lang], kinds) for lang in langs]
+        cells = [pr_cell(items, kinds), *by_lang]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
