@@ -1,6 +1,7 @@
 """Suite-wide guards: no test may reach the network beyond this machine's loopback; retry waits
-are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped. Shared fixtures:
-`server`, a replay server (tests/replay.py) of the test's own."""
+are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped; hypothesis judges
+inputs, not the machine's speed. Shared fixtures: `server`, a replay server (tests/replay.py) of
+the test's own."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from chatcli.policy import retry
 from tests.replay import ReplayServer, replay_server
+
+# The suite shares two cores with its servers and other work: a slow draw or example is the
+# machine's load, not a property's failure (a loaded run failed `too_slow` on a 0.1 s draw).
+settings.register_profile("chatcli", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("chatcli")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
