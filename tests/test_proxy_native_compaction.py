@@ -28,10 +28,10 @@ from chatcli.proxy.compaction import TOKEN_PREFIX
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
+from tests.native_streams import anthropic_events, openai_events
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import DATA, replayed_error
 from tests.replay import ReplayServer, Scripted
-from tests.test_native_compaction import anthropic_events, openai_events
 from tests.test_proxy_compaction import conversation, summary_body
 from tests.test_proxy_wire import an, oa
 
