@@ -266,11 +266,17 @@ class Anthropic(Adapter):
 
 
 def _endpoint(client: Any, params: Mapping[str, Any]) -> Any:
-    """The beta Messages endpoint for a request with beta flags (`betas`) or a caller's own
-    `context_management` (the proxy passes a client's through: only the beta types read the
-    compaction blocks it brings back), else the plain one."""
-    beta = "betas" in params or "context_management" in params.get("extra_body", {})
-    return client.beta.messages if beta else client.messages
+    """The beta Messages endpoint for a request with beta flags (`betas`, or a caller's own
+    `anthropic-beta` header: the proxy passes a client's on) or a caller's own
+    `context_management` (only the beta types read the compaction blocks these bring back),
+    else the plain one."""
+    headers = {name.lower() for name in params.get("extra_headers", {})}
+    beta = "betas" in params or "anthropic-beta" in headers
+    return (
+        client.beta.messages
+        if beta or "context_management" in params.get("extra_body", {})
+        else client.messages
+    )
 
 
 # The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
