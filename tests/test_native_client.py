@@ -23,6 +23,9 @@ from chatcli.providers.openai import OpenAI
 from tests.native_streams import anthropic_events
 from tests.replay import ReplayServer, Scripted, adapters_closed
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
 KEY = "sk-ant-test-0123456789abcdef"
 MODEL = "claude-sonnet-4-6"

@@ -36,6 +36,9 @@ from tests.replay import ReplayServer, Scripted
 from tests.test_proxy_compaction import conversation, summary_body
 from tests.test_proxy_wire import an, oa
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 upstream, _close_clients = wire.upstream, wire._close_clients
 anthropic_proxy = wire.anthropic_proxy
 
