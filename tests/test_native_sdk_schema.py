@@ -28,12 +28,14 @@ import anthropic
 import openai
 import pytest
 
+from chatcli.chat.session import ChatSession
 from chatcli.client import Client
 from chatcli.messages import Message, Usage
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import NativeCompaction, Request, ToolSpec
 from chatcli.providers.openai import OpenAI
 from chatcli.request_settings import Settings
+from chatcli.store import SessionStore
 from tests.native_streams import anthropic_events, openai_events
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.replay import ReplayServer, Scripted, adapters_closed
@@ -272,6 +274,31 @@ def test_openais_compacted_window_is_sent_back_as_it_came(server: ReplayServer) 
     items = server.requests[1].json()["input"]
     assert items[1:3] == compacted["output"]
     assert items[3] == {"role": "user", "content": "Next?"}
+
+
+@pytest.mark.parametrize("made_by", ["on demand", "threshold"])
+def test_the_store_keeps_the_block_as_it_came(
+    server: ReplayServer, tmp_path: Path, made_by: str
+) -> None:
+    """A chat session's block (every field) is stored as Anthropic sent it: a reopened session
+    sends it first, unchanged."""
+    made = ON_DEMAND if made_by == "on demand" else THRESHOLD
+    server.add(Scripted(body=made), Scripted(body=TEXT_ONLY))
+    with SessionStore(tmp_path / "s.db") as store:
+        provider = Anthropic(MODEL, api_key=KEY, base_url=server.url, context_window=200_000)
+        session = ChatSession.open(store, provider, provider_name="anthropic", model=MODEL)
+        session.append(history()[1:])
+        if made_by == "on demand":
+            assert session.compact() is None  # the provider's: compaction on demand
+        else:
+            session.send("And rate limiting?")
+        reopened = ChatSession.open(
+            store, provider, provider_name="anthropic", model=MODEL, resume=session.info.id
+        )
+        parts = [m.compaction for m in reopened.working_messages() if m.compaction]
+        assert [p.provider_details for p in parts if p] == [made["content"][0]]
+        reopened.send("Now Ingredient.")
+    assert server.requests[-1].json()["messages"][0]["content"][0] == made["content"][0]
 
 
 # -- through the proxy ----------------------------------------------------------------------
