@@ -273,9 +273,10 @@ class Namespaced:
 
 class ResponseEvents:
     """Responses stream events (`ResponseStreamEvent` wire JSON) of one answer, in order:
-    `response.created`, items (reasoning, the text message with its deltas, function calls),
-    then `response.completed` or `response.incomplete` with the whole `Response`, whose
-    `output` holds the items the stream wrote (same ids)."""
+    `response.created`, items (OpenAI's compaction item where the upstream put it, reasoning,
+    the text message with its deltas, function calls), then `response.completed` or
+    `response.incomplete` with the whole `Response`, whose `output` holds the items the stream
+    wrote (same ids)."""
 
     def __init__(self, request: ClientRequest, model: str) -> None:
         self.request, self.model = request, model
