@@ -25,6 +25,12 @@ from chatcli.request_settings import Settings, output_reserve
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+# anthropic 2.17's types have no temperature, top_p or top_k any more; the adapter sends a
+# temperature the caller sets (in `extra_body`) all the same.
+SAMPLING = "not in the SDK's MessageCreateParams; chatcli's adapter sends it"
+
 KEY = "sk-ant-test-0123456789abcdef"
 
 # Anthropic docs, tool use overview, example response (model claude-3-7-sonnet-20250219).
@@ -192,6 +198,7 @@ def conversation() -> tuple[Message, ...]:
     )
 
 
+@pytest.mark.sdk_schema(allow=("temperature",), why=SAMPLING)
 def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic) -> None:
     server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
     request = Request(
@@ -277,6 +284,7 @@ def test_tool_use_response_becomes_a_tool_call(server: ReplayServer, provider: A
     assert response.model == "claude-3-7-sonnet-20250219"
 
 
+@pytest.mark.sdk_schema(allow=("top_k",), why="the test's own option, sent as given")
 @pytest.mark.parametrize(
     ("cap", "settings", "expected"),
     [

@@ -32,6 +32,9 @@ from chatcli.tokens.exact import token_counter
 from tests.recorded import provider_errors, replayed_error
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 ANTHROPIC_KEY = "sk-ant-test-0123456789"
 GEMINI_KEY = "AIzaSy-test-0123456789abcdef"
 

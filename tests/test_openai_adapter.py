@@ -23,6 +23,9 @@ from chatcli.request_settings import Settings
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 KEY = "sk-test-5f3c9a1e7b2d4c6e8f0a1b3c5d7e9f10"
 MODES = ("sync", "async")
 # provider-errors.json `numbers` keys that are ErrorInfo fields (others describe look-alikes).

@@ -24,6 +24,9 @@ from tests.replay import ReplayServer, Scripted, replay_server
 from tests.test_cli_inprocess import run
 from tests.test_openai_adapter import CHAT_TEXT
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 pytest_plugins = ("tests.postgres",)
 
 KEY = "sk-upstream"

@@ -31,6 +31,9 @@ from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT
 from tests.test_proxy_wire import an, oa
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)

@@ -29,6 +29,9 @@ from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT, CHAT_TOOLS
 from tests.test_proxy_wire import oa, record, replayed_error
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 # The replay server, and the proxy in front of it as an OpenAI upstream, of test_proxy_wire.
 upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
 

@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from chatcli.messages import Message, StopReason, Usage
+from chatcli.messages import CompactionPart, Message, StopReason, Usage
 from chatcli.request_settings import Settings
 
 __all__ = [
     "Compacted",
+    "CompactionDelta",
     "NativeCompaction",
     "Provider",
     "ReasoningDelta",
@@ -154,10 +155,20 @@ class ReasoningDelta:
     signature: str = ""
 
 
-StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionDelta:
+    """The provider's compaction of the conversation (Anthropic's `compaction` block, OpenAI's
+    `compaction` output item), whole, where it came in the answer's stream: its
+    `part.provider_details` is the block or item verbatim (signature and all), so a writer can
+    pass it on in the provider's order. The Response's message carries the same part."""
+
+    part: CompactionPart
+
+
+StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta
 # A stream yields deltas and ends with exactly one Response (the whole answer, which is what
 # counts: the deltas are for showing it as it comes).
-StreamChunk = TextDelta | ToolCallDelta | ReasoningDelta | Response
+StreamChunk = TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta | Response
 
 
 @runtime_checkable

@@ -6,9 +6,11 @@ proxy's log says which:
 
 - **passed to OpenAI**, when the upstream is OpenAI with a model that compacts on its servers
   (`Upstream.native`, its Responses adapter): `POST /v1/responses/compact` is sent to OpenAI's
-  (`OpenAI.aresponses_compact`) and its answer returned as OpenAI sent it; a
-  `compaction_trigger` is that compaction of the input before it, answered with OpenAI's item
-  alone; a request with `context_management` or an OpenAI `compaction` item is answered
+  (`OpenAI.aresponses_compact`) and its answer returned as OpenAI sent it; a request ending
+  with a `compaction_trigger` is forwarded to OpenAI's `POST /responses` as the client sent it
+  and OpenAI's answer, whole or streamed, passed on as it came (Codex's remote compaction
+  sends the trigger there and reads the one compaction item the answer holds); a request with
+  `context_management` or an OpenAI `compaction` item is answered
   through the Responses adapter (recovery and all), `context_management` sent as the client
   gave it and the item unchanged, so OpenAI makes and reads the real item, which the answer
   begins with. A chatcli item (made before the upstream was OpenAI) is expanded first.
@@ -26,7 +28,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -65,7 +67,7 @@ from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.recovery import Client, Reply
 from chatcli.wire.anthropic import AnthropicDialect
-from chatcli.wire.dialect import ClientRequest, Dialect, Failure, Refused, checked
+from chatcli.wire.dialect import ClientRequest, Dialect, Failure, Refused, checked, sse
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import FinalReply, StreamItem
 from chatcli.wire.responses import ResponsesDialect
@@ -197,8 +199,8 @@ class CompactionRoutes:
     async def native(self, request: Request, body: dict[str, Any], native: OpenAI) -> Made:
         """A Responses body that concerns compaction, for an upstream that compacts on OpenAI's
         servers (module docstring): answered by OpenAI's own compaction."""
-        body, trigger = triggered(await self.opened(body))
-        if trigger:
+        body = await self.opened(body)
+        if triggered(body)[1]:  # checked where it stands, then sent as it is
             return Made(body, answer=await self.native_trigger(request, body, native))
         taken = openai_compaction(body)
         body = taken.body if taken is not None else body
@@ -224,19 +226,38 @@ class CompactionRoutes:
     async def native_trigger(
         self, request: Request, body: dict[str, Any], native: OpenAI
     ) -> Response:
-        """A `compaction_trigger` request (`body` without the trigger): OpenAI's
-        `/responses/compact` of its input, answered with OpenAI's compaction item alone."""
-        parsed = passed_headers(RESPONSES.parse({**body, "input": ""}), request.headers)
-        compacted, usage = await self.openai_compact(native, body, parsed.headers)
-        items = [i for i in compacted.get("output") or () if i.get("type") == "compaction"]
+        """A request ending with a `compaction_trigger` (`body`, as the client sent it) sent to
+        OpenAI's `POST /responses`, its answer passed on as it came (module docstring); a
+        failure before the answer began is the client's error."""
+        headers = passed_headers(RESPONSES.parse({**body, "input": ""}), request.headers).headers
         logger.info(
-            "chatcli proxy: passed to OpenAI's compaction (compaction_trigger, as "
-            "/responses/compact of %s): %d compaction item(s)",
+            "chatcli proxy: passed to OpenAI's compaction (compaction_trigger, forwarded to "
+            "/responses of %s)",
             native.model,
-            len(items),
         )
-        leading = tuple(items[-1:])
-        return await self.items_answer(replace(parsed, leading=leading), _reply(usage, calls=1))
+        try:
+            if not body.get("stream"):
+                return JSONResponse(await native.aresponses_forward(body, headers=headers))
+            events = native.aresponses_forward_events(body, headers=headers)
+            first = await anext(events, None)
+        except ProviderError as exc:
+            raise Refused(self.proxy.failed(exc)) from exc
+        return StreamingResponse(self.relayed(first, events), media_type="text/event-stream")
+
+    async def relayed(
+        self, first: dict[str, Any] | None, events: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncIterator[bytes]:
+        """OpenAI's stream events as they came (`first` already read); a failure after the
+        stream began ends it with the dialect's error event."""
+        try:
+            for event in [first] if first is not None else []:
+                yield sse(event, event["type"])
+            async for event in events:
+                yield sse(event, event["type"])
+        except ProviderError as exc:
+            yield RESPONSES.stream_error(self.proxy.failed(exc))
+        finally:
+            await events.aclose()
 
     async def opened(self, body: dict[str, Any]) -> dict[str, Any]:
         """`body` with its latest compaction item expanded when it is chatcli's (an OpenAI

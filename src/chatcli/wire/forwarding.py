@@ -193,6 +193,15 @@ class Forwarder:
             m for m, o in zip(request.messages, request.origins, strict=True) if o is not None
         )
 
+    @property
+    def compaction_provider(self) -> str | None:
+        """Whose compactions the client's messages carry back to the upstream: its adapter's,
+        when the client speaks the upstream's dialect (an Anthropic client's `compaction`
+        blocks, which the Client then keeps in the view as the upstream reads them)."""
+        if not self.forwarding.same_dialect:
+            return None
+        return getattr(self.inner, "compaction_provider", None)
+
     def complete(self, request: Request) -> Response:
         return self.checked(self.inner.complete(self.shaped(request)), request)
 

@@ -41,7 +41,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
+from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart, ToolCall
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
 from chatcli.recovery import Reply
@@ -57,7 +57,7 @@ from chatcli.wire.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.wire.items import EventItem, FinalReply, ReasoningItem, StreamItem
+from chatcli.wire.items import CompactionDelta, EventItem, FinalReply, ReasoningItem, StreamItem
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.schemas import ResponsesRequest
 from chatcli.wire.usage import answer_usage
@@ -182,6 +182,8 @@ def _events_of(events: ResponseEvents, item: StreamItem) -> Iterator[bytes]:
     elif isinstance(item, EventItem):
         yield sse_comment(f"chatcli: {item.event.describe()}")
         return
+    elif isinstance(item, CompactionDelta):
+        written = events.compaction(item.part)
     elif isinstance(item, FinalReply):
         written = events.ending(item.reply, calls=True)
     else:  # a ToolCallDelta: the calls are written whole from the Reply
@@ -232,7 +234,10 @@ def output_items(message: Message, names: Namespaced | None = None) -> list[Json
 def compaction_items(message: Message) -> list[Json]:
     """The `compaction` item OpenAI began the answer with (verbatim), which the client sends
     back: made when the proxy passes compaction to OpenAI (`chatcli.proxy.compaction_routes`)."""
-    part = message.compaction
+    return _part_items(message.compaction)
+
+
+def _part_items(part: CompactionPart | None) -> list[Json]:
     return [dict(part.provider_details)] if part is not None and part.provider == "openai" else []
 
 
@@ -268,9 +273,10 @@ class Namespaced:
 
 class ResponseEvents:
     """Responses stream events (`ResponseStreamEvent` wire JSON) of one answer, in order:
-    `response.created`, items (reasoning, the text message with its deltas, function calls),
-    then `response.completed` or `response.incomplete` with the whole `Response`, whose
-    `output` holds the items the stream wrote (same ids)."""
+    `response.created`, items (OpenAI's compaction item where the upstream put it, reasoning,
+    the text message with its deltas, function calls), then `response.completed` or
+    `response.incomplete` with the whole `Response`, whose `output` holds the items the stream
+    wrote (same ids)."""
 
     def __init__(self, request: ClientRequest, model: str) -> None:
         self.request, self.model = request, model
@@ -281,6 +287,7 @@ class ResponseEvents:
         self.text_item: str | None = None  # the id of the message item being written
         self.written = ""
         self.output: list[Json] = []  # the items written whole
+        self.compacted = False  # the answer's compaction item was written where it came
 
     def text(self, text: str) -> list[Json]:
         if not text:
@@ -334,12 +341,19 @@ class ResponseEvents:
         if calls:
             names = Namespaced.of(self.request.raw_tools)
             written = [names.call_item(c) for c in reply.message.tool_calls]
-            out.extend(self.items([*compaction_items(reply.message), *written]))
+            compaction = [] if self.compacted else compaction_items(reply.message)
+            out.extend(self.items([*compaction, *written]))
         output = self.output if output is None else output
         body = _response_body(self.request, reply, model=self.model, output=output, rid=self.id)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         out.append(self.event(kind, response={**body, "created_at": self.created}))
         return out
+
+    def compaction(self, part: CompactionPart) -> list[Json]:
+        """OpenAI's compaction item where it came in the answer (after any text written so
+        far, which ends its message item), verbatim."""
+        self.compacted = True
+        return [*self.start(), *self._close_text(), *self.items(_part_items(part))]
 
     def start(self) -> list[Json]:
         """`response.created` and `response.in_progress` (as the API sends them), then the

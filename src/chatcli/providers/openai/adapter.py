@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
@@ -44,6 +44,7 @@ from chatcli.providers.openai.responses import (
     compacted_window,
     responses_input,
     responses_response,
+    sent_item,
     supports_native_compaction,
 )
 from chatcli.redact import redact_url
@@ -281,6 +282,31 @@ class OpenAI(OpenAIBase):
             compacted = raw.parse()
         return json.loads(raw.text), _responses_usage(compacted.usage)
 
+    async def aresponses_forward(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> Json:
+        """`POST /responses` of `body`, a request as a client sent it (a `compaction_trigger`
+        one: the proxy forwards it), for this adapter's model: the `Response` as the JSON
+        OpenAI sent."""
+        with self._errors():
+            raw = await self._aclient().responses.with_raw_response.create(
+                **_forwarded(self.model, body, headers)
+            )
+        answer: Json = json.loads(raw.text)
+        return answer
+
+    async def aresponses_forward_events(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[Json, None]:
+        """`aresponses_forward` streamed: each event as the JSON OpenAI sent, in its order."""
+        with self._errors():
+            events = await self._aclient().responses.create(
+                **_forwarded(self.model, body, headers), stream=True
+            )
+            async with events:
+                async for event in events:
+                    yield sent_item(event)
+
     def compact_on_demand(self, request: Request) -> Compacted:
         """The conversation in `request` compacted now by `POST /responses/compact` (the
         Responses API's standalone compaction): the window its output makes
@@ -317,6 +343,12 @@ class OpenAI(OpenAIBase):
             return response
         message = replace(response.message, compaction=replace(part, model=model))
         return replace(response, message=message)
+
+
+def _forwarded(model: str, body: Mapping[str, Any], headers: Mapping[str, str] | None) -> Json:
+    """The SDK's `responses.create` arguments sending `body` as it is, for `model`."""
+    fields = {k: v for k, v in body.items() if k not in ("model", "stream")}
+    return {"model": model, "extra_body": fields, "extra_headers": dict(headers or {})}
 
 
 def prompt_cache_key(messages: Sequence[Message]) -> str:
