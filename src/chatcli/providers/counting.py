@@ -55,7 +55,8 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatcli.errors import ProviderError
 from chatcli.messages import Message
-from chatcli.providers.base import Request
+from chatcli.policy.prediction import tool_definitions
+from chatcli.providers.base import Request, ToolSpec
 from chatcli.providers.discovery import known_server_window
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
@@ -80,6 +81,7 @@ __all__ = [
     "counter_for",
     "default_estimator",
     "local_exact_counter",
+    "prompt_tokens",
 ]
 
 logger = logging.getLogger("chatcli")
@@ -255,6 +257,14 @@ def local_exact_counter(provider: object) -> TokenCounter | None:
     name = encoding_name_for(model)
     encoding = load_encoding(name) if name else None
     return TiktokenCounter(encoding=encoding) if encoding is not None else None
+
+
+def prompt_tokens(
+    counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+) -> int:
+    """The tokens of a prompt of `messages` that offers `tools`: their definitions counted as
+    pre-flight counts them (`tool_definitions`), then the messages."""
+    return counter.count((*tool_definitions(tools), *messages))
 
 
 def calibrate_estimator(

@@ -103,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the client's max_tokens is its ceiling; the answer is returned as cut)",
     )
     parser.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="serve GET /metrics without a client key (default: every route but /healthz"
+        " needs one when client keys are set)",
+    )
+    parser.add_argument(
         "--no-sessions",
         action="store_true",
         help="record nothing in the session store (default: every request, grouped into"
@@ -185,6 +191,7 @@ def _configured(
         microcompact=MicrocompactConfig.from_env(env),
         sessions=None if args.no_sessions else _recorder(upstream, settings, env),
         escalate_past_client_limit=args.escalate_past_client_limit,
+        public_metrics=args.public_metrics,
     )
     return upstream, guard, options
 
