@@ -362,6 +362,8 @@ class Proxy:
     async def released(
         self, body: AsyncIterable[Any], client: str, endpoint: str, started: float
     ) -> AsyncIterator[Any]:
+        """`body`, releasing the client's slot however it ends: finished, failed, or closed by
+        a client that went away, even before its first chunk (tests/test_proxy_slots.py)."""
         try:
             async for chunk in body:
                 yield chunk
