@@ -57,7 +57,6 @@ from chatcli.errors import ProviderError
 from chatcli.messages import Message
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Request, ToolSpec
-from chatcli.providers.discovery import known_server_window
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
@@ -251,7 +250,7 @@ def local_exact_counter(provider: object) -> TokenCounter | None:
     if not isinstance(model, str):
         return None
     if isinstance(provider, OpenAICompatible):
-        found = known_server_window(provider.base_url, model)
+        found = provider.server_window
         if found is not None and found.server == "llama.cpp":
             return RemoteCounter(LlamaServerTokens(provider))
     name = encoding_name_for(model)

@@ -128,6 +128,7 @@ class Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
+            await self.window_asked()
             made = await self.compactions.made(request, dialect, await self.body(request))
             if made.answer is not None:
                 response = made.answer
@@ -287,6 +288,15 @@ class Proxy:
     def session_of(self, request: Request, parsed: ClientRequest) -> str:
         """The conversation's key: its sticky cut's and its session's."""
         return session_key(request.headers, parsed.messages)
+
+    async def window_asked(self) -> None:
+        """Ask the upstream its window again while it states none (`refresh_window` of an
+        OpenAI-compatible server: one not up when the proxy started is asked again after
+        `chatcli.providers.discovery.RETRY_S`, not left unknown until a restart)."""
+        provider = self.upstream.provider
+        refresh = getattr(provider, "refresh_window", None)
+        if refresh is not None and not getattr(provider, "context_window", None):
+            await asyncio.to_thread(refresh)
 
     async def shared_window(self, provider: Provider) -> int | None:
         """The window a replica learned, for an upstream that states none of its own."""

@@ -106,6 +106,7 @@ class ProxyState(Protocol):
     sessions: SessionRecorder | None
 
     def admit(self, request: Request) -> str: ...
+    async def window_asked(self) -> None: ...
     async def body(self, request: Request) -> dict[str, Any]: ...
     async def answer(
         self,
@@ -333,6 +334,7 @@ class CompactionRoutes:
         except Refused as refused:
             return proxy.answer_error(RESPONSES, refused.failure, endpoint, started)
         try:
+            await proxy.window_asked()
             body = await proxy.body(request)
             checked(ResponsesRequest, body)
             native = proxy.upstream.native
