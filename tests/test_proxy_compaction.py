@@ -20,10 +20,12 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chatcli.compaction import SUMMARY_HEADER, SUMMARY_SECTIONS
+from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item, new_key
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
+from chatcli.wire.responses import ResponsesDialect
 from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import DATA, sse_events
@@ -136,6 +138,38 @@ def test_context_management_under_the_threshold_changes_nothing(
     assert [i.type for i in response.output] == ["message"]
     assert len(upstream.requests) == 1
     assert any(t.startswith("Turn 0.") for t in sent_texts(upstream))
+
+
+def test_the_threshold_counts_the_tool_definitions_as_pre_flight_does(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    """The conversation alone is under the threshold; with the tools it offers it is over, as
+    the pre-flight counts a prompt (`prompt_tokens`): it is compacted first."""
+    tools = [
+        {"type": "function", "name": f"tool_{i}", "description": "Reads a file. " * 60}
+        for i in range(8)
+    ]
+    parsed = ResponsesDialect().parse({"model": "gpt-4o", "input": conversation(), "tools": tools})
+    counter = counter_for(fixture_provider())
+    alone = prompt_tokens(counter, parsed.messages)
+    assert prompt_tokens(counter, parsed.messages, parsed.tools) > alone + 1000
+    upstream.queue.extend([Scripted(body=summary_body()), Scripted(body=CHAT_TEXT)])
+    response = oa(openai_proxy).responses.create(
+        model="gpt-4o",
+        input=conversation(),  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+        extra_body={
+            "context_management": [{"type": "compaction", "compact_threshold": alone + 500}]
+        },
+    )
+    assert [i.type for i in response.output] == ["compaction", "message"]
+    assert any(t.startswith(SUMMARY_HEADER) for t in sent_texts(upstream))
+
+
+def fixture_provider() -> Any:
+    """The upstream the `openai_proxy` fixture opens (its counter: tiktoken for gpt-4o)."""
+    env = {"OPENAI_API_KEY": wire.UPSTREAM_KEY, "CHATCLI_HOME": "/nonexistent"}
+    return upstream_at("openai", "http://127.0.0.1:9/v1", model="gpt-4o", environ=env).provider
 
 
 @pytest.mark.parametrize("token", ["another key", "altered", "openai"])

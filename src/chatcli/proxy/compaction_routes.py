@@ -40,7 +40,7 @@ from chatcli.events import Event
 from chatcli.history.sticky import StickyView
 from chatcli.messages import CompactionPart, Message, Role, StopReason, Usage
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for
+from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.providers.openai import OpenAI
 from chatcli.proxy.compaction import (
     OpenAICompaction,
@@ -180,8 +180,7 @@ class CompactionRoutes:
             return Made(body)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
         if not trigger:
-            counter = counter_for(self.proxy.upstream.provider)
-            tokens = await asyncio.to_thread(counter.count, parsed.messages)
+            tokens = await _prompt_tokens(self.proxy.upstream.provider, parsed)
             if tokens < threshold:  # type: ignore[operator]
                 return Made(body)
         sealed, reply = await self.compacted(parsed)
@@ -299,7 +298,7 @@ class CompactionRoutes:
         provider = self.proxy.upstream.provider
         window = getattr(provider, "context_window", None)
         point = trigger if trigger is not None else CompactionConfig().trigger(window or None)
-        tokens = await asyncio.to_thread(counter_for(provider).count, parsed.messages)
+        tokens = await _prompt_tokens(provider, parsed)
         if point is None or tokens < point:
             return Made(body)
         block = compaction_block(await self.compaction_result(parsed))
@@ -405,6 +404,13 @@ def _anchored(parsed: ClientRequest, taken: OpenAICompaction, native: OpenAI) ->
         messages=(*parsed.messages[:at], anchor, *parsed.messages[at:]),
         origins=(*parsed.origins[:at], None, *parsed.origins[at:]),
     )
+
+
+async def _prompt_tokens(provider: Provider, parsed: ClientRequest) -> int:
+    """What `parsed`'s prompt counts against a compaction threshold: its messages and its tool
+    definitions, as pre-flight counts them (`chatcli.providers.counting.prompt_tokens`)."""
+    counter = counter_for(provider)
+    return await asyncio.to_thread(prompt_tokens, counter, parsed.messages, parsed.tools)
 
 
 def _reply(usage: Usage, *, calls: int) -> Reply:
