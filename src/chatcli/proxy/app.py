@@ -55,6 +55,7 @@ from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.proxy.compaction_routes import CompactionRoutes
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.keys import SealingConfig, SealingKeys
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.recovery import Client, Reply
@@ -101,6 +102,8 @@ class ProxyOptions:
     escalate_past_client_limit: bool = False
     # `GET /metrics` without a client key (`--public-metrics`: a scraper on a private network).
     public_metrics: bool = False
+    # The keys of the compaction items the proxy makes (`chatcli.proxy.keys`).
+    sealing: SealingConfig = field(default_factory=SealingConfig)
 
 
 class Proxy:
@@ -115,6 +118,7 @@ class Proxy:
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
         self.sessions = options.sessions
+        self.sealing = SealingKeys(options.sealing, self.sessions, on_error=self.store_failed)
         self.compactions = CompactionRoutes(self)
         self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:

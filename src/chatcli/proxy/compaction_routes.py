@@ -53,14 +53,15 @@ from chatcli.proxy.compaction import (
     concerns,
     expanded,
     expanded_blocks,
-    new_key,
     openai_compaction,
     sealed_of,
+    sealing_kid,
     told,
     triggered,
     user_messages,
 )
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.keys import SealingKeys
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.recovery import Client, Reply
@@ -71,11 +72,10 @@ from chatcli.wire.items import FinalReply, StreamItem
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.schemas import ResponsesRequest
 
-__all__ = ["COMPACTION_KEY", "CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
+__all__ = ["CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
 
 logger = logging.getLogger("chatcli.proxy")
 
-COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
 # Failures of a summary call that are the upstream's state, not the conversation's: answered
 # as errors (the client retries) rather than with a compaction that left the conversation whole.
 _UPSTREAM_STATES = frozenset(
@@ -104,6 +104,7 @@ class ProxyState(Protocol):
     guard: Guard
     metrics: Metrics
     sessions: SessionRecorder | None
+    sealing: SealingKeys
 
     def admit(self, request: Request) -> str: ...
     async def window_asked(self) -> None: ...
@@ -137,7 +138,6 @@ class CompactionRoutes:
 
     def __init__(self, proxy: ProxyState) -> None:
         self.proxy = proxy
-        self._sealer: Sealer | None = None
 
     async def made(self, request: Request, dialect: Dialect, body: dict[str, Any]) -> Made:
         """What compaction makes of a chat request's `body` before it is answered."""
@@ -147,20 +147,10 @@ class CompactionRoutes:
             return await self.blocks(request, expanded_blocks(body))
         return Made(body)
 
-    async def sealer(self) -> Sealer:
-        """The key sealing compaction tokens: the store's (shared by every replica, kept across
-        restarts), else one made at start (its tokens do not survive a restart)."""
-        if self._sealer is None:
-            key = None
-            sessions = self.proxy.sessions
-            if sessions is not None:
-                try:
-                    key = await sessions.key(COMPACTION_KEY)
-                except Exception as exc:  # the store failed: serve on, with this run's key
-                    logger.error("chatcli proxy: reading the compaction key failed: %s", exc)
-                    self.proxy.store_failed(exc)
-            self._sealer = Sealer(key or new_key())
-        return self._sealer
+    async def sealer(self, body: Mapping[str, Any]) -> Sealer:
+        """The keys sealing compaction tokens (`chatcli.proxy.keys`), holding the one that
+        sealed `body`'s compaction item if the proxy has it."""
+        return await self.proxy.sealing.sealer(sealing_kid(body))
 
     async def responses(self, request: Request, body: dict[str, Any]) -> Made:
         """A Responses body with its chatcli compaction item expanded, compacted first when it
@@ -172,7 +162,7 @@ class CompactionRoutes:
         checked(ResponsesRequest, body)  # its items, before they are read here
         if self.proxy.upstream.native is not None:
             return await self.native(request, body, self.proxy.upstream.native)
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body, trigger = triggered(expanded(body, sealer))
         threshold = compact_threshold(body)
         body.pop("context_management", None)  # done here: no upstream is sent it
@@ -243,7 +233,7 @@ class CompactionRoutes:
         item is left as it is)."""
         if openai_compaction(body) is not None:
             return body
-        return expanded(body, await self.sealer())
+        return expanded(body, await self.sealer(body))
 
     async def openai_compact(
         self, native: OpenAI, body: dict[str, Any], headers: Mapping[str, str]
@@ -350,7 +340,7 @@ class CompactionRoutes:
 
     async def own_compact(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
         """A compact request's `CompactedResponse`, by chatcli's own compaction."""
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body = expanded(body, sealer)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
         sealed, reply = await self.compacted(parsed)
