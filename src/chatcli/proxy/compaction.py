@@ -199,10 +199,7 @@ def sealing_kid(body: Mapping[str, Any]) -> str | None:
     this format (None: it has none, or another's)."""
     items = body.get("input")
     latest = _latest_compaction(items)
-    if latest is None:
-        return None
-    assert isinstance(items, list)  # it has a compaction item
-    token = items[latest].get("encrypted_content")
+    token = None if latest is None else items[latest].get("encrypted_content")  # type: ignore[index]
     if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
         return None
     return token[len(TOKEN_PREFIX) :].partition(".")[0]

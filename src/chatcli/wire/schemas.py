@@ -203,10 +203,11 @@ ChatToolCall: TypeAlias = Annotated[
 ]
 
 
-class _NotAssistant(_Wire):
-    """What a system, developer or user message does not take (openai-python's
-    `ChatCompletionAssistantMessageParam` and `ChatCompletionToolMessageParam` fields)."""
+class _ChatMessage(_Wire):
+    """The fields openai-python's message param types give one role or another: refused here
+    (`Foreign`), and declared again by the roles that take them."""
 
+    name: Foreign = None
     tool_calls: Foreign = None
     function_call: Foreign = None
     refusal: Foreign = None
@@ -214,36 +215,32 @@ class _NotAssistant(_Wire):
     tool_call_id: Foreign = None
 
 
-class _SystemMessage(_NotAssistant):
+class _SystemMessage(_ChatMessage):
     role: Literal["system", "developer"]
     content: ChatContent
     name: str | None = None
 
 
-class _UserMessage(_NotAssistant):
+class _UserMessage(_ChatMessage):
     role: Literal["user"]
     content: ChatContent
     name: str | None = None
 
 
-class _AssistantMessage(_Wire):
+class _AssistantMessage(_ChatMessage):
     role: Literal["assistant"]
     content: ChatContent | None = None
     refusal: str | None = None
     tool_calls: list[ChatToolCall] | None = None
     name: str | None = None
-    tool_call_id: Foreign = None
+    function_call: Any = None
+    audio: Any = None
 
 
-class _ToolMessage(_Wire):
+class _ToolMessage(_ChatMessage):
     role: Literal["tool"]
     content: ChatContent
     tool_call_id: Id
-    tool_calls: Foreign = None
-    function_call: Foreign = None
-    refusal: Foreign = None
-    audio: Foreign = None
-    name: Foreign = None
 
 
 _CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -339,20 +336,14 @@ ResponsesContent: TypeAlias = Annotated[
 
 
 class _Item(_Wire):
-    """The fields openai-python's input item types give one item type or another; each item
-    type takes its own and refuses the others' (`Foreign`)."""
+    """The fields openai-python's input item types give one item type or another: refused
+    here (`Foreign`), and declared again by the types that take them."""
 
     id: Id | None = None
     status: str | None = None
-
-
-class _InputMessage(_Item):
-    """`EasyInputMessageParam`, `Message`, `ResponseOutputMessageParam`."""
-
-    type: Literal["message"] = "message"
-    role: Literal["user", "system", "developer", "assistant"]
-    content: ResponsesContent
-    phase: str | None = None
+    role: Foreign = None
+    content: Foreign = None
+    phase: Foreign = None
     arguments: Foreign = None
     async_: Foreign = Field(None, alias="async")
     call_id: Foreign = None
@@ -362,6 +353,15 @@ class _InputMessage(_Item):
     output: Foreign = None
     summary: Foreign = None
     encrypted_content: Foreign = None
+
+
+class _InputMessage(_Item):
+    """`EasyInputMessageParam`, `Message`, `ResponseOutputMessageParam`."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: ResponsesContent
+    phase: str | None = None
 
 
 class _FunctionCallItem(_Item):
@@ -372,12 +372,8 @@ class _FunctionCallItem(_Item):
     name: Id
     arguments: str
     namespace: str | None = None
-    role: Foreign = None
-    content: Foreign = None
-    phase: Foreign = None
-    output: Foreign = None
-    summary: Foreign = None
-    encrypted_content: Foreign = None
+    async_: Any = Field(None, alias="async")
+    caller: Any = None
 
 
 class _FunctionCallOutput(_Item):
@@ -388,13 +384,7 @@ class _FunctionCallOutput(_Item):
     output: ResponsesContent
     name: str | None = None
     namespace: str | None = None
-    role: Foreign = None
-    content: Foreign = None
-    phase: Foreign = None
-    arguments: Foreign = None
-    async_: Foreign = Field(None, alias="async")
-    summary: Foreign = None
-    encrypted_content: Foreign = None
+    caller: Any = None
 
 
 class _Reasoning(_Item):
@@ -403,15 +393,7 @@ class _Reasoning(_Item):
     type: Literal["reasoning"]
     summary: list[Object] | None = None
     encrypted_content: str | None = None
-    role: Foreign = None
-    phase: Foreign = None
-    arguments: Foreign = None
-    async_: Foreign = Field(None, alias="async")
-    call_id: Foreign = None
-    caller: Foreign = None
-    name: Foreign = None
-    namespace: Foreign = None
-    output: Foreign = None
+    content: Any = None
 
 
 class _Compaction(_Wire):
