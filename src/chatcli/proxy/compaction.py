@@ -173,9 +173,11 @@ class Sealer:
             data = json.loads(fernet.decrypt(body.encode()))
         except (InvalidToken, ValueError):
             data, made = None, 0
-        until = key.sealed_until
-        if not isinstance(data, dict) or (until is not None and made > until + _CLOCK_SKEW_S):
+        if not isinstance(data, dict):
             raise _refused("altered: its encrypted_content fails authentication", param)
+        until = key.sealed_until
+        if until is not None and made > until + _CLOCK_SKEW_S:
+            raise _refused("altered: it is dated after its key stopped sealing", param)
         age = self._clock() - made
         if age > self.ttl:
             raise _refused(
@@ -199,7 +201,8 @@ def sealing_kid(body: Mapping[str, Any]) -> str | None:
     this format (None: it has none, or another's)."""
     items = body.get("input")
     latest = _latest_compaction(items)
-    token = None if latest is None else items[latest].get("encrypted_content")  # type: ignore[index]
+    item = items[latest] if latest is not None and isinstance(items, list) else {}
+    token = item.get("encrypted_content")
     if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
         return None
     return token[len(TOKEN_PREFIX) :].partition(".")[0]
