@@ -149,25 +149,27 @@ class SealingKeys:
         self._clock = clock
         self._on_error = on_error
         self._sessions = None if config.secrets else sessions
-        own = [configured_key(s) for s in config.secrets] or [generated_key()]
-        self._own = Sealer(own, ttl=config.ttl, clock=clock)
         self._stored: dict[str, SealingKey] = {}
         self._read_at = -math.inf
+        self._own: Sealer | None = None
+        if self._sessions is None:
+            own = [configured_key(s) for s in config.secrets] or [generated_key()]
+            self._own = Sealer(own, ttl=config.ttl, clock=clock)
         if self._sessions is None and not config.secrets:
             logger.info("chatcli proxy: compaction items are sealed with this process's own key")
 
     async def sealer(self, wanted: str | None = None) -> Sealer:
         """The Sealer of the moment, holding the key `wanted` (a token's key id) if the keys'
         source has it; Refused (503) when the store that keeps them cannot be read."""
-        if self._sessions is None:
+        if self._own is not None:
             return self._own
+        assert self._sessions is not None  # no keys of its own: the store's
         current = period_kid(self._clock(), self.config.ttl)
         stale = self._clock() - self._read_at >= KEY_REFRESH_S
         if current not in self._stored or (wanted not in (None, *self._stored) and stale):
             await self._read(self._sessions, current)
-        rest = sorted((k for k in self._stored if k != current), reverse=True)
-        keys = [self._stored[current], *(self._stored[k] for k in rest)]
-        return Sealer(keys, ttl=self.config.ttl, clock=self._clock)
+        others = (key for kid, key in self._stored.items() if kid != current)
+        return Sealer([self._stored[current], *others], ttl=self.config.ttl, clock=self._clock)
 
     async def _read(self, sessions: SessionRecorder, current: str) -> None:
         """Every key the store holds, the current period's made if it is not there yet."""
