@@ -711,7 +711,7 @@ def refused(response: Any, endpoint: Endpoint) -> str:
 
 
 PER_ENDPOINT = 150  # 600 bodies over the four endpoints
-POSTED: Counter[int] = Counter()  # statuses answered, over the endpoints
+statuses: Counter[int] = Counter()  # statuses answered, over the endpoints
 
 
 @pytest.mark.parametrize("path", list(ENDPOINTS))
@@ -721,7 +721,7 @@ def test_malformed_bodies_are_the_clients_400_and_never_reach_the_upstream(
     endpoint = ENDPOINTS[path]
     client = clients[path]
     before = len(upstream.requests)
-    POSTED.clear()
+    statuses.clear()
 
     @seed(33)
     @settings(
@@ -733,12 +733,12 @@ def test_malformed_bodies_are_the_clients_400_and_never_reach_the_upstream(
     @given(body=malformed(endpoint))
     def posted(body: bytes) -> None:
         response = client.post(path, content=body, headers={"content-type": "application/json"})
-        POSTED[response.status_code] += 1
+        statuses[response.status_code] += 1
         refused(response, endpoint)
         assert len(upstream.requests) == before, upstream.requests[-1].body[:300]
 
     posted()
-    assert POSTED == Counter({400: PER_ENDPOINT})  # every body posted, each a 400
+    assert statuses == Counter({400: PER_ENDPOINT})  # every body posted, each a 400
     assert len(upstream.requests) == before  # the upstream stand-in was sent nothing
 
 
