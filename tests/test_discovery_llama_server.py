@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,6 @@ from chatcli.providers.counting import (
 from chatcli.providers.discovery import (
     ServerWindow,
     discover_window,
-    forget_discovered_windows,
 )
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
@@ -38,13 +36,6 @@ from chatcli.tokens.exact import CountingEstimator
 from tests.test_counting_llama_server import MODEL, Calls, send_session
 
 pytest_plugins = ("tests.servers",)
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    forget_discovered_windows()
-    yield
-    forget_discovered_windows()
 
 
 @pytest.mark.llama_server

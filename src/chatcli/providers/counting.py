@@ -55,8 +55,8 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatcli.errors import ProviderError
 from chatcli.messages import Message
-from chatcli.providers.base import Request
-from chatcli.providers.discovery import known_server_window
+from chatcli.policy.prediction import tool_definitions
+from chatcli.providers.base import Request, ToolSpec
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
@@ -80,6 +80,7 @@ __all__ = [
     "counter_for",
     "default_estimator",
     "local_exact_counter",
+    "prompt_tokens",
 ]
 
 logger = logging.getLogger("chatcli")
@@ -249,12 +250,20 @@ def local_exact_counter(provider: object) -> TokenCounter | None:
     if not isinstance(model, str):
         return None
     if isinstance(provider, OpenAICompatible):
-        found = known_server_window(provider.base_url, model)
+        found = provider.server_window
         if found is not None and found.server == "llama.cpp":
             return RemoteCounter(LlamaServerTokens(provider))
     name = encoding_name_for(model)
     encoding = load_encoding(name) if name else None
     return TiktokenCounter(encoding=encoding) if encoding is not None else None
+
+
+def prompt_tokens(
+    counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+) -> int:
+    """The tokens of a prompt of `messages` that offers `tools`: their definitions counted as
+    pre-flight counts them (`tool_definitions`), then the messages."""
+    return counter.count((*tool_definitions(tools), *messages))
 
 
 def calibrate_estimator(

@@ -9,8 +9,11 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   placeholder is sent, so the SDK never falls back to `OPENAI_API_KEY` and hands the user's
   OpenAI key to another server.
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
-  which may be smaller than the model's. With `discover_window=True` and none declared, it is
-  asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`).
+  which may be smaller than the model's. With `discover_window` (True, or the
+  `WindowDiscovery` of whoever makes the providers) and none declared, it is asked of the
+  server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`) when the
+  provider is made, and again by `refresh_window` while the server states none (a server not
+  up yet when the provider was made). `server_window` is what the server stated.
 - Overflow that the server does not report as an error is detected: a prompt cut silently
   (Ollama truncates and answers 200; see `TruncationCheck`: a known `context_window` tells a
   cut prompt from a cached one best; without it, only a new turn that did not arrive counts).
@@ -49,8 +52,7 @@ from chatcli.errors import (
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
-from chatcli.providers.discovery import discover_window as discover
-from chatcli.providers.discovery import server_url
+from chatcli.providers.discovery import ServerWindow, WindowDiscovery, server_url
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -149,14 +151,11 @@ class OpenAICompatible(OpenAIBase):
         truncation_check: TruncationCheck | None = TruncationCheck(),
         timeout: float = 600.0,
         environ: Mapping[str, str] | None = None,
-        discover_window: bool = False,
+        discover_window: bool | WindowDiscovery = False,
     ) -> None:
         env = os.environ if environ is None else environ
         names = (api_key_env,) if api_key_env else ()
         key = api_key_from_env(api_key, names, env, required=api_key_env is not None)
-        if context_window is None and discover_window:  # asked of the server: see discovery
-            found = discover(base_url, model, api_key=key)
-            context_window = found.tokens if found is not None else None
         super().__init__(
             model,
             api="chat",
@@ -168,6 +167,20 @@ class OpenAICompatible(OpenAIBase):
             max_tokens_param="max_tokens",
         )
         self.truncation_check = truncation_check
+        self.server_window: ServerWindow | None = None
+        self._discovery = _discovery(discover_window) if context_window is None else None
+        self.__probe_key = key
+        self.refresh_window()
+
+    def refresh_window(self) -> None:
+        """Ask the server its window when none is known and discovery is on (module docstring):
+        at once the first time and when found, again once the retry time has passed."""
+        if self._discovery is None or self.server_window is not None:
+            return
+        found = self._discovery.window(self.base_url or "", self.model, api_key=self.__probe_key)
+        if found is not None:
+            self.server_window = found
+            self.context_window = found.tokens
 
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         params = super().params(request, stream=stream)
@@ -283,6 +296,13 @@ def _as_chunks(response: Response) -> Iterator[StreamChunk]:
     for index, call in enumerate(response.message.tool_calls):
         yield ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments_json)
     yield response
+
+
+def _discovery(asked: bool | WindowDiscovery) -> WindowDiscovery | None:
+    """The discovery a provider asks through: the one given, its own, or none."""
+    if isinstance(asked, WindowDiscovery):
+        return asked
+    return WindowDiscovery() if asked else None
 
 
 def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from chatcli.events import Event
 from chatcli.history.sticky import StickyView
 from chatcli.messages import CompactionPart, Message, Role, StopReason, Usage
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for
+from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.providers.openai import OpenAI
 from chatcli.proxy.compaction import (
     OpenAICompaction,
@@ -55,14 +55,15 @@ from chatcli.proxy.compaction import (
     concerns,
     expanded,
     expanded_blocks,
-    new_key,
     openai_compaction,
     sealed_of,
+    sealing_kid,
     told,
     triggered,
     user_messages,
 )
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.keys import SealingKeys
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.recovery import Client, Reply
@@ -73,11 +74,10 @@ from chatcli.wire.items import FinalReply, StreamItem
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.schemas import ResponsesRequest
 
-__all__ = ["COMPACTION_KEY", "CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
+__all__ = ["CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
 
 logger = logging.getLogger("chatcli.proxy")
 
-COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
 # Failures of a summary call that are the upstream's state, not the conversation's: answered
 # as errors (the client retries) rather than with a compaction that left the conversation whole.
 _UPSTREAM_STATES = frozenset(
@@ -106,8 +106,10 @@ class ProxyState(Protocol):
     guard: Guard
     metrics: Metrics
     sessions: SessionRecorder | None
+    sealing: SealingKeys
 
     def admit(self, request: Request) -> str: ...
+    async def window_asked(self) -> None: ...
     async def body(self, request: Request) -> dict[str, Any]: ...
     async def answer(
         self,
@@ -138,7 +140,6 @@ class CompactionRoutes:
 
     def __init__(self, proxy: ProxyState) -> None:
         self.proxy = proxy
-        self._sealer: Sealer | None = None
 
     async def made(self, request: Request, dialect: Dialect, body: dict[str, Any]) -> Made:
         """What compaction makes of a chat request's `body` before it is answered."""
@@ -148,20 +149,10 @@ class CompactionRoutes:
             return await self.blocks(request, expanded_blocks(body))
         return Made(body)
 
-    async def sealer(self) -> Sealer:
-        """The key sealing compaction tokens: the store's (shared by every replica, kept across
-        restarts), else one made at start (its tokens do not survive a restart)."""
-        if self._sealer is None:
-            key = None
-            sessions = self.proxy.sessions
-            if sessions is not None:
-                try:
-                    key = await sessions.key(COMPACTION_KEY)
-                except Exception as exc:  # the store failed: serve on, with this run's key
-                    logger.error("chatcli proxy: reading the compaction key failed: %s", exc)
-                    self.proxy.store_failed(exc)
-            self._sealer = Sealer(key or new_key())
-        return self._sealer
+    async def sealer(self, body: Mapping[str, Any]) -> Sealer:
+        """The keys sealing compaction tokens (`chatcli.proxy.keys`), holding the one that
+        sealed `body`'s compaction item if the proxy has it."""
+        return await self.proxy.sealing.sealer(sealing_kid(body))
 
     async def responses(self, request: Request, body: dict[str, Any]) -> Made:
         """A Responses body with its chatcli compaction item expanded, compacted first when it
@@ -173,7 +164,7 @@ class CompactionRoutes:
         checked(ResponsesRequest, body)  # its items, before they are read here
         if self.proxy.upstream.native is not None:
             return await self.native(request, body, self.proxy.upstream.native)
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body, trigger = triggered(expanded(body, sealer))
         threshold = compact_threshold(body)
         body.pop("context_management", None)  # done here: no upstream is sent it
@@ -181,8 +172,7 @@ class CompactionRoutes:
             return Made(body)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
         if not trigger:
-            counter = counter_for(self.proxy.upstream.provider)
-            tokens = await asyncio.to_thread(counter.count, parsed.messages)
+            tokens = await _prompt_tokens(self.proxy.upstream.provider, parsed)
             if tokens < threshold:  # type: ignore[operator]
                 return Made(body)
         sealed, reply = await self.compacted(parsed)
@@ -264,7 +254,7 @@ class CompactionRoutes:
         item is left as it is)."""
         if openai_compaction(body) is not None:
             return body
-        return expanded(body, await self.sealer())
+        return expanded(body, await self.sealer(body))
 
     async def openai_compact(
         self, native: OpenAI, body: dict[str, Any], headers: Mapping[str, str]
@@ -319,7 +309,7 @@ class CompactionRoutes:
         provider = self.proxy.upstream.provider
         window = getattr(provider, "context_window", None)
         point = trigger if trigger is not None else CompactionConfig().trigger(window or None)
-        tokens = await asyncio.to_thread(counter_for(provider).count, parsed.messages)
+        tokens = await _prompt_tokens(provider, parsed)
         if point is None or tokens < point:
             return Made(body)
         block = compaction_block(await self.compaction_result(parsed))
@@ -354,6 +344,7 @@ class CompactionRoutes:
         except Refused as refused:
             return proxy.answer_error(RESPONSES, refused.failure, endpoint, started)
         try:
+            await proxy.window_asked()
             body = await proxy.body(request)
             checked(ResponsesRequest, body)
             native = proxy.upstream.native
@@ -370,7 +361,7 @@ class CompactionRoutes:
 
     async def own_compact(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
         """A compact request's `CompactedResponse`, by chatcli's own compaction."""
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body = expanded(body, sealer)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
         sealed, reply = await self.compacted(parsed)
@@ -424,6 +415,13 @@ def _anchored(parsed: ClientRequest, taken: OpenAICompaction, native: OpenAI) ->
         messages=(*parsed.messages[:at], anchor, *parsed.messages[at:]),
         origins=(*parsed.origins[:at], None, *parsed.origins[at:]),
     )
+
+
+async def _prompt_tokens(provider: Provider, parsed: ClientRequest) -> int:
+    """What `parsed`'s prompt counts against a compaction threshold: its messages and its tool
+    definitions, as pre-flight counts them (`chatcli.providers.counting.prompt_tokens`)."""
+    counter = counter_for(provider)
+    return await asyncio.to_thread(prompt_tokens, counter, parsed.messages, parsed.tools)
 
 
 def _reply(usage: Usage, *, calls: int) -> Reply:

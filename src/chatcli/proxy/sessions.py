@@ -36,8 +36,8 @@ the latest one), written in the transaction of the request that made it. So ever
 on the store starts the next request from the same cut; one whose history does not extend
 the cut one (edited, rewound) gets a fresh cut.
 
-Keys. `key` gives the secrets the replicas share (the key sealing the proxy's compaction
-tokens, `chatcli.proxy.compaction`), kept in the store.
+Keys. `key` and `keys` give the secrets the replicas share (the keys sealing the proxy's
+compaction tokens, `chatcli.proxy.keys`), kept in the store.
 
 Windows. An overflow that states the window (`OverflowDetected.limit`) is stored with
 `SessionStore.learn_window` under the upstream's name and redacted URL; each replica reads
@@ -257,6 +257,11 @@ class SessionRecorder:
         new = secrets.token_bytes(32)
         key = await asyncio.wrap_future(self._submit(lambda: self.store.proxy_key(name, new)))
         return bytes(key)
+
+    async def keys(self, prefix: str) -> dict[str, bytes]:
+        """The shared secrets whose names begin with `prefix` (`SessionStore.proxy_keys`)."""
+        found = await asyncio.wrap_future(self._submit(lambda: self.store.proxy_keys(prefix)))
+        return dict(found)
 
     def learned(self, event: Event, model: str) -> None:
         """An event hook: an overflow that states the window is stored for every replica."""

@@ -23,7 +23,9 @@ with the namespace apart (`function_call` items with `name` and `namespace`). Th
 view has one flat list of functions, so each is named `<namespace>__<name>` there (the flat
 name Codex itself gives a namespaced tool where a boundary cannot keep the split), and a
 call of a flat name is written back as the `name` and `namespace` the client gave
-(`Namespaced`). A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
+(`Namespaced`). Two functions that would have one flat name (a top-level `ns__x` and the `x`
+of namespace `ns`) are refused with a 400 naming both: a call of that name could not be told
+apart. A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
 search, ...) has no one to run it behind another dialect's upstream: it is left out
 (`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than refused, so that a
 client offering one by default (Codex offers web search) still works.
@@ -132,7 +134,7 @@ class ResponsesDialect:
             raw_messages=tuple(turns),
             raw_system=instructions,
             max_tokens=_max_tokens(body),
-            tools=tuple(_tool(tool, namespace) for namespace, tool in functions),
+            tools=_distinct(tuple(_tool(tool, namespace) for namespace, tool in functions)),
             raw_tools=body.get("tools"),
             stream=bool(body.get("stream")),
             unreadable=tuple(_unreadable(body, items)),
@@ -576,6 +578,20 @@ def _functions(tools: list[Any]) -> Iterator[tuple[str | None, Mapping[str, Any]
             for member in members if isinstance(members, list) else ():
                 if isinstance(member, dict) and member.get("type") == "function":
                     yield str(tool["name"]), member
+
+
+def _distinct(tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """`tools`, refused when two have one flat name (module docstring)."""
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            raise RequestError(
+                f"two function tools are both {tool.name!r} once a namespace's functions are "
+                "named <namespace>__<name>: a call of it could not be told apart; rename one",
+                param="tools",
+            )
+        seen.add(tool.name)
+    return tools
 
 
 def _tool(tool: Mapping[str, Any], namespace: str | None) -> ToolSpec:
