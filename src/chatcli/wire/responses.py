@@ -18,17 +18,7 @@ tools, images and files in a message, `previous_response_id`, `conversation`) is
 with a 400 naming it (`chatcli.wire.forwarding.plan`) instead of dropping it. The proxy keeps
 no responses, so `store` is not forwarded either (the answer's `x-chatcli-dropped` says so).
 
-Tools, as Codex sends them: a `namespace` tool groups function tools, which the model calls
-with the namespace apart (`function_call` items with `name` and `namespace`). The neutral
-view has one flat list of functions, so each is named `<namespace>__<name>` there (the flat
-name Codex itself gives a namespaced tool where a boundary cannot keep the split), and a
-call of a flat name is written back as the `name` and `namespace` the client gave
-(`Namespaced`). Two functions that would have one flat name (a top-level `ns__x` and the `x`
-of namespace `ns`) are refused with a 400 naming both: a call of that name could not be told
-apart. A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
-search, ...) has no one to run it behind another dialect's upstream: it is left out
-(`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than refused, so that a
-client offering one by default (Codex offers web search) still works.
+Tools: `chatcli.wire.responses_tools` (namespaces flattened, hosted tools left out).
 
 Shapes follow openai-python's types (`Response`, `ResponseStreamEvent`) and the recorded API
 stream in tests/data/sse (an `error` event then `response.failed`, for a failure after the
@@ -40,11 +30,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart, ToolCall
-from chatcli.providers.base import TextDelta, ToolSpec
+from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart
+from chatcli.providers.base import TextDelta
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
 from chatcli.recovery import Reply
 from chatcli.wire.dialect import (
@@ -61,6 +51,16 @@ from chatcli.wire.dialect import (
 )
 from chatcli.wire.items import CompactionDelta, EventItem, FinalReply, ReasoningItem, StreamItem
 from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.responses_tools import (
+    HOSTED_TOOLS,
+    Namespaced,
+    call_name,
+    distinct,
+    flat_name,
+    functions,
+    hosted,
+    tool_spec,
+)
 from chatcli.wire.schemas import ResponsesRequest
 from chatcli.wire.usage import answer_usage
 
@@ -89,20 +89,6 @@ SETTINGS: Mapping[str, str] = {
 }
 # Fields that only mean something to a server holding earlier responses.
 _STATEFUL = ("previous_response_id", "conversation")
-# Tool types the Responses server runs itself (openai-python's `Tool` union): another
-# dialect's upstream is not offered them (the module docstring).
-HOSTED_TOOLS = frozenset(
-    {
-        "web_search",
-        "web_search_2025_08_26",
-        "web_search_preview",
-        "web_search_preview_2025_03_11",
-        "file_search",
-        "code_interpreter",
-        "image_generation",
-        "mcp",
-    }
-)
 _ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 _OPENAI = OpenAIDialect()
@@ -124,7 +110,7 @@ class ResponsesDialect:
         tools = body.get("tools") or []
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise RequestError("tools must be a list of objects", param="tools")
-        functions = tuple(_functions(tools))
+        declared = tuple(functions(tools))
         fields = split_fields(body, HANDLED, SETTINGS)
         return ClientRequest(
             dialect=self.name,
@@ -134,11 +120,11 @@ class ResponsesDialect:
             raw_messages=tuple(turns),
             raw_system=instructions,
             max_tokens=_max_tokens(body),
-            tools=_distinct(tuple(_tool(tool, namespace) for namespace, tool in functions)),
+            tools=distinct(tuple(tool_spec(tool, namespace) for namespace, tool in declared)),
             raw_tools=body.get("tools"),
             stream=bool(body.get("stream")),
             unreadable=tuple(_unreadable(body, items)),
-            omitted=tuple(f"tools[{i}] ({t['type']})" for i, t in enumerate(tools) if _hosted(t)),
+            omitted=tuple(f"tools[{i}] ({t['type']})" for i, t in enumerate(tools) if hosted(t)),
             **{**fields, "settings": _settings(fields["settings"])},
         )
 
@@ -241,36 +227,6 @@ def compaction_items(message: Message) -> list[Json]:
 
 def _part_items(part: CompactionPart | None) -> list[Json]:
     return [dict(part.provider_details)] if part is not None and part.provider == "openai" else []
-
-
-def flat_name(namespace: str, name: str) -> str:
-    """The neutral name of function `name` of a `namespace` tool: `<namespace>__<name>`, as
-    Codex flattens one (stray underscores at the seam trimmed)."""
-    return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
-
-
-@dataclass(frozen=True, slots=True)
-class Namespaced:
-    """The functions of a request's `namespace` tools: flat name -> (namespace, name)."""
-
-    split: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, raw_tools: Any) -> Namespaced:
-        tools = raw_tools if isinstance(raw_tools, list) else []
-        return cls(
-            {
-                flat_name(namespace, tool["name"]): (namespace, tool["name"])
-                for namespace, tool in _functions(tools)
-                if namespace is not None
-            }
-        )
-
-    def call_item(self, call: ToolCall) -> Json:
-        """A `function_call` output item of `call`, in the names the client gave."""
-        namespace, name = self.split.get(call.name, (None, call.name))
-        item = _call_item(call.id, name, call.arguments_json)
-        return item if namespace is None else {**item, "namespace": namespace}
 
 
 class ResponseEvents:
@@ -426,17 +382,6 @@ def _message_item(item_id: str, content: list[Json], status: str = "completed") 
     }
 
 
-def _call_item(call_id: str, name: str, arguments: str) -> Json:
-    return {
-        "type": "function_call",
-        "id": f"fc_{uuid.uuid4().hex}",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": "completed",
-    }
-
-
 def _usage(reply: Reply) -> Json:
     usage = answer_usage(reply)
     return {
@@ -542,7 +487,7 @@ def _turn(items: list[Any], index: int) -> Message:
         text_of(i.get("content")) for i in items if (i.get("type") or "message") == "message"
     )
     calls = tuple(
-        parse_tool_call(str(i.get("call_id") or ""), _call_name(i), i.get("arguments") or "")
+        parse_tool_call(str(i.get("call_id") or ""), call_name(i), i.get("arguments") or "")
         for i in items
         if i.get("type") == "function_call"
     )
@@ -552,54 +497,4 @@ def _turn(items: list[Any], index: int) -> Message:
         parts=(TextPart(text=text),) if text else (),
         tool_calls=calls,
         provider_details={REASONING_KEY: reasoning} if reasoning else None,
-    )
-
-
-def _call_name(item: Mapping[str, Any]) -> str:
-    """A `function_call` item's neutral name: a namespaced call's flat name."""
-    name, namespace = str(item.get("name") or ""), item.get("namespace")
-    return flat_name(str(namespace), name) if namespace else name
-
-
-def _hosted(tool: Mapping[str, Any]) -> bool:
-    return tool.get("type") in HOSTED_TOOLS
-
-
-def _functions(tools: list[Any]) -> Iterator[tuple[str | None, Mapping[str, Any]]]:
-    """The function tools of `tools`, top-level (namespace None) and grouped in a
-    `namespace` tool (with its name); anything else is `_unreadable`'s or `_hosted`."""
-    for tool in tools:
-        if tool.get("type") == "function":
-            yield None, tool
-        elif tool.get("type") == "namespace":
-            if not tool.get("name"):
-                raise RequestError("each namespace tool needs a name", param="tools")
-            members = tool.get("tools")
-            for member in members if isinstance(members, list) else ():
-                if isinstance(member, dict) and member.get("type") == "function":
-                    yield str(tool["name"]), member
-
-
-def _distinct(tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
-    """`tools`, refused when two have one flat name (module docstring)."""
-    seen: set[str] = set()
-    for tool in tools:
-        if tool.name in seen:
-            raise RequestError(
-                f"two function tools are both {tool.name!r} once a namespace's functions are "
-                "named <namespace>__<name>: a call of it could not be told apart; rename one",
-                param="tools",
-            )
-        seen.add(tool.name)
-    return tools
-
-
-def _tool(tool: Mapping[str, Any], namespace: str | None) -> ToolSpec:
-    if not tool.get("name"):
-        raise RequestError("each function tool needs a name", param="tools")
-    name = str(tool["name"])
-    return ToolSpec(
-        name=name if namespace is None else flat_name(namespace, name),
-        description=tool.get("description") or "",
-        parameters=tool.get("parameters") or {},
     )
