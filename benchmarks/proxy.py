@@ -683,9 +683,10 @@ def chatcli_proxy(
     code = "from chatcli.__main__ import main; raise SystemExit(main())"
     if profile:  # CPU time, not wall time: a coroutine's waits are not its cost
         code = (
-            "import cProfile, time, chatcli.cli\n"
+            "import cProfile, time\n"
+            "from chatcli.__main__ import main\n"
             "profile = cProfile.Profile(time.process_time)\n"
-            "try:\n    profile.runcall(chatcli.cli.main)\n"
+            "try:\n    profile.runcall(main)\n"
             f"finally:\n    profile.dump_stats({profile!r})"
         )
     home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
