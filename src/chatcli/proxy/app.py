@@ -64,6 +64,7 @@ from chatcli.wire.dialect import (
 )
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import EventItem, FinalReply, StreamItem, stream_items
+from chatcli.wire.known import KnownConversations
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.usage import RecoveryCalls, recovery_headers
@@ -75,7 +76,6 @@ logger = logging.getLogger("chatcli.proxy")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
 
-OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
 RESPONSES = ResponsesDialect()
 
@@ -107,6 +107,10 @@ class Proxy:
         # The transforms' scans of the conversations it serves: its own, bounded
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
+        # The conversations it parsed lately, so that a request reuses the message objects
+        # of the conversation's previous one (and with them the scans above): by content.
+        self.known = KnownConversations()
+        self.openai = OpenAIDialect(known=self.known)
         self.sessions = options.sessions
         self.compactions = CompactionRoutes(self)
         self.cuts = StickyViews(self.sessions)
@@ -461,7 +465,7 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
     """The proxy's ASGI app in front of `upstream`."""
     proxy = Proxy(upstream, guard, options or ProxyOptions())
     routes = [
-        Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
+        Route("/v1/chat/completions", _bound(proxy.chat, proxy.openai), methods=["POST"]),
         Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
         Route("/v1/responses/compact", proxy.compactions.compact, methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
