@@ -23,6 +23,10 @@ a window or None, is remembered per (server, model), so a provider made again (a
 switch, a reopened chat) asks no more. Nothing here ever raises: an unreachable server, a 404,
 an error page or an odd body means "not stated" (logged at debug level) and the window stays
 unknown, as before. A window the user declares is never replaced: callers ask only without one.
+
+With a declared window, `identify_server` asks llama.cpp's `/props` alone: not for the window,
+but to know whether the server is llama.cpp, whose own tokenizer counts prompts exactly
+(`chatcli.providers.counting`). A llama.cpp answer is remembered as `discover_window`'s is.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "ServerWindow",
     "discover_window",
     "forget_discovered_windows",
+    "identify_server",
     "known_server_window",
     "window_from_llama_props",
     "window_from_lmstudio_models",
@@ -171,8 +176,33 @@ def discover_window(
     key = _key(base_url, model)
     with _lock:  # one probe per key, even when threads make providers at once
         if key not in _known:
-            _known[key] = _probe(key[0], model, api_key, timeout, probes)
+            found = _known[key] = _probe(key[0], model, api_key, timeout, probes)
+            if found is None:
+                shown = redact_url(key[0])
+                logger.info("%s states no context window for %s: it stays unknown", shown, model)
         return _known[key]
+
+
+def identify_server(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_PROBE_TIMEOUT,
+) -> ServerWindow | None:
+    """What `discover_window` learned, else whether the server at `base_url` is llama.cpp
+    (one request: its probe alone; see the module docstring), never raising. Only a
+    llama.cpp answer is remembered: another server may still state its window to
+    `discover_window`."""
+    key = _key(base_url, model)
+    with _lock:
+        if key in _known:
+            return _known[key]
+        llama = tuple(probe for probe in PROBES if probe.server == "llama.cpp")
+        found = _probe(key[0], model, api_key, timeout, llama)
+        if found is not None:
+            _known[key] = found
+        return found
 
 
 def known_server_window(base_url: str | None, model: str) -> ServerWindow | None:
@@ -211,8 +241,6 @@ def _probe(
                     "%s at %s runs %s with a %d-token window", probe.server, shown, model, tokens
                 )
                 return found
-    shown = redact_url(root)
-    logger.info("%s states no context window for %s: the window stays unknown", shown, model)
     return None
 
 

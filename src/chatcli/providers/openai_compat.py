@@ -10,7 +10,9 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   OpenAI key to another server.
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
   which may be smaller than the model's. With `discover_window=True` and none declared, it is
-  asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`).
+  asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`);
+  with one declared, `identify_server()` asks whether the server is llama.cpp, whose own
+  tokenizer then counts the prompts (`chatcli.providers.counting`).
 - Overflow that the server does not report as an error is detected: a prompt cut silently
   (Ollama truncates and answers 200; see `TruncationCheck`: a known `context_window` tells a
   cut prompt from a cached one best; without it, only a new turn that did not arrive counts).
@@ -49,8 +51,9 @@ from chatcli.errors import (
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
+from chatcli.providers.discovery import ServerWindow, server_url
 from chatcli.providers.discovery import discover_window as discover
-from chatcli.providers.discovery import server_url
+from chatcli.providers.discovery import identify_server as identify
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -174,6 +177,13 @@ class OpenAICompatible(OpenAIBase):
         if "messages" in params:
             params["messages"] = [_with_string_content(m) for m in params["messages"]]
         return params
+
+    def identify_server(self) -> ServerWindow | None:
+        """Which server this is, where discovery has not asked it (a declared window):
+        llama.cpp's `/props` alone (`chatcli.providers.discovery.identify_server`), with this
+        provider's key. I/O, remembered for a llama.cpp server; never raises."""
+        key = self._client_args()["api_key"]
+        return identify(self.base_url or "", self.model, api_key=None if key == _NO_KEY else key)
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;

@@ -46,13 +46,14 @@ from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for
+from chatcli.providers.counting import PreflightCounts, counter_for
 from chatcli.proxy.compaction_routes import CompactionRoutes
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.recovery import Client, Reply
+from chatcli.tokens.estimate import TokenEstimator
 from chatcli.wire.anthropic import AnthropicDialect
 from chatcli.wire.dialect import (
     ClientRequest,
@@ -111,6 +112,8 @@ class Proxy:
         # of the conversation's previous one (and with them the scans above): by content.
         self.known = KnownConversations()
         self.openai = OpenAIDialect(known=self.known)
+        # The upstream's exact counts, for the pre-flight of the requests near its window.
+        self.counts = PreflightCounts(upstream.provider)
         self.sessions = options.sessions
         self.compactions = CompactionRoutes(self)
         self.cuts = StickyViews(self.sessions)
@@ -201,9 +204,11 @@ class Proxy:
         if forwarder is None:
             forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
+        estimator = await self.preflight(parsed, forwarder, window)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
-        library = self.library_client(forwarder, window, events, sticky, self.recovery_for(parsed))
+        recovery = self.recovery_for(parsed)
+        library = self.library_client(forwarder, window, events, sticky, recovery, estimator)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         dropped = forwarder.forwarding.dropped
         headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
@@ -244,6 +249,19 @@ class Proxy:
             return recovery
         return replace(recovery, max_token_escalations=0)
 
+    async def preflight(
+        self, parsed: ClientRequest, forwarder: Forwarder, window: int | None
+    ) -> TokenEstimator | None:
+        """Pre-flight's estimator for `parsed`: calibrated on the upstream's exact count when
+        the request is near the window (`PreflightCounts`; a server's tokenizer is asked in
+        a worker thread); None: the library's default."""
+        if forwarder.inner is not self.upstream.provider:
+            return None  # another provider (OpenAI's own compaction): its own estimate
+        prompt = (*tool_definitions(parsed.tools), *parsed.messages)
+        if not self.counts.worth_counting(prompt, window or forwarder.context_window, self.memos):
+            return None
+        return await asyncio.to_thread(self.counts.estimator, parsed.messages, parsed.tools)
+
     def library_client(
         self,
         provider: Provider,
@@ -251,10 +269,12 @@ class Proxy:
         events: list[Event],
         sticky: StickyView | None = None,
         recovery: RecoveryConfig | None = None,
+        estimator: TokenEstimator | None = None,
     ) -> Client:
         """The library's Client for one request over `provider`, starting from the
-        conversation's `sticky` cut; its events feed the metrics, the windows the replicas
-        share, and `events` (the request's record if it fails)."""
+        conversation's `sticky` cut, pre-flighted with `estimator` (None: the library's
+        default); its events feed the metrics, the windows the replicas share, and `events`
+        (the request's record if it fails)."""
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
@@ -271,6 +291,7 @@ class Proxy:
             context_window=window,
             sticky_view=sticky,
             memos=self.memos,
+            estimator=estimator,
         )
 
     def new_cut(
