@@ -524,8 +524,9 @@ def llama_server_binary() -> Path | None:
 
 
 @contextmanager
-def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
-    """The real llama-server serving the tiny model with an `n_ctx` window; its base URL."""
+def llama_server(binary: Path, n_ctx: int, log: Path | None = None) -> Iterator[str]:
+    """The real llama-server serving the tiny model with an `n_ctx` window; its base URL.
+    `log`: where its log is written (None: a temporary file)."""
     from tests.servers import MODEL_NAME, _free_port
 
     from chatcli.chat.tinymodel import write_tiny_model
@@ -542,7 +543,7 @@ def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
             # sends the view the previous one sent would show a fill of one token.
             "--no-cache-prompt",
         ]
-        log = Path(tmp) / "server.log"
+        log = log or Path(tmp) / "server.log"
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
             try:

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 
 from chatcli.messages import Message, ToolCall
+from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.anthropic import Anthropic
+from chatcli.providers.base import ToolSpec
 from chatcli.providers.counting import (
     LlamaServerTokens,
+    PreflightCounts,
     RemoteCounter,
     calibrate_estimator,
     conversation_key,
@@ -27,7 +30,7 @@ from chatcli.providers.counting import (
 from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokens.estimate import TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from chatcli.tokens.exact import token_counter
 from tests.recorded import provider_errors, replayed_error
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
@@ -68,6 +71,22 @@ LLAMA_TEXT_TOKENS = {
     "again": {"tokens": [97, 103, 301]},
 }
 LLAMA_NOT_FOUND = {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}
+# A tool for LLAMA_CHAT: this server's template (ChatML) leaves tools out, so its answers for
+# LLAMA_CHAT with it are LLAMA_TEMPLATE and LLAMA_PROMPT_TOKENS (checked live by
+# tests/test_counting_llama_server.py).
+LLAMA_TOOL = ToolSpec(
+    name="read_file",
+    description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+LLAMA_TOOL_WIRE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
 
 CALL = ToolCall(id="toolu_01", name="read_file", arguments={"path": "plan.txt"})
 WITH_TOOLS = (
@@ -256,6 +275,18 @@ def test_llama_count_tokenizes_the_servers_own_template_rendering(server: Replay
     assert tokenize.json() == {"content": LLAMA_TEMPLATE["prompt"], "add_special": True}
 
 
+def test_llama_count_of_a_request_with_tools_is_the_templates(server: ReplayServer) -> None:
+    # The tools go to /apply-template as a request sends them: the count is what the
+    # server's template makes of them (this one, ChatML, leaves them out: the answer is the
+    # same prompt, checked live by tests/test_counting_llama_server.py).
+    server.add(Scripted(body=LLAMA_TEMPLATE), Scripted(body=LLAMA_PROMPT_TOKENS))
+
+    counted = LlamaServerTokens(llama(server)).count_tokens(LLAMA_CHAT, (LLAMA_TOOL,))
+
+    assert counted == 37
+    assert server.requests[0].json()["tools"] == [LLAMA_TOOL_WIRE]
+
+
 def test_llama_without_apply_template_counts_texts_plus_overhead_once_per_text(
     server: ReplayServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -417,3 +448,48 @@ def test_conversation_key_sees_provider_data_and_order() -> None:
     assert conversation_key(WITH_TOOLS) != conversation_key(WITH_TOOLS[::-1])
     replaced = (WITH_TOOLS[0], signed, *WITH_TOOLS[2:])
     assert conversation_key(WITH_TOOLS) != conversation_key(replaced)
+
+
+# -- PreflightCounts: many requests to one provider (the proxy's upstream) ------------------------
+
+
+def test_preflight_counts_only_the_requests_near_the_window() -> None:
+    counts = PreflightCounts(OpenAI("gpt-4o", api_key="sk-test", environ={}))
+    small = (Message.system("Be brief."), Message.user("hi"))
+    big = (
+        Message.system("Be brief."),
+        *(Message.user("note: " + "word " * 200) for _ in range(10)),
+    )
+    estimate = MarginEstimator().count(big)
+    assert counts.worth_counting(big, window=estimate * 2)
+    assert not counts.worth_counting(big, window=estimate * 5)  # far below: not counted
+    assert not counts.worth_counting(small, window=None)  # no window, no decision
+    assert not PreflightCounts(object()).worth_counting(big, window=estimate)  # no counter
+
+
+def test_preflight_calibrates_the_estimate_on_the_exact_count() -> None:
+    counts = PreflightCounts(OpenAI("gpt-4o", api_key="sk-test", environ={}))
+    prompt = (*tool_definitions((LLAMA_TOOL,)), *WITH_TOOLS)  # as the policy counts it
+    exact = token_counter("gpt-4o").count(prompt)
+    estimator = counts.estimator(WITH_TOOLS, (LLAMA_TOOL,))
+    assert isinstance(estimator, MarginEstimator) and estimator.trusted
+    assert estimator.count(prompt) == exact
+    # A view of fewer messages is predicted from the calibrated scale, not counted again.
+    assert estimator.count(prompt[:3]) < exact
+
+
+def test_preflight_asks_a_declared_windows_server_which_it_is_once(
+    server: ReplayServer,
+) -> None:
+    # An OpenAI-compatible server whose window was declared: not asked when the proxy
+    # starts; /props is asked when a request first comes near the window (LM Studio's
+    # answer: not llama.cpp), then never again, and the estimate is used.
+    server.add(Scripted(body={"error": "Unexpected endpoint or method. (GET /props)"}))
+    provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=20)
+    counts = PreflightCounts(provider)
+    assert counts.unknown and not server.requests
+    assert counts.worth_counting(LLAMA_CHAT, window=20)
+    assert counts.estimator(LLAMA_CHAT) == MarginEstimator()
+    assert not counts.unknown and counts.counter is None
+    assert not counts.worth_counting(LLAMA_CHAT, window=20)
+    assert [r.path.partition("?")[0] for r in server.requests] == ["/props"]

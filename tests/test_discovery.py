@@ -320,3 +320,23 @@ def test_a_proxy_started_before_its_upstream_learns_the_window_when_it_is_up(
     paths = [r.path.partition("?")[0] for r in server.requests[len(PROBES) :]]
     assert paths == ["/props", "/v1/models", "/v1/chat/completions"]
     provider.close()
+
+
+def test_a_declared_windows_server_is_asked_only_whether_it_is_llama_cpp(
+    server: ReplayServer,
+) -> None:
+    # With a window declared, the proxy asks llama.cpp's /props alone (the real llama-server:
+    # test_discovery_llama_server.py); LM Studio answers it with a 200 and an error object:
+    # not llama.cpp, and not kept, so discovery still asks every probe later.
+    server.add(answer("sw-005"), answer("sw-005"), answer("sw-003"))
+    model = record("sw-003")["model"]
+    declared = OpenAICompatible(server.url + "/v1", model, environ={}, context_window=2048)
+    assert declared.identify_server() is None
+    assert declared.context_window == 2048
+    assert declared.server_window is None
+    probes = (*probe_for("llama.cpp"), *probe_for("LM Studio"))
+    found = discover_window(server.url + "/v1", model, probes=probes)
+    assert found is not None and found.server == "LM Studio"
+    paths = [r.path.partition("?")[0] for r in server.requests]
+    assert paths == ["/props", "/props", "/api/v0/models"]
+    declared.close()

@@ -2,7 +2,8 @@
 -np 1` for llama-server, `n_ctx` 256 for the embedded engine).
 
 - The window is learned from the real llama-server's `/props` before any request, and a chat
-  made by the registry knows it up front.
+  made by the registry knows it up front; with a window the user declared, `/props` tells
+  that the server's own tokenizer can count.
 - With it and the default estimator (the server's own tokenizer), an over-long session is
   recovered before sending: one call, where an unknown window costs a rejected call first.
 - The embedded engine counts a prompt exactly as its completion reports it.
@@ -32,6 +33,7 @@ from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import create_provider
 from chatcli.recovery import Client
+from chatcli.tokens.estimate import MarginEstimator
 from chatcli.tokens.exact import CountingEstimator
 from tests.test_counting_llama_server import MODEL, Calls, send_session
 
@@ -60,6 +62,30 @@ def test_a_provider_from_the_registry_recovers_before_sending(
 
     assert learned.context_window is not None
     calls, events = send_session(learned, estimator, learned.context_window)
+
+    assert isinstance(events[0], PreflightRecovery)
+    assert not any(isinstance(e, OverflowDetected) for e in events)
+    assert calls == 1
+
+
+@pytest.mark.llama_server
+def test_with_a_declared_window_the_server_is_asked_which_it_is(
+    llama_server: str, n_ctx: int
+) -> None:
+    # The user declared the window: nothing is asked when the provider is made; asked, /props
+    # tells that the server is llama.cpp, and its tokenizer counts (the proxy asks when a
+    # request first comes near the window); the declared window is the one used.
+    declared = OpenAICompatible(llama_server + "/v1", MODEL, environ={}, context_window=n_ctx - 8)
+    assert isinstance(default_estimator(declared), MarginEstimator)
+    found = declared.identify_server()
+    assert found is not None and found.server == "llama.cpp"
+    assert declared.context_window == n_ctx - 8
+    estimator = default_estimator(declared)
+    assert isinstance(estimator, CountingEstimator)
+    assert isinstance(estimator.counter, RemoteCounter)
+    assert isinstance(estimator.counter.source, LlamaServerTokens)
+
+    calls, events = send_session(declared, estimator, n_ctx - 8)
 
     assert isinstance(events[0], PreflightRecovery)
     assert not any(isinstance(e, OverflowDetected) for e in events)

@@ -256,6 +256,21 @@ async def test_chat_stream_without_terminator_raises(
     assert e.value.info.kind is ErrorKind.TRANSIENT  # worth a retry, never a silent answer
 
 
+async def test_chat_in_stream_error_is_classified(
+    chat: OpenAI, server: ReplayServer, mode: str
+) -> None:
+    # The stream is read as the server's JSON (no typed chunk per event); an error event after
+    # the answer began is still raised by the SDK's own stream, and classified. The body is
+    # pe-041 (a real llama-server overflow), as a data event after the recorded opening.
+    body = record("pe-041", "llama.cpp-server")["body"]
+    server.add(Scripted(events=[*sse_events("openai-chat-text.txt")[:2], body]))
+    with pytest.raises(ProviderError) as caught:
+        await ask_stream(chat, user(), mode)
+    info = caught.value.info
+    assert info.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert (info.prompt_tokens, info.limit) == (14429, 8192)
+
+
 async def test_chat_empty_stream_raises(chat: OpenAI, server: ReplayServer, mode: str) -> None:
     server.add(Scripted(events=[]))
     with pytest.raises(ProviderError, match="empty event stream") as e:

@@ -28,6 +28,11 @@ makes several providers for the same servers), never for the process: the latest
 `KNOWN_SERVERS` (server, model) pairs; a window found is kept, and a server that stated none
 (not up yet, say) is asked again once `RETRY_S` has passed, so a proxy started before its
 upstream learns the window when the upstream is up.
+
+With a declared window, `identify_server` asks llama.cpp's `/props` alone: not for the window,
+but to know whether the server is llama.cpp, whose own tokenizer counts prompts exactly
+(`chatcli.providers.counting`); the provider that asked keeps the answer
+(`OpenAICompatible.server_window`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ __all__ = [
     "ServerWindow",
     "WindowDiscovery",
     "discover_window",
+    "identify_server",
     "window_from_llama_props",
     "window_from_lmstudio_models",
     "window_from_ollama_show",
@@ -178,6 +184,19 @@ def discover_window(
     return _probe(_key(base_url, model)[0], model, api_key, timeout, probes)
 
 
+def identify_server(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_PROBE_TIMEOUT,
+) -> ServerWindow | None:
+    """Whether the server at `base_url` is llama.cpp, asked now (one request: its probe alone;
+    see the module docstring): its window, or None; never raising."""
+    llama = tuple(probe for probe in PROBES if probe.server == "llama.cpp")
+    return _probe(_key(base_url, model)[0], model, api_key, timeout, llama)
+
+
 @dataclass(frozen=True, slots=True)
 class _Answer:
     window: ServerWindow | None
@@ -274,8 +293,6 @@ def _probe(
                     "%s at %s runs %s with a %d-token window", probe.server, shown, model, tokens
                 )
                 return found
-    shown = redact_url(root)
-    logger.info("%s states no context window for %s: the window stays unknown", shown, model)
     return None
 
 

@@ -13,7 +13,9 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   `WindowDiscovery` of whoever makes the providers) and none declared, it is asked of the
   server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`) when the
   provider is made, and again by `refresh_window` while the server states none (a server not
-  up yet when the provider was made). `server_window` is what the server stated.
+  up yet when the provider was made). `server_window` is what the server stated; with a
+  window declared, `identify_server()` asks whether the server is llama.cpp, whose own
+  tokenizer then counts the prompts (`chatcli.providers.counting`).
 - Overflow that the server does not report as an error is detected: a prompt cut silently
   (Ollama truncates and answers 200; see `TruncationCheck`: a known `context_window` tells a
   cut prompt from a cached one best; without it, only a new turn that did not arrive counts).
@@ -53,6 +55,7 @@ from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import ServerWindow, WindowDiscovery, server_url
+from chatcli.providers.discovery import identify_server as identify
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -187,6 +190,15 @@ class OpenAICompatible(OpenAIBase):
         if "messages" in params:
             params["messages"] = [_with_string_content(m) for m in params["messages"]]
         return params
+
+    def identify_server(self) -> ServerWindow | None:
+        """Which server this is, where discovery has not asked it (a declared window):
+        llama.cpp's `/props` alone (`chatcli.providers.discovery.identify_server`), with this
+        provider's key. I/O; a llama.cpp answer is kept as `server_window` (the declared
+        window stays); never raises."""
+        if self.server_window is None:
+            self.server_window = identify(self.base_url or "", self.model, api_key=self.__probe_key)
+        return self.server_window
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;

@@ -50,8 +50,9 @@ from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
 from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
+from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for, prompt_tokens
+from chatcli.providers.counting import PreflightCounts, counter_for, prompt_tokens
 from chatcli.proxy.compaction_routes import CompactionRoutes
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
@@ -59,6 +60,7 @@ from chatcli.proxy.keys import SealingConfig, SealingKeys
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.recovery import Client, Reply
+from chatcli.tokens.estimate import TokenEstimator
 from chatcli.wire.anthropic import AnthropicDialect
 from chatcli.wire.dialect import (
     ClientRequest,
@@ -70,6 +72,7 @@ from chatcli.wire.dialect import (
 )
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import EventItem, FinalReply, StreamItem, stream_items
+from chatcli.wire.known import KnownConversations
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.usage import RecoveryCalls, recovery_headers
@@ -81,9 +84,11 @@ logger = logging.getLogger("chatcli.proxy")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
 
-OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
 RESPONSES = ResponsesDialect()
+# The envelope of OpenAI's errors for a request refused before its route (the chat route's
+# own dialect, `Proxy.openai`, remembers the conversations it parsed).
+OPENAI_ERRORS = OpenAIDialect()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +122,12 @@ class Proxy:
         # The transforms' scans of the conversations it serves: its own, bounded
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
+        # The conversations it parsed lately, so that a request reuses the message objects
+        # of the conversation's previous one (and with them the scans above): by content.
+        self.known = KnownConversations()
+        self.openai = OpenAIDialect(known=self.known)
+        # The upstream's exact counts, for the pre-flight of the requests near its window.
+        self.counts = PreflightCounts(upstream.provider)
         self.sessions = options.sessions
         self.sealing = SealingKeys(options.sealing, self.sessions, on_error=self.store_failed)
         self.compactions = CompactionRoutes(self)
@@ -209,9 +220,11 @@ class Proxy:
         if forwarder is None:
             forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
+        estimator = await self.preflight(parsed, forwarder, window)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
-        library = self.library_client(forwarder, window, events, sticky, self.recovery_for(parsed))
+        recovery = self.recovery_for(parsed)
+        library = self.library_client(forwarder, window, events, sticky, recovery, estimator)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         dropped = forwarder.forwarding.dropped
         headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
@@ -252,6 +265,19 @@ class Proxy:
             return recovery
         return replace(recovery, max_token_escalations=0)
 
+    async def preflight(
+        self, parsed: ClientRequest, forwarder: Forwarder, window: int | None
+    ) -> TokenEstimator | None:
+        """Pre-flight's estimator for `parsed`: calibrated on the upstream's exact count when
+        the request is near the window (`PreflightCounts`; a server's tokenizer is asked in
+        a worker thread); None: the library's default."""
+        if forwarder.inner is not self.upstream.provider:
+            return None  # another provider (OpenAI's own compaction): its own estimate
+        prompt = (*tool_definitions(parsed.tools), *parsed.messages)
+        if not self.counts.worth_counting(prompt, window or forwarder.context_window, self.memos):
+            return None
+        return await asyncio.to_thread(self.counts.estimator, parsed.messages, parsed.tools)
+
     def library_client(
         self,
         provider: Provider,
@@ -259,10 +285,12 @@ class Proxy:
         events: list[Event],
         sticky: StickyView | None = None,
         recovery: RecoveryConfig | None = None,
+        estimator: TokenEstimator | None = None,
     ) -> Client:
         """The library's Client for one request over `provider`, starting from the
-        conversation's `sticky` cut; its events feed the metrics, the windows the replicas
-        share, and `events` (the request's record if it fails)."""
+        conversation's `sticky` cut, pre-flighted with `estimator` (None: the library's
+        default); its events feed the metrics, the windows the replicas share, and `events`
+        (the request's record if it fails)."""
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
@@ -279,6 +307,7 @@ class Proxy:
             context_window=window,
             sticky_view=sticky,
             memos=self.memos,
+            estimator=estimator,
         )
 
     def new_cut(
@@ -496,7 +525,7 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
     """The proxy's ASGI app in front of `upstream`."""
     proxy = Proxy(upstream, guard, options or ProxyOptions())
     routes = [
-        Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
+        Route("/v1/chat/completions", _bound(proxy.chat, proxy.openai), methods=["POST"]),
         Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
         Route("/v1/responses/compact", proxy.compactions.compact, methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
@@ -553,7 +582,7 @@ def _dialect_of(path: str, headers: Headers) -> Dialect:
     its paths and for a client that says it speaks it, else OpenAI's."""
     if path.startswith("/v1/messages") or "anthropic-version" in headers:
         return ANTHROPIC
-    return OPENAI
+    return OPENAI_ERRORS
 
 
 def _bound(

@@ -269,10 +269,11 @@ class Forwarder:
     def raw_messages(self, view: Sequence[Message]) -> Iterator[Json]:
         """The view as wire messages: a client message whose neutral messages are all in the
         view, unchanged and in a row, is its raw JSON; any other is written anew."""
-        client, groups = self.request, self._groups
+        client = self.request
         if len(view) == len(self._untouched) and all(map(operator.is_, view, self._untouched)):
             yield from client.raw_messages
             return
+        groups = self._groups  # made only for a view recovery changed
         i = 0
         while i < len(view):
             origin = self._origins.get(id(view[i]))

@@ -4,12 +4,12 @@ A `namespace` tool groups function tools, which the model calls with the namespa
 (`function_call` items with `name` and `namespace`). The neutral view has one flat list of
 functions, so each is named `<namespace>__<name>` there (the flat name Codex itself gives a
 namespaced tool where a boundary cannot keep the split), and a call of a flat name is written
-back as the `name` and `namespace` the client gave (`Namespaced`). Two functions that would have one flat name (a top-level `ns__x` and the `x`
-of namespace `ns`) are refused with a 400 naming both: a call of that name could not be told
-apart. A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
-search, ...) has no one to run it behind another dialect's upstream: it is left out
-(`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than refused, so that a
-client offering one by default (Codex offers web search) still works.
+back as the `name` and `namespace` the client gave (`Namespaced`). Two functions that would have
+one flat name (a top-level `ns__x` and the `x` of namespace `ns`) are refused with a 400 naming
+both: a call of that name could not be told apart. A tool the Responses server runs itself
+(`HOSTED_TOOLS`: web search, file search, ...) has no one to run it behind another dialect's
+upstream: it is left out (`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than
+refused, so that a client offering one by default (Codex offers web search) still works.
 """
 
 from __future__ import annotations

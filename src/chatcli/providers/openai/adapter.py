@@ -7,6 +7,10 @@ classify the SDK's exceptions. The SDK client is built with `max_retries=0` beca
 version sends them), `settings.extra` on top; `Request.options` are passed to the SDK's
 `create` as they are, last (they win).
 
+A Chat Completions stream is read through the SDK's streaming response and its own SSE
+stream typed `object`, so each event is the server's JSON, folded as it is: a typed chunk
+built for every event (a token, on most servers) would cost more than the rest of the call.
+
 Prompt caching: `OpenAI` sends a `prompt_cache_key` derived from the conversation's stable
 beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or `options`)
 or built the adapter with `prompt_cache_key=False`.
@@ -17,8 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -71,6 +80,9 @@ class _Wire:
     endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
     max_tokens_param: str
     stream_params: Mapping[str, Any]
+    # Its stream's events as the server's JSON (the SDK's raw streaming response decoded by
+    # its own SSE stream, as `object`), not a typed model built per event.
+    raw_events: bool = False
 
 
 _WIRES: dict[str, _Wire] = {
@@ -82,6 +94,7 @@ _WIRES: dict[str, _Wire] = {
         endpoint=lambda client: client.chat.completions,
         max_tokens_param="max_completion_tokens",
         stream_params={"stream": True, "stream_options": {"include_usage": True}},
+        raw_events=True,
     ),
     "responses": _Wire(
         body=_responses_body,
@@ -121,6 +134,10 @@ class OpenAIBase(Adapter):
     """
 
     api_name = "OpenAI"
+    # A Chat Completions stream read as the server's JSON (see the module docstring); an
+    # adapter on a caller's own SDK client (`chatcli.wrap`) reads the SDK's typed events,
+    # which it hands on to the caller.
+    raw_stream_events = True
 
     def __init__(
         self,
@@ -192,13 +209,17 @@ class OpenAIBase(Adapter):
         return await self._wire.endpoint(client).create(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_events and self.raw_stream_events:
+            return _raw_events(endpoint, params)
+        events: AbstractContextManager[Any] = endpoint.create(**params)
         return events
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
-        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
-            **params
-        )
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_events and self.raw_stream_events:
+            return _araw_events(endpoint, params)
+        events: AbstractAsyncContextManager[Any] = await endpoint.create(**params)
         return events
 
     def _parse(self, raw: Any) -> Response:
@@ -213,6 +234,23 @@ class OpenAIBase(Adapter):
         return incomplete_answer(
             "the event stream ended before its terminator (the answer is cut off)"
         )
+
+
+@contextmanager
+def _raw_events(endpoint: Any, params: Json) -> Iterator[Any]:
+    """The events of a streamed `create` as the JSON objects the server sent: the SDK's
+    streaming response (`with_streaming_response`), read by its own SSE stream (`Stream`)
+    typed `object`, which hands each event's JSON on as it is (in-stream errors raised as
+    the SDK raises them)."""
+    with endpoint.with_streaming_response.create(**params) as response:
+        yield response.parse(to=_sdk().Stream[object])
+
+
+@asynccontextmanager
+async def _araw_events(endpoint: Any, params: Json) -> AsyncIterator[Any]:
+    """The async `_raw_events`."""
+    async with endpoint.with_streaming_response.create(**params) as response:
+        yield await response.parse(to=_sdk().AsyncStream[object])
 
 
 class OpenAI(OpenAIBase):
