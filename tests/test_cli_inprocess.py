@@ -18,6 +18,7 @@ from rich.console import Console
 
 from chatcli.__main__ import main
 from chatcli.chat.cost import CostSummary
+from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.chat import StreamView
 from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS
@@ -156,6 +157,19 @@ def test_an_event_is_shown_once_not_again_by_the_spinner() -> None:
         view.event(Escalated(attempt=1, old=50, new=100))
     assert screen.getvalue().count("limit raised from 50 to 100") == 1
     assert "waiting for the model" in screen.getvalue()
+
+
+def test_the_spinner_says_compacting_while_auto_compaction_runs() -> None:
+    screen = io.StringIO()
+    view = StreamView(Ui(console=Console(file=screen, force_terminal=True, width=120)))
+    with view:
+        assert view.status == "waiting for the model…"
+        view.event(CompactionStarted())
+        assert view.status == "compacting…"
+        view.event(CompactionNote(result=None, notice=None, error="it failed"))
+        assert view.status == "waiting for the model…"  # the answer's turn now
+    assert "compacting…" in screen.getvalue()
+    assert screen.getvalue().count("auto-compaction changed nothing: it failed") == 1
 
 
 def test_max_tokens_escalation_is_visible_and_the_answer_is_stitched(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ from chatcli.chat.context import Status
 from chatcli.chat.export import export_transcript
 from chatcli.chat.session import ChatSession
 from chatcli.chat.spending import check_budget, usd
-from chatcli.chat.text import CompactionNote
+from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.compaction import SUMMARY_SECTIONS
+from chatcli.compaction.prompt import SYSTEM_PROMPT
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
@@ -152,8 +153,14 @@ def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore)
     session = open_session(store, provider, model_info=PRICED)
     for i in range(6):
         session.send(f"question {i}: {words}")
-    with pytest.raises(CompactionError):
+    with pytest.raises(CompactionError, match="0 of the 7 sections"):
         session.compact()
+    asked = len(provider.requests)
+    # The model could not summarise: /compact refuses at once, no call made, nothing stored.
+    with pytest.raises(CompactionError, match="not asked again"):
+        session.compact()
+    assert len(provider.requests) == asked
+    session.switch_model(provider, "m", PRICED)  # another model may summarise: asked again
     session.compact()
     tags = [r.tag for r in store.requests(session.info.id)]
     assert tags == ["chat"] * 6 + ["compaction-failed", "compaction"]
@@ -161,6 +168,34 @@ def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore)
     assert total.compaction_cost == pytest.approx((3000 + 2000 + 2 * 10 + 2 * 50) / 1e6)
     assert total.recovery_cost == 0.0  # a compaction is not a recovery
     assert total.cost == pytest.approx(6 * 1200 / 1e6 + (total.compaction_cost or 0))
+
+
+def _is_summary_call(request: Request) -> bool:
+    return bool(request.messages) and request.messages[0].text == SYSTEM_PROMPT
+
+
+def test_a_model_that_cannot_summarise_is_asked_once_per_session(store: SessionStore) -> None:
+    # The windowed model answers "Answer to: ..." to everything, a summary request too: the
+    # summary has none of the sections, as SmolLM2-135M's plain answers had.
+    provider = WindowedProvider(window=4096)
+    session = open_session(store, provider, max_tokens=100)
+    seen: list[Event] = []
+    for i in range(8):
+        session.send(
+            f"question {i}: " + "about the parser and its tests " * 30, on_event=seen.append
+        )
+    summary_calls = [r for r in provider.requests if _is_summary_call(r)]
+    failed = [r for r in store.requests(session.info.id) if r.tag == "compaction-failed"]
+    assert len(failed) == 1 and len(summary_calls) == 1  # tried once, then stepped aside
+    notes = [e for e in seen if isinstance(e, CompactionNote) and e.notice]
+    assert len(notes) == 1 and "cannot summarise this conversation" in (notes[0].notice or "")
+    starts = [i for i, e in enumerate(seen) if isinstance(e, CompactionStarted)]
+    assert len(starts) == 1  # "compacting…" was shown while the one attempt ran
+    assert isinstance(seen[starts[0] + 1], CompactionNote)
+    asked = len(provider.requests)
+    with pytest.raises(CompactionError, match="not asked again"):
+        session.compact()  # /compact refuses at once
+    assert len(provider.requests) == asked
 
 
 def test_clear_survives_a_reopen(store: SessionStore) -> None:

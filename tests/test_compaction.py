@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
@@ -12,6 +12,7 @@ from chatcli.compaction import (
     MAX_SUMMARY_RETRIES,
     SUMMARY_HEADER,
     SUMMARY_SECTIONS,
+    AutoCompaction,
     CompactionBreaker,
     CompactionReport,
     aauto_compact,
@@ -23,7 +24,7 @@ from chatcli.compaction import (
     should_auto_compact,
 )
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError, ConfigError
+from chatcli.errors import CannotSummarise, CompactionError, ConfigError
 from chatcli.history.carry import Numbering
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
@@ -257,7 +258,7 @@ def _assert_unchanged_after_failure(reply: object, match: str) -> CompactionErro
     messages = agent_session()
     snapshot = list(messages)
     summarizer = ScriptedSummarizer([reply])  # type: ignore[list-item]
-    with pytest.raises(CompactionError, match=match) as caught:
+    with pytest.raises(CannotSummarise, match=match) as caught:
         compact(summarizer, messages)
     assert messages == snapshot
     assert len(summarizer.requests) == 1
@@ -300,6 +301,14 @@ def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
 def test_a_refusal_or_free_text_is_rejected(reply: str) -> None:
     error = _assert_unchanged_after_failure(reply, "has 0 of the 7 sections")
     assert reply[:40] in str(error)  # the user sees what the model said instead
+
+
+def test_a_rejected_summary_is_quoted_on_one_line_without_escapes() -> None:
+    # Seen with SmolLM2: the error showed the summary's repr, a raw "\n" in the middle.
+    reply = "Sure!\n\nHere is what we discussed:\n- the parser\n- the tests"
+    error = _assert_unchanged_after_failure(reply, "has 0 of the 7 sections")
+    assert '"Sure! Here is what we discussed: - the parser - the tests"' in str(error)
+    assert "\\n" not in str(error) and "\n" not in str(error)
 
 
 def _only_sections(count: int) -> str:
@@ -705,6 +714,69 @@ def test_a_good_compaction_clears_the_strikes_and_a_fallback_is_a_strike() -> No
     )
 
 
+def test_a_rejected_summary_opens_the_breaker_at_once_and_says_what_compact_does() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50  # over 80%, still fits
+    summarizer = ScriptedSummarizer(["Sorry, I cannot summarise this conversation."])
+    breaker, notices = CompactionBreaker(), []
+    for _ in range(4):
+        outcome = auto_compact(
+            summarizer, messages, breaker=breaker, window=window, summarizer_window=100_000
+        )
+        assert outcome.messages == tuple(messages)
+        breaker = outcome.breaker
+        notices.append(outcome.notice)
+    assert len(summarizer.requests) == 1  # asked once: a model that cannot is not asked again
+    assert breaker.is_open and "has 0 of the 7 sections" in breaker.unable
+    assert [n is not None for n in notices] == [True, False, False, False]
+    notice = notices[0] or ""
+    assert "cannot summarise this conversation" in notice
+    assert "/compact will not ask it again" in notice
+
+
+def test_a_rejected_summary_behind_a_fallback_opens_the_breaker_too() -> None:
+    report = CompactionReport(
+        messages_before=10,
+        messages_after=3,
+        tokens_before=1000,
+        tokens_after=300,
+        fallback=apply_recovery_level([Message.user("x")], 2, RecoveryConfig()).report,
+        reason="the summary was rejected: it has 0 of the 7 sections",
+        cannot_summarise=True,
+    )
+    breaker = CompactionBreaker().after_compaction(report)
+    assert breaker.is_open and breaker.unable == report.reason
+    # A fallback after a provider failure is one strike, as before.
+    assert (
+        CompactionBreaker().after_compaction(replace(report, cannot_summarise=False)).strikes == 1
+    )
+
+
+def test_auto_compaction_says_when_it_starts_compacting() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50
+    events: list[str] = []
+    summarizer = ScriptedSummarizer([lambda r: events.append("summary call") or _summary()])
+
+    def started() -> None:
+        events.append("started")
+
+    def run(window: int) -> AutoCompaction:
+        return auto_compact(
+            summarizer,
+            messages,
+            breaker=CompactionBreaker(),
+            window=window,
+            summarizer_window=100_000,
+            on_start=started,
+        )
+
+    assert run(window * 2).result is None and events == []  # nothing to compact: not started
+    outcome = run(window)
+    assert outcome.result is not None
+    assert events[0] == "started" and events[1:] == ["summary call"] * len(summarizer.requests)
+
+
 def test_auto_compaction_waits_for_the_threshold() -> None:
     messages = agent_session()
     summarizer = ScriptedSummarizer([faithful_summary])
@@ -766,7 +838,8 @@ def test_auto_compaction_over_the_window_falls_back_when_the_summary_fails() -> 
     assert outcome.result.report.usage == Usage(
         input_tokens=1000 * calls, output_tokens=200 * calls
     )
-    assert outcome.breaker.strikes == 1 and outcome.error is None
+    # The model could not summarise: it is not asked again in this session.
+    assert outcome.breaker.is_open and outcome.breaker.unable and outcome.error is None
 
 
 async def test_aauto_compact_matches_auto_compact() -> None:

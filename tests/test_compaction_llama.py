@@ -4,8 +4,8 @@ The tiny model (chatcli.chat.tinymodel) cannot summarise anything: what it write
 from its vocabulary. That is exactly what verification must catch. `compact` must reject the
 summary and leave the conversation as it was; `auto_compact`, when the conversation is over
 the effective window, must fall back to the deterministic recovery levels, with the user's
-latest task kept verbatim; and its circuit breaker must stop paying for summaries that keep
-failing.
+latest task kept verbatim; and its circuit breaker must stop paying for summaries once the
+model has shown it cannot write one.
 
 The server is started here with a 2,048-token window (the shared fixture's 512 is too small
 for any summary: compaction refuses a summariser window that cannot hold the instructions,
@@ -138,22 +138,22 @@ def test_auto_compaction_over_the_window_falls_back_to_the_deterministic_levels(
     assert outcome.messages[0] == conversation[0] and outcome.messages[0].role is Role.SYSTEM
     assert outcome.messages[-1] == Message.user(LATEST)  # the task, verbatim
     assert conversation == before
-    assert outcome.breaker.strikes == 1 and outcome.notice is None
+    assert outcome.breaker.is_open and outcome.notice is not None  # it cannot summarise
 
 
 @pytest.mark.llama_server
-def test_the_breaker_stops_paying_for_summaries_after_three_failures(
+def test_the_breaker_stops_paying_for_summaries_after_the_first_rejected_one(
     provider: Recording,
 ) -> None:
     conversation = agent_conversation()
     breaker = CompactionBreaker()
     notices = []
-    for attempt in range(1, 5):
+    for _ in range(4):
         outcome = auto(provider, conversation, breaker)
         breaker = outcome.breaker
         notices.append(outcome.notice)
         assert outcome.messages[-1] == Message.user(LATEST)  # always within the budget
-        assert len(provider.requests) == min(attempt, 3)  # no summary call once it is open
-    assert breaker.is_open and breaker.strikes == 3
-    assert notices[:2] == [None, None] and notices[3] is None  # said once, when it opened
-    assert notices[2] is not None and "does not read like a summary" in notices[2]
+        assert len(provider.requests) == 1  # no summary call once the model failed one
+    assert breaker.is_open and "does not read like a summary" in breaker.unable
+    assert notices[1:] == [None, None, None]  # said once, when it opened
+    assert notices[0] is not None and "does not read like a summary" in notices[0]

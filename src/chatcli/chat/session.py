@@ -50,13 +50,19 @@ from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.chat.text import (
     CANCELLED_NOTE,
     CompactionNote,
+    CompactionStarted,
     NativeCompactionNote,
     describe_compaction,
 )
-from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
+from chatcli.compaction import (
+    CompactionBreaker,
+    CompactionResult,
+    auto_compact,
+    compact,
+)
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
-from chatcli.errors import CompactionError, ErrorKind, ProviderError
+from chatcli.errors import CannotSummarise, CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
@@ -202,6 +208,7 @@ class ChatSession:
         self.tap.inner, self.model, self.model_info = provider, model, model_info
         self.estimator = default_estimator(provider)  # another model counts otherwise
         self.native_failed = None
+        self.breaker = CompactionBreaker.from_config(self.compaction)  # it may summarise
         self._save_settings(model=model)
 
     def set_max_tokens(self, max_tokens: int | None) -> None:
@@ -461,7 +468,9 @@ class ChatSession:
         its note, and None is returned. Otherwise, or when it fails, chatcli's own summary of
         the working view is made and returned (`on_event` told why it is not the provider's):
         raises CompactionError, with nothing changed, when no valid summary was made (its
-        calls' cost is stored). A `focus` is for chatcli's own summary."""
+        calls' cost is stored). A `focus` is for chatcli's own summary. Where the model
+        already failed to summarise in this session (its summary was rejected), it is not
+        asked again: CompactionError at once, no call made."""
         if self.recovery.compaction == "off":
             raise CompactionError("compaction is off (CHATCLI_COMPACTION=off): nothing compacts")
         instead = self._compact_natively(focus, on_event)
@@ -469,6 +478,12 @@ class ChatSession:
             return None
         if instead and on_event is not None:
             on_event(NativeCompactionNote(instead=instead))
+        if self.breaker.unable:
+            raise CompactionError(
+                f"not asked again: the model cannot summarise this conversation, as it showed "
+                f"earlier in this session ({self.breaker.unable}). Overflow recovery still keeps "
+                "each request within the window; /model switches to another model."
+            )
         try:
             result = compact(
                 self.provider,
@@ -484,6 +499,8 @@ class ChatSession:
             )
         except CompactionError as exc:
             self._store_failed_compaction(exc)
+            if isinstance(exc, CannotSummarise):  # auto-compaction stops asking too
+                self.breaker = self.breaker.after_failure(str(exc), cannot_summarise=True)
             raise
         self._store_compaction(result)
         return result
@@ -521,6 +538,7 @@ class ChatSession:
             recovery_config=self.recovery,
             summarizer=self.summarizer,
             numbering=self._numbering(),
+            on_start=None if on_event is None else lambda: on_event(CompactionStarted()),
         )
         self.breaker = decision.breaker
         if decision.result is not None:
@@ -533,7 +551,9 @@ class ChatSession:
 
     def _store_compaction(self, result: CompactionResult) -> None:
         """A compaction is a request of its own (its cost is its own line in /cost), with
-        the view it made as an event, from which a reopened session rebuilds its view."""
+        the view it made as an event, from which a reopened session rebuilds its view. One
+        whose summary failed (the view is the recovery levels') is "compaction-failed", as a
+        failed /compact is: a failure has one name."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
         self.base_made_by = compaction_made_by(report)
@@ -541,9 +561,8 @@ class ChatSession:
         data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
         event = ("compaction", describe_compaction(result), data)
         model = report.model or self.model
-        self._record_compaction(
-            "compaction", report.usage, event, model=model, view=result.messages
-        )
+        tag = "compaction" if report.fallback is None else "compaction-failed"
+        self._record_compaction(tag, report.usage, event, model=model, view=result.messages)
         self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
         self._view_reset = COMPACTION
 

@@ -9,9 +9,18 @@ from chatcli.compaction import CompactionResult
 from chatcli.events import Event
 from chatcli.messages import CompactionPart, Usage
 
-__all__ = ["CANCELLED_NOTE", "CompactionNote", "NativeCompactionNote", "describe_compaction"]
+__all__ = [
+    "CANCELLED_NOTE",
+    "COMPACTING",
+    "CompactionNote",
+    "CompactionStarted",
+    "NativeCompactionNote",
+    "describe_compaction",
+]
 
 CANCELLED_NOTE = "[answer cancelled by the user]"
+# What the chat shows while a compaction runs (its summary calls take as long as an answer).
+COMPACTING = "compacting…"
 
 
 def describe_compaction(result: CompactionResult) -> str:
@@ -30,6 +39,15 @@ def describe_compaction(result: CompactionResult) -> str:
         f"{r.messages_after} messages, ~{r.tokens_before:,} -> ~{r.tokens_after:,} tokens "
         f"({r.freed_pct:.0f}% freed{pinned})"
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionStarted(Event):
+    """Auto-compaction started before a request: the model is writing a summary (a
+    `CompactionNote` follows when it is done)."""
+
+    def describe(self) -> str:
+        return COMPACTING
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from itertools import accumulate
 
 from chatcli.compaction.prompt import SYSTEM_PROMPT
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import CarryBudget
 from chatcli.history.text import cut_middle
 from chatcli.history.truncate import Number
@@ -165,7 +165,7 @@ def chunk_capacity(plan: Plan) -> int | None:
     room = plan.summarizer_window - plan.summary_tokens - prompt
     capacity = int(room * estimator.chars_per_token * _CHUNK_SAFETY)
     if capacity < 2 * plan.summary_tokens * estimator.chars_per_token:
-        raise CompactionError(
+        raise CannotSummarise(
             f"the summariser's window ({plan.summarizer_window:,} tokens) is too small to "
             "summarise anything"
         ) from plan.window_error

@@ -21,7 +21,14 @@ from dataclasses import replace
 from chatcli.compaction.drive import Call, Steps
 from chatcli.compaction.plan import Plan, chunk_capacity, chunks, summary_tokens
 from chatcli.compaction.prompt import summary_request
-from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.errors import (
+    CannotSummarise,
+    CompactionError,
+    ErrorInfo,
+    ErrorKind,
+    ProviderError,
+    classify_error,
+)
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
 from chatcli.providers.base import Request, Response
 
@@ -96,7 +103,7 @@ def _ask(request: Request, calls: list[Response | None]) -> Steps[str]:
     response = yield from _call(request, calls)
     text = response.message.text.strip()
     if not text:
-        raise CompactionError("the summariser returned an empty summary")
+        raise CannotSummarise("the summariser returned an empty summary")
     return text
 
 
