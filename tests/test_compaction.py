@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import FrozenInstanceError, replace
 
 import pytest
@@ -23,6 +24,12 @@ from chatcli.compaction import (
     is_summary_message,
     should_auto_compact,
 )
+from chatcli.compaction.prompt import (
+    STRUCTURED_PROMPT,
+    SYSTEM_PROMPT,
+    structured_summary,
+    summary_schema,
+)
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CannotSummarise, CompactionError, ConfigError
 from chatcli.history.carry import Numbering
@@ -36,10 +43,12 @@ from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
     AZURE_RETRY_AFTER_A_DAY_BODY,
     LLAMA_OVERFLOW_BODY,
+    LLAMA_SCHEMA_REFUSED_BODY,
     OPENAI_QUOTA_BODY,
     SECTIONS_TEMPLATE,
     HTTPStatusError,
     ScriptedSummarizer,
+    StructuredSummarizer,
     agent_session,
     conversation_text,
     faithful_summary,
@@ -77,6 +86,79 @@ def test_the_prompt_asks_for_every_section_and_carries_the_focus() -> None:
     assert "focus on: the parser's error handling" in body
     assert "f0.py" in body and "[calls read_file" in body and "### Tool result (read_file" in body
     assert request.max_tokens == CompactionConfig().summary_tokens
+    assert request.settings.response_format is None  # it cannot constrain its output
+
+
+# ---------------------------------------------------------------------------- structured
+
+
+def _sections_json(request: Request) -> str:
+    """The faithful summary's sections as the JSON object a constrained server returns."""
+    text = faithful_summary(request)
+    bodies = [part.split("\n", 1)[1].strip() for part in text.split("## ")[1:]]
+    return json.dumps(dict(zip(SUMMARY_SECTIONS, bodies, strict=True)), indent=2)
+
+
+def test_a_server_that_constrains_output_is_asked_for_the_sections_as_json() -> None:
+    messages = agent_session()
+    messages[1] = Message.user("Never use tabs. " + messages[1].text)
+    summarizer = StructuredSummarizer([_sections_json])
+    result = compact(summarizer, messages)
+    (request,) = summarizer.requests
+    assert request.messages[0].text == STRUCTURED_PROMPT
+    schema = request.settings.response_format
+    assert schema == summary_schema(request.max_tokens or 0)
+    assert list(schema["properties"]) == list(SUMMARY_SECTIONS) == schema["required"]
+    # Rendered back to the same Markdown the plain prompt asks for: the checks pass.
+    (summary,) = [m.text for m in result.messages if is_summary_message(m)]
+    positions = [summary.index(f"## {section}\n") for section in SUMMARY_SECTIONS]
+    assert positions == sorted(positions)
+    assert "Never use tabs." in summary.split("## Explicit instructions and constraints")[1]
+
+
+@pytest.mark.parametrize("tokens", [64, 256, 1024, 4000, 100_000])
+def test_the_schema_keeps_the_whole_object_within_the_summary_tokens(tokens: int) -> None:
+    field = summary_schema(tokens)["properties"][SUMMARY_SECTIONS[0]]
+    chars = field["maxLength"]
+    assert chars >= 80  # room for a sentence, even in a tiny window
+    if tokens >= 512:  # two chars a token, keys and punctuation included
+        assert len(SUMMARY_SECTIONS) * chars + 400 <= tokens * 2
+
+
+def test_a_structured_answer_renders_as_the_summary_sections() -> None:
+    answer = {
+        "Current step": "Writing the docs.",
+        "User's goal": " Build a parser. ",
+        "Decisions made": ["Keep parser.py", "", "Use csv"],
+        "Errors and how they were solved": "",
+        "Files and resources touched": None,
+    }
+    expected = (
+        "## User's goal\nBuild a parser.\n\n## Decisions made\n- Keep parser.py\n- Use csv"
+        "\n\n## Current step\nWriting the docs."
+    )
+    assert structured_summary(json.dumps(answer)) == expected
+    fenced = f"Here it is:\n```json\n{json.dumps(answer)}\n```"  # a server that ignores it
+    assert structured_summary(fenced) == expected
+    for text in ("Sorry, I cannot.", "[1, 2]", '{"User\'s goal": "cut off'):
+        assert structured_summary(text) is None
+
+
+def test_a_structured_answer_that_is_no_json_object_is_checked_as_it_is() -> None:
+    summarizer = StructuredSummarizer(["Sorry, I cannot summarise this conversation."])
+    with pytest.raises(CannotSummarise, match="has 0 of the 7 sections"):
+        compact(summarizer, agent_session())
+
+
+def test_a_server_that_refuses_the_schema_is_asked_again_plainly() -> None:
+    refused = HTTPStatusError(400, LLAMA_SCHEMA_REFUSED_BODY)
+    summarizer = StructuredSummarizer([refused, faithful_summary])
+    result = compact(summarizer, agent_session())
+    first, second = summarizer.requests
+    assert first.settings.response_format is not None
+    assert second.settings.response_format is None and second.messages[0].text == SYSTEM_PROMPT
+    assert result.report.calls == 2  # the refused call counts: it may have been billed
+    assert "## Current step" in result.messages[1].text
 
 
 def test_compaction_replaces_the_middle_and_keeps_systems_and_the_last_turns() -> None:

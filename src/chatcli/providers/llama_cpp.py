@@ -87,6 +87,11 @@ class LlamaCpp:
     def __repr__(self) -> str:
         return f"LlamaCpp({os.path.basename(self.model)!r}, n_ctx={self.context_window})"
 
+    def structured_output_supported(self) -> bool:
+        """A JSON schema as the answer's format is enforced (llama-cpp-python turns it into a
+        grammar)."""
+        return True
+
     def complete(self, request: Request) -> Response:
         with self._lock, _classified_errors():
             completion = self._llama.create_chat_completion(**self._params(request))

@@ -24,7 +24,9 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   `json_object` / `json_schema`, reasoning_effort, tool_choice, parallel_tool_calls), which
   llama.cpp, vLLM and Ollama take; a thinking budget has no common field (an error: use
   `Settings.extra` with the server's own). No `prompt_cache_key` is sent: these servers reuse
-  a matching prefix by themselves.
+  a matching prefix by themselves. `structured_output_supported()` is True only for a server
+  the window discovery identified as one that enforces a `json_schema` (llama.cpp, vLLM,
+  Ollama, LM Studio: each turns the schema into a grammar); another server may ignore it.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
   llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
   `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
@@ -50,7 +52,7 @@ from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import discover_window as discover
-from chatcli.providers.discovery import server_url
+from chatcli.providers.discovery import known_server_window, server_url
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -58,6 +60,9 @@ __all__ = ["OpenAICompatible", "TruncationCheck"]
 
 # Sent when no key is configured; most local servers accept any value or none.
 _NO_KEY = "no-key"
+# Servers (as `chatcli.providers.discovery` names them) that enforce a `json_schema`
+# response_format with a grammar on /v1/chat/completions.
+_SCHEMA_SERVERS = frozenset({"llama.cpp", "vLLM", "Ollama", "LM Studio"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +179,12 @@ class OpenAICompatible(OpenAIBase):
         if "messages" in params:
             params["messages"] = [_with_string_content(m) for m in params["messages"]]
         return params
+
+    def structured_output_supported(self) -> bool:
+        """Whether the server is known to enforce a `json_schema` response_format: one the
+        window discovery identified (see the module docstring); no request is made here."""
+        found = known_server_window(self.base_url, self.model)
+        return found is not None and found.server in _SCHEMA_SERVERS
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;
