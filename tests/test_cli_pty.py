@@ -32,7 +32,8 @@ def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.sp
         "CHATCLI_HOME": str(home),
         "CHATCLI_CACHE": str(home / "cache"),
         "HOME": str(home),
-        "PYTHONPATH": str(ROOT),
+        # The tests' helpers, then the chatcli this test imports (a checkout's src first).
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
         "TERM": "xterm-256color",
         "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect does not answer cursor-position requests
         **env,

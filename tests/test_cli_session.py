@@ -307,6 +307,7 @@ def test_context_report_judges_cuts_with_the_sessions_microcompaction(
         store,
         # Room for level 1's view: the estimate counts "x = 1" lines at ~3 tokens each.
         WindowedProvider(window=2400),
+        max_tokens=1,  # the whole window is the prompt's
         recovery=RecoveryConfig(tool_result_max_chars=8000, tool_result_budget_chars=8000),
         microcompaction=MicrocompactConfig(truncate_turns=50, summarize_turns=60),
     )
@@ -449,3 +450,16 @@ def test_a_window_learned_from_an_overflow_serves_the_next_turns(store: SessionS
     assert first.reply.calls == 2 and session.learned_windows
     second = session.send("and then?")
     assert second.reply.calls == 1 and second.reply.message.text
+
+
+def test_an_answer_is_asked_with_a_limit_sized_from_the_window(store: SessionStore) -> None:
+    # SmolLM2 behind llama-server, no --max-tokens: the chat sent none, and the model wrote
+    # 1,086 tokens until its 4,096-token window was full.
+    provider = ScriptedProvider(script=[response("hi"), response("hi again")], context_window=4096)
+    session = open_session(store, provider)
+    session.send("hello")
+    assert provider.requests[-1].max_tokens == 1024
+    session.set_max_tokens(300)  # the user's own limit wins
+    session.send("and now?")
+    assert provider.requests[-1].max_tokens == 300
+    assert session.context_report().reserve == 300

@@ -70,6 +70,7 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
+from chatcli.request_settings import default_output_limit
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
 
 __all__ = ["ChatSession", "Turn"]
@@ -95,13 +96,15 @@ class Turn:
 class ChatSession:
     """One conversation, bound to a store and a provider. Not thread-safe: one turn at a time.
 
-    `model_info` gives prices and limits (None: unknown). `max_tokens` None lets the provider
-    choose. `budget_usd` enables the session budget (see `budget_check`). `auto_compaction`
-    compacts before a request that passes the configured share of the window; `predictive`
-    is `Client`'s (False: the plain ladder, every level sent in turn). `summarizer`
-    writes compaction summaries (default: the chat provider). `saved` False: `info` is not
-    in the store yet; it is stored with the first thing written (an empty session is never
-    stored, so it is never listed nor continued).
+    `model_info` gives prices and limits (None: unknown). `max_tokens` is the user's output
+    limit; None: `output_limit`, sized from the window and the model's output cap
+    (`chatcli.request_settings.default_output_limit`), never none at all (a local server given
+    no limit writes until its window is full). `budget_usd` enables the session budget (see
+    `budget_check`). `auto_compaction` compacts before a request that passes the configured
+    share of the window; `predictive` is `Client`'s (False: the plain ladder, every level sent
+    in turn). `summarizer` writes compaction summaries (default: the chat provider). `saved`
+    False: `info` is not in the store yet; it is stored with the first thing written (an
+    empty session is never stored, so it is never listed nor continued).
 
     `base_made_by` names what made the view the next request starts from ("compaction",
     "/clear", "level 2, kept from an earlier request", ...; "" when it is the transcript), so
@@ -202,6 +205,17 @@ class ChatSession:
             window = self.model_info.context_window
         return window
 
+    @property
+    def output_limit(self) -> int:
+        """The output limit each answer is asked with: the user's `max_tokens`, else the
+        default sized from the window and the model's output cap."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        cap = self.tap.max_output_tokens
+        if cap is None and self.model_info is not None:
+            cap = self.model_info.max_output_tokens
+        return default_output_limit(self.context_window, cap)
+
     def switch_model(self, provider: Provider, model: str, model_info: ModelInfo | None) -> None:
         """Use another model from the next request on (the transcript is unchanged); a
         reopened session continues on it."""
@@ -245,7 +259,7 @@ class ChatSession:
 
     def _native_trigger(self) -> int | None:
         """Where the provider's compaction triggers (the Client asks for it there)."""
-        return self.compaction.trigger(self.context_window, self.max_tokens)
+        return self.compaction.trigger(self.context_window, self.output_limit)
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
@@ -378,7 +392,7 @@ class ChatSession:
     def _sent(self, client: Client) -> Reply:
         view, transcript = self.working_messages(), self.transcript
         return client.send(
-            view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
+            view, max_tokens=self.output_limit, tools=self.tools, transcript=transcript
         )
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
@@ -492,7 +506,7 @@ class ChatSession:
                 config=self.compaction,
                 estimator=self.estimator,
                 window=self.context_window,
-                output_reserve=self.max_tokens or 0,
+                output_reserve=self.output_limit,
                 recovery_config=self.recovery,
                 summarizer=self.summarizer,
                 numbering=self._numbering(),
@@ -512,7 +526,8 @@ class ChatSession:
             return compact_now
         view = self.working_messages()
         try:
-            done = compact_now(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
+            limit = self.output_limit
+            done = compact_now(Request(messages=view, max_tokens=limit, tools=self.tools))
         except ProviderError as exc:
             return f"its compaction on demand failed: {exc}"
         self.append(done.window)
@@ -532,7 +547,7 @@ class ChatSession:
             self._own_span(),
             breaker=self.breaker,
             window=window,
-            output_reserve=self.max_tokens or 0,
+            output_reserve=self.output_limit,
             config=self.compaction,
             estimator=self.estimator,  # the turn's one estimate: the request's pre-flight's
             recovery_config=self.recovery,
@@ -591,7 +606,7 @@ class ChatSession:
             self.transcript,
             self.working_messages(),
             self._policy(),
-            max_tokens=self.max_tokens,
+            max_tokens=self.output_limit,
             made_by=self.base_made_by,
         )
 
@@ -603,7 +618,7 @@ class ChatSession:
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);
         None when no budget is set. The next request is estimated as its prompt plus the
-        output limit, when one is set."""
+        output limit the user set (the default one is a bound, not what answers cost)."""
         if self.budget_usd is None:
             return None
         pending_messages = (Message.user(pending),) if pending is not None else ()
