@@ -43,7 +43,7 @@ from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
-from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
+from chatcli.history.truncate import TRUNCATION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Response
 from chatcli.recovery import (
@@ -282,7 +282,7 @@ def test_level_3_on_a_short_history_says_it_added_the_notice() -> None:
     messages = [Message.user("fix it"), Message.assistant("done"), Message.user("thanks, now?")]
     messages.insert(0, Message.system("Be brief."))
     level3 = level_events(messages)[-1]
-    grown = len(COMPACTION_NOTICE)
+    grown = len(TRUNCATION_NOTICE)
     assert (level3.kept, level3.total, level3.chars_freed) == (4, 4, -grown)
     assert level3.describe() == (
         "level 3 (nuclear truncation): kept 4 of 4 messages, added the compaction notice "

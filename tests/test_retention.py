@@ -38,6 +38,8 @@ from chatcli.history.retain import (
 )
 from chatcli.history.truncate import (
     COMPACTION_NOTICE,
+    SUMMARY_HEADER,
+    TRUNCATION_NOTICE,
     apply_recovery_level,
     is_compaction_notice,
 )
@@ -205,13 +207,21 @@ def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
     messages = agent_session(60)
     result = retain(messages, 3, FIT, Retention(room=20_000, count=count))
     assert count(result.messages) <= 20_000 * 40 // 100
-    assert [m.text for m in result.messages[:3]] == [SYSTEM.text, COMPACTION_NOTICE, GOAL.text]
+    assert [m.text for m in result.messages[:3]] == [SYSTEM.text, TRUNCATION_NOTICE, GOAL.text]
     assert len(
         others(retain(messages, 2, FIT, Retention(room=20_000, count=count)).messages)
     ) > len(others(result.messages))
     # Applied to a view that carries the notice already, it is not repeated.
     again = retain(result.messages, 3, FIT, Retention(room=20_000, count=count)).messages
-    assert sum(m.text == COMPACTION_NOTICE for m in again) == 1
+    assert sum(m.text == TRUNCATION_NOTICE for m in again) == 1
+
+
+def test_level_3_after_a_compaction_says_the_history_was_summarized() -> None:
+    summary = Message.user(f"{SUMMARY_HEADER}: the 200 messages before this one ...]\nx")
+    messages = [SYSTEM, summary, *agent_session(60)[1:]]
+    room = Retention(room=20_000, count=count)
+    view = retain(messages, 3, FIT, room).messages
+    assert summary in view and view[1].text == COMPACTION_NOTICE  # the spec's words: true
 
 
 def test_the_markers_name_the_transcripts_message_numbers() -> None:

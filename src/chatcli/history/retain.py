@@ -59,6 +59,7 @@ from chatcli.history.truncate import (
     LEVEL_NAMES,
     Number,
     apply_recovery_level,
+    holds_summary,
     is_real_user_request,
     level_notice,
 )
@@ -166,8 +167,11 @@ def _fit(
     anchors = tuple(m for m in repaired.messages if is_anchor(m))  # never cut: see truncate
     others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM and not is_anchor(m))
     # Once is enough: a view truncated before may carry the notice already. Its span is
-    # known after the plan: the room is counted with the longest it can be (all of them).
-    kept, widest = level_notice(systems, others, number) if notice else (systems, ())
+    # known after the plan: the room is counted with the longest it can be (all of them,
+    # and the longer text: the one that says no summary is included).
+    kept, widest = (
+        level_notice(systems, others, number, summarized=False) if notice else (systems, ())
+    )
     fixed = (*kept, *widest, *anchors)
     available = target - retention.count(fixed) if fixed else target
     plan = _plan(others, available, retention, number)
@@ -175,7 +179,8 @@ def _fit(
     span = tuple(plan.cuts.get(i, others[i]) for i in range(plan.start, len(others)))
     if notice:
         dropped = [m for i, m in enumerate(others[: plan.start]) if i not in plan.pins]
-        kept, notices = level_notice(systems, dropped, number)
+        summarized = holds_summary((*anchors, *pinned, *span))
+        kept, notices = level_notice(systems, dropped, number, summarized=summarized)
         fixed = (*kept, *notices, *anchors)
     chosen = build_result(
         "retention",
