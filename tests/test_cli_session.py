@@ -15,7 +15,7 @@ from chatcli.chat.context import Status
 from chatcli.chat.export import export_transcript
 from chatcli.chat.session import ChatSession
 from chatcli.chat.spending import check_budget, usd
-from chatcli.chat.text import CompactionNote, CompactionStarted
+from chatcli.chat.text import CompactionNote, CompactionStarted, MessageCut
 from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.compaction.prompt import SYSTEM_PROMPT
 from chatcli.config import MicrocompactConfig, RecoveryConfig
@@ -23,6 +23,7 @@ from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
 from chatcli.events import Event, LevelApplied, PreflightRecovery
 from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.history.text import original_length
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
 from chatcli.recall import recall_tool
@@ -463,3 +464,30 @@ def test_an_answer_is_asked_with_a_limit_sized_from_the_window(store: SessionSto
     session.send("and now?")
     assert provider.requests[-1].max_tokens == 300
     assert session.context_report().reserve == 300
+
+
+def test_the_chat_says_how_much_of_a_cut_paste_the_model_saw(store: SessionStore) -> None:
+    # A 20k-character paste into a small window, then more turns: the view cuts the paste,
+    # then cuts the cut again; each marker states the whole amount removed, and the user is
+    # told how much of the paste the model saw, once per cut.
+    paste = "Please review:\n" + "\n".join(
+        f"{i:05d} the quick brown fox jumps over the lazy dog" for i in range(400)
+    )
+    provider = WindowedProvider(window=3000, answer=lambda messages: "Noted.")
+    session = open_session(store, provider, max_tokens=200, auto_compaction=False)
+    seen: list[Event] = []
+    session.send(paste, on_event=seen.append)
+    for i in range(6):
+        session.send(
+            f"follow-up question {i}: " + "and what about the dog? " * 20, on_event=seen.append
+        )
+    told = [e for e in seen if isinstance(e, MessageCut)]
+    assert told and told[0].number == 1 and told[0].total == len(paste)
+    assert 0 < told[0].seen < len(paste)
+    assert f"of the {len(paste):,} characters of your message #1" in told[0].describe()
+    assert len(told) >= 2  # cut, then the cut cut again
+    assert len({cut.seen for cut in told}) == len(told)  # said again only when it changed
+    for request in store.requests(session.info.id):
+        for message in store.view(session.info.id, request.id):
+            if message.role is Role.USER and "chars cut" in message.text:
+                assert original_length(message.text) == len(paste)  # the whole amount

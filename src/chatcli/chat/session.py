@@ -52,6 +52,7 @@ from chatcli.chat.text import (
     CompactionNote,
     CompactionStarted,
     NativeCompactionNote,
+    cut_user_messages,
     describe_compaction,
 )
 from chatcli.compaction import (
@@ -158,6 +159,7 @@ class ChatSession:
         self._sent_view: tuple[Message, ...] | None = None
         self._view_reset: str | None = None
         self.native_failed: str | None = None  # why "auto" stopped relying on the provider's
+        self._cuts_told: dict[int, int] = {}  # user message number -> chars the user was told
 
     @classmethod
     def open(
@@ -357,6 +359,7 @@ class ChatSession:
         if compacted:  # the next request starts from the provider's compaction
             self._view_reset = COMPACTION
         request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
+        self._tell_cuts(reply.view, on_event)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
             levels = [e.level for e in events if isinstance(e, LevelApplied)]
@@ -373,6 +376,15 @@ class ChatSession:
             recovery_cost=recovery,
             calls=tuple(self.tap.calls),
         )
+
+    def _tell_cuts(self, view: Sequence[Message], on_event: EventHook | None) -> None:
+        """Say how much of each of the user's messages the model saw, when the view held it
+        cut: once, and again when that changes (a later cut)."""
+        for cut in cut_user_messages(self.transcript, view):
+            if self._cuts_told.get(cut.number) != cut.seen:
+                self._cuts_told[cut.number] = cut.seen
+                if on_event is not None:
+                    on_event(cut)
 
     def _answer(
         self, client: Client, hooks: Sequence[EventHook], on_event: EventHook | None
