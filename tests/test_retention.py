@@ -342,6 +342,18 @@ def test_the_seed_count_is_the_floor_when_it_fits() -> None:
     assert result.messages == seed
 
 
+def test_the_seed_floor_keeps_the_goal_pinned_when_both_fit() -> None:
+    # The docs say the session's small first request is pinned; the seed's floor used to
+    # replace the view that pinned it with one that did not, even with room for both.
+    messages = [SYSTEM, GOAL, *(Message.user(f"note {i} " + "x" * 200) for i in range(8))]
+    seed = apply_recovery_level(messages, 3, FIT).messages
+    room = (count(seed) + count([GOAL]) + 2) * 100 // 40
+    result = retain(messages, 3, FIT, Retention(room=room, count=count))
+    assert result.messages == (*seed[:2], GOAL, *seed[2:])  # the seed's four notes, whole
+    assert count(result.messages) <= room * 40 // 100
+    assert result.report.moved == ("pinned user request #0 in front of the newest messages",)
+
+
 def test_recover_uses_the_seed_without_a_room_or_with_retention_seed() -> None:
     messages = agent_session(30)
     room = Retention(room=20_000, count=count)

@@ -27,6 +27,8 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   a matching prefix by themselves. `structured_output_supported()` is True only for a server
   the window discovery identified as one that enforces a `json_schema` (llama.cpp, vLLM,
   Ollama, LM Studio: each turns the schema into a grammar); another server may ignore it.
+- Consecutive user messages are sent as one (`merge_user_turns`): a server's chat template
+  may want the roles to alternate, and a recovered view can hold two in a row.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
   llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
   `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
@@ -49,7 +51,7 @@ from chatcli.errors import (
     silent_truncation,
 )
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
-from chatcli.providers._common import api_key_from_env
+from chatcli.providers._common import api_key_from_env, merge_user_turns
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import discover_window as discover
 from chatcli.providers.discovery import known_server_window, server_url
@@ -177,7 +179,8 @@ class OpenAICompatible(OpenAIBase):
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         params = super().params(request, stream=stream)
         if "messages" in params:
-            params["messages"] = [_with_string_content(m) for m in params["messages"]]
+            messages = [_with_string_content(m) for m in params["messages"]]
+            params["messages"] = merge_user_turns(messages)
         return params
 
     def structured_output_supported(self) -> bool:
