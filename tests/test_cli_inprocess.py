@@ -159,6 +159,30 @@ def test_an_event_is_shown_once_not_again_by_the_spinner() -> None:
     assert "waiting for the model" in screen.getvalue()
 
 
+def test_a_cancelled_answer_stays_on_screen_and_its_tokens_are_counted(tmp_path: Path) -> None:
+    # After Ctrl-C the streamed text vanished from the screen (the transcript kept it), and
+    # /cost showed the cancelled request as 0 tokens and $0.0000 though its prompt had been
+    # processed.
+    argv = ("--provider", TEST_PROVIDER, "--model", "gpt-4o-mini")
+    env = {"CHATCLI_TEST_CANCEL_AFTER": "48"}
+    question = "a long answer please, about " + "the parser " * 40
+    _, screen = run(tmp_path, [question, "/cost"], argv, env=env)
+    partial = f"Answer to: {question}"[:48]
+    cancelled = screen.index("answer cancelled (Ctrl-C): about ")
+    assert partial in screen[:cancelled]  # the partial answer, printed once the stream stopped
+    assert "prompt and 12 output tokens were processed" in screen
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        (request,) = store.requests(info.id)
+    assert request.tag == "cancelled"
+    assert request.usage.prompt_tokens > len(question) // 6 and request.usage.output_tokens == 12
+    assert (request.cost_usd or 0) > 0  # at gpt-4o-mini's prices
+    row = next(line for line in screen.splitlines() if "cancelled" in line and "│" in line)
+    assert f"~{request.usage.prompt_tokens:,}" in row and "~12" in row  # marked as estimated
+    assert "~ estimated: none reported" in screen
+
+
 def test_the_spinner_says_compacting_while_auto_compaction_runs() -> None:
     screen = io.StringIO()
     view = StreamView(Ui(console=Console(file=screen, force_terminal=True, width=120)))

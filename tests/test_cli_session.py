@@ -491,3 +491,35 @@ def test_the_chat_says_how_much_of_a_cut_paste_the_model_saw(store: SessionStore
         for message in store.view(session.info.id, request.id):
             if message.role is Role.USER and "chars cut" in message.text:
                 assert original_length(message.text) == len(paste)  # the whole amount
+
+
+def test_a_call_that_broke_mid_answer_counts_what_it_processed(store: SessionStore) -> None:
+    class BreaksOnce(ScriptedProvider):
+        """The first stream sends some text, then the connection drops (no usage came)."""
+
+        def stream(self, request: Request) -> Iterator[StreamChunk]:
+            if len(self.requests) == 0:
+                self.requests.append(request)
+                yield TextDelta(text="The answer is")
+                raise ConnectionResetError("connection reset by peer")
+            answer = self.complete(request)
+            yield TextDelta(text=answer.message.text)
+            yield answer
+
+    provider = BreaksOnce(script=[response("The answer is 42.", usage=Usage(50, 6))])
+    session = open_session(store, provider, model_info=PRICED)
+    turn = session.send("what is the answer?", on_delta=lambda text: None)
+    broken, answered = turn.calls
+    assert (broken.kind, broken.estimated) == (CallKind.FAILED, True)
+    assert broken.usage.prompt_tokens > 0 and broken.usage.output_tokens > 0
+    assert (answered.usage, answered.estimated) == (Usage(50, 6), False)
+    (request,) = store.requests(session.info.id)
+    assert request.usage == broken.usage + Usage(50, 6)
+    assert session.cost_summary().estimated == {request.id}
+    # A call refused before any answer processed nothing: no estimate.
+    refused = ScriptedProvider(script=[RuntimeError("boom: connection refused")])
+    other = open_session(store, refused)
+    with pytest.raises(ProviderError):
+        other.send("hello")
+    (failed,) = store.requests(other.info.id)
+    assert failed.usage == Usage() and not other.cost_summary().estimated

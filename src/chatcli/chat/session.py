@@ -29,7 +29,7 @@ from typing import Any
 from chatcli.catalog import ModelInfo
 from chatcli.chat.cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.chat.context import ContextReport, build_context_report
-from chatcli.chat.cost import CostSummary, turn_cost
+from chatcli.chat.cost import CostSummary, estimated_usage_event, turn_cost
 from chatcli.chat.native import (
     chatcli_compacts,
     compaction_usage,
@@ -73,6 +73,7 @@ from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
 from chatcli.request_settings import default_output_limit
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["ChatSession", "Turn"]
 
@@ -141,7 +142,7 @@ class ChatSession:
         self.tools = tuple(tools)
         self.auto_compaction, self.predictive = auto_compaction, predictive
         self.summarizer = summarizer
-        self.estimator = default_estimator(provider)
+        self.estimator = default_estimator(provider)  # the tap's: it estimates unreported usage
         # Windows stated by overflow errors, by model: each send's Client starts from them,
         # so one rejected call teaches the whole session, not only the turn that paid it.
         # Shared through the store with every chat and proxy replica on the same upstream
@@ -199,6 +200,16 @@ class ChatSession:
     @property
     def provider(self) -> Provider:
         return self.tap.inner
+
+    @property
+    def estimator(self) -> TokenEstimator:
+        """The session's token estimate (calibrated on what the provider counted); the tap
+        estimates with it what a cancelled call processed."""
+        return self.tap.estimator
+
+    @estimator.setter
+    def estimator(self, estimator: TokenEstimator) -> None:
+        self.tap.estimator = estimator
 
     @property
     def context_window(self) -> int | None:
@@ -450,11 +461,14 @@ class ChatSession:
             self.estimator = self.estimator.calibrated(messages, tokens)
             self.tap.last_prompt = None
 
-    def record_cancelled(self, partial: str) -> None:
-        """The user cancelled the answer: keep what arrived, marked, in the transcript."""
+    def record_cancelled(self, partial: str) -> CallRecord | None:
+        """The user cancelled the answer: keep what arrived, marked, in the transcript, and
+        what the cancelled call processed (its record: None when no call was made)."""
         text = f"{partial.rstrip()}\n\n{CANCELLED_NOTE}" if partial.strip() else CANCELLED_NOTE
         self.append((Message.assistant(text),))
+        cancelled = next((c for c in self.tap.calls if c.kind is CallKind.CANCELLED), None)
         self._record("cancelled", [], view=None)
+        return cancelled
 
     def _record(
         self,
@@ -469,6 +483,8 @@ class ChatSession:
         made during it is stored apart (`_store_native_compaction`)."""
         calls = [c for c in self.tap.calls if c.kind is not CallKind.COMPACTION]
         cost = turn_cost(calls, self.model, self.model_info)
+        if any(call.estimated for call in calls):
+            extra = (*extra, estimated_usage_event(calls))
         self._ensure_saved()
         request_id = self.store.record_request(
             self.info.id,

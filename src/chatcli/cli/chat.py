@@ -13,6 +13,7 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 
 from chatcli.chat.settings import default_config_path, load_settings
+from chatcli.chat.tap import CallRecord
 from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.context import ChatContext, open_chat, reopened_settings
 from chatcli.cli.render import event_line, turn_footer
@@ -111,8 +112,14 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
                 text, on_event=view.event, on_delta=view.delta, on_discard=view.discard
             )
     except KeyboardInterrupt:
-        session.record_cancelled(view.text)
-        ui.note("answer cancelled (Ctrl-C); what arrived is kept in the transcript", "yellow")
+        if view.text:  # the live display is gone: what arrived stays on the screen
+            view.show(view.text)
+        cancelled = session.record_cancelled(view.text)
+        ui.note(
+            f"answer cancelled (Ctrl-C){_processed(cancelled)}; what arrived is kept in "
+            "the transcript",
+            "yellow",
+        )
         return False
     except ChatcliError as exc:
         ui.error(str(exc))
@@ -120,6 +127,18 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
     view.show(turn.reply.message.text)
     ui.console.print(turn_footer(turn))
     return True
+
+
+def _processed(call: CallRecord | None) -> str:
+    """What a cancelled call processed, as the cancel note says it ("": nothing known)."""
+    if call is None or not (call.usage.prompt_tokens or call.usage.output_tokens):
+        return ""
+    about = "about " if call.estimated else ""
+    usage = call.usage
+    return (
+        f": {about}{usage.prompt_tokens:,} prompt and {usage.output_tokens:,} output tokens "
+        "were processed"
+    )
 
 
 def budget_allows(ctx: ChatContext, text: str | None) -> bool:

@@ -96,16 +96,21 @@ def turn_footer(turn: Turn) -> Text:
     return text
 
 
-def _usage_cells(usage: Usage) -> list[str]:
+def _usage_cells(usage: Usage, *, estimated: bool = False) -> list[str]:
+    """in (the whole prompt, as the footer counts it: cache reads and writes are parts of
+    it), out, cache read, cache write; `estimated`: marked so."""
+    about = "~" if estimated else ""
     return [
-        f"{usage.input_tokens:,}",
-        f"{usage.output_tokens:,}",
+        f"{about}{usage.prompt_tokens:,}",
+        f"{about}{usage.output_tokens:,}",
         f"{usage.cache_read_tokens:,}",
         f"{usage.cache_write_tokens:,}",
     ]
 
 
 _USAGE_COLUMNS = ("in", "out", "cache read", "cache write", "cost", "recovery")
+# Under the requests table: how its numbers count.
+_COUNTING = "in: the whole prompt, cache included, as under each answer; ~ estimated: none reported"
 
 
 def cost_table(summary: CostSummary) -> RenderableType:
@@ -132,8 +137,10 @@ def _requests_table(summary: CostSummary) -> Table:
     """One row per request, with the share of its prompt the provider read from its cache
     (marked when the request broke the cache: `_break_lines` says why)."""
     table = _table("Requests", ("#", "kind", "model"), (*_USAGE_COLUMNS, "cached"))
+    table.caption, table.caption_justify = _COUNTING, "left"
     for number, r in enumerate(summary.requests, 1):
-        cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
+        usage = _usage_cells(r.usage, estimated=r.id in summary.estimated)
+        cells = (*usage, money(r.cost_usd), money(r.recovery_cost_usd))
         cached = share(cached_share(r.usage))
         if r.id in summary.cache_breaks:
             cached = f"{BROKE} {cached}"
@@ -178,17 +185,20 @@ def share(value: float | None) -> str:
 
 def _models_table(summary: CostSummary) -> Table:
     table = _table("Per model", ("model",), ("requests", *_USAGE_COLUMNS))
+    estimated = {r.model or "?" for r in summary.requests if r.id in summary.estimated}
     for model, tally in summary.by_model().items():
-        cells = (*_usage_cells(tally.usage), money(tally.cost), money(tally.recovery_cost))
+        usage = _usage_cells(tally.usage, estimated=model in estimated)
+        cells = (*usage, money(tally.cost), money(tally.recovery_cost))
         table.add_row(model_label(model), str(tally.requests), *cells)
     return table
 
 
 def _session_line(summary: CostSummary) -> Text:
     total = summary.total
+    about = "~" if summary.estimated else ""
     line = Text(
-        f"Session: {total.requests} requests, {total.usage.prompt_tokens:,} in, "
-        f"{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
+        f"Session: {total.requests} requests, {about}{total.usage.prompt_tokens:,} in, "
+        f"{about}{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
         f"of which recovery {money(total.recovery_cost)} and compaction "
         f"{money(total.compaction_cost)}",
         style="bold",
