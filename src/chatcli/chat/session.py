@@ -17,7 +17,10 @@ as a compaction request of its own (an answer paused after it is asked for at on
 the provider refuses for it is sent again without it when "auto" can fall back to chatcli's.
 
 Its other parts: the provider tap (`chatcli.chat.tap`), the cost ledger (`chatcli.chat.cost`),
-the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`).
+the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`). One module
+because a session is one state (the transcript, the base of its view, the compaction breaker,
+the learned windows, the estimator) that its turns, compactions and clears read and change
+together; what needs none of that state lives in those parts.
 """
 
 from __future__ import annotations

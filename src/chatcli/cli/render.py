@@ -26,6 +26,7 @@ __all__ = [
     "BROKE",
     "RECENT_CACHE_REQUESTS",
     "cache_lines",
+    "carried_view",
     "context_view",
     "cost_table",
     "event_line",
@@ -228,6 +229,11 @@ def context_view(report: ContextReport) -> RenderableType:
     notes = [Text(f"next request: {note}", style="yellow") for note in report.notes]
     if report.made_by:
         notes.insert(0, Text(f"working view made by {report.made_by}", style="dim"))
+    if report.carried:
+        count = len(report.carried)
+        notes.append(
+            Text(f"{count} carried instruction(s) in the view: /context carried shows them")
+        )
     table = Table(show_edge=False)
     for column, justify in (
         ("#", "right"),
@@ -246,10 +252,29 @@ def context_view(report: ContextReport) -> RenderableType:
     return Group(head, *notes, table)
 
 
-def transcript_view(messages: Sequence[Message]) -> RenderableType:
-    """The full transcript, every message in full."""
+def carried_view(report: ContextReport) -> RenderableType:
+    """/context carried: the instructions the next request carries from removed user messages,
+    each whole, with the transcript message it came from."""
+    if not report.carried:
+        return Text("the next request carries no instructions from removed messages", "dim")
+    lines = [Text(f"carried into the next request ({len(report.carried)}):", style="bold")]
+    for item in report.carried:
+        where = "" if item.number is None else f"#{item.number} "
+        replaced = ", ".join(f"#{n}" for n in item.replaces)
+        line = Text(f"{where}({item.kind}) ", style="cyan").append(item.text, style="default")
+        if replaced:
+            line.append(f" (replaces {replaced})", style="dim")
+        lines.append(line)
+    if report.carried_left_out:
+        left = report.carried_left_out
+        lines.append(Text(f"{left} more left out to fit the window (/history has them)", "dim"))
+    return Group(*lines)
+
+
+def transcript_view(messages: Sequence[Message], first: int = 1) -> RenderableType:
+    """Transcript messages in full, numbered from `first` (their number in the transcript)."""
     items: list[RenderableType] = []
-    for number, message in enumerate(messages, 1):
+    for number, message in enumerate(messages, first):
         items.append(Text(f"[{number}] {message.role.value}", style=_ROLE_STYLE[message.role]))
         if message.tool_result is not None:
             items.append(Text(message.text))
