@@ -427,6 +427,11 @@ def test_context_names_a_compaction_s_fallback_and_its_notice(store: SessionStor
     assert added == [f"compaction notice ({made_by})"]
     dropped = [row for row in report.rows if row.status == Status.ONLY_IN_TRANSCRIPT]
     assert dropped and all(row.detail == f"dropped by {made_by}" for row in dropped)
+    # Its summary failed: stored as a failed /compact is (it was "compaction" before), and
+    # the view it made still serves a reopened session.
+    assert [r.tag for r in store.requests(session.info.id)] == ["compaction-failed", "chat"]
+    reopened = open_session(store, ScriptedProvider(script=[]), resume=session.info.id)
+    assert reopened.working_messages() == session.working_messages()
 
 
 def test_exports_hold_every_message(store: SessionStore) -> None:
