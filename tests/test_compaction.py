@@ -336,11 +336,13 @@ def test_a_portuguese_rule_the_summary_dropped_is_pinned() -> None:
 # ---------------------------------------------------------------------------- transactional
 
 
-def _assert_unchanged_after_failure(reply: object, match: str) -> CompactionError:
+def _assert_unchanged_after_failure(
+    reply: object, match: str, error: type[CompactionError] = CannotSummarise
+) -> CompactionError:
     messages = agent_session()
     snapshot = list(messages)
     summarizer = ScriptedSummarizer([reply])  # type: ignore[list-item]
-    with pytest.raises(CannotSummarise, match=match) as caught:
+    with pytest.raises(error, match=match) as caught:
         compact(summarizer, messages)
     assert messages == snapshot
     assert len(summarizer.requests) == 1
@@ -365,9 +367,11 @@ def test_a_nonsense_summary_is_rejected(reply: str) -> None:
 
 
 def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
-    _assert_unchanged_after_failure(
-        lambda r: _summary(goal=conversation_text(r) * 2), "not smaller"
+    # A failure, but not the model's inability: on a longer conversation it may do better.
+    error = _assert_unchanged_after_failure(
+        lambda r: _summary(goal=conversation_text(r) * 2), "not smaller", CompactionError
     )
+    assert not isinstance(error, CannotSummarise)
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,11 @@
 - **The new view is valid** (`validate`): smaller than before, within the budget when it is
   known, and tool pairing intact.
 
-Each check raises `CompactionError`: the compaction then changes nothing. A check the
-*summary* fails (nonsense, too few sections, empty, not smaller than what it replaces) raises
-`chatcli.errors.CannotSummarise`: the model could not summarise, and asking it again is
-likely to fail the same way (`chatcli.compaction.auto.CompactionBreaker` stops asking).
+Each check raises `CompactionError`: the compaction then changes nothing. A summary that is
+no summary (nonsense, too few sections, empty) raises `chatcli.errors.CannotSummarise`: the
+model could not summarise, and asking it again is likely to fail the same way
+(`chatcli.compaction.auto.CompactionBreaker` stops asking). A summary not smaller than what
+it replaces is a plain failure: on a longer conversation the same model may do better.
 """
 
 from __future__ import annotations
@@ -34,13 +35,7 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import is_real_user_request
 from chatcli.messages import Message
 
-__all__ = [
-    "check_summary",
-    "latest_request",
-    "missing",
-    "required",
-    "validate",
-]
+__all__ = ["check_summary", "latest_request", "missing", "required", "validate"]
 
 # A summary whose words mostly do not occur in the conversation or the prompt is nonsense.
 _MIN_KNOWN_WORDS = 0.3
@@ -134,7 +129,7 @@ def validate(view: tuple[Message, ...], report: CompactionReport, plan: Plan) ->
     """Raise CompactionError unless `view` is smaller than before, fits the budget and keeps
     every tool call with its result."""
     if report.tokens_after >= report.tokens_before:
-        raise CannotSummarise(
+        raise CompactionError(
             f"the summary is not smaller than what it replaces "
             f"({report.tokens_after:,} >= {report.tokens_before:,} tokens)"
         )
