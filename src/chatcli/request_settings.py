@@ -27,7 +27,6 @@ from chatcli.continuation import DEFAULT_MAX_TOKENS
 from chatcli.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_OUTPUT_SHARE",
     "JSON_MODE",
     "REASONING_EFFORTS",
     "TOOL_CHOICE_MODES",
@@ -125,9 +124,9 @@ class Settings:
         return value is not None and value != {} and value != ()
 
 
-# The chat's default output limit is at most this fraction of the window: the rest is the
+# The chat's default output limit is at most the window divided by this: the rest is the
 # conversation's (a local server given no limit writes until its window is full).
-DEFAULT_OUTPUT_SHARE = 4
+_WINDOW_SHARE = 4
 
 
 def default_output_limit(window: int | None, cap: int | None) -> int:
@@ -139,7 +138,7 @@ def default_output_limit(window: int | None, cap: int | None) -> int:
     if cap is not None:
         limits.append(cap)
     if window is not None:
-        limits.append(max(1, window // DEFAULT_OUTPUT_SHARE))
+        limits.append(max(1, window // _WINDOW_SHARE))
     return min(limits)
 
 

@@ -58,12 +58,7 @@ from chatcli.chat.text import (
     cut_user_messages,
     describe_compaction,
 )
-from chatcli.compaction import (
-    CompactionBreaker,
-    CompactionResult,
-    auto_compact,
-    compact,
-)
+from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CannotSummarise, CompactionError, ErrorKind, ProviderError

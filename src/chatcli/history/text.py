@@ -29,7 +29,6 @@ import re
 import unicodedata
 
 __all__ = [
-    "CUT_MARKER",
     "LINE_SNAP_CHARS",
     "MIN_CUT_CHARS",
     "cut_middle",
@@ -48,7 +47,7 @@ MIN_CUT_CHARS = 48
 # A cut marker, whole: this module's ("\n[... 1,234 chars cut ...]\n", "\n[... 1,234 more
 # chars cut]", with a note) and microcompaction's, which has the same form; group 1 is the
 # count of chars it says were removed.
-CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?")
+_CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?")
 
 _ZWJ = "\u200d"
 _EXTEND_CATEGORIES = frozenset({"Mn", "Mc", "Me"})
@@ -98,7 +97,7 @@ def _markers(text: str) -> list[tuple[int, int]]:
     """(its length, the chars it says were removed) of each cut marker in `text`."""
     if "chars cut" not in text:  # no marker: a plain search, not the expression's scan
         return []
-    return [(len(m.group(0)), int(m.group(1).replace(",", ""))) for m in CUT_MARKER.finditer(text)]
+    return [(len(m.group(0)), int(m.group(1).replace(",", ""))) for m in _CUT_MARKER.finditer(text)]
 
 
 def _around_markers(text: str, start: int, end: int) -> tuple[int, int]:
@@ -106,7 +105,7 @@ def _around_markers(text: str, start: int, end: int) -> tuple[int, int]:
     earlier marker goes whole (its count joins the new one) or stays whole."""
     if "chars cut" not in text:
         return start, end
-    for marker in CUT_MARKER.finditer(text):  # in order: a widened end meets the next ones
+    for marker in _CUT_MARKER.finditer(text):  # in order: a widened end meets the next ones
         if marker.start() < end and marker.end() > start:
             start, end = min(start, marker.start()), max(end, marker.end())
     return start, end

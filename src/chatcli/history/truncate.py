@@ -43,8 +43,8 @@ looks for it, or makes one up.
 The notice names the transcript's numbers of the messages it stands for ("The transcript
 keeps the earlier messages #1-#40.") when the caller numbers them (`number`, as the recovery
 ladder does: `chatcli.history.carry.Numbering`), so that an app's recall tool
-(`chatcli.recall_tool`) has something to point at; without numbering it is
-the notice itself. A view that holds a notice already gets one notice, whose span
+(`chatcli.recall_tool`) has something to point at; without numbering it is the notice's
+text alone. A view that holds a notice already gets one notice, whose span
 covers the old one's and the messages dropped now: it changes only when more are dropped,
 and its text depends only on that span (a prompt cache keeps it as long as the cut stands).
 
