@@ -35,7 +35,6 @@ from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.providers.base import Request, Response
-from chatcli.providers.discovery import forget_discovered_windows
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.request_settings import Settings
 from tests.test_e2e_llama_server import Recording, connect, paragraph, served_model
@@ -187,12 +186,10 @@ class Structured(Recording):
 @pytest.fixture
 def discovered(summariser_server: str) -> Iterator[OpenAICompatible]:
     """The adapter as the chat makes it: the window (and the server) asked of `/props`."""
-    forget_discovered_windows()
     model = served_model(summariser_server)
     adapter = OpenAICompatible(summariser_server + "/v1", model, environ={}, discover_window=True)
     yield adapter
     adapter.close()
-    forget_discovered_windows()
 
 
 @pytest.mark.llama_server

@@ -21,7 +21,6 @@ import pytest
 
 from chatcli.compaction import SUMMARY_SECTIONS, compact, is_summary_message
 from chatcli.messages import Message
-from chatcli.providers.discovery import forget_discovered_windows
 from chatcli.providers.openai_compat import OpenAICompatible
 
 pytest_plugins = ("tests.servers",)
@@ -93,12 +92,10 @@ def smollm2(request: pytest.FixtureRequest) -> Iterator[OpenAICompatible]:
         url = str(request.getfixturevalue("smollm2_server"))
     except pytest.FixtureLookupError:
         pytest.skip("no smollm2_server fixture here: the real small model is not set up")
-    forget_discovered_windows()
     base = url.rstrip("/").removesuffix("/v1") + "/v1"
     adapter = OpenAICompatible(base, "SmolLM2-135M-Instruct", environ={}, discover_window=True)
     yield adapter
     adapter.close()
-    forget_discovered_windows()
 
 
 @pytest.mark.llama_server

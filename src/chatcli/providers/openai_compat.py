@@ -53,8 +53,8 @@ from chatcli.errors import (
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
 from chatcli.providers._common import api_key_from_env, merge_user_turns
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
+from chatcli.providers.discovery import ServerWindow, server_url
 from chatcli.providers.discovery import discover_window as discover
-from chatcli.providers.discovery import known_server_window, server_url
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -161,6 +161,7 @@ class OpenAICompatible(OpenAIBase):
         env = os.environ if environ is None else environ
         names = (api_key_env,) if api_key_env else ()
         key = api_key_from_env(api_key, names, env, required=api_key_env is not None)
+        found: ServerWindow | None = None
         if context_window is None and discover_window:  # asked of the server: see discovery
             found = discover(base_url, model, api_key=key)
             context_window = found.tokens if found is not None else None
@@ -175,6 +176,7 @@ class OpenAICompatible(OpenAIBase):
             max_tokens_param="max_tokens",
         )
         self.truncation_check = truncation_check
+        self.server_window = found  # what the server stated (None: not asked, or not stated)
 
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         params = super().params(request, stream=stream)
@@ -186,7 +188,7 @@ class OpenAICompatible(OpenAIBase):
     def structured_output_supported(self) -> bool:
         """Whether the server is known to enforce a `json_schema` response_format: one the
         window discovery identified (see the module docstring); no request is made here."""
-        found = known_server_window(self.base_url, self.model)
+        found = self.server_window
         return found is not None and found.server in _SCHEMA_SERVERS
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
