@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from chatcli.compaction import SUMMARY_SECTIONS, compact, is_summary_message
@@ -93,7 +94,8 @@ def smollm2(request: pytest.FixtureRequest) -> Iterator[OpenAICompatible]:
     except pytest.FixtureLookupError:
         pytest.skip("no smollm2_server fixture here: the real small model is not set up")
     base = url.rstrip("/").removesuffix("/v1") + "/v1"
-    adapter = OpenAICompatible(base, "SmolLM2-135M-Instruct", environ={}, discover_window=True)
+    model = str(httpx.get(base + "/models").json()["data"][0]["id"])  # the name it serves
+    adapter = OpenAICompatible(base, model, environ={}, discover_window=True)
     yield adapter
     adapter.close()
 
