@@ -32,7 +32,9 @@ def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.sp
         "CHATCLI_HOME": str(home),
         "CHATCLI_CACHE": str(home / "cache"),
         "HOME": str(home),
-        "PYTHONPATH": str(ROOT),
+        # The tests' helpers, then the path the tests were given (a checkout's src: the
+        # chatcli under test, not an installed one).
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
         "TERM": "xterm-256color",
         "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect does not answer cursor-position requests
         **env,

@@ -55,6 +55,9 @@ def test_a_provider_from_the_registry_recovers_before_sending(
     )
     assert isinstance(learned, OpenAICompatible)
     assert learned.context_window == n_ctx
+    assert learned.structured_output_supported()  # llama.cpp enforces a json_schema
+    declared = OpenAICompatible("http://127.0.0.1:9/v1", MODEL, context_window=n_ctx)
+    assert not declared.structured_output_supported()  # a server never identified: no
     estimator = default_estimator(learned)
     assert isinstance(estimator, CountingEstimator)
     assert isinstance(estimator.counter, RemoteCounter)

@@ -171,8 +171,11 @@ def test_tool_calls_and_results_travel_as_text() -> None:
             "content": "Reading.\n<tool_call>\n"
             '{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>',
         },
-        {"role": "user", "content": "<tool_response>\nhello\n</tool_response>"},
-        {"role": "user", "content": "<tool_response>\nError: no such file\n</tool_response>"},
+        {  # one user turn: the template may want the roles to alternate
+            "role": "user",
+            "content": "<tool_response>\nhello\n</tool_response>\n\n"
+            "<tool_response>\nError: no such file\n</tool_response>",
+        },
     ]
 
 

@@ -537,6 +537,24 @@ def test_unknown_api_is_a_config_error() -> None:
         OpenAI("gpt-4o", api="completions", api_key=KEY)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("model", "schema"),
+    [
+        ("gpt-5-mini", True),
+        ("gpt-4o", True),
+        ("gpt-4.1", True),
+        ("o3", True),
+        ("gpt-4", False),
+        ("gpt-4-turbo", False),
+        ("gpt-3.5-turbo", False),
+    ],
+)
+def test_structured_outputs_are_declared_where_the_model_takes_a_schema(
+    model: str, schema: bool
+) -> None:
+    assert OpenAI(model, api_key=KEY).structured_output_supported() is schema
+
+
 def test_declares_model_limits() -> None:
     provider = OpenAI("gpt-4o", api_key=KEY, context_window=128_000, max_output_tokens=16_384)
     assert (provider.context_window, provider.max_output_tokens) == (128_000, 16_384)

@@ -13,6 +13,8 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 
 from chatcli.chat.settings import default_config_path, load_settings
+from chatcli.chat.tap import CallRecord
+from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.context import ChatContext, open_chat, reopened_settings
 from chatcli.cli.render import event_line, turn_footer
 from chatcli.cli.slash import dispatch
@@ -110,8 +112,14 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
                 text, on_event=view.event, on_delta=view.delta, on_discard=view.discard
             )
     except KeyboardInterrupt:
-        session.record_cancelled(view.text)
-        ui.note("answer cancelled (Ctrl-C); what arrived is kept in the transcript", "yellow")
+        if view.text:  # the live display is gone: what arrived stays on the screen
+            view.show(view.text)
+        cancelled = session.record_cancelled(view.text)
+        ui.note(
+            f"answer cancelled (Ctrl-C){_processed(cancelled)}; what arrived is kept in "
+            "the transcript",
+            "yellow",
+        )
         return False
     except ChatcliError as exc:
         ui.error(str(exc))
@@ -119,6 +127,18 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
     view.show(turn.reply.message.text)
     ui.console.print(turn_footer(turn))
     return True
+
+
+def _processed(call: CallRecord | None) -> str:
+    """What a cancelled call processed, as the cancel note says it ("": nothing known)."""
+    if call is None or not (call.usage.prompt_tokens or call.usage.output_tokens):
+        return ""
+    about = "about " if call.estimated else ""
+    usage = call.usage
+    return (
+        f": {about}{usage.prompt_tokens:,} prompt and {usage.output_tokens:,} output tokens "
+        "were processed"
+    )
 
 
 def budget_allows(ctx: ChatContext, text: str | None) -> bool:
@@ -139,14 +159,19 @@ def budget_allows(ctx: ChatContext, text: str | None) -> bool:
     return False
 
 
+# What the spinner says until the answer's first words arrive.
+WAITING = "waiting for the model…"
+
+
 class StreamView:
     """The answer as it streams: a spinner until text arrives, then live Markdown; event lines
-    print above it. Text from a failed call is dropped; a continuation's text is appended."""
+    print above it. Text from a failed call is dropped; a continuation's text is appended.
+    While auto-compaction runs, the spinner says so (`status`)."""
 
     def __init__(self, ui: Ui) -> None:
         self.ui = ui
         self.text = self._kept = ""
-        self._spinner = Spinner("dots", text="waiting for the model…", style="cyan")
+        self._spinner = Spinner("dots", text=WAITING, style="cyan")
         self._live: Live | None = None
         if ui.console.is_terminal:
             self._live = Live(
@@ -164,12 +189,27 @@ class StreamView:
         if self._live is not None:
             self._live.__exit__(kind, exc, tb)
 
+    @property
+    def status(self) -> str:
+        """What the spinner says: what the chat is waiting for."""
+        return str(self._spinner.text)
+
     def event(self, event: Event) -> None:
+        if isinstance(event, CompactionStarted):
+            self._say(event.describe())  # no line: the note follows
+            return
+        if isinstance(event, CompactionNote):
+            self._say(WAITING)
         if isinstance(event, Continued):
             self._kept = self.text
         # The line says what happened; the spinner, below it, only that the model is working
         # (repeating the line there showed every event twice).
         self.ui.console.print(event_line(event))
+
+    def _say(self, status: str) -> None:
+        self._spinner.update(text=status)
+        if self._live is not None:
+            self._live.refresh()
 
     def delta(self, text: str) -> None:
         self.text += text

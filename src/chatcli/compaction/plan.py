@@ -2,8 +2,10 @@
 
 - `Plan` (`make_plan`): everything a compaction needs besides the messages, resolved once:
   the budget the new view must fit (window minus output reserve), the summariser's window,
-  and how many tokens a summary may take (a share of that window at most, so the
-  conversation always gets the rest and merging always makes progress).
+  how many tokens a summary may take (a share of that window at most, so the conversation
+  always gets the rest and merging always makes progress), and whether the summariser's
+  server can constrain its answer to a JSON schema (its adapter's
+  `structured_output_supported()`: then the sections are asked for in that form).
 - `split`: the kept system messages, the middle to summarise, the kept tail (the last turns,
   at most half of the budget, so the summary has room).
 - `chunk_capacity`, `chunks`: a middle larger than the summariser's window is packed into
@@ -16,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
-from chatcli.compaction.prompt import SYSTEM_PROMPT
+from chatcli.compaction.prompt import STRUCTURED_PROMPT, SYSTEM_PROMPT
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import CarryBudget
 from chatcli.history.text import cut_middle
 from chatcli.history.truncate import Number
@@ -32,6 +34,7 @@ __all__ = [
     "carry_budget",
     "chunk_capacity",
     "chunks",
+    "constrains_output",
     "make_plan",
     "max_tail_chars",
     "split",
@@ -61,6 +64,7 @@ class Plan:
     numbering: Number | None = None  # the transcript's message numbers (None: not known)
     # The provider error that stated `summarizer_window`, chained to errors about that window.
     window_error: BaseException | None = None
+    structured: bool = False  # the summary's sections asked for as a JSON object
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +108,15 @@ def make_plan(
         fallback=fallback,
         recovery=recovery_config or RecoveryConfig(),
         numbering=numbering,
+        structured=constrains_output(summarizer or provider),
     )
+
+
+def constrains_output(provider: Provider) -> bool:
+    """Whether `provider` can constrain an answer to a JSON schema (`Settings.response_format`),
+    as its adapter declares (`structured_output_supported()`; none declared: no)."""
+    supported = getattr(provider, "structured_output_supported", None)
+    return callable(supported) and bool(supported())
 
 
 def summary_tokens(config: CompactionConfig, summarizer_window: int | None) -> int:
@@ -158,14 +170,16 @@ def chunk_capacity(plan: Plan) -> int | None:
     """Chars of conversation one summary call can carry, or None when the window is unknown."""
     if plan.summarizer_window is None:
         return None
-    # The instructions, the request's own wrapper text (under 600 chars) and the focus.
-    wrapper = len(SYSTEM_PROMPT) + 600 + len(plan.focus or "")
+    # The instructions, the request's own wrapper text (under 600 chars) and the focus (a
+    # structured request's schema is a grammar on the server, not prompt text).
+    instructions = len(STRUCTURED_PROMPT if plan.structured else SYSTEM_PROMPT)
+    wrapper = instructions + 600 + len(plan.focus or "")
     estimator = plan.summary_estimator
     prompt = estimator.count_chars(wrapper, 2)
     room = plan.summarizer_window - plan.summary_tokens - prompt
     capacity = int(room * estimator.chars_per_token * _CHUNK_SAFETY)
     if capacity < 2 * plan.summary_tokens * estimator.chars_per_token:
-        raise CompactionError(
+        raise CannotSummarise(
             f"the summariser's window ({plan.summarizer_window:,} tokens) is too small to "
             "summarise anything"
         ) from plan.window_error

@@ -39,6 +39,7 @@ class CompactionReport:
     pinned: tuple[str, ...] = ()
     fallback: TransformReport | None = None
     reason: str = ""
+    cannot_summarise: bool = False
 
     @property
     def freed_tokens(self) -> int:

@@ -31,7 +31,7 @@ from chatcli.compaction.summarise import SummaryOverflow, replanned, summarise
 from chatcli.compaction.summary import summary_text
 from chatcli.compaction.verify import check_summary, latest_request, missing, required, validate
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import carry_instructions
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import Number
@@ -136,7 +136,10 @@ def compaction_steps(messages: tuple[Message, ...], plan: Plan) -> Steps[Compact
         if not plan.fallback:
             raise
         try:
-            return fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
+            cannot = isinstance(exc, CannotSummarise)
+            return fall_back(
+                messages, plan, reason=str(exc), calls=tuple(calls), cannot_summarise=cannot
+            )
         except CompactionError as worse:
             worse.calls, worse.usage = exc.calls, exc.usage
             raise worse from exc

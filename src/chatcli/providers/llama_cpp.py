@@ -18,7 +18,8 @@ Mapping notes:
   appended to its text as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, and a
   tool result becomes a user message `<tool_response>...</tool_response>`. Tool definitions
   (`Request.tools`) are not sent and answers are not parsed for tool calls: this provider is
-  for chat, not for agents.
+  for chat, not for agents. Consecutive user messages (tool responses among them) are sent
+  as one: a template may want the roles to alternate.
 - Overflow: llama-cpp-python refuses a prompt that does not fit before generating, with
   `ValueError("Requested tokens (630) exceed context window of 256")`; like every failure of
   the library it is raised as a classified `ProviderError`, chained to the original.
@@ -48,7 +49,12 @@ from typing import Any
 
 from chatcli.errors import ProviderError, classify_error
 from chatcli.messages import Message, StopReason, ToolCall, ToolResult, Usage
-from chatcli.providers._common import raise_classified, require_module, unsupported
+from chatcli.providers._common import (
+    merge_user_turns,
+    raise_classified,
+    require_module,
+    unsupported,
+)
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta
 from chatcli.request_settings import Settings
 
@@ -86,6 +92,11 @@ class LlamaCpp:
 
     def __repr__(self) -> str:
         return f"LlamaCpp({os.path.basename(self.model)!r}, n_ctx={self.context_window})"
+
+    def structured_output_supported(self) -> bool:
+        """A JSON schema as the answer's format is enforced (llama-cpp-python turns it into a
+        grammar)."""
+        return True
 
     def complete(self, request: Request) -> Response:
         with self._lock, _classified_errors():
@@ -211,8 +222,10 @@ def _classified_errors() -> Iterator[None]:
 
 
 def chat_messages(messages: Sequence[Message]) -> list[Json]:
-    """Neutral messages as plain role/content chat messages, tool traffic as text."""
-    return [_chat_message(m) for m in messages]
+    """Neutral messages as plain role/content chat messages, tool traffic as text, and
+    consecutive user messages as one (`merge_user_turns`: a GGUF's template may want the roles
+    to alternate)."""
+    return merge_user_turns([_chat_message(m) for m in messages])
 
 
 def _chat_message(message: Message) -> Json:

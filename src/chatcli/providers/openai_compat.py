@@ -29,7 +29,11 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   `json_object` / `json_schema`, reasoning_effort, tool_choice, parallel_tool_calls), which
   llama.cpp, vLLM and Ollama take; a thinking budget has no common field (an error: use
   `Settings.extra` with the server's own). No `prompt_cache_key` is sent: these servers reuse
-  a matching prefix by themselves.
+  a matching prefix by themselves. `structured_output_supported()` is True only for a server
+  the window discovery identified as one that enforces a `json_schema` (llama.cpp, vLLM,
+  Ollama, LM Studio: each turns the schema into a grammar); another server may ignore it.
+- Consecutive user messages are sent as one (`merge_user_turns`): a server's chat template
+  may want the roles to alternate, and a recovered view can hold two in a row.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
   llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
   `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
@@ -52,7 +56,7 @@ from chatcli.errors import (
     silent_truncation,
 )
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
-from chatcli.providers._common import api_key_from_env
+from chatcli.providers._common import api_key_from_env, merge_user_turns
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
 from chatcli.providers.discovery import ServerWindow, WindowDiscovery, server_url
 from chatcli.providers.discovery import identify_server as identify
@@ -63,6 +67,9 @@ __all__ = ["OpenAICompatible", "TruncationCheck"]
 
 # Sent when no key is configured; most local servers accept any value or none.
 _NO_KEY = "no-key"
+# Servers (as `chatcli.providers.discovery` names them) that enforce a `json_schema`
+# response_format with a grammar on /v1/chat/completions.
+_SCHEMA_SERVERS = frozenset({"llama.cpp", "vLLM", "Ollama", "LM Studio"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,7 +195,8 @@ class OpenAICompatible(OpenAIBase):
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         params = super().params(request, stream=stream)
         if "messages" in params:
-            params["messages"] = [_with_string_content(m) for m in params["messages"]]
+            messages = [_with_string_content(m) for m in params["messages"]]
+            params["messages"] = merge_user_turns(messages)
         return params
 
     def identify_server(self) -> ServerWindow | None:
@@ -199,6 +207,12 @@ class OpenAICompatible(OpenAIBase):
         if self.server_window is None:
             self.server_window = identify(self.base_url or "", self.model, api_key=self.__probe_key)
         return self.server_window
+
+    def structured_output_supported(self) -> bool:
+        """Whether the server is known to enforce a `json_schema` response_format: one the
+        window discovery identified (see the module docstring); no request is made here."""
+        found = self.server_window
+        return found is not None and found.server in _SCHEMA_SERVERS
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;

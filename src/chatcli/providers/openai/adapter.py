@@ -59,6 +59,9 @@ from chatcli.providers.openai.responses import (
 from chatcli.redact import redact_url
 
 Api = Literal["chat", "responses"]
+# Models that take no JSON schema as their answer's format (OpenAI's structured outputs came
+# with GPT-4o).
+_NO_SCHEMA_PREFIXES = ("gpt-3.5", "gpt-4-")
 
 
 class _Accumulator(Protocol):
@@ -300,6 +303,11 @@ class OpenAI(OpenAIBase):
     def compaction_provider(self) -> str | None:
         """Whose compactions this adapter reads: OpenAI's, on the Responses API only."""
         return _COMPACTION_PROVIDER if self.api == "responses" else None
+
+    def structured_output_supported(self) -> bool:
+        """Whether this model takes a JSON schema as its answer's format (structured outputs:
+        every current model; not GPT-3.5 and the GPT-4 models before GPT-4o)."""
+        return not (self.model == "gpt-4" or self.model.startswith(_NO_SCHEMA_PREFIXES))
 
     def native_compaction_supported(self) -> bool:
         """Whether this model compacts on OpenAI's servers (the Responses API only)."""
