@@ -174,7 +174,7 @@ def test_the_console_script_without_the_cli_extra_says_what_to_install(tmp_path:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == CLI_EXTRA_MISSING + "\n"
-    assert "pip install 'chatcli[cli]'" in done.stderr
+    assert "pip install 'chatcli-recovery[cli]'" in done.stderr
 
 
 def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed (pip install 'chatcli[local]', or "
+    reason="llama-cpp-python is not installed (pip install 'chatcli-recovery[local]', or "
     "scripts/install-llama-cpp-python.sh): the demo needs the embedded engine",
 )
 def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -> None:

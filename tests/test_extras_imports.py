@@ -193,7 +193,7 @@ def _requirements_of_extra(extra: str) -> list[Requirement]:
     found: list[Requirement] = []
     for line in extras()[extra]:
         requirement = Requirement(line)
-        if canonical(requirement.name) == "chatcli":
+        if canonical(requirement.name) == "chatcli-recovery":
             for inner in requirement.extras:
                 found += _requirements_of_extra(inner)
         elif requirement.marker is None or requirement.marker.evaluate({"extra": ""}):

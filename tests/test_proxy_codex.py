@@ -86,18 +86,16 @@ def codex_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama-server with a `CODEX_N_CTX`-token window whose answers end (module docstring)."""
     from tests import servers  # a plugin of this module: imported once pytest has loaded it
 
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    pytest.importorskip("gguf", reason="gguf is not installed: pip install 'chatcli[local]'")
+    launcher = servers.llama_server_command()
+    pytest.importorskip(
+        "gguf", reason="gguf is not installed: pip install 'chatcli-recovery[local]'"
+    )
     model = write_tiny_model(
         tmp_path_factory.mktemp("model") / "tiny.gguf", context_length=CODEX_N_CTX
     )
     port = servers._free_port()
     command = [
-        str(binary),
+        *launcher,
         *("--model", str(model), "--alias", servers.MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--ctx-size", str(CODEX_N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),

@@ -58,6 +58,7 @@ from chatcli.messages import Message
 from chatcli.providers.base import Request
 from chatcli.providers.discovery import known_server_window
 from chatcli.providers.llama_cpp import LlamaCpp
+from chatcli.providers.llama_engine import templated_prompt_tokens
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
 from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
@@ -196,8 +197,7 @@ class LlamaServerTokens:
     def _count_templated(self, messages: Sequence[Message]) -> int:
         # The adapter's own wire mapping, so what is counted is what a request sends.
         wire = self.provider.params(Request(messages=tuple(messages)))["messages"]
-        prompt = self.provider.post_json("/apply-template", {"messages": wire})["prompt"]
-        return self._tokenize(prompt, add_special=True)
+        return templated_prompt_tokens(self.provider.post_json, wire)
 
     def _count_text(self, text: str) -> int:
         key = hashlib.sha256(text.encode()).hexdigest()

@@ -34,7 +34,9 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main", "worker_app"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
-PROXY_EXTRA_MISSING = "chatcli proxy needs starlette and uvicorn: pip install 'chatcli[proxy]'"
+PROXY_EXTRA_MISSING = (
+    "chatcli proxy needs starlette and uvicorn: pip install 'chatcli-recovery[proxy]'"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
