@@ -61,8 +61,8 @@ def server() -> Iterator[ReplayServer]:
         yield replay
 
 
-# CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test
-# skipped because a server, llama-cpp-python or gguf is missing is a broken build, not a pass.
+# CI sets CHATCLI_REQUIRE_SERVERS=1 after installing everything: there, a test skipped because
+# a server, a package or the real small model is missing is a broken build, not a pass.
 _skipped: list[str] = []
 
 

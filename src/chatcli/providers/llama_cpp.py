@@ -44,8 +44,10 @@ import asyncio
 import json
 import os
 import queue
+import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -84,19 +86,19 @@ class LlamaCpp:
     def __init__(
         self, model_path: str | os.PathLike[str], *, n_ctx: int = 512, **engine_options_: Any
     ):
-        httpx = require_module("httpx", "local")
+        self._httpx = require_module("httpx", "local")
         self.model = os.fspath(model_path)  # what the engine reports as the model, too
         options = engine_options(n_ctx, engine_options_)
-        # The engine's HTTP API, on a socket only this user can reach (mkdtemp: mode 0700).
-        self._socket_dir = tempfile.TemporaryDirectory(prefix="chatcli-engine-")
-        socket = str(Path(self._socket_dir.name) / _SOCKET)
+        # The engine's HTTP API, on a socket only this user can reach (mkdtemp: mode 0700),
+        # removed with the provider.
+        directory = tempfile.mkdtemp(prefix="chatcli-engine-")
+        self._remove_socket = weakref.finalize(self, shutil.rmtree, directory, True)
+        self._socket = str(Path(directory) / _SOCKET)
         try:
-            self._engine = start_engine(self.model, replace(options, host=socket))
+            self._engine = start_engine(self.model, replace(options, host=self._socket))
         except BaseException:
-            self._socket_dir.cleanup()
+            self._remove_socket()
             raise
-        transport = httpx.HTTPTransport(uds=socket)
-        self._http = httpx.Client(transport=transport, base_url="http://engine", timeout=60.0)
         # What the engine runs with: llama.cpp rounds `n_ctx` up to a multiple of 256.
         self.context_window: int | None = self._slot_context(n_ctx)
         self.max_output_tokens: int | None = None  # only the context window bounds the output
@@ -113,9 +115,8 @@ class LlamaCpp:
 
     def close(self) -> None:
         """Stop the engine and free the model (the object is unusable afterwards)."""
-        self._http.close()
         self._engine = None  # xllamacpp stops the engine when its Server is freed
-        self._socket_dir.cleanup()
+        self._remove_socket()
 
     def complete(self, request: Request) -> Response:
         completion = self._engine.handle_chat_completions(self.params(request))
@@ -194,7 +195,7 @@ class LlamaCpp:
         """POST `body` to `path` of the engine's own HTTP API (llama-server's routes:
         `/apply-template`, `/tokenize`, ...); the decoded answer. An error answer raises a
         classified ProviderError."""
-        answer = self._http.post(path, json=dict(body))
+        answer = self._api("POST", path, body)
         decoded = answer.json()
         if answer.is_error:
             raise ProviderError(classify_error(decoded, status=answer.status_code))
@@ -203,9 +204,18 @@ class LlamaCpp:
     def _slot_context(self, asked: int) -> int:
         """The context one request gets, as the engine states it (`GET /props`, as
         llama-server's window is discovered: `chatcli.providers.discovery`)."""
-        settings = self._http.get("/props").json().get("default_generation_settings") or {}
+        props = self._api("GET", "/props").json()
+        settings = props.get("default_generation_settings") or {}
         stated = settings.get("n_ctx")
         return stated if isinstance(stated, int) and stated > 0 else asked
+
+    def _api(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """One request to the engine's HTTP API (a connection of its own: nothing is left
+        open between calls, which are rare and cost microseconds on a Unix socket)."""
+        transport = self._httpx.HTTPTransport(uds=self._socket)
+        with self._httpx.Client(transport=transport, base_url="http://engine") as client:
+            payload = None if body is None else dict(body)
+            return client.request(method, path, json=payload, timeout=60.0)
 
     def _window_stop(self, response: Response, request: Request) -> Response:
         """`length` with the window full before `max_tokens`: the context ran out."""

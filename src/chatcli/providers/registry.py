@@ -137,7 +137,8 @@ provider, model, base_url, context_window and max_tokens can also be set in
   provider = "anthropic"
   model = "claude-sonnet-4-5"
 
-No key at all? `chatcli demo` runs everything offline on a tiny local model.
+No key at all? `chatcli --local` chats offline with a small model in llama.cpp,
+and `chatcli demo` shows the recovery at work on it (both need the local extra).
 """
 
 
