@@ -34,14 +34,13 @@ from chatcli.chat.localmodel import SMOLLM2
 from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.proxy.app import ProxyOptions
 from tests.english import is_english
-from tests.proxy_harness import running_proxy, upstream_at
+from tests.proxy_harness import running_proxy, smollm2_upstream, upstream_at
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server
 
 AGENT_N_CTX = 16384  # tests/servers.py's `llama_16k`
 MODEL_NAME = "chatcli-tiny"
-SMOLLM2_NAME = "smollm2"  # tests/servers.py's `smollm2_server`
 SHORT_SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 MAX_OUTPUT_TOKENS = 256  # what Claude Code asks for (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
 RUN_TIMEOUT_S = 180.0  # one `claude -p`: a hang fails the test, never the suite
@@ -158,14 +157,7 @@ def test_a_plain_prompt_is_answered(claude: Path, proxy: str, tmp_path: Path) ->
 @pytest.fixture(scope="module")
 def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
     """The proxy in front of the real small model, with its whole 8,192-token window."""
-    upstream = upstream_at(
-        "openai-compatible",
-        smollm2_server + "/v1",
-        model=SMOLLM2_NAME,
-        context_window=SMOLLM2.context_length,
-        environ={"CHATCLI_HOME": "/nonexistent"},
-    )
-    with running_proxy(upstream) as url:
+    with running_proxy(smollm2_upstream(smollm2_server)) as url:
         yield url
 
 

@@ -31,10 +31,9 @@ from typing import Any
 import httpx
 import pytest
 
-from chatcli.chat.localmodel import SMOLLM2
 from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 from tests.english import is_english
-from tests.proxy_harness import running_proxy, upstream_at
+from tests.proxy_harness import running_proxy, smollm2_upstream
 from tests.test_proxy_llama import llama_upstream, recoveries
 
 pytest_plugins = ("tests.servers",)
@@ -45,7 +44,6 @@ FILE_LINES = 700  # about 23,000 tokens of the tiny model's
 MAX_TOKENS = 64  # the proxy's output limit (Codex sets none); the grammar ends answers sooner
 ENDING_GRAMMAR = "root ::= [a-z ]{4,40}"  # every answer ends, within 40 characters
 RUN_TIMEOUT_S = 300.0
-SMOLLM2_NAME = "smollm2"  # tests/servers.py's `smollm2_server`
 SHORT_INSTRUCTIONS = "You are a helpful assistant. Answer in one short sentence.\n"
 REPO = Path(__file__).resolve().parent.parent
 
@@ -222,15 +220,7 @@ def test_a_plain_prompt_is_answered(codex: Path, proxy: str, tmp_path: Path) -> 
 @pytest.fixture(scope="module")
 def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
     """The proxy in front of the real small model, with its whole 8,192-token window."""
-    upstream = upstream_at(
-        "openai-compatible",
-        smollm2_server + "/v1",
-        model=SMOLLM2_NAME,
-        context_window=SMOLLM2.context_length,
-        max_tokens=MAX_TOKENS,
-        environ={"CHATCLI_HOME": "/nonexistent"},
-    )
-    with running_proxy(upstream) as url:
+    with running_proxy(smollm2_upstream(smollm2_server, max_tokens=MAX_TOKENS)) as url:
         yield url
 
 
