@@ -197,7 +197,7 @@ def test_demo_end_to_end_then_continue_and_read_the_transcript(
     child = spawn(tmp_path, "demo", timeout=180, CHATCLI_CACHE=cache)
     screen = io.StringIO()
     child.logfile_read = screen
-    child.expect("a real model, but a very")
+    child.expect("The demo runs SmolLM2-135M-Instruct")
     # Levels 1 and 2 (level 2 keeps what fits 75% of the room, so level 3 is rarely needed).
     for level in (1, 2):
         child.expect(rf"↻ level {level} \(")

@@ -44,6 +44,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "chatcli.providers.anthropic": ("anthropic",),
     "chatcli.providers.gemini": ("gemini",),
     "chatcli.providers.llama_cpp": ("local",),
+    "chatcli.providers.llama_engine": ("local",),
     "chatcli.chat.tinymodel": ("local",),
     "chatcli.cli.demo": ("local",),
     "chatcli.cli.*": ("cli",),

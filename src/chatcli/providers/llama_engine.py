@@ -131,7 +131,7 @@ def engine_problem(
             wanted = ", ".join(flag.upper() for flag in REQUIRED_CPU_FLAGS)
             return (
                 f"chatcli's embedded llama.cpp (xllamacpp {XLLAMACPP_VERSION}) is built for "
-                f"CPUs with {wanted} (x86-64 since 2013); this one lacks "
+                f"CPUs with {wanted} (Intel since 2013, AMD since 2015); this one lacks "
                 f"{', '.join(flag.upper() for flag in missing)}."
             )
     return None
@@ -158,8 +158,9 @@ def start_engine(model: str, options: EngineOptions) -> Any:
         return xllamacpp.Server(_params(xllamacpp, model, options))
     except RuntimeError as exc:  # xllamacpp says only "Failed to init server, ..."
         raise ConfigError(
-            f"llama.cpp could not load {model} with a {options.n_ctx:,}-token context "
-            "(a GGUF file of a model architecture it does not know, or too little memory)"
+            f"llama.cpp could not start on {model} with a {options.n_ctx:,}-token context "
+            "(a model architecture it does not know, too little memory, or its listening "
+            f"address {options.host}:{options.port} taken)"
         ) from exc
 
 
