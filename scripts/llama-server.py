@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--grammar")
     parser.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false")
     parser.add_argument("--chat-template-file", type=Path)
+    parser.add_argument("--verbosity", "-lv", type=int, default=0)  # 3: llama-server's log
     args = parser.parse_args()
     options = EngineOptions(
         n_ctx=args.ctx_size,
@@ -53,6 +54,7 @@ def main() -> None:
         grammar=args.grammar,
         cache_prompt=args.cache_prompt,
         chat_template=args.chat_template_file.read_text() if args.chat_template_file else None,
+        verbosity=args.verbosity,
     )
     engine = start_engine(args.model, options)
     print(f"llama-server (xllamacpp) listening on {engine.listening_address}", flush=True)

@@ -21,7 +21,7 @@ What this module owns:
 - the listener: xllamacpp always serves llama.cpp's HTTP API as well, with no key. The
   provider puts it on a Unix socket in a private temporary directory (no TCP port; llama.cpp
   takes a host ending in `.sock` for a socket path); the tests on a port of 127.0.0.1;
-- quiet: verbosity 0 (llama.cpp's default logs every request on stderr).
+- quiet: verbosity 0 by default (llama.cpp's default logs every request on stderr).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ class EngineOptions:
     (`--reverse-prompt`). `grammar`: a GBNF grammar every answer follows (`--grammar`).
     `cache_prompt` False: every prompt is evaluated whole (`--no-cache-prompt`).
     `chat_template`: a Jinja chat template instead of the model's (`--chat-template-file`'s
-    text).
+    text). `verbosity`: llama.cpp's log on stderr (0: none; 3: every request, as llama-server
+    logs by default).
     """
 
     n_ctx: int
@@ -98,6 +99,7 @@ class EngineOptions:
     grammar: str | None = None
     cache_prompt: bool = True
     chat_template: str | None = None
+    verbosity: int = 0
 
 
 def served_platform(system: str = sys.platform, machine: str = platform.machine()) -> bool:
@@ -179,7 +181,7 @@ def _params(xllamacpp: Any, model: str, options: EngineOptions) -> Any:
     params.n_parallel = options.n_parallel
     params.hostnames = [options.host]
     params.port = options.port
-    params.verbosity = 0
+    params.verbosity = options.verbosity
     params.model_alias = {options.alias or model}
     params.antiprompt = list(options.stop)
     params.cache_prompt = options.cache_prompt
