@@ -27,8 +27,8 @@ from chatcli.store import SessionNotFound, open_store
 
 __all__ = ["LOCAL_N_CTX", "StreamView", "answer", "local_flags", "run_chat"]
 
-# `--local`'s window: half of SmolLM2's 8,192, so that a full prompt is read in seconds, not
-# a minute, on a laptop's CPU cores.
+# `--local`'s window: half of SmolLM2's 8,192. A CPU reads a prompt that fills it for a minute
+# or more (docs/configuration.md): the whole window would double that wait.
 LOCAL_N_CTX = 4096
 
 
