@@ -848,17 +848,18 @@ def first_overflows(args: argparse.Namespace) -> list[FirstOverflow]:
     """Every first-overflow path on every conversation length, in front of one llama-server
     (nothing when it is not built: said on stderr)."""
     sys.path.insert(0, str(ROOT))  # when run as a script: benchmarks.recovery and tests
-    from benchmarks.recovery import llama_server, llama_server_binary
+    from benchmarks.recovery import llama_server, llama_server_command
 
-    binary = llama_server_binary()
-    if binary is None:
-        print("first overflow: not run, llama-server is not built", file=sys.stderr)
+    launcher = llama_server_command()
+    if launcher is None:
+        print("first overflow: not run, xllamacpp is not installed", file=sys.stderr)
         return []
     log = ROOT / ".bench-home" / "llama-server.log"
     log.parent.mkdir(exist_ok=True)
     paths = [p for p in OVERFLOW_PATHS if p in args.overflow_paths.split(",")]
     out = []
-    with llama_server(binary, OVERFLOW_WINDOW, log) as base_url:
+    # `-lv 3`: llama-server's own log, whose lines count the calls and the rejections.
+    with llama_server([*launcher, "-lv", "3"], OVERFLOW_WINDOW, log) as base_url:
         servers = overflow_paths(paths, base_url, args)
         try:
             for port, _ in servers.values():

@@ -93,8 +93,8 @@ def _sdk_schema(request: pytest.FixtureRequest) -> Iterator[None]:
             check_requests(replay.requests, allow=allow)
 
 
-# CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test
-# skipped because a server, llama-cpp-python or gguf is missing is a broken build, not a pass.
+# CI sets CHATCLI_REQUIRE_SERVERS=1 after installing everything: there, a test skipped because
+# a server, a package or the real small model is missing is a broken build, not a pass.
 _skipped: list[str] = []
 
 

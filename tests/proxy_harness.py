@@ -16,12 +16,20 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from chatcli.chat.localmodel import SMOLLM2
 from chatcli.proxy.app import ProxyOptions, create_app
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.upstream import open_upstream
 from chatcli.wire.forwarding import Upstream
 
-__all__ = ["free_port", "running_command", "running_proxy", "upstream_at", "worker_pids"]
+__all__ = [
+    "free_port",
+    "running_command",
+    "running_proxy",
+    "smollm2_upstream",
+    "upstream_at",
+    "worker_pids",
+]
 
 
 def free_port() -> int:
@@ -52,6 +60,19 @@ def upstream_at(
     }
     env = dict(environ or {"CHATCLI_HOME": "/nonexistent-chatcli-home"})
     return open_upstream(load_settings(flags, env), env)
+
+
+def smollm2_upstream(base_url: str, *, max_tokens: int | None = None) -> Upstream:
+    """The real small model's server at `base_url` (tests/servers.py's `smollm2_server`) as
+    `chatcli proxy --provider openai-compatible` opens it, with the model's whole window."""
+    return upstream_at(
+        "openai-compatible",
+        base_url + "/v1",
+        model="smollm2",
+        context_window=SMOLLM2.context_length,
+        max_tokens=max_tokens,
+        environ={"CHATCLI_HOME": "/nonexistent"},
+    )
 
 
 @contextmanager

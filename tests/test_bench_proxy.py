@@ -213,10 +213,9 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
 def test_a_first_overflow_is_counted_by_the_servers_own_log() -> None:
     # The first-overflow part, small: one conversation over llama-server's window through the
     # bare forwarder (sent, rejected, the client gets the 400) and chatcli told the window.
-    from tests.servers import llama_server_binary
+    from tests.servers import llama_server_command
 
-    if not os.access(llama_server_binary(), os.X_OK):
-        pytest.skip("llama-server is not built; build it with scripts/build-llama-server.sh")
+    llama_server_command()  # skipped without xllamacpp
     out = _bench(
         "--messages", "", "--overflow-messages", "60", "--overflow-paths", "bare,chatcli-declared"
     )  # fmt: skip

@@ -451,17 +451,18 @@ def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:
         (
             "anthropic",
             ("--provider", "anthropic", "-p", "hi"),
-            "anthropic is not installed; install it with: pip install 'chatcli[anthropic]'",
+            "anthropic is not installed; install it with: "
+            "pip install 'chatcli-recovery[anthropic]'",
         ),
         (
             "openai",  # imported at the first request
             ("--provider", "openai", "-p", "hi"),
-            "openai is not installed; install it with: pip install 'chatcli[openai]'",
+            "openai is not installed; install it with: pip install 'chatcli-recovery[openai]'",
         ),
         (
-            "llama_cpp",
+            "xllamacpp",
             ("demo",),
-            "llama_cpp is not installed; install it with: pip install 'chatcli[local]'",
+            "xllamacpp is not installed; install it with: pip install 'chatcli-recovery[local]'",
         ),
         (None, ("--provider", "python:nosuch.mod:f", "-p", "hi"), "no module named 'nosuch.mod'"),
     ],

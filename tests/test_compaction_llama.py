@@ -15,7 +15,6 @@ some conversation and the summary).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -55,14 +54,10 @@ def summariser_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
     """llama-server as tests/servers.py starts it, with `-c 2048` instead of 512."""
     from tests import servers  # here, not at the top: the plugin is loaded by now
 
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
+    launcher = servers.llama_server_command()
     port = servers._free_port()
     command = [
-        str(binary),
+        *launcher,
         *("--model", str(tiny_model), "--alias", servers.MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--ctx-size", str(SUMMARISER_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,15 +110,16 @@ def test_without_the_window_the_first_call_is_rejected(llama_server: str) -> Non
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_model: Path) -> LlamaCpp:
+def engine(tiny_model: Path) -> Iterator[LlamaCpp]:
     pytest.importorskip(
-        "llama_cpp",
-        reason="llama-cpp-python is not installed; run scripts/install-llama-cpp-python.sh",
+        "xllamacpp", reason="xllamacpp is not installed: pip install 'chatcli-recovery[local]'"
     )
-    return LlamaCpp(tiny_model, n_ctx=256, seed=1, n_threads=1)
+    provider = LlamaCpp(tiny_model, n_ctx=256, seed=1, n_threads=1)
+    yield provider
+    provider.close()
 
 
-@pytest.mark.llama_cpp_python
+@pytest.mark.llama_server
 def test_the_embedded_engine_counts_what_its_completion_reports(engine: LlamaCpp) -> None:
     messages = (
         Message.system("You are terse."),

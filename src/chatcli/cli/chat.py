@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 
 from rich.live import Live
 from rich.markdown import Markdown
@@ -16,15 +17,21 @@ from chatcli.chat.settings import default_config_path, load_settings
 from chatcli.chat.tap import CallRecord
 from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.context import ChatContext, open_chat, reopened_settings
+from chatcli.cli.demo import fetch_smollm2
 from chatcli.cli.render import event_line, turn_footer
 from chatcli.cli.slash import dispatch
 from chatcli.cli.ui import Ui
-from chatcli.errors import ChatcliError
+from chatcli.errors import ChatcliError, ConfigError
 from chatcli.events import Continued, Event
+from chatcli.providers.llama_engine import require_engine
 from chatcli.providers.registry import detect_provider, setup_help
 from chatcli.store import SessionNotFound, open_store
 
-__all__ = ["StreamView", "answer", "run_chat"]
+__all__ = ["LOCAL_N_CTX", "StreamView", "answer", "local_flags", "run_chat"]
+
+# `--local`'s window: half of SmolLM2's 8,192. A CPU reads a prompt that fills it for a minute
+# or more (docs/configuration.md): the whole window would double that wait.
+LOCAL_N_CTX = 4096
 
 
 def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
@@ -35,6 +42,8 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "context_window": args.context_window,
         "max_tokens": args.max_tokens,
     }
+    if args.local:
+        flags.update(local_flags(args, ui, environ))
     settings = load_settings(flags, environ)
     with open_store(environ) as store:
         try:
@@ -60,6 +69,18 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         if prompt is not None:
             return 0 if answer(ctx, prompt) else 1
         return repl(ctx)
+
+
+def local_flags(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> dict[str, Any]:
+    """`--local`: the embedded engine (`--provider llama-cpp`) on the --model file, else on
+    SmolLM2-135M-Instruct (fetched once into the cache), with a `LOCAL_N_CTX` window unless
+    --context-window says otherwise."""
+    if args.provider not in (None, "llama-cpp") or args.base_url:
+        raise ConfigError("--local runs the model in this process: drop --provider/--base-url")
+    require_engine()  # before anything is fetched: says so where the engine cannot run
+    model = args.model or str(fetch_smollm2(ui, load_settings(None, environ).cache_dir))
+    window = args.context_window or LOCAL_N_CTX
+    return {"provider": "llama-cpp", "model": model, "context_window": window}
 
 
 def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:

@@ -40,7 +40,7 @@ def require_module(name: str, extra: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         raise ImportError(
-            f"{name} is not installed; install it with: pip install 'chatcli[{extra}]'"
+            f"{name} is not installed; install it with: pip install 'chatcli-recovery[{extra}]'"
         ) from exc
 
 

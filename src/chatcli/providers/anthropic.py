@@ -1,6 +1,7 @@
 """Adapter for Anthropic's Messages API, through the official `anthropic` SDK.
 
-Install with `pip install 'chatcli[anthropic]'`; the SDK is imported when a provider is built.
+Install with `pip install 'chatcli-recovery[anthropic]'`; the SDK is imported when a provider
+is built.
 
 Mapping (neutral -> wire):
 - system messages, wherever they are, are lifted in order into the `system` parameter;

@@ -62,7 +62,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from http import HTTPStatus
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatcli.errors import ProviderError
 from chatcli.history.running import request_shape
@@ -71,6 +71,7 @@ from chatcli.messages import Message
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Request, ToolSpec
 from chatcli.providers.llama_cpp import LlamaCpp
+from chatcli.providers.llama_engine import templated_prompt_tokens
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
 from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
@@ -216,11 +217,9 @@ class LlamaServerTokens:
 
     def _count_templated(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
         # The adapter's own wire mapping, so what is counted is what a request sends.
-        request = Request(messages=tuple(messages), tools=tuple(tools))
-        params = self.provider.params(request)
-        body: dict[str, Any] = {k: params[k] for k in ("messages", "tools") if k in params}
-        prompt = self.provider.post_json("/apply-template", body)["prompt"]
-        return self._tokenize(prompt, add_special=True)
+        params = self.provider.params(Request(messages=tuple(messages), tools=tuple(tools)))
+        post = self.provider.post_json
+        return templated_prompt_tokens(post, params["messages"], params.get("tools"))
 
     def _count_text(self, text: str) -> int:
         key = hashlib.sha256(text.encode()).hexdigest()

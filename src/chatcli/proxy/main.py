@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main", "worker_app"]
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 PROXY_EXTRA_MISSING = (
-    "chatcli proxy needs starlette, uvicorn and cryptography: pip install 'chatcli[proxy]'"
+    "chatcli proxy needs starlette, uvicorn and cryptography: pip install 'chatcli-recovery[proxy]'"
 )
 
 
