@@ -10,12 +10,15 @@ estimate with a log line instead of raising.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 
-from chatcli.messages import Message, ToolCall
+from chatcli.client import Client
+from chatcli.events import LevelApplied, LevelSkipped
+from chatcli.messages import Message, Role, ToolCall
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import ToolSpec
@@ -23,6 +26,7 @@ from chatcli.providers.counting import (
     LlamaServerTokens,
     PreflightCounts,
     RemoteCounter,
+    ServerCounted,
     calibrate_estimator,
     conversation_key,
     counter_for,
@@ -32,6 +36,7 @@ from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from chatcli.tokens.exact import token_counter
+from tests.fakes import WindowedProvider
 from tests.recorded import provider_errors, replayed_error
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
 
@@ -493,3 +498,49 @@ def test_preflight_asks_a_declared_windows_server_which_it_is_once(
     assert not counts.unknown and counts.counter is None
     assert not counts.worth_counting(LLAMA_CHAT, window=20)
     assert [r.path.partition("?")[0] for r in server.requests] == ["/props"]
+
+
+# -- A level checked against the upstream's own count -------------------------------------------
+
+
+class _TwoTokenizers(WindowedProvider):
+    """A server whose tokenizer reads the system prompt at 4 chars a token and the user's
+    pasted text at 1.5: one scale calibrated on a request the paste fills misjudges a view
+    without most of it."""
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(
+            math.ceil(len(m.text) / (4.0 if m.role is Role.SYSTEM else 1.5)) + self.per_message
+            for m in messages
+        )
+
+
+def _pasted_conversation() -> list[Message]:
+    system = Message.system(
+        " ".join(f"Rule {i}: answer briefly and cite sources." for i in range(240))
+    )
+    paste = "\n".join(f"{i}: error at module line {i * 7} in handler" for i in range(300))
+    return [system, Message.user(paste + "\n\nWhat failed first?")]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_level_the_calibration_would_skip_is_checked_against_the_servers_count(
+    exact: bool,
+) -> None:
+    # The upstream's count of the whole request calibrates the estimate (as the proxy's
+    # pre-flight does): one scale, learned where the paste dominates, overrates the system
+    # prompt. A level that calibration says misses the window is counted by the upstream
+    # before it is skipped (`ServerCounted.exact`): level 2 is then sent and answered; without
+    # the count it is skipped, and only the last level's near-miss chance is left.
+    provider = _TwoTokenizers(window=4000, chars_per_token=4.0, answer=lambda _: "The first.")
+    history = _pasted_conversation()
+    prompt = provider.count(history)
+    assert prompt > 2 * provider.window  # the paste is what overflows
+    source = (lambda ms: provider.count(ms)) if exact else (lambda ms: None)
+    client = Client(provider, estimator=ServerCounted(source=source).calibrated(history, prompt))
+    reply = client.send(history, max_tokens=200)
+    assert len(provider.requests) == 1  # no rejected call either way
+    assert provider.count(provider.requests[0].messages) + 200 <= provider.window
+    applied = [e.level for e in reply.events if isinstance(e, LevelApplied)]
+    skipped = [e.level for e in reply.events if isinstance(e, LevelSkipped) and not e.unchanged]
+    assert (applied, skipped) == (([2], []) if exact else ([3], [2]))

@@ -117,6 +117,7 @@ class Ladder:
         self.view = self.views.at(0).messages  # the view of the level applied last
         self.prediction, self.answer, self.journal = prediction, answer, journal
         self.resent: set[int] = set()  # the levels sent again with a recalibrated view
+        self.counted: set[int] = set()  # the levels whose request was counted exactly
 
     @property
     def max_steps(self) -> int:
@@ -168,6 +169,8 @@ class Ladder:
         if not self.predictive or prediction.window is None:
             return True
         predicted = self.predicted(level)
+        if not (prediction.fits(predicted) or prediction.leaves_room(predicted)):
+            predicted = self.counted_exactly(level) or predicted
         if prediction.fits(predicted) or prediction.leaves_room(predicted):
             return True
         if level == self.max_level and prediction.near_miss(predicted):
@@ -181,6 +184,21 @@ class Ladder:
         )
         self.skip(skipped)
         return False
+
+    def counted_exactly(self, level: int) -> int | None:
+        """`level`'s prediction after the provider's own count of its request, where one is at
+        hand (`TokenEstimator.exact`), once per level: a calibration learned from another view
+        (a request that a pasted file filled) misjudges this one. The count calibrates the
+        prediction as a stated count does, and the level's view is made again from it."""
+        if level in self.counted:
+            return None
+        self.counted.add(level)
+        messages = self.request_messages(level)
+        actual = self.prediction.estimator.exact(messages)
+        if actual is None:
+            return None
+        self.prediction.learn(actual, None, messages, predict=True)
+        return self.predicted(level)
 
     def skip(self, event: LevelSkipped) -> None:
         self.journal.attempt(event, event.describe())

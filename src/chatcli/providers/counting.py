@@ -60,7 +60,8 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -90,6 +91,7 @@ __all__ = [
     "LlamaServerTokens",
     "PreflightCounts",
     "RemoteCounter",
+    "ServerCounted",
     "calibrate_estimator",
     "conversation_key",
     "counter_for",
@@ -291,6 +293,20 @@ def prompt_tokens(
     return counter.count((*tool_definitions(tools), *messages))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerCounted(MarginEstimator):
+    """The estimate, calibrated on the upstream's counts, with the upstream's own count of a
+    whole request at hand (`exact`: `source`, the request's tools included): recovery checks
+    a level it would skip against it (`chatcli.policy.ladder.Ladder.counted_exactly`)."""
+
+    source: Callable[[Sequence[Message]], int | None] = field(
+        default=lambda _messages: None, compare=False, repr=False
+    )
+
+    def exact(self, messages: Sequence[Message]) -> int | None:
+        return self.source(messages)
+
+
 class PreflightCounts:
     """Pre-flight estimators for the requests to one provider (see the module docstring):
     from its local exact counter (`local_exact_counter`); for an OpenAI-compatible server
@@ -329,8 +345,13 @@ class PreflightCounts:
             self._identify()
         prompt = (*tool_definitions(tools), *messages)  # what the policy counts
         exact = self._exact(messages, tools, prompt)
-        base = MarginEstimator()
-        return base if exact is None else base.calibrated(prompt, exact)
+        if exact is None:
+            return MarginEstimator()
+
+        def count(view: Sequence[Message]) -> int | None:
+            return self._exact(view, tools, (*tool_definitions(tools), *view))
+
+        return ServerCounted(source=count).calibrated(prompt, exact)
 
     def _identify(self) -> None:
         """Ask the server which it is, once; a llama.cpp server's tokenizer counts from then."""
