@@ -217,7 +217,8 @@ class Client:
         stream begins."""
         # What a provider that compacted on its servers sees (`chatcli.history.native`).
         owner = getattr(self.provider, "compaction_provider", None)
-        history = native_view(messages, provider=owner, model=self._model).messages
+        memos = self.policy.memos
+        history = native_view(messages, provider=owner, model=self._model, memos=memos).messages
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)

@@ -27,7 +27,7 @@ whatever the number kept; messages equal by value only (made anew) are compared 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -133,9 +133,12 @@ class ScanMemo(Generic[S]):
         """The kept scan of `key` that read the very objects of the longest start of
         `transcript` (its last message read is the object at its place), with its length:
         looked up by identity from the transcript's end, a dict look-up per message not
-        read (one conversation's requests: each extends the last one's)."""
+        read (one conversation's requests: each extends the last one's). With fewer scans
+        kept than messages, only the places where a kept scan ends are looked at: a
+        transcript whose scan's last message changed (an earlier transform's output) costs
+        a look at each scan, not a look-up per message."""
         ends = self.ends
-        for index in range(len(transcript) - 1, -1, -1):
+        for index in self.ending_places(key, transcript):
             for scan in ends.get(id(transcript[index]), ()):
                 read = scan.messages
                 if scan.key == key and len(read) == index + 1:
@@ -143,6 +146,20 @@ class ScanMemo(Generic[S]):
                     if count == len(read):
                         return count, scan
         return None
+
+    def ending_places(self, key: Hashable, transcript: tuple[Message, ...]) -> Iterable[int]:
+        """The places of `transcript`, from its end, where a kept scan of `key` may end: every
+        place, or, with fewer scans kept than messages, those where one ends."""
+        if len(self.scans) >= len(transcript):
+            return range(len(transcript) - 1, -1, -1)
+        places = {
+            len(scan.messages) - 1
+            for scan in self.scans.values()
+            if scan.key == key
+            and 0 < len(scan.messages) <= len(transcript)
+            and transcript[len(scan.messages) - 1] is scan.messages[-1]
+        }
+        return sorted(places, reverse=True)
 
     def keep(self, scan: S) -> None:
         with self.lock:
