@@ -199,6 +199,7 @@ class _Scan:
         self.open: list[_Result] = []  # the results not yet stubbed, oldest first
         self.lines: dict[int, str] = {}  # the report line of each changed message
         self.line_order: list[int] = []  # their indices, sorted
+        self.cut: tuple[str, ...] | None = None  # the lines in order, once asked (None: not yet)
         self.assistants = self.view_chars = self.chars_in = self.chars_out = 0
         self.grown_chars = 0  # the view's chars with nothing shrunk: what the turns added
 
@@ -279,6 +280,7 @@ class _Scan:
             self.shrunk += 1
             bisect.insort(self.line_order, result.index)
         self.lines[result.index] = self.report_line(message, content)
+        self.cut = None
 
     def view_size(self, result: _Result, stage: int | None = None, content: str = "") -> int:
         """What `result` counts in the pressure estimate at its stage, or at `stage` with the
@@ -340,11 +342,13 @@ class _Scan:
         """The transform's result for `before`, the transcript this scan has read."""
         # Where nothing changed, `out` holds the messages the scan read: the caller's own
         # objects when the transcript extends the one of the previous call, else equal ones.
+        if self.cut is None:  # kept until a result moves: most requests move none
+            self.cut = tuple(map(self.lines.__getitem__, self.line_order))
         return build_result(
             _NAME,
             before,
             tuple(self.out) if self.shrunk else before,
-            cut=tuple(map(self.lines.__getitem__, self.line_order)),
+            cut=self.cut,
             chars_freed=self.chars_in - self.chars_out,
             chars_before=self.chars_in,
         )
