@@ -1,4 +1,5 @@
-"""What one more turn costs: `python benchmarks/incremental.py` prints a Markdown table.
+"""What one more turn costs: `python benchmarks/incremental.py [--runs 3]` prints a Markdown
+table, each figure the median of `--runs` runs.
 
 Two agent conversations of real text (`benchmarks/agent_session.py`: standard-library sources
 as tool results, docstring sentences as prose), each at 1,000 and 10,000 messages (and the
@@ -14,21 +15,26 @@ Each holds a provider's own compaction (an Anthropic `compaction` block, `with_c
 request's view starts from it (`chatcli.history.native`).
 
 Each is sent through `Client.send` with the defaults, against a provider that answers at once
-(`InstantProvider`): once untimed, then `TURNS` times after appending one turn (one step or
-one request turn). The table shows the median CPU time of those sends, and their mean (which
-counts the sends that do more: a microcompaction batch, a new recovery cut), with the window
-unknown and with a `WINDOW`-token window declared (then every request is also estimated
-before it is sent, and a conversation past the window is cut by a recovery level, which the
-following requests keep: a sticky view, and carries what the cut user messages said). The
-anchor is the time of the history transforms alone (native view, microcompaction, tool-result
-budget, pairing repair, in the policy's order on the same transcripts) with no memory, each
-transcript read whole, `ANCHOR_TURNS` times. A `Client` keeps its own memoised scans
-(`chatcli.history.scan.ScanMemos`, dropped with it), so its sends cost what was appended.
+(`InstantProvider`), once untimed, then after each turn appended (one step, or one request
+turn), with the CPU time of each send:
 
-The last column says which paths the window-declared sends took, from what they sent and the
-events they emitted: the old tool results sent as microcompaction's stubs, the provider's
-compaction sent, the recovery levels applied and the items carried by them (over the
-untimed send and the timed ones).
+- window unknown: `TURNS` turns; the median and the mean (which counts the sends that do
+  more: a microcompaction batch);
+- a `WINDOW`-token window declared: every request is also estimated before it is sent, and a
+  conversation past the window is cut by a recovery level, which the following requests keep
+  (a sticky view) and which carries what the user messages it cut said. The turns go on until
+  a send cuts again (at most `CYCLE_TURNS`; the conversation grows by that many turns): the
+  median, the mean over all of them (the cost per turn of a whole cycle, the cut included),
+  and the cut's own time;
+- the anchor: the history transforms alone (native view, microcompaction, tool-result budget,
+  pairing repair, in the policy's order, with the defaults) with no memory, each transcript
+  read whole, `ANCHOR_TURNS` times.
+
+A `Client` keeps its own memoised scans (`chatcli.history.scan.ScanMemos`, dropped with it),
+so its sends cost what was appended. The last column says which paths the window-declared
+sends took, from what they sent and the events they emitted: the old tool results sent as
+microcompaction's stubs, the provider's compaction sent, the recovery levels applied and the
+items carried by them (the untimed send's and the timed ones').
 
 Times are CPU time of this process (`time.process_time`): the machine is shared, and wall
 time would measure the neighbours (the load average is printed). Every figure printed is
@@ -37,12 +43,15 @@ measured in this run.
 
 from __future__ import annotations
 
+import argparse
+import itertools
+import math
 import os
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,10 +74,13 @@ from chatcli.history.native import native_view
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.messages import Message
 from chatcli.recovery import Client
+from chatcli.tokens.estimate import MarginEstimator
 
 SHAPES = ("agent steps", "request turns")
 SIZES = {"agent steps": (100, 1_000, 10_000), "request turns": (1_000, 10_000)}
 TURNS = 40
+# The most turns the window-declared client is sent while it waits for its next cut.
+CYCLE_TURNS = 400
 ANCHOR_TURNS = {100: 10, 1_000: 5, 10_000: 3}
 SEED = 7
 # The declared window of the second column: a 200k-token model, as in benchmarks/cache.py.
@@ -93,20 +105,49 @@ def conversation(shape: str, size: int) -> list[Message]:
     return with_compaction(messages[:cut], at, COMPACTION_PROVIDER, MODEL)
 
 
+def grown(shape: str, size: int) -> Iterator[list[Message]]:
+    """The conversation, then the conversation after each turn appended to it."""
+    messages = conversation(shape, size)
+    rng = random.Random(size)
+    yield messages
+    for turn in itertools.count():
+        messages = messages + _TURNS[shape](rng, size + turn)
+        yield messages
+
+
+def cpu_ms(send: Callable[[list[Message]], object], messages: list[Message]) -> float:
+    start = time.process_time()
+    send(messages)
+    return (time.process_time() - start) * 1000
+
+
 def per_turn_ms(
     shape: str, size: int, send: Callable[[list[Message]], object], turns: int
 ) -> list[float]:
-    """CPU ms of `send` on the conversation after each of `turns` appended turns."""
-    messages = conversation(shape, size)
-    send(messages)
-    rng = random.Random(size)
+    """CPU ms of `send` after each of `turns` appended turns (the first send untimed)."""
+    conversations = grown(shape, size)
+    send(next(conversations))
+    return [cpu_ms(send, messages) for messages in itertools.islice(conversations, turns)]
+
+
+def cut_cycle_ms(shape: str, size: int) -> tuple[list[float], Paths]:
+    """CPU ms of a `WINDOW`-token client's sends after each appended turn, the first send
+    untimed, up to the send that cuts again (at most `CYCLE_TURNS`), and what they did."""
+    provider = InstantProvider(
+        context_window=WINDOW, model=MODEL, compaction_provider=COMPACTION_PROVIDER
+    )
+    paths = Paths(provider)
+    client = Client(provider, hooks=[paths.hook])
+    conversations = grown(shape, size)
+    client.send(next(conversations))
+    cut = paths.levels
     times = []
-    for turn in range(turns):
-        messages = messages + _TURNS[shape](rng, size + turn)
-        start = time.process_time()
-        send(messages)
-        times.append(time.process_time() - start)
-    return [t * 1000 for t in times]
+    for messages in itertools.islice(conversations, CYCLE_TURNS):
+        times.append(cpu_ms(client.send, messages))
+        if paths.levels > cut:
+            paths.cut_again = times[-1]
+            break
+    return times, paths
 
 
 def transforms(messages: list[Message]) -> object:
@@ -128,6 +169,7 @@ class Paths:
     provider: InstantProvider
     levels: int = 0
     carried: int = 0
+    cut_again: float | None = None  # the CPU ms of the timed send that cut again
 
     def hook(self, event: Event) -> None:
         if isinstance(event, LevelApplied):
@@ -142,54 +184,60 @@ class Paths:
         compaction = any(m.compaction is not None for m in sent)
         return (
             f"{stubs:,} stubs, compaction {'sent' if compaction else 'NOT sent'}, "
-            f"{self.levels} levels, {self.carried} carried"
+            f"{self.levels} levels, {self.carried:,} carried"
         )
 
 
-def windowed_client() -> tuple[Client, Paths]:
-    """A client of a `WINDOW`-token model, and what its sends do."""
-    provider = InstantProvider(
-        context_window=WINDOW, model=MODEL, compaction_provider=COMPACTION_PROVIDER
-    )
-    paths = Paths(provider)
-    return Client(provider, hooks=[paths.hook]), paths
-
-
-def median_mean(times: list[float]) -> str:
-    return f"{statistics.median(times):.2f} ms ({statistics.mean(times):.2f})"
-
-
-def row(shape: str, size: int) -> str:
+def measured(shape: str, size: int) -> tuple[list[float], str]:
+    """One run's figures of a row (the medians and means of its sends, the next cut's ms,
+    NaN for none, the turns sent to it, the anchor's median) and the paths its
+    window-declared sends took."""
     provider = InstantProvider(requests=None, model=MODEL, compaction_provider=COMPACTION_PROVIDER)
     client = Client(provider)
-    send = per_turn_ms(shape, size, lambda m: client.send(m), TURNS)
-    windowed, paths = windowed_client()
-    window = per_turn_ms(shape, size, lambda m: windowed.send(m), TURNS)
+    send = per_turn_ms(shape, size, client.send, TURNS)
+    cycle, paths = cut_cycle_ms(shape, size)
     anchor = per_turn_ms(shape, size, transforms, ANCHOR_TURNS[size])
-    tokens = client.policy.estimator.count(conversation(shape, size))
+    cut = math.nan if paths.cut_again is None else paths.cut_again
+    figures = [statistics.median(send), statistics.mean(send), statistics.median(cycle)]
+    figures += [statistics.mean(cycle), cut, len(cycle), statistics.median(anchor)]
+    return figures, paths.reached()
+
+
+def row(shape: str, size: int, runs: int) -> str:
+    """A row of the table: each figure the median of `runs` runs."""
+    measures = [measured(shape, size) for _ in range(runs)]
+    send, send_mean, cycle, cycle_mean, cut, turns, anchor = (
+        statistics.median(run[i] for run, _ in measures) for i in range(7)
+    )
+    tokens = MarginEstimator().count(conversation(shape, size))
+    next_cut = "none" if math.isnan(cut) else f"{cut:,.0f} ms"
     return (
-        f"| {shape} | {size:,} | {tokens:,} | {median_mean(send)} | {median_mean(window)} "
-        f"| {statistics.median(anchor):.2f} ms | {paths.reached()} |"
+        f"| {shape} | {size:,} | {tokens:,} | {send:.2f} ms ({send_mean:.2f}) "
+        f"| {cycle:.2f} ms ({cycle_mean:.2f}) | {next_cut} in {turns:.0f} turns "
+        f"| {anchor:.2f} ms | {measures[0][1]} |"
     )
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per row (medians of them)")
+    runs = parser.parse_args().runs
     started = time.perf_counter()
     load = os.getloadavg()[0]
     print(
-        f"{TURNS} turns appended and sent per cell; CPU time of this process; "
-        f"load average {load:.1f} before the run ({os.cpu_count()} cores).\n"
+        f"CPU time of this process, the median of {runs} runs; load average {load:.1f} before "
+        f"the run ({os.cpu_count()} cores).\n"
     )
     print(
-        "| conversation | messages | tokens (est.) | Client.send per turn, median (mean) "
-        f"| {WINDOW // 1000}k window declared, median (mean) "
-        "| transforms read whole per turn (anchor) "
+        f"| conversation | messages | tokens (est.) | per turn, window unknown: median (mean of "
+        f"{TURNS}) | per turn, {WINDOW // 1000}k window: median (mean to the next cut) "
+        f"| the next cut, {WINDOW // 1000}k window | transforms read whole per turn (anchor) "
         f"| paths taken, {WINDOW // 1000}k window |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for shape in SHAPES:
         for size in SIZES[shape]:
-            print(row(shape, size), flush=True)
+            print(row(shape, size, runs), flush=True)
     print(f"\n(wall time of the run: {time.perf_counter() - started:.0f} s)")
 
 

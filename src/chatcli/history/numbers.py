@@ -9,8 +9,9 @@ the numbers of a transcript cost what was appended since the last request that w
 The tables are read (and the scan taken) at the first number asked: most requests ask none.
 
 A number found by identity depends on which object is where, so a kept scan numbers only a
-transcript of the very objects it read (checked when it is taken, a pointer comparison per
-message); one equal by value only is read by a new scan. A scan only grows (it cannot forget
+transcript of the very objects it read (`ScanMemo.take_same`: a pointer comparison per
+message); one equal by value only (a proxy's, parsed anew for each request) is read by a new
+scan. A scan only grows (it cannot forget
 the places a later message overwrote), so the places it gave a transcript stay right after
 it is kept and extended by a longer one; a place past the transcript's end is looked up in
 the transcript instead.
@@ -18,7 +19,6 @@ the transcript instead.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Hashable, Sequence
 
 from chatcli.history.scan import ScanMemos
@@ -59,9 +59,7 @@ class TranscriptNumbers:
         """The scan of the transcript: a kept one of its very objects, fed what it lacks."""
         transcript = self.transcript
         memo = self.memos.of(_Places) if self.memos is not None else None
-        scan = memo.take(None, transcript) if memo is not None else _Places(None)
-        if any(map(operator.is_not, scan.messages, transcript)):
-            scan = _Places(None)  # equal by value only: other objects, other numbers
+        scan = memo.take_same(None, transcript) if memo is not None else _Places(None)
         for message in transcript[len(scan.messages) :]:
             scan.push(message)
         if memo is not None:

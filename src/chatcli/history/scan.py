@@ -26,6 +26,7 @@ whatever the number kept; messages equal by value only (made anew) are compared 
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from itertools import islice
@@ -129,22 +130,38 @@ class ScanMemo(Generic[S]):
             return best
         return self.new(key)
 
-    def own(self, key: Hashable, transcript: tuple[Message, ...]) -> tuple[int, S] | None:
+    def take_same(self, key: Hashable, transcript: tuple[Message, ...]) -> S:
+        """The kept scan of `key` that read the very objects `transcript` starts with, every
+        one of them, out of the memo; a new scan when there is none. For a scan whose result
+        depends on which object is where (numbers found by identity), not only on values."""
+        with self.lock:
+            found = self.own(key, transcript, same_objects=True)
+            if found is None:
+                return self.new(key)
+            self.drop(found[1])
+            return found[1]
+
+    def own(
+        self, key: Hashable, transcript: tuple[Message, ...], *, same_objects: bool = False
+    ) -> tuple[int, S] | None:
         """The kept scan of `key` that read the very objects of the longest start of
-        `transcript` (its last message read is the object at its place), with its length:
-        looked up by identity from the transcript's end, a dict look-up per message not
-        read (one conversation's requests: each extends the last one's). With fewer scans
-        kept than messages, only the places where a kept scan ends are looked at: a
-        transcript whose scan's last message changed (an earlier transform's output) costs
-        a look at each scan, not a look-up per message."""
+        `transcript` (its last message read is the object at its place, the others equal,
+        or, with `same_objects`, the same objects too), with its length: looked up by
+        identity from the transcript's end, a dict look-up per message not read (one
+        conversation's requests: each extends the last one's). With fewer scans kept than
+        messages, only the places where a kept scan ends are looked at: a transcript whose
+        scan's last message changed (an earlier transform's output) costs a look at each
+        scan, not a look-up per message."""
         ends = self.ends
         for index in self.ending_places(key, transcript):
             for scan in ends.get(id(transcript[index]), ()):
                 read = scan.messages
-                if scan.key == key and len(read) == index + 1:
-                    count = _common_prefix(read, transcript)
-                    if count == len(read):
-                        return count, scan
+                if scan.key != key or len(read) != index + 1:
+                    continue
+                if same_objects and not any(map(operator.is_not, read, transcript)):
+                    return len(read), scan
+                if not same_objects and _common_prefix(read, transcript) == len(read):
+                    return len(read), scan
         return None
 
     def ending_places(self, key: Hashable, transcript: tuple[Message, ...]) -> Iterable[int]:
