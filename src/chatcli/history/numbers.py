@@ -11,10 +11,9 @@ The tables are read (and the scan taken) at the first number asked: most request
 A number found by identity depends on which object is where, so a kept scan numbers only a
 transcript of the very objects it read (`ScanMemo.take_same`: a pointer comparison per
 message); one equal by value only (a proxy's, parsed anew for each request) is read by a new
-scan. A scan only grows (it cannot forget
-the places a later message overwrote), so the places it gave a transcript stay right after
-it is kept and extended by a longer one; a place past the transcript's end is looked up in
-the transcript instead.
+scan. A scan only grows (it cannot forget the places a later message overwrote), so the
+places it gave a transcript stay right after it is kept and extended by a longer one; a place
+past the transcript's end is looked up in the transcript instead.
 """
 
 from __future__ import annotations
@@ -25,16 +24,16 @@ from chatcli.history.scan import ScanMemos
 from chatcli.history.truncate import Number
 from chatcli.messages import Message, Role
 
-__all__ = ["TranscriptNumbers", "transcript_numbers"]
+__all__ = ["transcript_numbers"]
 
 
 def transcript_numbers(transcript: Sequence[Message], memos: ScanMemos | None = None) -> Number:
     """The numbers of `transcript`'s messages (see the module docstring), from `memos` (its
     owner's memoised scans) when given, else read whole at the first number asked."""
-    return TranscriptNumbers(tuple(transcript), memos)
+    return _Numbers(tuple(transcript), memos)
 
 
-class TranscriptNumbers:
+class _Numbers:
     """`transcript`'s message numbers: call it with a message (None when it is not found)."""
 
     def __init__(self, transcript: tuple[Message, ...], memos: ScanMemos | None) -> None:

@@ -21,7 +21,9 @@ request scanned its whole conversation).
 A scan of the very message objects of the transcript's start (one conversation's requests:
 the proxy hands out the same objects) is found by the identity of its last message read,
 whatever the number kept; messages equal by value only (made anew) are compared with the
-`MEMO_RECENT` latest scans.
+`MEMO_RECENT` latest scans. A scan whose result depends on which object is where, not only
+on values (the transcript's numbers, found by identity), is taken only by a transcript that
+starts with the very objects it read (`ScanMemo.take_same`).
 """
 
 from __future__ import annotations
