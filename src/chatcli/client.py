@@ -217,7 +217,8 @@ class Client:
         stream begins."""
         # What a provider that compacted on its servers sees (`chatcli.history.native`).
         owner = getattr(self.provider, "compaction_provider", None)
-        history = native_view(messages, provider=owner, model=self._model).messages
+        memos = self.policy.memos
+        history = native_view(messages, provider=owner, model=self._model, memos=memos).messages
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
@@ -270,7 +271,7 @@ class Client:
         covered = self._covered
         if covered is not None and history[: sticky.upto] == covered:
             return sticky  # the same objects: a pointer comparison per message
-        if covered is None and sticky.applies_to(history):
+        if covered is None and sticky.applies_to(history, self.policy.memos):
             self._covered = history[: sticky.upto]
             return sticky
         self._sticky = self._covered = None
@@ -278,7 +279,8 @@ class Client:
 
     def _keep_cut(self, history: tuple[Message, ...], view: tuple[Message, ...]) -> None:
         if history:
-            self._sticky, self._covered = StickyView.of(history, view), history
+            sticky = StickyView.of(history, view, self.policy.memos)
+            self._sticky, self._covered = sticky, history
 
     def compact(
         self,

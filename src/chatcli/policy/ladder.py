@@ -9,11 +9,12 @@ from collections.abc import Sequence
 
 from chatcli.events import InstructionsCarried, LevelApplied, LevelSkipped, PreflightRecovery
 from chatcli.history.budget import enforce_tool_result_budget
-from chatcli.history.carry import CarryBudget, Numbering, carried_items, carrying, is_carry_block
+from chatcli.history.carry import CarryBudget, carried_items, carrying, is_carry_block
+from chatcli.history.numbers import transcript_numbers
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
-from chatcli.history.truncate import LEVEL_NAMES, is_compaction_notice
+from chatcli.history.truncate import LEVEL_NAMES, Number, is_compaction_notice
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.partial import PartialAnswer
@@ -40,10 +41,12 @@ class Views:
         transcript: tuple[Message, ...],
         policy: PolicyValues,
         prediction: Prediction,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         config = policy.config
-        self._numbering = numbering if numbering is not None else Numbering(transcript)
+        self._numbering = (
+            numbering if numbering is not None else transcript_numbers(transcript, policy.memos)
+        )
         budgeted = enforce_tool_result_budget(
             policy.apply_microcompaction(transcript, self._numbering),
             per_result_chars=config.tool_result_max_chars,
@@ -107,7 +110,7 @@ class Ladder:
         prediction: Prediction,
         answer: PartialAnswer,
         journal: Journal,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         self.transcript = transcript
         self.views = Views(transcript, policy, prediction, numbering)

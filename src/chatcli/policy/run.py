@@ -31,7 +31,7 @@ from chatcli.events import (
     SilentTruncationDetected,
     ToolCallsDropped,
 )
-from chatcli.history.carry import Numbering
+from chatcli.history.truncate import Number
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.policy.actions import Flow, Reply, Send, Sleep
 from chatcli.policy.journal import Journal
@@ -72,7 +72,7 @@ class Run:
         tools: tuple[ToolSpec, ...],
         emit: Callable[[Event], None],
         settings: Settings,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         self.policy, self.tools, self.settings = policy, tools, settings
         self.journal = journal = Journal(emit)
