@@ -98,6 +98,11 @@ class LlamaCpp:
         grammar)."""
         return True
 
+    def structured_output_keeps_prompt(self) -> bool:
+        """The grammar constrains the output only: the prompt, and the prefix the engine
+        keeps evaluated from the previous call, stay as they are."""
+        return True
+
     def complete(self, request: Request) -> Response:
         with self._lock, _classified_errors():
             completion = self._llama.create_chat_completion(**self._params(request))
