@@ -16,7 +16,6 @@ from chatcli.compaction import (
     PreviousRequest,
     auto_compact,
     compact,
-    is_summary_message,
 )
 from chatcli.compaction.prompt import (
     STRUCTURED_PROMPT,
