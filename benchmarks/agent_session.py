@@ -7,6 +7,9 @@ window of up to `MAX_RESULT_LINES` lines of one file, as agents read files), the
 sentences from the same files' docstrings. Everything is chosen by a seeded random generator
 from the sorted file list, so a session is the same on every run of the same Python.
 
+`chat_session` is a plain chat of the same prose: questions of two or three sentences, answers
+of seven to twelve.
+
 `InstantProvider` answers every request at once with a fixed short answer, so a benchmark
 through `Client.send` measures chatcli's own work, and records each request it was sent.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, Response
 
-__all__ = ["InstantProvider", "agent_session", "agent_turn", "stdlib_files"]
+__all__ = ["InstantProvider", "agent_session", "agent_turn", "chat_session", "stdlib_files"]
 
 # Agents read files in windows (Claude Code reads 2,000 lines; most reads are far shorter).
 MAX_RESULT_LINES = 700
@@ -31,6 +34,9 @@ SYSTEM = (
     "You are a coding agent working in a Python repository. Read files with read_file before "
     "you change them, explain what you found, and keep answers short."
 )
+
+
+CHAT_SYSTEM = "You are a helpful assistant who knows the Python standard library well."
 
 
 @cache
@@ -96,6 +102,16 @@ def agent_session(turns: int, seed: int = 2026) -> list[Message]:
     messages = [Message.system(SYSTEM), Message.user(_prose(rng, 3))]
     for index in range(turns):
         messages += agent_turn(rng, index)
+    return messages
+
+
+def chat_session(turns: int, seed: int = 2026) -> list[Message]:
+    """A chat of `turns` questions and answers, ending with the last answer."""
+    rng = random.Random(seed)
+    messages = [Message.system(CHAT_SYSTEM)]
+    for _ in range(turns):
+        messages.append(Message.user(_prose(rng, rng.randint(2, 3))))
+        messages.append(Message.assistant(_prose(rng, rng.randint(7, 12))))
     return messages
 
 

@@ -17,6 +17,7 @@ from chatcli.compaction import (
     auto_compact,
     compact,
 )
+from chatcli.compaction.plan import read_ratio
 from chatcli.compaction.prompt import (
     STRUCTURED_PROMPT,
     SYSTEM_PROMPT,
@@ -241,3 +242,17 @@ def test_compact_takes_the_previous_request_it_is_given() -> None:
     (request,) = provider.requests
     assert request.messages[:-1] == (*messages, answer) and request.tools == (READ,)
     assert result.report.warm
+
+
+@pytest.mark.parametrize(("model", "warm"), [("claude-sonnet-4-6", True), ("gpt-4o", False)])
+def test_the_warm_request_is_taken_where_it_costs_less(model: str, warm: bool) -> None:
+    # Large tool results, which the rendered text cuts to a few thousand characters: a
+    # cache read at a tenth of the input price (Anthropic) makes the warm request cheaper,
+    # at half of it (gpt-4o, the catalog's prices) the rendered one.
+    ratio = read_ratio(ScriptedSummarizer([], model=model))
+    assert ratio == pytest.approx(0.1 if warm else 0.5)
+    provider = ScriptedSummarizer(["Here are the docs.", summary], model=model)
+    client, messages, _ = answered(provider, result_chars=20_000)
+    result = client.compact(messages)
+    assert result.report.warm is warm
+    assert (provider.requests[-1].messages[0].text == SYSTEM_PROMPT) is not warm

@@ -7,7 +7,8 @@
   server can constrain its answer to a JSON schema (its adapter's
   `structured_output_supported()`: then the sections are asked for in that form), and the
   conversation's previous request when the summariser shares its prompt cache
-  (`chatcli.compaction.warm`: the summary is then asked for after it).
+  (`chatcli.compaction.warm`: the summary is then asked for after it), with the price of a
+  cache read against an input token (`read_ratio`: the catalog's, for the summariser's model).
 - `split`: the kept system messages, the middle to summarise, the kept tail (the last turns,
   at most half of the budget, so the summary has room).
 - `chunk_capacity`, `chunks`: a middle larger than the summariser's window is packed into
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
+from chatcli.catalog import lookup
 from chatcli.compaction.previous import PreviousRequest
 from chatcli.compaction.prompt import STRUCTURED_PROMPT, SYSTEM_PROMPT
 from chatcli.config import CompactionConfig, RecoveryConfig
@@ -40,6 +42,7 @@ __all__ = [
     "constrains_output",
     "make_plan",
     "max_tail_chars",
+    "read_ratio",
     "schema_keeps_prompt",
     "shares_cache",
     "split",
@@ -72,10 +75,12 @@ class Plan:
     window_error: BaseException | None = None
     structured: bool = False  # the summary's sections asked for as a JSON object
     # The conversation's last request, sent to the summariser's prompt cache (None: not known,
-    # or the summariser does not share that cache), and whether a schema leaves a prompt as
-    # it is (a grammar on the server), so the warm request may ask for one.
+    # or the summariser does not share that cache), whether a schema leaves a prompt as it is
+    # (a grammar on the server), so the warm request may ask for one, and what a cached input
+    # token costs against an uncached one (None: the price is not known).
     previous: PreviousRequest | None = None
     grammar: bool = False
+    cache_read_ratio: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +131,7 @@ def make_plan(
         structured=constrains_output(summarizer or provider),
         previous=previous if shares_cache(provider, summarizer) else None,
         grammar=schema_keeps_prompt(summarizer or provider),
+        cache_read_ratio=read_ratio(summarizer or provider),
     )
 
 
@@ -159,6 +165,17 @@ def schema_keeps_prompt(provider: Provider) -> bool:
     none declared: no, as for OpenAI and Anthropic, whose schema is part of the prompt)."""
     keeps = getattr(provider, "structured_output_keeps_prompt", None)
     return callable(keeps) and bool(keeps())
+
+
+def read_ratio(provider: Provider) -> float | None:
+    """A cache read's price over an input token's for `provider`'s model, as the catalog
+    gives them (`chatcli.catalog.lookup`); None when either is not known (a local server)."""
+    model = getattr(provider, "model", None)
+    info = lookup(model) if isinstance(model, str) and model else None
+    prices = info.prices if info is not None else None
+    if prices is None or not prices.input or prices.cache_read is None:
+        return None
+    return prices.cache_read / prices.input
 
 
 def summary_tokens(config: CompactionConfig, summarizer_window: int | None) -> int:

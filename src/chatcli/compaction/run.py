@@ -34,7 +34,7 @@ from chatcli.compaction.shrink import fitted
 from chatcli.compaction.summarise import SummaryOverflow, replanned, summarise
 from chatcli.compaction.summary import summary_text
 from chatcli.compaction.verify import check_summary, latest_request, missing, required, validate
-from chatcli.compaction.warm import summarise_warm
+from chatcli.compaction.warm import rendered_tokens, summarise_warm
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import carry_instructions
@@ -157,10 +157,10 @@ def _summary(
 ) -> Steps[tuple[str, str, bool]]:
     """(the summary, the text it was written from, whether on the warm prefix): there when
     it is taken and works (`chatcli.compaction.warm`), else of the middle rendered as text."""
-    warm = yield from summarise_warm(plan, calls)
+    blocks = render(parts.middle)
+    warm = yield from summarise_warm(plan, calls, rendered_tokens(blocks, plan))
     if warm is not None:
         return (*warm, True)
-    blocks = render(parts.middle)
     try:
         summary = yield from summarise(blocks, plan, calls, level=0)
     except SummaryOverflow as overflow:

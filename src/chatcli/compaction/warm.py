@@ -25,8 +25,13 @@ The warm request is taken when the summariser shares the provider's cache (`make
 previous request leaves the model free to answer with text (no forced tool, no answer format
 of the caller's that only a prompt change could lift, no compaction on the provider's
 servers, whose edits change what it cached), the messages added since keep every tool call
-with its result, and the request with the summary's output fits the summariser's window.
-Otherwise the rendered request is made: a summariser of another model, a conversation over
+with its result, the request with the summary's output fits the summariser's window, and it
+costs no more than the rendered request at the summariser's prices (`Plan.cache_read_ratio`:
+its prefix at the cache-read price, the rest at the input price, against the rendered text
+at the input price; unknown prices, a local server's: taken). The rendered request shows each
+tool result cut to a few thousand characters, so a conversation of large results can cost
+less rendered where a cache read is a large share of the input price (half, on some OpenAI
+models). Otherwise the rendered request is made: a summariser of another model, a conversation over
 the summariser's window, chunking. So it is when the warm summary fails other than by the
 provider's state (a rate limit, a quota, a key, a transient failure its retries did not fix:
 those are the compaction's failure): a window smaller than estimated, a request the server
@@ -45,7 +50,7 @@ from dataclasses import replace
 
 from chatcli.compaction.drive import Steps
 from chatcli.compaction.plan import Plan
-from chatcli.compaction.prompt import render, summary_schema, summary_turn
+from chatcli.compaction.prompt import render, summary_request, summary_schema, summary_turn
 from chatcli.compaction.summarise import ask
 from chatcli.compaction.verify import check_summary
 from chatcli.errors import CompactionError, ErrorKind, ProviderError, classify_error
@@ -54,7 +59,7 @@ from chatcli.messages import Message, Role
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Request, Response
 
-__all__ = ["continued", "summarise_warm", "warm_request"]
+__all__ = ["continued", "rendered_tokens", "summarise_warm", "warm_request"]
 
 logger = logging.getLogger("chatcli")
 
@@ -67,15 +72,19 @@ _PROVIDER_STATES = frozenset(
 _FREE_CHOICES = (None, "auto", "none")
 
 
-def summarise_warm(plan: Plan, calls: list[Response | None]) -> Steps[tuple[str, str] | None]:
+def summarise_warm(
+    plan: Plan, calls: list[Response | None], rendered: int
+) -> Steps[tuple[str, str] | None]:
     """(the summary, the text it was checked against) asked for on the warm prefix; None when
     the warm request is not taken or its summary failed (module docstring): the rendered
-    request is made then. Every call made is appended to `calls`."""
+    request (`rendered`: its estimated tokens) is made then. Every call made is appended to
+    `calls`."""
     conversation = continued(plan)
     if conversation is None:
         return None
     structured = plan.structured and plan.grammar
-    if not _fits(warm_request(plan, conversation, structured=structured), plan):
+    request = warm_request(plan, conversation, structured=structured)
+    if not (_fits(request, plan) and _cheaper(request, rendered, plan)):
         return None
     shown = tuple(m for m in conversation if m.role is not Role.SYSTEM)
     source = "\n".join(render(shown)) + (plan.focus or "")
@@ -126,6 +135,16 @@ def warm_request(plan: Plan, conversation: tuple[Message, ...], *, structured: b
     )
 
 
+def rendered_tokens(blocks: tuple[str, ...], plan: Plan) -> int:
+    """The estimated prompt of the rendered request of `blocks` (as one call: chunks would
+    add the instructions to each)."""
+    body = "\n\n".join(blocks)
+    request = summary_request(
+        body, plan.summary_tokens, plan.focus, merging=False, structured=plan.structured
+    )
+    return plan.summary_estimator.count(request.messages)
+
+
 def _free_to_answer(request: Request, plan: Plan) -> bool:
     """Whether `request`'s settings let the model answer with a summary, unchanged but the
     answer format where that leaves the prompt alone (module docstring)."""
@@ -144,6 +163,18 @@ def _fits(request: Request, plan: Plan) -> bool:
     prompt = plan.summary_estimator.count((*tool_definitions(request.tools), *request.messages))
     output = (request.max_tokens or 0) + request.settings.output_reserve_extra
     return prompt + output <= window
+
+
+def _cheaper(request: Request, rendered: int, plan: Plan) -> bool:
+    """Whether `request` costs no more than `rendered` tokens at the input price: its prefix
+    (the previous request) at the cache-read price, the rest at the input price."""
+    ratio = plan.cache_read_ratio
+    if ratio is None:
+        return True
+    count = plan.summary_estimator.count
+    tools = tool_definitions(request.tools)
+    prefix = count((*tools, *request.messages[: request.cache_prefix]))
+    return prefix * ratio + count((*tools, *request.messages)) - prefix <= rendered
 
 
 def _provider_state(error: CompactionError) -> bool:
