@@ -31,16 +31,21 @@ its prefix at the cache-read price, the rest at the input price, against the ren
 at the input price; unknown prices, a local server's: taken). The rendered request shows each
 tool result cut to a few thousand characters, so a conversation of large results can cost
 less rendered where a cache read is a large share of the input price (half, on some OpenAI
-models). Otherwise the rendered request is made: a summariser of another model, a conversation over
-the summariser's window, chunking. So it is when the warm summary fails other than by the
-provider's state (a rate limit, a quota, a key, a transient failure its retries did not fix:
-those are the compaction's failure): a window smaller than estimated, a request the server
-refused, an answer that is no summary (a tool call, or text verification rejects).
+models). Otherwise the rendered request is made: a summariser of another model, a
+conversation over the summariser's window, chunking. So it is when the warm summary fails
+other than by the provider's state (a rate limit, a quota, a key, a transient failure its
+retries did not fix: those are the compaction's failure): a window smaller than estimated, a
+request the server refused, an answer that is no summary (a tool call, or text verification
+rejects).
 
 The warm summary covers what the previous request held (the conversation as the model saw
 it: a microcompacted result as its stub; the kept tail too) and is checked against that text
 with the same checks as any summary (`chatcli.compaction.verify.check_summary`); the
 instructions of the summarised span are then pinned or carried as always.
+
+A prefix the provider itself changes is not served, whatever is sent: a model that drops the
+thinking blocks of earlier turns once a user turn is not a tool result reads a previous
+request ending inside a tool loop with thinking only up to that loop.
 """
 
 from __future__ import annotations
