@@ -12,6 +12,9 @@ answer to the previous request, the user's next request, the assistant's call an
 a few kilobytes of one file (`request_turn`). `with_compaction` gives a session a provider's
 own compaction (Anthropic's `compaction` block) in one of its answers.
 
+`chat_session` is a plain chat of the same prose: questions of two or three sentences, answers
+of seven to twelve.
+
 `InstantProvider` answers every request at once with a fixed short answer, so a benchmark
 through `Client.send` measures chatcli's own work, and records each request it was sent.
 """
@@ -32,6 +35,7 @@ __all__ = [
     "InstantProvider",
     "agent_session",
     "agent_turn",
+    "chat_session",
     "request_session",
     "request_turn",
     "stdlib_files",
@@ -46,6 +50,9 @@ SYSTEM = (
     "You are a coding agent working in a Python repository. Read files with read_file before "
     "you change them, explain what you found, and keep answers short."
 )
+
+
+CHAT_SYSTEM = "You are a helpful assistant who knows the Python standard library well."
 
 
 @cache
@@ -152,6 +159,16 @@ def with_compaction(messages: list[Message], at: int, provider: str, model: str)
         provider_details={"type": "compaction", "content": summary},
     )
     return [*messages[:index], replace(messages[index], compaction=part), *messages[index + 1 :]]
+
+
+def chat_session(turns: int, seed: int = 2026) -> list[Message]:
+    """A chat of `turns` questions and answers, ending with the last answer."""
+    rng = random.Random(seed)
+    messages = [Message.system(CHAT_SYSTEM)]
+    for _ in range(turns):
+        messages.append(Message.user(_prose(rng, rng.randint(2, 3))))
+        messages.append(Message.assistant(_prose(rng, rng.randint(7, 12))))
+    return messages
 
 
 @dataclass

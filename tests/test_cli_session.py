@@ -150,13 +150,17 @@ def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore)
     answers = [response(f"answer {i}: {words * 8}", usage=Usage(1000, 100)) for i in range(6)]
     refused = response("I cannot summarise this.", usage=Usage(3000, 10))
     made = response(summary, usage=Usage(2000, 50))
-    provider = ScriptedProvider(script=[*answers, refused, made])
+    # Refused twice: after the last chat request (on its cached prefix), then as text.
+    provider = ScriptedProvider(script=[*answers, refused, refused, made])
     session = open_session(store, provider, model_info=PRICED)
     for i in range(6):
         session.send(f"question {i}: {words}")
     with pytest.raises(CompactionError, match="0 of the 7 sections"):
         session.compact()
     asked = len(provider.requests)
+    warm, rendered = provider.requests[-2:]
+    assert warm.messages[: len(provider.requests[5].messages)] == provider.requests[5].messages
+    assert rendered.messages[0].text == SYSTEM_PROMPT
     # The model could not summarise: /compact refuses at once, no call made, nothing stored.
     with pytest.raises(CompactionError, match="not asked again"):
         session.compact()
@@ -166,7 +170,7 @@ def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore)
     tags = [r.tag for r in store.requests(session.info.id)]
     assert tags == ["chat"] * 6 + ["compaction-failed", "compaction"]
     total = session.cost_summary().total
-    assert total.compaction_cost == pytest.approx((3000 + 2000 + 2 * 10 + 2 * 50) / 1e6)
+    assert total.compaction_cost == pytest.approx((2 * 3000 + 2000 + 2 * 2 * 10 + 2 * 50) / 1e6)
     assert total.recovery_cost == 0.0  # a compaction is not a recovery
     assert total.cost == pytest.approx(6 * 1200 / 1e6 + (total.compaction_cost or 0))
 

@@ -21,6 +21,7 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chatcli.compaction import SUMMARY_HEADER, SUMMARY_SECTIONS
+from chatcli.compaction.prompt import summary_turn
 from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.proxy.app import ProxyOptions
 from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item
@@ -370,3 +371,25 @@ def test_a_malformed_compaction_item_is_a_400_naming_its_field(
             model="gpt-4o", input=[item, {"role": "user", "content": "Hi."}]
         )  # type: ignore[list-item]
     assert field in str(caught.value) and upstream.requests == []
+
+
+def test_a_compaction_continues_the_conversations_last_request_upstream(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    """The summary request repeats what the proxy sent upstream for the conversation's last
+    request, byte for byte, then its answer and the summary turn: the upstream's prompt
+    cache serves it (chatcli.compaction.warm)."""
+    client = oa(openai_proxy)
+    asked = conversation()[:-1]  # the developer message, then turns up to "Turn 3: what next?"
+    upstream.queue.extend([Scripted(body=CHAT_TEXT), Scripted(body=summary_body())])
+    answer = client.responses.create(model="gpt-4o", input=asked)  # type: ignore[arg-type]
+    output = [i.model_dump(exclude_none=True, warnings=False) for i in answer.output]
+    compacted = client.responses.compact(model="gpt-4o", input=[*asked, *output])  # type: ignore[arg-type]
+    assert compacted.output[-1].type == "compaction"
+    chat, summary = (r.json() for r in upstream.requests)
+    opened = json.dumps(chat["messages"], separators=(",", ":"))[:-1].encode()  # no "]"
+    assert opened in upstream.requests[1].body  # the very bytes the chat request was sent
+    *_, said, turn = summary["messages"]
+    assert said == {"role": "assistant", "content": answer.output_text}
+    assert turn == {"role": "user", "content": summary_turn(None, structured=False).text}
+    assert len(summary["messages"]) == len(chat["messages"]) + 2

@@ -58,7 +58,14 @@ from chatcli.chat.text import (
     cut_user_messages,
     describe_compaction,
 )
-from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
+from chatcli.compaction import (
+    CompactionBreaker,
+    CompactionResult,
+    PreviousRequest,
+    SentRequest,
+    auto_compact,
+    compact,
+)
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
 from chatcli.errors import CannotSummarise, CompactionError, ErrorKind, ProviderError
@@ -156,6 +163,9 @@ class ChatSession:
         # The view the last chat request sent (None: none yet, or not known after a reopen),
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
         self._sent_view: tuple[Message, ...] | None = None
+        # The request the last answer came from, which chatcli's compaction continues on the
+        # provider's prompt cache while the working view extends it (`_previous`).
+        self._last_sent: SentRequest | None = None
         self._view_reset: str | None = None
         self.native_failed: str | None = None  # why "auto" stopped relying on the provider's
         self._cuts_told: dict[int, int] = {}  # user message number -> chars the user was told
@@ -231,6 +241,7 @@ class ChatSession:
         """Use another model from the next request on (the transcript is unchanged); a
         reopened session continues on it."""
         self.tap.inner, self.model, self.model_info = provider, model, model_info
+        self._last_sent = None  # sent to the other model: its cache is not this one's
         self.estimator = default_estimator(provider)  # another model counts otherwise
         self.native_failed = None
         self.breaker = CompactionBreaker.from_config(self.compaction)  # it may summarise
@@ -313,6 +324,12 @@ class ChatSession:
         `Client` numbers them, given `transcript=`), so the session counts what it sends."""
         return Numbering(self.transcript)
 
+    def _previous(self) -> PreviousRequest | None:
+        """The last chat request and the messages added since, while the working view
+        extends the messages it was made from (not after a compaction, a /clear or a cut)."""
+        sent = self._last_sent
+        return None if sent is None else sent.previous_for(self.working_messages())
+
     def _own_span(self) -> tuple[Message, ...]:
         """What chatcli's own compaction summarises: the working messages (microcompacted)
         with every provider's compaction removed, so the span one replaced is back and the
@@ -359,7 +376,7 @@ class ChatSession:
                 self.store, self.window_scope, self.learned_windows, client.learned_windows
             )
         self.append((reply.message,))
-        self.last_reply = reply
+        self.last_reply, self._last_sent = reply, client.last_sent
         compacted = self._after_native(reply, on_event)
         self._calibrate()
         broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
@@ -536,6 +553,7 @@ class ChatSession:
                 recovery_config=self.recovery,
                 summarizer=self.summarizer,
                 numbering=self._numbering(),
+                previous=self._previous(),
             )
         except CompactionError as exc:
             self._store_failed_compaction(exc)
@@ -580,6 +598,7 @@ class ChatSession:
             summarizer=self.summarizer,
             numbering=self._numbering(),
             on_start=None if on_event is None else lambda: on_event(CompactionStarted()),
+            previous=self._previous(),
         )
         self.breaker = decision.breaker
         if decision.result is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from chatcli.compaction.drive import AsyncSleep, Sleep, Steps, adrive, drive
 from chatcli.compaction.fallback import fall_back
 from chatcli.compaction.plan import Plan, make_plan
+from chatcli.compaction.previous import PreviousRequest
 from chatcli.compaction.report import CompactionReport, CompactionResult
 from chatcli.compaction.run import compaction_steps
 from chatcli.config import CompactionConfig, RecoveryConfig
@@ -142,6 +143,7 @@ def auto_compact(
     sleep: Sleep = time.sleep,
     numbering: Number | None = None,
     on_start: Callable[[], object] | None = None,
+    previous: PreviousRequest | None = None,
 ) -> AutoCompaction:
     """Compact before a request when the estimate passes `auto_compact_pct` of the window.
 
@@ -149,7 +151,8 @@ def auto_compact(
     as it is (or, when it exceeds the effective window, the deterministic levels shrink it).
     A summary call that is retried (and then works) is no failure. `sleep` waits before it.
     `on_start` is called when a compaction starts (before its first model call), so that an
-    application can say it is compacting, not waiting for an answer.
+    application can say it is compacting, not waiting for an answer. `previous`: the
+    conversation's last request, as for `chatcli.compaction.compact`.
     """
     plan = make_plan(
         provider,
@@ -163,6 +166,7 @@ def auto_compact(
         False,
         recovery_config,
         numbering,
+        previous=previous,
     )
     budget = max(window - output_reserve, 0)
     steps = _auto(tuple(messages), plan, breaker, budget=budget, on_start=on_start)
@@ -184,6 +188,7 @@ async def aauto_compact(
     asleep: AsyncSleep = asyncio.sleep,
     numbering: Number | None = None,
     on_start: Callable[[], object] | None = None,
+    previous: PreviousRequest | None = None,
 ) -> AutoCompaction:
     """The async twin of `auto_compact`."""
     plan = make_plan(
@@ -198,6 +203,7 @@ async def aauto_compact(
         False,
         recovery_config,
         numbering,
+        previous=previous,
     )
     budget = max(window - output_reserve, 0)
     steps = _auto(tuple(messages), plan, breaker, budget=budget, on_start=on_start)

@@ -7,6 +7,10 @@ what is done and pending, the current step), whose headings the verification the
 and shows the summariser each message as one text block, tool results cut (it needs to know
 what happened, not whole outputs; the transcript keeps them in full).
 
+Where the conversation's previous request is in the summariser's prompt cache, the summary is
+asked for after it instead (`chatcli.compaction.warm`), in one final user turn that holds the
+same instructions (`summary_turn`): the conversation is then what that request sent, not text.
+
 Where the summariser's server can constrain its output to a JSON schema (`structured`), the
 sections are asked for as one JSON object whose fields are the sections (`summary_schema`),
 each a string of bounded length: a small model then cannot forget a heading or loop past its
@@ -33,6 +37,7 @@ __all__ = [
     "structured_summary",
     "summary_request",
     "summary_schema",
+    "summary_turn",
 ]
 
 SUMMARY_SECTIONS = (
@@ -48,17 +53,26 @@ SUMMARY_SECTIONS = (
 # to it cut to this size (the transcript keeps them in full).
 _RENDERED_RESULT_CHARS = 4000
 
-SYSTEM_PROMPT = (
-    "You write handoff summaries of conversations between a user and an AI assistant. "
-    "Another assistant will continue the work from your summary alone. Write only the "
-    "summary, as Markdown with these sections in this order, keeping the headings exactly as "
-    "written (in English):\n\n"
-    + "\n".join(f"## {section}" for section in SUMMARY_SECTIONS)
-    + "\n\nWrite the rest in the language of the conversation. Under 'Explicit instructions "
-    "and constraints', quote every rule or instruction the user gave, word for word. Be "
-    "specific: file paths, names, commands, numbers, exact error messages. No pleasantries. "
-    "Do not answer the user or continue the conversation."
-)
+
+def _markdown_prompt(headings: str) -> str:
+    """The instructions for a Markdown summary, its section `headings` listed as given."""
+    return (
+        "You write handoff summaries of conversations between a user and an AI assistant. "
+        "Another assistant will continue the work from your summary alone. Write only the "
+        "summary, as Markdown with these sections in this order, keeping the headings exactly "
+        "as written (in English):\n\n"
+        + headings
+        + "\n\nWrite the rest in the language of the conversation. Under 'Explicit instructions "
+        "and constraints', quote every rule or instruction the user gave, word for word. Be "
+        "specific: file paths, names, commands, numbers, exact error messages. No pleasantries. "
+        "Do not answer the user or continue the conversation."
+    )
+
+
+SYSTEM_PROMPT = _markdown_prompt("\n".join(f"## {section}" for section in SUMMARY_SECTIONS))
+# The same in a user turn (`summary_turn`), the headings on one line: a model that repeats
+# its last turn instead of answering it then writes no heading the checks would count.
+_TURN_PROMPT = _markdown_prompt("; ".join(f"## {section}" for section in SUMMARY_SECTIONS))
 
 
 # What a structured summary's fields hold at most: chars per output token (text and JSON
@@ -143,15 +157,29 @@ def summary_request(
             f" This is part {part[0]} of {part[1]}; summarise only this part, with the same "
             "sections (the parts' summaries are merged afterwards)."
         )
-    if focus:
-        intro += f"\nThe user asked the summary to focus on: {focus}"
-    text = f"{intro}\n\n<conversation>\n{body}\n</conversation>"
+    text = f"{intro}{_focus(focus)}\n\n<conversation>\n{body}\n</conversation>"
     if not structured:
         messages = (Message.system(SYSTEM_PROMPT), Message.user(text))
         return Request(messages=messages, max_tokens=summary_tokens)
     messages = (Message.system(STRUCTURED_PROMPT), Message.user(text))
     settings = Settings(response_format=summary_schema(summary_tokens))
     return Request(messages=messages, max_tokens=summary_tokens, settings=settings)
+
+
+def summary_turn(focus: str | None, *, structured: bool) -> Message:
+    """The final user turn that asks for the summary of the conversation before it: the
+    instructions the rendered request sends as its system prompt (`structured`: those of the
+    JSON object; Markdown: its headings listed on one line), after a word that stops the
+    conversation there."""
+    instructions = STRUCTURED_PROMPT if structured else _TURN_PROMPT
+    return Message.user(
+        "The conversation above is being compacted: do not answer it, continue it or call a "
+        f"tool. {instructions}\n\nSummarise the conversation above.{_focus(focus)}"
+    )
+
+
+def _focus(focus: str | None) -> str:
+    return f"\nThe user asked the summary to focus on: {focus}" if focus else ""
 
 
 def render(middle: tuple[Message, ...]) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ failed for a transient reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from chatcli.compaction.drive import Call, Steps
@@ -36,7 +37,15 @@ from chatcli.errors import (
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
 from chatcli.providers.base import Request, Response
 
-__all__ = ["MAX_MERGE_LEVELS", "MAX_SUMMARY_RETRIES", "SummaryOverflow", "replanned", "summarise"]
+__all__ = [
+    "MAX_MERGE_LEVELS",
+    "MAX_SUMMARY_RETRIES",
+    "SummaryOverflow",
+    "ask",
+    "refused",
+    "replanned",
+    "summarise",
+]
 
 # Levels of "summarise the summaries" before giving up; each level divides the text by the
 # chunk capacity over the summary size (at least 3 with the window split of
@@ -122,26 +131,42 @@ def _ask(
     merging: bool,
     part: tuple[int, int] | None = None,
 ) -> Steps[str]:
-    """One summary's text (a structured answer rendered as Markdown); an empty one is
-    CannotSummarise. A structured request the server refuses is asked again plainly."""
+    """One summary of `body` (the rendered request, `summary_request`)."""
 
-    def request() -> Request:
+    def request(structured: bool) -> Request:
         return summary_request(
             body,
             plan.summary_tokens,
             plan.focus,
             merging=merging,
             part=part,
-            structured=form.structured,
+            structured=structured,
         )
 
+    return (yield from _asked(request, calls, form))
+
+
+def ask(
+    request: Callable[[bool], Request], calls: list[Response | None], *, structured: bool
+) -> Steps[str]:
+    """One summary's text from the request `request(structured)` makes (a structured one
+    first when `structured`), on its own; see `_asked`."""
+    return (yield from _asked(request, calls, _Form(structured=structured)))
+
+
+def _asked(
+    request: Callable[[bool], Request], calls: list[Response | None], form: _Form
+) -> Steps[str]:
+    """One summary's text (a structured answer rendered as Markdown); an empty one is
+    CannotSummarise. A structured request the server refuses is asked again plainly, and so
+    is every later one of `form`."""
     try:
-        response = yield from _call(request(), calls)
+        response = yield from _call(request(form.structured), calls)
     except CompactionError as exc:
-        if not (form.structured and _refused(exc)):
+        if not (form.structured and refused(exc)):
             raise
         form.structured = False
-        response = yield from _call(request(), calls)
+        response = yield from _call(request(False), calls)
     text = response.message.text.strip()
     if form.structured:
         text = structured_summary(text) or text  # no JSON object: checked as it is
@@ -150,7 +175,7 @@ def _ask(
     return text
 
 
-def _refused(error: CompactionError) -> bool:
+def refused(error: CompactionError) -> bool:
     """Whether a summary call failed because the server does not take the request's form
     (an invalid request: the schema, not the conversation)."""
     cause = error.__cause__

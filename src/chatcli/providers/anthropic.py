@@ -27,8 +27,11 @@ schema is an error: the API has no such mode); reasoning_effort -> `output_confi
 Prompt caching: `cache_control` breakpoints at the end of the system prompt and of the latest
 message (two of the four allowed; the next request reads the cached prefix up to either), on
 its last block the API did not make (thinking and compaction blocks go back as they came), on
-by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given). Cache
-reads and writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
+by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given). A request
+with `cache_prefix` (a compaction's summary request, which repeats the conversation's previous
+request) has its second breakpoint at the end of that prefix, where the previous request had
+it, so it reads the prefix that request wrote and writes nothing after it. Cache reads and
+writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
 
 Mapping (wire -> neutral): stop reasons per `STOP_REASONS`; `model_context_window_exceeded`
 is `StopReason.CONTEXT_WINDOW`, which the Client treats as an overflow; `compaction` (the
@@ -348,9 +351,7 @@ def request_params(
     """
     settings = request.settings
     max_tokens = output_reserve(request.max_tokens, cap, settings)
-    system, messages = wire_messages(request.messages)
-    if cache_control is not None:
-        _mark_breakpoints(system, messages, cache_control)
+    system, messages = _cached_wire(request.messages, cache_control, request.cache_prefix)
     params: dict[str, Any] = {
         "model": request.model or model,
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS + settings.output_reserve_extra,
@@ -419,6 +420,27 @@ def _tool_choice(choice: str | None, parallel: bool | None) -> dict[str, Any]:
     if parallel is not None and kind != "none":  # `none` takes no such flag
         wire["disable_parallel_tool_use"] = not parallel
     return {"tool_choice": wire}
+
+
+def _cached_wire(
+    messages: Sequence[Message], cache_control: Mapping[str, Any] | None, prefix: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`wire_messages` with the cache breakpoints (see the module docstring): at the end of
+    the system prompt and of the messages, or of their first `prefix` (`Request.cache_prefix`:
+    the turns after it are joined on as they are, so the prefix's blocks stay in place)."""
+    if cache_control is None:
+        return wire_messages(messages)
+    if prefix is None or not 0 < prefix < len(messages):
+        system, turns = wire_messages(messages)
+        _mark_breakpoints(system, turns, cache_control)
+        return system, turns
+    system, head = wire_messages(messages[:prefix])
+    more, tail = wire_messages(messages[prefix:])
+    system += more
+    _mark_breakpoints(system, head, cache_control)
+    if head and tail and head[-1]["role"] == tail[0]["role"]:
+        head[-1]["content"].extend(tail.pop(0)["content"])
+    return system, head + tail
 
 
 def _mark_breakpoints(

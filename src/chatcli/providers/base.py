@@ -51,7 +51,11 @@ class Request:
     SDK adapters send them as `extra_headers`, which the OpenAI and Anthropic SDKs take.
     `native_compaction`: the compaction on the provider's servers this request asks for, read
     by an adapter that can (`native_compaction_supported()`) unless it was built with its own
-    (`Client` sets it from `RecoveryConfig.compaction`); None: none.
+    (`Client` sets it from `RecoveryConfig.compaction`); None: none. `cache_prefix`: how many
+    leading messages are the prefix a prompt cache holds (a compaction's summary request
+    repeats the conversation's previous request, then asks): an adapter that places cache
+    breakpoints (Anthropic) puts the last one at their end, where the previous request had
+    it; None: at the end of the request.
     """
 
     messages: tuple[Message, ...]
@@ -62,6 +66,7 @@ class Request:
     options: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     native_compaction: NativeCompaction | None = None
+    cache_prefix: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

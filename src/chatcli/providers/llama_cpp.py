@@ -114,6 +114,11 @@ class LlamaCpp:
     def __repr__(self) -> str:
         return f"LlamaCpp({os.path.basename(self.model)!r}, n_ctx={self.context_window})"
 
+    def structured_output_keeps_prompt(self) -> bool:
+        """A schema (`structured_output_supported`) constrains the output only: the prompt,
+        and the prefix the engine keeps evaluated from the previous call, stay as they are."""
+        return True
+
     def structured_output_supported(self) -> bool:
         """A JSON schema as the answer's format is enforced (the engine constrains the
         answer to it)."""

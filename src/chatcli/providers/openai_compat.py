@@ -32,6 +32,8 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   a matching prefix by themselves. `structured_output_supported()` is True only for a server
   the window discovery identified as one that enforces a `json_schema` (llama.cpp, vLLM,
   Ollama, LM Studio: each turns the schema into a grammar); another server may ignore it.
+  Being a grammar on the output, the schema leaves the prompt and its cached prefix alone
+  (`structured_output_keeps_prompt()`).
 - Consecutive user messages are sent as one (`merge_user_turns`): a server's chat template
   may want the roles to alternate, and a recovered view can hold two in a row.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
@@ -213,6 +215,12 @@ class OpenAICompatible(OpenAIBase):
         window discovery identified (see the module docstring); no request is made here."""
         found = self.server_window
         return found is not None and found.server in _SCHEMA_SERVERS
+
+    def structured_output_keeps_prompt(self) -> bool:
+        """Whether a `json_schema` answer format leaves the prompt as it is, so a request
+        that adds one still reuses the server's cached prefix: where it is enforced at all,
+        it is a grammar on the output (see the module docstring)."""
+        return self.structured_output_supported()
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;

@@ -313,7 +313,10 @@ class Proxy:
     def new_cut(
         self, session: str | None, given: StickyView | None, library: Client
     ) -> StickyView | None:
-        """The cut the request made, if any (kept for the conversation's next requests)."""
+        """The cut the request made, if any (kept for the conversation's next requests);
+        its last request is kept too, which the conversation's compaction continues."""
+        if session is not None:
+            self.compactions.sent.keep(session, library.last_sent)
         return None if session is None else self.cuts.kept(session, given, library.sticky_view)
 
     # the session store (chatcli.proxy.sessions) ------------------------------------------

@@ -15,7 +15,9 @@ proxy's log says which:
   gave it and the item unchanged, so OpenAI makes and reads the real item, which the answer
   begins with. A chatcli item (made before the upstream was OpenAI) is expanded first.
 - **chatcli's own compaction** against the upstream, for every other upstream, with the
-  sealed tokens of `chatcli.proxy.compaction`: a `compaction_trigger` is answered with the
+  sealed tokens of `chatcli.proxy.compaction` (its summary asked for after the
+  conversation's last request, on the upstream's prompt cache, when this replica answered
+  it: `CompactionRoutes.sent`): a `compaction_trigger` is answered with the
   compaction item alone, `context_management` over its threshold compacts before the answer
   (which begins with the item), a chatcli item is expanded into the summary it stands for; in
   front of an upstream of another dialect an Anthropic `compact_20260112` edit is served the
@@ -65,7 +67,7 @@ from chatcli.proxy.compaction import (
 from chatcli.proxy.guard import Guard
 from chatcli.proxy.keys import SealingKeys
 from chatcli.proxy.metrics import Metrics
-from chatcli.proxy.sessions import SessionRecorder
+from chatcli.proxy.sessions import SentRequests, SessionRecorder
 from chatcli.recovery import Client, Reply
 from chatcli.wire.anthropic import AnthropicDialect
 from chatcli.wire.dialect import ClientRequest, Dialect, Failure, Refused, checked, sse
@@ -140,6 +142,7 @@ class CompactionRoutes:
 
     def __init__(self, proxy: ProxyState) -> None:
         self.proxy = proxy
+        self.sent = SentRequests()  # each conversation's last request, which it continues
 
     async def made(self, request: Request, dialect: Dialect, body: dict[str, Any]) -> Made:
         """What compaction makes of a chat request's `body` before it is answered."""
@@ -175,7 +178,7 @@ class CompactionRoutes:
             tokens = await _prompt_tokens(self.proxy.upstream.provider, parsed)
             if tokens < threshold:  # type: ignore[operator]
                 return Made(body)
-        sealed, reply = await self.compacted(parsed)
+        sealed, reply = await self.compacted(parsed, self.proxy.session_of(request, parsed))
         item = compaction_item(sealer.seal(sealed))
         how = "compaction_trigger" if trigger else f"context_management over {threshold} tokens"
         logger.info(
@@ -270,27 +273,31 @@ class CompactionRoutes:
         except ProviderError as exc:
             raise Refused(self.proxy.failed(exc)) from exc
 
-    async def compacted(self, parsed: ClientRequest) -> tuple[Sealed, Reply]:
-        """chatcli's own compaction of `parsed` against the upstream, what it leaves, and a
-        Reply that carries its usage. A conversation that cannot be compacted (too short, a
-        summary that failed its checks or a summary call over the window) is left whole, so
-        the client always gets its item (the next request is recovered like any other); an
-        upstream that is down, out of quota or refusing the key is the client's error."""
-        result = await self.compaction_result(parsed)
+    async def compacted(self, parsed: ClientRequest, session: str) -> tuple[Sealed, Reply]:
+        """chatcli's own compaction of `parsed` (conversation `session`) against the
+        upstream, what it leaves, and a Reply that carries its usage. A conversation that
+        cannot be compacted (too short, a summary that failed its checks or a summary call
+        over the window) is left whole, so the client always gets its item (the next request
+        is recovered like any other); an upstream that is down, out of quota or refusing the
+        key is the client's error."""
+        result = await self.compaction_result(parsed, session)
         usage = result.report.usage if result is not None else Usage()
         calls = result.report.calls if result is not None else 0
         return sealed_of(parsed, result), _reply(usage, calls=calls)
 
-    async def compaction_result(self, parsed: ClientRequest) -> CompactionResult | None:
+    async def compaction_result(
+        self, parsed: ClientRequest, session: str
+    ) -> CompactionResult | None:
         """chatcli's compaction of `parsed` against the upstream (None: left whole; see
-        `compacted`)."""
+        `compacted`), continuing conversation `session`'s last request where it is known."""
         proxy = self.proxy
         forwarder = Forwarder(proxy.upstream, parsed, plan(parsed, proxy.upstream.dialect))
         window = await proxy.shared_window(forwarder)
         library = proxy.library_client(forwarder, window, [])
         max_tokens = parsed.max_tokens or proxy.upstream.max_tokens
+        previous = self.sent.previous(session, parsed.messages)
         try:
-            return await library.acompact(parsed.messages, max_tokens=max_tokens)
+            return await library.acompact(parsed.messages, max_tokens=max_tokens, previous=previous)
         except CompactionError as exc:
             cause = exc.__cause__
             if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
@@ -312,7 +319,8 @@ class CompactionRoutes:
         tokens = await _prompt_tokens(provider, parsed)
         if point is None or tokens < point:
             return Made(body)
-        block = compaction_block(await self.compaction_result(parsed))
+        session = self.proxy.session_of(request, parsed)
+        block = compaction_block(await self.compaction_result(parsed, session))
         if block is None:
             return Made(body)
         logger.info(
@@ -364,7 +372,7 @@ class CompactionRoutes:
         sealer = await self.sealer(body)
         body = expanded(body, sealer)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
-        sealed, reply = await self.compacted(parsed)
+        sealed, reply = await self.compacted(parsed, self.proxy.session_of(request, parsed))
         logger.info("chatcli proxy: compacted (/responses/compact): %s", told(sealed))
         return {
             "id": f"resp_{uuid.uuid4().hex}",
