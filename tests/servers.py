@@ -163,6 +163,26 @@ def smollm2_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory
         yield base_url
 
 
+@pytest.fixture(scope="session")
+def smollm2_sampling_server(
+    smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """`smollm2_server` without a fixed seed: each answer an independent sample, for tests
+    that give a sampling model a few runs (with a fixed seed, the same prompt gets the same
+    answer every run)."""
+    sampling = ("--temp", str(SMOLLM2.temperature), "--top-p", str(SMOLLM2.top_p))
+    with _llama_server(
+        smollm2_model,
+        tmp_path_factory,
+        SMOLLM2.context_length,
+        sampling,
+        alias=SMOLLM2_NAME,
+        threads=None,
+        seed=None,
+    ) as base_url:
+        yield base_url
+
+
 @contextmanager
 def _llama_server(
     model: Path,
@@ -172,14 +192,17 @@ def _llama_server(
     *,
     alias: str = MODEL_NAME,
     threads: int | None = 1,
+    seed: int | None = 1,
 ) -> Iterator[str]:
-    """llama.cpp's server on `model` (`threads` None: llama.cpp's default, every core)."""
+    """llama.cpp's server on `model` (`threads` None: llama.cpp's default, every core;
+    `seed` None: a random seed for each request)."""
     port = _free_port()
     command = [
         *llama_server_command(),
         *("--model", str(model), "--alias", alias),
         *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(n_ctx), "--parallel", "1", "--seed", "1"),
+        *("--ctx-size", str(n_ctx), "--parallel", "1"),
+        *(("--seed", str(seed)) if seed is not None else ()),
         *(("--threads", str(threads)) if threads is not None else ()),
         *extra,
     ]

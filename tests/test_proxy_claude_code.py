@@ -156,9 +156,10 @@ def test_a_plain_prompt_is_answered(claude: Path, proxy: str, tmp_path: Path) ->
 
 
 @pytest.fixture(scope="module")
-def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
-    """The proxy in front of the real small model, with its whole 8,192-token window."""
-    with running_proxy(smollm2_upstream(smollm2_server)) as url:
+def smollm2_proxy(smollm2_sampling_server: str) -> Iterator[str]:
+    """The proxy in front of the real small model, with its whole 8,192-token window, each
+    answer an independent sample."""
+    with running_proxy(smollm2_upstream(smollm2_sampling_server)) as url:
         yield url
 
 
@@ -172,8 +173,8 @@ def test_a_real_model_answers_claude_code_and_ends_on_its_own(
     # create a new CLAUDE.md file ..."): here a short system prompt of the user's and no tools.
     # Claude Code still sends its environment (working directory, OS version, date) as a
     # system message after the user's, which the model samples an answer to: a few runs in
-    # twenty run on to the output limit (13 of 16 ended, replayed with other directories and
-    # dates). What the proxy does holds on every run: a cut answer reaches Claude Code as
+    # twenty run on to the output limit (13 of 16 ended, replayed with other directories,
+    # dates and seeds). What the proxy does holds on every run: a cut answer reaches Claude Code as
     # cut, an ended one as ended; and one of a few runs ends on its own in English.
     results = []
     for attempt in range(REAL_MODEL_ATTEMPTS):

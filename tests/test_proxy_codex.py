@@ -46,6 +46,7 @@ ENDING_GRAMMAR = "root ::= [a-z ]{4,40}"  # every answer ends, within 40 charact
 REAL_MODEL_ATTEMPTS = 3  # runs of a sampling model, until one ends on its own
 RUN_TIMEOUT_S = 300.0
 SHORT_INSTRUCTIONS = "You are a helpful assistant. Answer in one short sentence.\n"
+INTRODUCE = "Introduce yourself in one sentence."  # an answer long enough to tell English
 REPO = Path(__file__).resolve().parent.parent
 
 # Codex's config beyond the provider: nothing reaches beyond 127.0.0.1, nothing touches the
@@ -219,9 +220,10 @@ def test_a_plain_prompt_is_answered(codex: Path, proxy: str, tmp_path: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
-    """The proxy in front of the real small model, with its whole 8,192-token window."""
-    with running_proxy(smollm2_upstream(smollm2_server, max_tokens=MAX_TOKENS)) as url:
+def smollm2_proxy(smollm2_sampling_server: str) -> Iterator[str]:
+    """The proxy in front of the real small model, with its whole 8,192-token window, each
+    answer an independent sample."""
+    with running_proxy(smollm2_upstream(smollm2_sampling_server, max_tokens=MAX_TOKENS)) as url:
         yield url
 
 
@@ -232,14 +234,15 @@ def test_a_real_model_answers_codex_and_ends_on_its_own(
     # output limit (Codex fails a turn whose answer was cut). Codex's own instructions (many
     # thousand tokens) swamp a 135M model, which then loops until the limit: a short set of
     # the user's replaces them. Codex still sends its environment (working directory, date)
-    # and its skills' list, and the model samples its answer: about one run in ten loops
-    # until the proxy gives up continuing it (9 of 10 ended; with a limit of 256, 2 of 6).
-    # A cut answer fails Codex's turn, said as failed; one of a few runs ends on its own.
+    # and its skills' list, and the model samples its answer (a random seed each): about one
+    # run in ten loops until the proxy gives up continuing it (9 of 10 ended; asked "Say
+    # hello.", 3 of 10 answered a bare "Hello.", too short to tell English from noise). A cut
+    # answer fails Codex's turn, said as failed; one of a few runs ends on its own in English.
     runs, answers = [], []
     for attempt in range(REAL_MODEL_ATTEMPTS):
         where = tmp_path / f"run-{attempt}"
         where.mkdir()
-        run = run_codex(codex, smollm2_proxy, where, "Say hello.", instructions=SHORT_INSTRUCTIONS)
+        run = run_codex(codex, smollm2_proxy, where, INTRODUCE, instructions=SHORT_INSTRUCTIONS)
         runs.append((run.events, run.stderr))
         if run.returncode != 0:
             assert run.of_type("turn.failed"), (run.events, run.stderr)  # a failed turn, said
