@@ -1,10 +1,11 @@
 """Resolving carried statements (chatcli.history.carry): the fast way finds what all pairs do.
 
-`_resolved` decides which removed user sentences are carried and which later sentence
-replaces which (`_replaces`) without comparing every pair of sentences. A hypothesis property
-compares it with the definition, every pair compared, on random conversations made of a small
-vocabulary, so that repeated sentences, near-duplicates, questions and sentences that differ
-only in their values are common.
+`_resolved` decides which removed user sentences are carried, which later sentence replaces
+which (`_replaces`) and which later sentence that says something changed may update which
+(it shares a content word with it, else it follows it directly), without comparing every pair
+of sentences. A hypothesis property compares it with the definition, every pair compared, on
+random conversations made of a small vocabulary, so that repeated sentences, near-duplicates,
+questions, updates and sentences that differ only in their values are common.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from chatcli.history.carry import KINDS, CarriedItem, Numbering
 from chatcli.messages import Message
 
 WORDS = ("push", "main", "deploy", "budget", "server", "port", "tabs", "logs")
-LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ")
+LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ", "Now ", "Forget ")
 VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12")
 
 sentence = st.builds(
@@ -40,23 +41,31 @@ old_item = st.builds(
 
 def naive_resolved(
     old: tuple[CarriedItem, ...], before: tuple[Message, ...], after: tuple[Message, ...]
-) -> tuple[CarriedItem, ...]:
-    """`_resolved` as defined: every pair of statements compared with `_replaces`."""
+) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
+    """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
+    update related to every earlier item it shares a content word with (else to the item
+    right before it)."""
     number = Numbering(before)
     statements = [carry._statement(i.number or 0, i, i.text) for i in old]
     statements += carry._message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)
+    pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
-        if statement.item is None or statement.item.kind:
-            continue
-        kinds = [
-            other.item.kind
-            for other in statements[:index]
-            if other.item is not None and other.item.kind and carry._replaces(statement, other)
-        ]
-        item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
-        statements[index] = replace(statement, item=item)
+        items = [j for j in range(index) if statements[j].item and statements[j].item.kind]
+        related = [j for j in items if statements[j].words & statement.words]
+        related = (related or items[-1:]) if statement.change else []
+        if statement.item is not None and not statement.item.kind:
+            kinds = [
+                statements[j].item.kind
+                for j in items
+                if carry._replaces(statement, statements[j]) or j in related
+            ]
+            item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
+            statements[index] = replace(statement, item=item)
+        if statements[index].item is not None and statements[index].item.kind:
+            pairs += [(index, j) for j in related]
     kept: list[CarriedItem] = []
+    at: dict[int, int] = {}
     for index, statement in enumerate(statements):
         if statement.item is None or any(
             carry._replaces(later, statement) for later in statements[index + 1 :]
@@ -68,10 +77,15 @@ def naive_resolved(
             if other.item is not None and other.at and other.at != statement.at
             if carry._replaces(statement, other)
         }
+        at[index] = len(kept)
         kept.append(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
         )
-    return tuple(kept)
+    follows: list[list[int]] = [[] for _ in kept]
+    for later, earlier in pairs:
+        if later in at and earlier in at:
+            follows[at[earlier]].append(at[later])
+    return tuple(kept), tuple(tuple(f) for f in follows)
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,13 +104,11 @@ def test_resolving_finds_what_comparing_every_pair_finds(
         after += pair if kept else []
     view = (tuple(before), tuple(after))
     fast = carry._resolved(tuple(old), *view, Numbering(view[0]))
-    assert fast == naive_resolved(tuple(old), *view)
+    assert (fast.items, fast.follows) == naive_resolved(tuple(old), *view)
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
-    log = "\n".join(f"Worker {n % 3} served request {n} in {n} ms." for n in range(2000))
-    before = (Message.user(log), Message.assistant("Noted."), Message.user("Go on."))
-    items = carry._resolved((), before, before[1:], Numbering(before))
-    assert [i.text for i in items] == [
-        f"Worker {n % 3} served request {n} in {n} ms." for n in (1997, 1998, 1999)
-    ]
+    lines = [f"Worker {n % 3} served request {n} in {n} ms." for n in range(2000)]
+    before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
+    items = carry._resolved((), before, before[-2:], Numbering(before)).items
+    assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]

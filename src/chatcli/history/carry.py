@@ -3,52 +3,65 @@
 A recovery level, microcompaction or compaction removes user messages from the view; the
 rules and exact values they held would go with them. `carry_instructions` compares the view
 before and after such a transform and carries, verbatim, the sentences of the *removed user
-messages* that are instructions (the lexicon of `chatcli.history.instructions`) or hold exact
-values (amounts, numbers with units, dates, times, versions, paths, URLs, codes), into one
-system message right after the view's system messages::
+messages* that are rules, constraints, facts or preferences (`classify`, whose vocabulary is
+`chatcli.history.instructions`) into one message of the user's own, quoting them::
 
-    [Instructions and facts from earlier in this conversation: ...]
-    - #3 (rule): Never push to main.
-    - #41 (constraint): The budget cap is 5,000 EUR. (replaces #9)
-    [1 more left out to fit the context window; the transcript keeps it.]
+    [What I said earlier, verbatim (#N: my message number):]
+    #3: Never push to main.
+    #41: The budget cap is 5,000 EUR.
+    [1 more left out to fit]
 
 `#N` is the message's number in the transcript (as /history numbers them, from 1). Rules:
 
-- Only the user's own words: never tool results, assistant text or a compaction summary (a
-  model wrote those; a tool result can be attacker-controlled).
-- The latest form only: a later user sentence about the same point (it has the earlier one's
-  content words, values and rule words aside) replaces the earlier one; a carried sentence
-  says which ones it replaces. One replaced by a sentence still in the view is not carried.
-  Sentences with the same content words are the same point whatever their values, so a log
-  whose lines differ only in numbers resolves to its last line; resolving compares only
-  sentences that can be on the same point (`_Points`), so it stays near-linear in the
-  sentences of a long paste.
-- Pasted data is not the user's instructions: fenced code blocks are never carried, and at
-  most `_MESSAGE_ITEMS` items come from one message (rules first, then as said; a user states
-  a handful at a time, so a message with more holds a pasted log or document); the rest are
-  counted as left out.
-- A share of the room (`CarryBudget`): over it, rules outrank constraints, constraints facts,
-  facts preferences, newest first within a kind; the block says how many were left out.
-- No decay: a view that has the block keeps its items through later transforms (merged into
-  the new block, never nested); items replaced later, or said again in the view, leave it.
+- **The user's channel.** The block is a user message (`Message.carried` holds its items as
+  data: whatever reads the block reads that, never its text), placed after the system
+  messages (and a provider's compaction) and after any kept message older than what it
+  quotes, so the view reads in the order things were said. Never a system message: carried
+  words have no more authority than when the user sent them. Providers that want roles to
+  alternate merge it with the next user turn (their adapters do).
+- **Only the user's own words**: never tool results, assistant text or a compaction summary
+  (a model wrote those; a tool result can be attacker-controlled), and only what the user
+  typed, not what they pasted (`chatcli.history.typed`: documents, logs, code, pages, mail
+  are data). At most `_MESSAGE_ITEMS` items come from one message (rules first, then as
+  said); the rest are counted as left out.
+- **The latest form, and never a rule without its reversal.** A later user sentence clearly
+  on the same point (it has most of the earlier one's content words, values and rule words
+  aside) replaces the earlier one, which is then not carried. A later sentence that says
+  something changed ("... is fine now", "forget what I said about ...", "pode ... agora")
+  and shares a content word with an earlier item (else: follows it directly) may be on its
+  point: both are carried, in order, and the earlier one is carried only with it, within
+  the budget too. One replaced by a sentence still in the view is not carried. Sentences
+  with the same content words are the same point whatever their values, so a log whose lines
+  differ only in numbers resolves to its last line; resolving compares only sentences that
+  can be on the same point (`_Points`), so it stays near-linear in the sentences.
+- **Small windows** (`CarryBudget`): the block's fixed text is one short line; rules and
+  constraints come first and may use up to half of the room (`CarryBudget.room`), facts
+  and preferences share what the cap (`CarryBudget.tokens`) leaves; newest first within a
+  kind; the block says how many were left out.
+- **No decay**: a view that has the block keeps its items through later transforms (merged
+  into the new block, never nested); items replaced later, or said again in the view, leave
+  it.
 
 Invariants (tested with hypothesis): the input is never mutated; the same input gives the same
 output; the only change to the view is the block (so tool pairs, the system messages and
 their order, and the latest user request are as the transform left them); nothing is carried
-that no removed user message said.
+that no removed user message said. Every function is pure: the same messages give the same
+block, with no state kept between calls.
 """
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import RULE_WORDS, is_instruction, sentences
+from chatcli.history.instructions import changes, content_words, kind_of, sentences
+from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
+from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_real_user_request
-from chatcli.messages import Message, Role
+from chatcli.history.typed import typed_parts
+from chatcli.messages import Carried, CarriedItem, Message, Role, TextPart
 
 __all__ = [
     "CARRY_HEADING",
@@ -63,101 +76,35 @@ __all__ = [
     "is_carry_block",
 ]
 
-CARRY_HEADING = "Instructions and facts from earlier in this conversation"
-# Highest priority first: what a tight block keeps.
+CARRY_HEADING = "What I said earlier, verbatim"
+# Highest priority first: what a tight block keeps. Rules and constraints are the first tier.
 KINDS = ("rule", "constraint", "fact", "preference")
-_BLOCK_START = f"[{CARRY_HEADING}"
-_INTRO = (
-    f"{_BLOCK_START}: the user's own words from messages no longer in view, verbatim, oldest "
-    "first; #N is the message's number in the transcript. A later statement on the same point "
-    "replaces an earlier one.]"
-)
+_FIRST_TIER = frozenset(KINDS[:2])
+_INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
 # A compaction summary is a user message a model wrote (`chatcli.compaction.SUMMARY_HEADER`).
 _MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
-# The most items carried from one message: a user states a handful of rules at a time, and a
-# message with more holds pasted material (a log, a document), not the user's instructions.
+# The most items carried from one message: a user states a handful of rules at a time.
 _MESSAGE_ITEMS = 12
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
+# Rules and constraints may take at most this share of the room.
+_FIRST_TIER_ROOM = 0.5
+# Related earlier items looked at per content word (the newest): bounds resolving a long
+# session whose words recur.
+_RELATED_PER_WORD = 32
 
 Count = Callable[[Sequence[Message]], int]
-
-_VALUE = re.compile(
-    "|".join(
-        (
-            r"https?://\S+",
-            r"\b[\w.+-]+@[\w-]+\.[\w.]+",
-            r"(?:~|\.{1,2})?/[\w.@-]+(?:/[\w.@-]+)+",
-            r"\b[\w-]+(?:/[\w.-]+)+",
-            r"\b[\w-]+\.(?:py|js|ts|tsx|json|ya?ml|toml|md|txt|sh|go|rs|java|c|h|cpp|sql|csv|"
-            r"ini|cfg|conf|env|lock|html|css)\b",
-            r"\bv?\d+\.\d+(?:\.\d+)+\b|\bv\d+(?:\.\d+)?\b",
-            r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b",
-            r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b",
-            r"\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
-            r"[$€£¥]\s?\d[\d,.]*",
-            r"\b\d[\d,.]*\s?(?:%|eur|usd|gbp|brl|chf|jpy|euros?|dollars?|reais|ms|s|sec|"
-            r"seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|[kmgt]i?b|px|cm|mm|"
-            r"km|kg|g|m|lines?|chars?|characters|tokens?|words?|requests?|rps|qps|users?|"
-            r"retries|times|cores?|threads?|replicas?|workers?|items?|steps?|rows?|files?)\b",
-            r"\b\d{1,3}(?:,\d{3})+\b|\b\d{3,}\b",
-            r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{2,}\b",
-        )
-    ),
-    re.IGNORECASE,
-)
-_LIMIT = re.compile(
-    r"(?<!\w)(?:at most|at least|no more than|no less than|not more than|up to|maximum|max|"
-    r"minimum|min|limit|limits|cap|capped|budget|deadline|before|by|within|under|exceed|"
-    r"only|less than|more than|no máximo|no mínimo|até|prazo|antes de|como máximo|"
-    r"como mínimo|plazo|límite|limite|apenas|somente|solo|sólo)(?!\w)",
-    re.IGNORECASE,
-)
-_PREFERENCE = re.compile(
-    r"(?<!\w)(?:prefer|i like|i'd rather|i would rather|i want|i'd like|prefiro|prefiero)(?!\w)",
-    re.IGNORECASE,
-)
-# Content words: of three letters or more, or a number left after values were masked
-# ("Server 3 ..." is another point than "Server 4 ...").
-_WORD = re.compile(r"[^\W\d_]{3,}|\b\d+\b")
-_STOP_WORDS = (
-    "the and for are is was were this that with from into now our your you not but can may "
-    "will all any also then than just please its it's use using it's them they their there "
-    "here what when which who how about again instead anymore actually okay still let let's "
-    "has have had been being too very que para com por una uno los las del por não sim"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-_ITEM = re.compile(
-    r"^- (?:#(\d+) )?\((rule|constraint|fact|preference)\): (.*?)(?: \(replaces ([#\d, ]+)\))?$"
-)
-_LEFT_OUT = re.compile(r"^\[(\d[\d,]*) more left out")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CarriedItem:
-    """One carried sentence: its transcript message `number` (None when unknown), its `kind`
-    (one of `KINDS`), its `text` verbatim, and the numbers of the sentences it replaces."""
-
-    number: int | None
-    kind: str
-    text: str
-    replaces: tuple[int, ...] = ()
-
-    def line(self) -> str:
-        where = "" if self.number is None else f"#{self.number} "
-        replaced = ", ".join(f"#{n}" for n in self.replaces)
-        return f"- {where}({self.kind}): {self.text}" + (
-            f" (replaces {replaced})" if replaced else ""
-        )
+Number = Callable[[Message], int | None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarryBudget:
-    """The block's room: at most `tokens` by `count` (the same count the transform used)."""
+    """The block's room: at most `tokens` (the cap) by `count` (the same count the transform
+    used); rules and constraints at most half of `room`, the view's room, when it is known."""
 
     tokens: int
     count: Count
+    room: int | None = None
 
 
 class Numbering:
@@ -180,48 +127,23 @@ class Numbering:
 
 
 def classify(sentence: str) -> str | None:
-    """The kind of a user's sentence worth carrying, or None: a rule (always, never, must,
-    ...), a constraint (a limit with an exact value), a fact (an exact value), a preference
-    (an imperative or "I prefer"). Questions are not carried."""
-    if sentence.endswith("?"):
-        return None
-    plain = sentence.replace("’", "'")
-    value = _VALUE.search(plain) is not None
-    if RULE_WORDS.search(plain) and not (value and _LIMIT.search(plain)):
-        return "rule"
-    if value and _LIMIT.search(plain):
-        return "constraint"
-    if value:
-        return "fact"
-    if is_instruction(plain) or _PREFERENCE.search(plain):
-        return "preference"
-    return None
+    """The kind of a user's sentence worth carrying, or None: a rule (a prohibition, an
+    obligation, or the lifting of one), a constraint (a limit with a quantity), a fact (an
+    exact value or a goal), a preference (an imperative or "I prefer"); see
+    `chatcli.history.instructions.kind_of`. Questions, pasted-looking lines and words
+    addressed to AI assistants are not carried."""
+    return kind_of(sentence)
 
 
 def is_carry_block(message: Message) -> bool:
     """Whether `message` is the block of carried instructions."""
-    return message.role is Role.SYSTEM and message.text.startswith(_BLOCK_START)
+    return message.carried is not None
 
 
 def carried_items(view: Sequence[Message]) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items of the block in `view` (none without one) and how many it says were left out."""
-    block = next((m for m in view if is_carry_block(m)), None)
-    if block is None:
-        return (), 0
-    items, left_out = [], 0
-    for line in block.text.splitlines()[1:]:
-        item, more = _ITEM.match(line), _LEFT_OUT.match(line)
-        if item is not None:
-            number = int(item.group(1)) if item.group(1) else None
-            replaces = tuple(int(n) for n in re.findall(r"\d+", item.group(4) or ""))
-            items.append(
-                CarriedItem(
-                    number=number, kind=item.group(2), text=item.group(3), replaces=replaces
-                )
-            )
-        elif more is not None:
-            left_out = int(more.group(1).replace(",", ""))
-    return tuple(items), left_out
+    """The items of the block in `view` (none without one) and how many were left out."""
+    carried = next((m.carried for m in view if m.carried is not None), None)
+    return ((), 0) if carried is None else (carried.items, carried.left_out)
 
 
 def carry_instructions(
@@ -229,7 +151,7 @@ def carry_instructions(
     after: Sequence[Message],
     *,
     budget: CarryBudget | None = None,
-    numbering: Callable[[Message], int | None] | None = None,
+    numbering: Number | None = None,
 ) -> TransformResult:
     """`after` (the view a transform made of `before`) with the block of what the removed
     user messages said (see the module docstring). `numbering` gives a message's transcript
@@ -238,10 +160,10 @@ def carry_instructions(
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
     old, old_left_out = carried_items(before)
-    candidates, pasted = _per_message(_resolved(old, before, after, number))
-    chosen, left_out = _within(candidates, budget)
-    left_out += old_left_out + pasted
-    view = _with_block(after, _block(chosen, left_out))
+    resolved = _per_message(_resolved(old, before, after, number))
+    chosen, left_out = _within(resolved, budget)
+    left_out += old_left_out + resolved.dropped
+    view = _with_block(after, _block(chosen, left_out), number)
     injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
 
@@ -251,13 +173,13 @@ def carrying(
     messages: Sequence[Message],
     *,
     budget: CarryBudget | None = None,
-    numbering: Callable[[Message], int | None] | None = None,
+    numbering: Number | None = None,
 ) -> TransformResult:
     """`transform` of `messages`, with what it removed carried (`carry_instructions`). When
     the block changes, the transform runs again with the block in its input, so that the
-    block's room comes out of what the transform keeps (a level keeps the system messages
-    and fits the rest around them); at most `_CARRY_PASSES` runs, the block of the last one
-    carried from what that run removed."""
+    block's room comes out of what the transform keeps (a level keeps the block like the
+    system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
+    of the last one carried from what that run removed."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
     result = transform(messages)
@@ -268,7 +190,7 @@ def carrying(
         if block is None or block in messages:
             break
         # The left-out count the input had: this pass counts what it leaves out itself.
-        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out))
+        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out), number)
         result = transform(seeded)
         again = carry_instructions(seeded, result.messages, budget=budget, numbering=number)
         if again.messages == carried.messages:
@@ -280,33 +202,61 @@ def carrying(
     )
 
 
+def resolved_statements(
+    messages: Sequence[Message], numbering: Number | None = None
+) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
+    """Every sentence of the user's own (typed) words in `messages` worth carrying, resolved
+    as the block resolves them (the latest form only; an update kept with what it may
+    update), and for each one the indexes of the later ones that must go with it. What a
+    compaction pins after its summary is chosen from these, so that a pinned rule is never
+    shown without its reversal."""
+    messages = tuple(messages)
+    number = numbering if numbering is not None else Numbering(messages)
+    resolved = _resolved((), messages, (), number)
+    return resolved.items, resolved.follows
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
-    candidate (carried unless replaced), `words` its content words."""
+    candidate (carried unless replaced; kind "" while it is carried only as an update),
+    `words` its content words, `change` whether it says something changed."""
 
     at: int
     item: CarriedItem | None
     text: str
     words: frozenset[str]
+    change: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Resolved:
+    """The items to carry, in order; for each, the indexes of the later items it must go
+    with (updates that may be on its point); how many items were dropped on the way."""
+
+    items: tuple[CarriedItem, ...]
+    follows: tuple[tuple[int, ...], ...]
+    dropped: int = 0
 
 
 def _resolved(
     old: tuple[CarriedItem, ...],
     before: tuple[Message, ...],
     after: tuple[Message, ...],
-    number: Callable[[Message], int | None],
-) -> tuple[CarriedItem, ...]:
+    number: Number,
+) -> _Resolved:
     """The candidates (the old block's items and the removed user messages' sentences worth
-    carrying) that no later user sentence replaces, in order, each with what it replaces."""
+    carrying) that no later user sentence replaces, in order, each with what it replaces and
+    the later items it must be carried with."""
     statements = [_statement(i.number or 0, i, i.text) for i in old]
     statements += _message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
     points = _Points(statements)
-    statements = _with_reversals(statements, points)
+    statements, updates = _with_updates(statements, points)
     kept: list[CarriedItem] = []
+    at: dict[int, int] = {}  # statement index -> kept index
     for index, statement in enumerate(statements):
-        if statement.item is None or points.replaced_later(index):
+        if statement.item is None or not statement.item.kind or points.replaced_later(index):
             continue
         replaced = {
             statements[j].at
@@ -314,32 +264,67 @@ def _resolved(
             if statements[j].item is not None and statements[j].at
             if statements[j].at != statement.at
         }
+        at[index] = len(kept)
         kept.append(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
         )
-    return tuple(kept)
+    follows: list[list[int]] = [[] for _ in kept]
+    for later, earlier in updates:
+        if later in at and earlier in at:
+            follows[at[earlier]].append(at[later])
+    return _Resolved(items=tuple(kept), follows=tuple(tuple(f) for f in follows))
 
 
-def _with_reversals(statements: list[_Statement], points: _Points) -> list[_Statement]:
-    """The statements with the kindless ones (removed sentences carried only when they
-    replace one) made items of the kind they replace ("You may push to main now." after
-    "Never push to main."), or plain statements when they replace none."""
+def _with_updates(
+    statements: list[_Statement], points: _Points
+) -> tuple[list[_Statement], list[tuple[int, int]]]:
+    """The statements with the kindless ones (removed sentences carried only as updates)
+    made items of the best kind they may update, or plain statements when they update none;
+    and the pairs (later, earlier) of an update and an item it may be on the point of.
+
+    A statement updates the ones it replaces (`_Points`), and, when it says something
+    changed, the earlier items that share a content word with it (the newest
+    `_RELATED_PER_WORD` per word), or the item right before it when none does."""
     resolved = list(statements)
     best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
     best_text: dict[str, int] = {}
+    by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
+    last_item: int | None = None
+    pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
+        related = _related(statement, by_word, last_item) if statement.change else []
         if statement.item is not None and not statement.item.kind:
             ranks = [best_text.get(statement.text, len(KINDS))]
             ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
+            ranks += [KINDS.index(k) for j in related if (k := _kind(resolved[j]))]
             rank = min(ranks)
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
         item = resolved[index].item
-        if item is not None and item.kind:
-            rank, shape = KINDS.index(item.kind), points.shape[index]
-            best[shape] = min(best.get(shape, rank), rank)
-            best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
-    return resolved
+        if item is None or not item.kind:
+            continue
+        pairs += [(index, j) for j in related]
+        rank, shape = KINDS.index(item.kind), points.shape[index]
+        best[shape] = min(best.get(shape, rank), rank)
+        best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
+        for word in statement.words:
+            by_word.setdefault(word, []).append(index)
+        last_item = index
+    return resolved, pairs
+
+
+def _related(
+    statement: _Statement, by_word: dict[str, list[int]], last_item: int | None
+) -> list[int]:
+    """The earlier items a statement that says something changed may be on the point of."""
+    found = {j for word in statement.words for j in by_word.get(word, ())[-_RELATED_PER_WORD:]}
+    if not found and last_item is not None:
+        found.add(last_item)
+    return sorted(found)
+
+
+def _kind(statement: _Statement) -> str:
+    return statement.item.kind if statement.item is not None else ""
 
 
 class _Points:
@@ -425,11 +410,11 @@ def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
 
 
 def _message_statements(
-    before: tuple[Message, ...], after: tuple[Message, ...], number: Callable[[Message], int | None]
+    before: tuple[Message, ...], after: tuple[Message, ...], number: Number
 ) -> list[_Statement]:
-    """Every sentence of the user's messages in `before`, in order: a candidate item when its
-    message left the view (its text is not in `after`'s user messages)."""
-    texts = {m.text for m in after if m.role is Role.USER}
+    """Every sentence the user typed in their messages in `before`, in order: a candidate
+    item when its message left the view (its text is not in `after`'s user messages)."""
+    texts = {m.text for m in after if m.role is Role.USER and not is_carry_block(m)}
     in_view = "\n".join(texts)
     statements: list[_Statement] = []
     at = 0
@@ -439,41 +424,41 @@ def _message_statements(
         if not _users_own(message):
             continue
         removed = message.text not in texts
-        for chunk, fenced in _fenced(message.text):
-            for sentence in sentences(chunk):
-                # A kindless item is carried only when it replaces one (`_with_reversals`).
-                carried = removed and not fenced and sentence not in in_view
+        for part in typed_parts(message.text):
+            for sentence in sentences(part):
+                # A kindless item is carried only as an update (`_with_updates`).
+                carried = removed and sentence not in in_view
                 kind = (classify(sentence) or "") if carried else None
                 item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
                 statements.append(_statement(at, item, sentence))
     return statements
 
 
-def _fenced(text: str) -> Iterator[tuple[str, bool]]:
-    """`text` in parts, in order, each with whether it is a fenced code block (an unclosed
-    fence runs to the end, as in Markdown)."""
-    at = 0
-    for fence in _FENCE.finditer(text):
-        yield text[at : fence.start()], False
-        yield fence.group(), True
-        at = fence.end()
-    yield text[at:], False
-
-
-def _per_message(items: tuple[CarriedItem, ...]) -> tuple[tuple[CarriedItem, ...], int]:
+def _per_message(resolved: _Resolved) -> _Resolved:
     """The items, at most `_MESSAGE_ITEMS` of one message (by kind, then as said), and how
     many were left out."""
+    items = resolved.items
     by_message: dict[int, list[int]] = {}
     for index, item in enumerate(items):
         if item.number is not None:
             by_message.setdefault(item.number, []).append(index)
-    over = [
+    out = {
         index
         for indexes in by_message.values()
         for index in sorted(indexes, key=lambda i: KINDS.index(items[i].kind))[_MESSAGE_ITEMS:]
-    ]
-    out = set(over)
-    return tuple(item for index, item in enumerate(items) if index not in out), len(out)
+    }
+    if not out:
+        return resolved
+    new = {old: n for n, old in enumerate(i for i in range(len(items)) if i not in out)}
+    return _Resolved(
+        items=tuple(item for index, item in enumerate(items) if index not in out),
+        follows=tuple(
+            tuple(new[j] for j in follows if j in new)
+            for index, follows in enumerate(resolved.follows)
+            if index not in out
+        ),
+        dropped=resolved.dropped + len(out),
+    )
 
 
 def _users_own(message: Message) -> bool:
@@ -481,10 +466,7 @@ def _users_own(message: Message) -> bool:
 
 
 def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
-    plain = _VALUE.sub(" ", text.replace("’", "'"))
-    plain = RULE_WORDS.sub(" ", plain)
-    words = frozenset(w for w in _WORD.findall(plain.lower()) if w not in _STOP)
-    return _Statement(at=at, item=item, text=text, words=words)
+    return _Statement(at=at, item=item, text=text, words=content_words(text), change=changes(text))
 
 
 def _replaces(later: _Statement, earlier: _Statement) -> bool:
@@ -508,53 +490,91 @@ def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
     return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
 
 
-def _within(
-    items: tuple[CarriedItem, ...], budget: CarryBudget | None
-) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items that fit the budget (by kind, then newest first) in their order, and how many
-    did not. Each line is counted alone (a count is subadditive), then the whole block is
-    counted, and the lowest-ranked item dropped while it does not fit."""
+def _within(resolved: _Resolved, budget: CarryBudget | None) -> tuple[tuple[CarriedItem, ...], int]:
+    """The items that fit the budget, in their order, and how many did not.
+
+    By rank (rules, constraints, facts, preferences; newest first within a kind), an item is
+    taken with the later items it must go with (`_Resolved.follows`, transitively), when
+    they all fit what is left: rules and constraints within their share of the room, all
+    within the cap. Each line is counted alone (a count is subadditive), then the whole block
+    is counted, and the last group taken dropped while it does not fit."""
+    items = resolved.items
     if budget is None or not items:
         return items, 0
-    rank = sorted(range(len(items)), key=lambda i: (KINDS.index(items[i].kind), -i))
-    bare = budget.count((Message.system(""),))
+    bare = budget.count((Message.user(""),))
+    costs = [budget.count((Message.user(item.line()),)) - bare for item in items]
     frame = _block(items[:1], len(items))
     assert frame is not None  # for the type checker: there are items
-    left = budget.tokens - budget.count((frame,)) + budget.count((Message.system(items[0].line()),))
-    chosen: list[int] = []
+    left = budget.tokens - (budget.count((frame,)) - costs[0])
+    first_left = left if budget.room is None else min(left, int(budget.room * _FIRST_TIER_ROOM))
+    rank = sorted(range(len(items)), key=lambda i: (KINDS.index(items[i].kind), -i))
+    chosen: set[int] = set()
+    groups: list[set[int]] = []
     for index in rank:
-        cost = budget.count((Message.system(items[index].line()),)) - bare
-        if cost <= left:
-            chosen.append(index)
+        if index in chosen:
+            continue
+        group = _closure(index, resolved.follows) - chosen
+        cost = sum(costs[i] for i in group)
+        first = sum(costs[i] for i in group if items[i].kind in _FIRST_TIER)
+        if cost <= left and first <= first_left:
+            chosen |= group
+            groups.append(group)
             left -= cost
-    while chosen:  # bounded: one item fewer each time
+            first_left -= first
+    while groups:  # bounded: one group fewer each time
         block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen))
         if block is not None and budget.count((block,)) <= budget.tokens:
             break
-        chosen.pop()
+        chosen -= groups.pop()
     return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen)
 
 
+def _closure(index: int, follows: tuple[tuple[int, ...], ...]) -> set[int]:
+    """`index` and every later item it must go with, directly or through another."""
+    found = {index}
+    stack = [index]
+    while stack:  # bounded: each index is pushed once
+        for later in follows[stack.pop()]:
+            if later not in found:
+                found.add(later)
+                stack.append(later)
+    return found
+
+
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
+    """The block quoting `items`: its text is rendered here, once; `carried` keeps them."""
     if not items:
         return None
     lines = [_INTRO, *(item.line() for item in items)]
     if left_out:
-        them = "it" if left_out == 1 else "them"
-        lines.append(
-            f"[{left_out:,} more left out to fit the context window; the transcript keeps {them}.]"
-        )
-    return Message.system("\n".join(lines))
+        lines.append(f"[{left_out:,} more left out to fit]")
+    carried = Carried(items=items, left_out=left_out)
+    return Message(role=Role.USER, parts=(TextPart(text="\n".join(lines)),), carried=carried)
 
 
-def _with_block(view: tuple[Message, ...], block: Message | None) -> tuple[Message, ...]:
-    """`view` with its block (if any) replaced by `block`, placed after the leading system
-    messages."""
+def _with_block(
+    view: tuple[Message, ...], block: Message | None, number: Number
+) -> tuple[Message, ...]:
+    """`view` with its block (if any) replaced by `block`: after the leading system messages
+    and anchors (a provider's compaction, which must come before what follows it), and after
+    the messages right after them that are older than the newest item it quotes (a pinned
+    first request), so that the view reads in the order things were said."""
     rest = tuple(m for m in view if not is_carry_block(m))
-    if block is None:
+    if block is None or block.carried is None:
         return rest
-    at = next((i for i, m in enumerate(rest) if m.role is not Role.SYSTEM), len(rest))
+    newest = max((i.number for i in block.carried.items if i.number is not None), default=0)
+    at = 0
+    while at < len(rest) and (
+        rest[at].role is Role.SYSTEM or is_anchor(rest[at]) or _older(rest[at], newest, number)
+    ):
+        at += 1
     return (*rest[:at], block, *rest[at:])
+
+
+def _older(message: Message, newest: int, number: Number) -> bool:
+    found = number(message)
+    found = found if found is not None else cut_message_number(message.text)
+    return found is not None and found < newest
 
 
 def _summary(items: tuple[CarriedItem, ...], left_out: int) -> str:
