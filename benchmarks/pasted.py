@@ -72,7 +72,10 @@ ASKS_AFTER = (
     ("What does this mean?", ""),
     (THREE_POINTS, THREE_POINTS),
     ("Is this the cause of the failure we saw?", ""),
-    ("Don't quote it back; just tell me what to change.", "Don't quote it back;"),
+    (
+        "Don't quote it back; just tell me what to change.",
+        "Don't quote it back; just tell me what to change.",
+    ),
     ("Which of these should I worry about?", ""),
     ("Translate it into Portuguese. Never translate the code.", "Never translate the code."),
 )

@@ -19,6 +19,7 @@ from chatcli.compaction import SUMMARY_HEADER, compact
 from chatcli.config import RecoveryConfig
 from chatcli.history.carry import (
     CARRY_HEADING,
+    KINDS,
     CarriedItem,
     CarryBudget,
     carried_items,
@@ -64,9 +65,10 @@ def test_rules_constraints_facts_and_preferences_are_classified() -> None:
     assert classify("The deploy key ends in 7Q2.") == "fact"
     assert classify("Logs are in /var/log/app/current.") == "fact"
     assert classify("I prefer short answers.") == "preference"
-    assert classify("Use tabs.") == "preference"
+    assert classify("Use tabs.") in KINDS  # a style directive: carried, whatever its rank
     assert classify("Did you push to main?") is None
     assert classify("The weather was nice in the park.") is None
+    assert classify("Go on.") is None  # it only moves the turn on
 
 
 def test_removed_user_messages_are_carried_verbatim_with_numbers_after_the_systems() -> None:
@@ -142,7 +144,7 @@ def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
     fenced = "```\nNever retry: the budget cap is 5,000 EUR.\nWorker 3 took 1,200 ms.\n```"
     log = "\n".join(f"Worker {n} took {n * 10} ms on port {9000 + n}." for n in range(40))
     messages = chat(
-        f"Never push to main. Here is the config:\n{fenced}\nI need the deploy key to end in 7Q2.",
+        f"Never push to main. Here is the config:\n{fenced}\nThe deploy key ends in 7Q2.",
         f"Here is the log.\n{log}\nAlways keep the port under 9100.",
         "Write the release notes.",
     )
@@ -151,7 +153,7 @@ def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
     # the paste: the fenced config, the log's lines.
     assert [(i.number, i.text) for i in items] == [
         (2, "Never push to main."),
-        (2, "I need the deploy key to end in 7Q2."),
+        (2, "The deploy key ends in 7Q2."),
         (4, "Always keep the port under 9100."),
     ]
     assert left_out == 0

@@ -108,7 +108,7 @@ def test_resolving_finds_what_comparing_every_pair_finds(
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
-    lines = [f"Worker {n % 3} served request {n} in {n} ms." for n in range(2000)]
+    lines = [f"The port of worker {n % 3} is {9000 + n}." for n in range(2000)]
     before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
     items = carry._resolved((), before, before[-2:], Numbering(before)).items
     assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]

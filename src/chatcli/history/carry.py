@@ -74,6 +74,8 @@ __all__ = [
     "carrying",
     "classify",
     "is_carry_block",
+    "resolved_statements",
+    "with_their_updates",
 ]
 
 CARRY_HEADING = "What I said earlier, verbatim"
@@ -203,17 +205,31 @@ def carrying(
 
 
 def resolved_statements(
-    messages: Sequence[Message], numbering: Number | None = None
+    before: Sequence[Message],
+    after: Sequence[Message],
+    *,
+    earlier: Sequence[CarriedItem] = (),
+    numbering: Number | None = None,
 ) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
-    """Every sentence of the user's own (typed) words in `messages` worth carrying, resolved
-    as the block resolves them (the latest form only; an update kept with what it may
-    update), and for each one the indexes of the later ones that must go with it. What a
-    compaction pins after its summary is chosen from these, so that a pinned rule is never
-    shown without its reversal."""
-    messages = tuple(messages)
-    number = numbering if numbering is not None else Numbering(messages)
-    resolved = _resolved((), messages, (), number)
+    """What the user messages of `before` that `after` leaves out said, worth keeping, with
+    `earlier` items (said before them all), resolved as the block resolves them (the latest
+    form only; an update kept with what it may update), in order, all of them (no budget),
+    and for each one the indexes of the later ones that must go with it. What a compaction
+    pins after its summary is chosen from these, so that a pinned rule is never shown
+    without its reversal."""
+    before = tuple(before)
+    number = numbering if numbering is not None else Numbering(before)
+    resolved = _resolved(tuple(earlier), before, tuple(after), number)
     return resolved.items, resolved.follows
+
+
+def with_their_updates(chosen: Sequence[int], follows: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The indexes `chosen`, with every later one they must go with (`resolved_statements`),
+    in order."""
+    found: set[int] = set()
+    for index in chosen:
+        found |= _closure(index, follows)
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -529,7 +545,7 @@ def _within(resolved: _Resolved, budget: CarryBudget | None) -> tuple[tuple[Carr
     return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen)
 
 
-def _closure(index: int, follows: tuple[tuple[int, ...], ...]) -> set[int]:
+def _closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
     """`index` and every later item it must go with, directly or through another."""
     found = {index}
     stack = [index]

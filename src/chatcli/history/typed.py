@@ -31,7 +31,8 @@ blocks, then paragraphs between blank lines) and keeps the ones the user typed:
   paste (`_EDGE_LINES` at most each) that look typed and are in the user's voice are the
   user's own too.
 
-A message with nothing pasted is typed whole. The work is linear in the message's length.
+A message with nothing pasted is typed whole, and so is a message whose only pastes are fenced
+blocks (their fences say where they begin and end). The work is linear in the message's length.
 """
 
 from __future__ import annotations
@@ -107,10 +108,12 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
 
 def typed_parts(text: str) -> tuple[str, ...]:
     """The parts of `text` the user typed, in order (see the module docstring)."""
-    blocks = _introduced(_blocks(text))
+    blocks = _blocks(text)
+    if all(_FENCE.match(block) for block, pasted in blocks if pasted):
+        # Nothing pasted, or only fenced blocks: their fences say where they end.
+        return tuple(block for block, pasted in blocks if not pasted)
+    blocks = _introduced(blocks)
     pasted = [i for i, (_, is_pasted) in enumerate(blocks) if is_pasted]
-    if not pasted:
-        return tuple(block for block, _ in blocks)
     first, last = pasted[0], pasted[-1]
     head = _edge(blocks[first][0], reverse=False)
     # One pasted block: its last lines are looked at past the ones its head took.

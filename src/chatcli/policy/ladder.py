@@ -68,7 +68,7 @@ class Views:
             return recover(previous, level, config, retention, number)
         count = retention.count if retention is not None else self._prediction.count
         room = retention.room if retention is not None else count(previous)
-        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count)
+        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count, room=room)
         return carrying(
             lambda m: recover(m, level, config, retention, number),
             previous,
