@@ -1,6 +1,7 @@
-"""Resolving carried statements (chatcli.history.carry): the fast way finds what all pairs do.
+"""Resolving carried statements (chatcli.history.statements): the fast way finds what all
+pairs do.
 
-`_resolved` decides which removed user sentences are carried, which later sentence replaces
+`resolve` decides which removed user sentences are carried, which later sentence replaces
 which (`_replaces`) and which later sentence that says something changed may update which
 (it shares a content word with it, else it follows it directly), without comparing every pair
 of sentences. A hypothesis property compares it with the definition, every pair compared, on
@@ -15,7 +16,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.history import carry
+from chatcli.history import statements as resolving
 from chatcli.history.carry import KINDS, CarriedItem, Numbering
 from chatcli.messages import Message
 
@@ -43,22 +44,21 @@ def naive_resolved(
     old: tuple[CarriedItem, ...], before: tuple[Message, ...], after: tuple[Message, ...]
 ) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
     """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
-    update related to every earlier item it shares a content word with (else to the item
-    right before it)."""
+    update related to the earlier items as `_related` says, each compared with it."""
     number = Numbering(before)
-    statements = [carry._statement(i.number or 0, i, i.text) for i in old]
-    statements += carry._message_statements(before, after, number)
+    statements = [resolving._statement(i.number or 0, i, i.text) for i in old]
+    statements += resolving._message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
         items = [j for j in range(index) if statements[j].item and statements[j].item.kind]
-        related = [j for j in items if statements[j].words & statement.words]
-        related = (related or items[-1:]) if statement.change else []
-        if statement.item is not None and not statement.item.kind:
+        kindless = statement.item is not None and not statement.item.kind
+        related = naive_related(statement, kindless, [statements[j] for j in items], items)
+        if kindless:
             kinds = [
                 statements[j].item.kind
                 for j in items
-                if carry._replaces(statement, statements[j]) or j in related
+                if resolving._replaces(statement, statements[j]) or j in related
             ]
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
@@ -68,14 +68,14 @@ def naive_resolved(
     at: dict[int, int] = {}
     for index, statement in enumerate(statements):
         if statement.item is None or any(
-            carry._replaces(later, statement) for later in statements[index + 1 :]
+            resolving._replaces(later, statement) for later in statements[index + 1 :]
         ):
             continue
         replaced = {
             other.at
             for other in statements[:index]
             if other.item is not None and other.at and other.at != statement.at
-            if carry._replaces(statement, other)
+            if resolving._replaces(statement, other)
         }
         at[index] = len(kept)
         kept.append(
@@ -86,6 +86,37 @@ def naive_resolved(
         if later in at and earlier in at:
             follows[at[earlier]].append(at[later])
     return tuple(kept), tuple(tuple(f) for f in follows)
+
+
+def naive_related(
+    statement: resolving._Statement,
+    kindless: bool,
+    earlier: list[resolving._Statement],
+    indexes: list[int],
+) -> list[int]:
+    """The earlier items (`earlier`, at `indexes`) an update is related to, as defined."""
+    if statement.text.endswith("?"):
+        return []
+    having = {w: sum(1 for e in earlier if w in e.words) for w in statement.words}
+    related = []
+    for e, j in zip(earlier, indexes, strict=True):
+        shared = statement.words & e.words
+        rare = any(having[w] <= resolving._RARE_WORD for w in shared)
+        if statement.cue == resolving._LIFT:
+            ok = bool(shared)
+        elif statement.cue == resolving._CHANGE:
+            ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
+        else:
+            ok = bool(shared) and (len(shared) >= 2 or rare) and 2 * len(shared) >= len(e.words)
+        if ok:
+            related.append(j)
+    if statement.cue == resolving._LIFT and not related:
+        related = [
+            j
+            for e, j in zip(earlier, indexes, strict=True)
+            if e.item.kind in ("rule", "constraint")
+        ]
+    return related
 
 
 @settings(max_examples=300, deadline=None)
@@ -103,12 +134,12 @@ def test_resolving_finds_what_comparing_every_pair_finds(
         before += pair
         after += pair if kept else []
     view = (tuple(before), tuple(after))
-    fast = carry._resolved(tuple(old), *view, Numbering(view[0]))
+    fast = resolving.resolve(tuple(old), *view, Numbering(view[0]))
     assert (fast.items, fast.follows) == naive_resolved(tuple(old), *view)
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
     lines = [f"The port of worker {n % 3} is {9000 + n}." for n in range(2000)]
     before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
-    items = carry._resolved((), before, before[-2:], Numbering(before)).items
+    items = resolving.resolve((), before, before[-2:], Numbering(before)).items
     assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]

@@ -58,6 +58,7 @@ __all__ = [
     "features",
     "is_instruction",
     "kind_of",
+    "lifts",
     "looks_pasted",
     "normalised",
     "sentences",
@@ -223,7 +224,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
-        "a partir de agora, cancelado, cancelada, não precisa",
+        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, limite, teto, máximo, mínimo, orçamento, dentro de, inferior a, "
@@ -306,7 +307,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
-        "a partir de ahora, cancelado, cancelada, no hace falta",
+        "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, límite, tope, máximo, mínimo, presupuesto, dentro de, "
@@ -402,6 +403,16 @@ _NOT_RULES = re.compile(
 )
 _LIFTS = _words("lifts")
 _CHANGED = _words("changed")
+# The words that make a limit, but its nouns ("the budget", "the cap"): what a limit is about.
+_LIMIT_NOUNS = _set(
+    "budget cap capped limit limited limite límite teto tope ceiling threshold orçamento "
+    "orcamento presupuesto maximum minimum max min máximo mínimo maximo minimo deadline prazo "
+    "plazo entrega due"
+)
+_LIMIT_LINKS = [
+    p for group in ("limits", "deadlines") for p in _phrases(group) if p not in _LIMIT_NOUNS
+]
+_LIMIT_WORDS = re.compile(rf"(?<![\w'-])(?:{_alternation(_LIMIT_LINKS)})(?![\w'-])", re.IGNORECASE)
 # Cue groups whose presence anywhere in a sentence is a feature (`features`).
 _CUES = {
     group: _words(group)
@@ -437,7 +448,8 @@ _STOP_TEXT = """
     esse essa estes estas esses essas aqui agora mais muito muita não sim você vocês ele ela
     eles elas nós seu sua seus suas meu minha meus minhas como quando onde qual quais ser
     estar está são foi tem ter fazer faz pode deve também sempre nunca ainda já então porque
-    una unos unas los las del les esto eso ese esa esos esas aquí ahora más muy usted
+    una unos unas los las del les con sin sem esto eso ese esa esos esas aquí ahora más muy usted
+    mucho mucha muchos muchas poco poca
     ustedes ellos ellas nosotros nuestro nuestra cual cuales cuando donde hacer hace puede
     debe también siempre nunca todavía entonces porque pero sino está están fue hay
 """
@@ -580,6 +592,15 @@ _ONLY_NUMBER = re.compile(
     r"duas|dois)\b(?!\s*(?:max|at most))"
 )
 _LABEL = re.compile(r"^([a-z][a-z /-]{1,30}):")
+# A modal of obligation or prohibition: a rule whoever it is said of ("Tests must pass").
+_MODAL = re.compile(
+    r"\b(?:must|mustn't|has to|have to|needs to|shall|required|requires|mandatory|compulsory|"
+    r"is to be|are to be|not allowed|forbidden|prohibited|deve|devem|tem que|tem de|precisa|"
+    r"obrigatorio|obrigatoria|proibido|proibida|debe|deben|tiene que|tienen que|hay que|"
+    r"obligatorio|obligatoria|prohibido|prohibida)\b"
+)
+# A deadline's own words: a date after them is a limit, not a fact.
+_DUE = re.compile(r"\b(?:due|deadline|no later than|prazo|plazo|entrega|entregar|se entrega)\b")
 # A date or a time of day, in words or digits ("on Monday", "a las 9", "às 15h").
 _WHEN_WORDS = re.compile(
     rf"(?<![\w-])(?:{_alternation(_strip_accents(p) for p in _phrases('dates'))})(?![\w-])"
@@ -655,6 +676,8 @@ def _shape(sentence: str, text: str, tokens: list[str]) -> set[str]:
         "c:copula": _COPULA.search(text) is not None,
         "c:name": _NAME.search(sentence) is not None,
         "c:caps": _CAPS.search(sentence) is not None,
+        "c:modal": _MODAL.search(text) is not None,
+        "c:due": _DUE.search(text) is not None,
         "c:digit": any(c.isdigit() for c in text),
         "c:bullet": _LIST_MARK.match(sentence) is not None,
         "c:past": _past(tokens),
@@ -764,16 +787,16 @@ def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:
 def _plainly(found: frozenset[str]) -> str | None:
     """What the vocabulary states plainly, whatever the model says of words it has not seen
     (when it sees no rule: nothing, or a fact), when nothing of a question, a story, an
-    opinion, a report or a note is there: a limit (a constraint), a rule word with a
-    directive or a modal (a rule), an imperative (at least a preference), an exact value or
-    a date after "is" (a fact)."""
+    opinion, a report or a note is there: a limit with a rule word or a directive (a
+    constraint), a rule word with a directive or a modal of obligation (a rule), an
+    imperative (at least a preference), an exact value or a date after "is" (a fact)."""
     if found & _NOT_PLAINLY:
         return None
     rule = found & {"c:bans", "c:musts", "c:asks"}
     directive = found & {"c:imperative", "c:infinitive", "c:negations", "c:you", "c:bullet"}
-    if "c:limited" in found:
+    if "c:limited" in found and (rule or directive or "c:due" in found):
         return "constraint"
-    if rule and (directive or "c:caps" in found or "c:musts" in found):
+    if rule and (directive or "c:caps" in found or "c:modal" in found):
         return "rule"
     if found & {"c:imperative", "c:infinitive"}:
         return "preference"
@@ -830,7 +853,13 @@ def is_instruction(sentence: str) -> bool:
 def changes(sentence: str) -> bool:
     """Whether a sentence says that something changed or is lifted ("now", "again", "no
     longer", "instead", "forget", "feel free", ...)."""
-    return _CHANGED.search(sentence) is not None or _LIFTS.search(sentence) is not None
+    return _CHANGED.search(sentence) is not None or lifts(sentence)
+
+
+def lifts(sentence: str) -> bool:
+    """Whether a sentence says plainly that a rule or a value no longer holds ("feel free",
+    "forget what I said about", "is fine now", "you may ... again", "já pode", "ya puedes")."""
+    return _LIFTS.search(sentence) is not None
 
 
 def looks_pasted(line: str) -> bool:
@@ -850,12 +879,13 @@ def value_spans(sentence: str) -> tuple[tuple[int, int], ...]:
 def content_words(sentence: str) -> frozenset[str]:
     """What a sentence is about: its words of three letters or more (stemmed, without
     accents), and its small numbers ("Server 3 ..." is another point than "Server 4 ..."),
-    without its exact values, rule words, words of change and function words. Two
+    without its exact values, rule and limit words, words of change and function words. Two
     statements on the same point share most of them."""
     plain = sentence.replace("’", "'").strip()
     for start, end in reversed(value_spans(plain)):
         plain = plain[:start] + " " + plain[end:]
     plain = _CHANGED.sub(" ", _LIFTS.sub(" ", RULE_WORDS.sub(" ", plain)))
+    plain = _LIMIT_WORDS.sub(" ", plain)
     return frozenset(
         _stem(word) for word in _WORD.findall(plain.lower()) if word not in _STOP_WORDS
     )

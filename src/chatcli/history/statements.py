@@ -1,0 +1,343 @@
+"""What the user's sentences say in time: which later sentence replaces which, which may update
+which (`resolve`), for carrying (`chatcli.history.carry`) and compaction's pins.
+
+A *statement* is one sentence the user typed (`chatcli.history.typed`), at its message's
+transcript number; a candidate is one of a message that left the view, with its kind
+(`classify`: `KINDS`, "" while it is carried only as an update of an earlier item).
+
+- **Replacing** (`_replaces`): a later statement clearly on the same point as an earlier one
+  (the same sentence, or most of its content words, values and rule words aside) replaces
+  it: the earlier one is not carried. Statements with the same content words are one *shape*
+  whatever their values, so a log whose lines differ only in numbers resolves to its last
+  line; only pairs that can cover are compared (`_Points`, prefix filtering, as similarity
+  joins do), so resolving stays near-linear in the sentences of a long session.
+- **Updating** (`_related`): when it is unclear whether a later statement is on the point of
+  an earlier item (it lifts a rule in other words, it says something changed, it shares half
+  the item's words), both are carried, in order, and the earlier item only with the later
+  one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
+  that is not worth carrying on its own is carried as such an update, with the best kind of
+  the items it may update.
+
+Everything here is a pure function of the messages: the same messages give the same result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from chatcli.history.instructions import changes, content_words, kind_of, lifts, sentences
+from chatcli.history.truncate import is_real_user_request
+from chatcli.history.typed import typed_parts
+from chatcli.messages import CarriedItem, Message, Role
+
+__all__ = ["KINDS", "Resolved", "closure", "resolve"]
+
+# Highest priority first: what a tight block keeps.
+KINDS = ("rule", "constraint", "fact", "preference")
+# Rules and constraints: the first tier.
+FIRST_TIER = frozenset(KINDS[:2])
+# A compaction summary is a user message a model wrote (`chatcli.compaction.SUMMARY_HEADER`).
+_MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
+# Related earlier items looked at per content word (the newest): bounds resolving a long
+# session whose words recur.
+_RELATED_PER_WORD = 32
+# A content word at most this many earlier items have is rare enough to tie a change to them.
+_RARE_WORD = 2
+
+Number = Callable[[Message], int | None]
+
+
+# How plainly a statement says something changed (`_Statement.cue`): not at all, with a word
+# of change ("now", "again"), or lifting a rule ("feel free", "forget what I said").
+_NO_CUE, _CHANGE, _LIFT = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Statement:
+    """A sentence in time: `at` orders statements (transcript number), `item` is set for a
+    candidate (carried unless replaced; kind "" while it is carried only as an update),
+    `words` its content words, `cue` how plainly it says something changed."""
+
+    at: int
+    item: CarriedItem | None
+    text: str
+    words: frozenset[str]
+    cue: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """The items to carry, in order; for each, the indexes of the later items it must go
+    with (updates that may be on its point); how many items were dropped on the way."""
+
+    items: tuple[CarriedItem, ...]
+    follows: tuple[tuple[int, ...], ...]
+    dropped: int = 0
+
+
+def resolve(
+    old: tuple[CarriedItem, ...],
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    number: Number,
+) -> Resolved:
+    """The candidates (the old block's items and the removed user messages' sentences worth
+    carrying) that no later user sentence replaces, in order, each with what it replaces and
+    the later items it must be carried with."""
+    statements = [_statement(i.number or 0, i, i.text) for i in old]
+    statements += _message_statements(before, after, number)
+    statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
+    points = _Points(statements)
+    statements, updates = _with_updates(statements, points)
+    kept: list[CarriedItem] = []
+    at: dict[int, int] = {}  # statement index -> kept index
+    for index, statement in enumerate(statements):
+        if statement.item is None or not statement.item.kind or points.replaced_later(index):
+            continue
+        replaced = {
+            statements[j].at
+            for j in points.replaced_by(index)
+            if statements[j].item is not None and statements[j].at
+            if statements[j].at != statement.at
+        }
+        at[index] = len(kept)
+        kept.append(
+            replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
+        )
+    follows: list[list[int]] = [[] for _ in kept]
+    for later, earlier in updates:
+        if later in at and earlier in at:
+            follows[at[earlier]].append(at[later])
+    return Resolved(items=tuple(kept), follows=tuple(tuple(f) for f in follows))
+
+
+def _with_updates(
+    statements: list[_Statement], points: _Points
+) -> tuple[list[_Statement], list[tuple[int, int]]]:
+    """The statements with the kindless ones (removed sentences carried only as updates)
+    made items of the best kind they may update, or plain statements when they update none;
+    and the pairs (later, earlier) of an update and an item it may be on the point of.
+
+    A statement updates the ones it replaces (`_Points`), and the earlier items it may be on
+    the point of (`_related`): a question updates nothing."""
+    resolved = list(statements)
+    best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
+    best_text: dict[str, int] = {}
+    by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
+    earlier: list[int] = []  # the items so far
+    pairs: list[tuple[int, int]] = []
+    for index, statement in enumerate(statements):
+        kindless = statement.item is not None and not statement.item.kind
+        related = _related(statement, kindless, resolved, by_word, earlier)
+        if kindless:
+            assert statement.item is not None  # for the type checker: kindless says so
+            ranks = [best_text.get(statement.text, len(KINDS))]
+            ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
+            ranks += [KINDS.index(k) for j in related if (k := _kind(resolved[j]))]
+            rank = min(ranks)
+            item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
+            resolved[index] = replace(statement, item=item)
+        item = resolved[index].item
+        if item is None or not item.kind:
+            continue
+        pairs += [(index, j) for j in related]
+        rank, shape = KINDS.index(item.kind), points.shape[index]
+        best[shape] = min(best.get(shape, rank), rank)
+        best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
+        for word in statement.words:
+            by_word.setdefault(word, []).append(index)
+        earlier.append(index)
+    return resolved, pairs
+
+
+def _related(
+    statement: _Statement,
+    kindless: bool,
+    statements: list[_Statement],
+    by_word: dict[str, list[int]],
+    items: list[int],
+) -> list[int]:
+    """The earlier items `statement` may be on the point of (when unsure, both are carried,
+    in order, the earlier only with the later), among `items` (the earlier items so far);
+    none for a question. A statement that lifts a rule ("feel free", "forget what I said")
+    may be on the point of the items it shares a content word with, else of every earlier
+    rule and constraint; one with a word of change ("now", "again") of those it shares a
+    word with (for a sentence carried only as an update: two words, or one that few items
+    have); any other of those it shares half their words with (two, or one that few items
+    have)."""
+    if _asks(statement):
+        return []
+    shared: dict[int, int] = {}
+    rare: set[int] = set()
+    for word in statement.words:
+        having = by_word.get(word, ())
+        for j in having[-_RELATED_PER_WORD:]:
+            shared[j] = shared.get(j, 0) + 1
+            if len(having) <= _RARE_WORD:
+                rare.add(j)
+    if statement.cue == _LIFT:
+        found = set(shared) or {j for j in items if _kind(statements[j]) in FIRST_TIER}
+    elif statement.cue == _CHANGE:
+        found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
+    else:
+        found = {
+            j
+            for j, n in shared.items()
+            if (n >= 2 or j in rare) and 2 * n >= len(statements[j].words)
+        }
+    return sorted(found)
+
+
+def _kind(statement: _Statement) -> str:
+    return statement.item.kind if statement.item is not None else ""
+
+
+class _Points:
+    """Which statements replace which (`_replaces`), found without comparing every pair.
+
+    Statements with the same content words are one *shape*: within a shape, a statement
+    replaces every earlier one unless it is a question or the shape has fewer than two words
+    (then only the same text does). Between shapes, only pairs that can cover (`_covers`)
+    are compared, found by prefix filtering (as similarity joins do): a log whose lines
+    differ only in numbers is one shape, and common words are seldom a prefix."""
+
+    def __init__(self, statements: list[_Statement]) -> None:
+        self._statements = statements
+        shapes: dict[frozenset[str], int] = {}
+        self.shape = [shapes.setdefault(s.words, len(shapes)) for s in statements]
+        words = list(shapes)
+        self._members: list[list[int]] = [[] for _ in words]
+        self._texts: dict[str, list[int]] = {}
+        for index, statement in enumerate(statements):
+            self._members[self.shape[index]].append(index)
+            self._texts.setdefault(statement.text, []).append(index)
+        # covers[a]: the other shapes whose statements a (non-question) statement of shape a
+        # replaces; covered[a]: the other shapes that replace shape a's statements.
+        self._covers: list[list[int]] = [[] for _ in words]
+        self._covered: list[list[int]] = [[] for _ in words]
+        for a, b in _covering(words):
+            self._covers[a].append(b)
+            self._covered[b].append(a)
+        self._own = [len(w) >= 2 for w in words]  # a shape whose statements replace each other
+        # The last non-question statement of each shape, and of a shape or those covering it.
+        last = [max((i for i in m if not _asks(statements[i])), default=-1) for m in self._members]
+        self._last_covering = [
+            max([last[s] if self._own[s] else -1, *(last[c] for c in self._covered[s])])
+            for s in range(len(words))
+        ]
+
+    def shapes_replaced(self, index: int) -> list[int]:
+        """The shapes whose statements the one at `index` replaces (same text aside)."""
+        if _asks(self._statements[index]):
+            return []
+        shape = self.shape[index]
+        return [shape, *self._covers[shape]] if self._own[shape] else self._covers[shape]
+
+    def replaced_later(self, index: int) -> bool:
+        """Whether a later statement replaces the one at `index`."""
+        return self._texts[self._statements[index].text][-1] > index or (
+            self._last_covering[self.shape[index]] > index
+        )
+
+    def replaced_by(self, index: int) -> list[int]:
+        """The indexes of the earlier statements the one at `index` replaces."""
+        found = set(self._texts[self._statements[index].text])
+        for shape in self.shapes_replaced(index):
+            members = self._members[shape]
+            found.update(members[: bisect_left(members, index)])
+        return sorted(j for j in found if j < index)
+
+
+def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
+    """The pairs (a, b) of shapes where `a` covers `b` (`_covers`).
+
+    Prefix filtering: order all words rarest first; sets that share at least `s` words share
+    their first common word within the first `len - s + 1` words of each. Covering needs
+    `s` of at least four fifths of `b` and half of `a`, so `b` is indexed by its first
+    `len - ceil(4 len / 5) + 1` words and `a` looks up its first `len - ceil(len / 2) + 1`;
+    a shape of fewer than two words covers none and is covered by none."""
+    frequency: dict[str, int] = {}
+    for words in shapes:
+        for word in words:
+            frequency[word] = frequency.get(word, 0) + 1
+    rarest = [sorted(words, key=lambda w: (frequency[w], w)) for words in shapes]
+    index: dict[str, list[int]] = {}
+    for b, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            for word in ordered[: len(ordered) - (4 * len(ordered) + 4) // 5 + 1]:
+                index.setdefault(word, []).append(b)
+    pairs: list[tuple[int, int]] = []
+    for a, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            found = {b for word in ordered[: len(ordered) // 2 + 1] for b in index.get(word, ())}
+            pairs += [(a, b) for b in sorted(found - {a}) if _covers(shapes[a], shapes[b])]
+    return pairs
+
+
+def _message_statements(
+    before: tuple[Message, ...], after: tuple[Message, ...], number: Number
+) -> list[_Statement]:
+    """Every sentence the user typed in their messages in `before`, in order: a candidate
+    item when its message left the view (its text is not in `after`'s user messages)."""
+    texts = {m.text for m in after if m.role is Role.USER and m.carried is None}
+    in_view = "\n".join(texts)
+    statements: list[_Statement] = []
+    at = 0
+    for message in before:
+        found = number(message)
+        at = found if found is not None else at
+        if not _users_own(message):
+            continue
+        removed = message.text not in texts
+        for part in typed_parts(message.text):
+            for sentence in sentences(part):
+                # A kindless item is carried only as an update (`_with_updates`).
+                carried = removed and sentence not in in_view
+                kind = (kind_of(sentence) or "") if carried else None
+                item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
+                statements.append(_statement(at, item, sentence))
+    return statements
+
+
+def _users_own(message: Message) -> bool:
+    return is_real_user_request(message) and not message.text.startswith(_MODEL_WRITTEN)
+
+
+def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
+    cue = _LIFT if lifts(text) else _CHANGE if changes(text) else _NO_CUE
+    return _Statement(at=at, item=item, text=text, words=content_words(text), cue=cue)
+
+
+def _replaces(later: _Statement, earlier: _Statement) -> bool:
+    """`later` is on the same point as `earlier`: the same sentence, or one with most of its
+    content words (a question asks, it replaces nothing)."""
+    if later.text == earlier.text:
+        return True
+    return not _asks(later) and _covers(later.words, earlier.words)
+
+
+def _asks(statement: _Statement) -> bool:
+    return statement.text.endswith("?")
+
+
+def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
+    """A sentence with the words `later` is on the point of one with the words `earlier`: it
+    has most of them (at least two), and they have half their words in common."""
+    if len(earlier) < 2:
+        return False
+    shared = len(later & earlier)
+    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+
+
+def closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
+    """`index` and every later item it must go with, directly or through another."""
+    found = {index}
+    stack = [index]
+    while stack:  # bounded: each index is pushed once
+        for later in follows[stack.pop()]:
+            if later not in found:
+                found.add(later)
+                stack.append(later)
+    return found
