@@ -6,11 +6,11 @@ Fixtures (load them with `pytest_plugins = ("tests.servers",)`):
 - `tiny_model`: the tiny GGUF of `chatcli.chat.tinymodel`, written once per session.
 - `llama_server`: the C++ `llama-server` (built by scripts/build-llama-server.sh), on
   127.0.0.1, `-c 512 -np 1`, serving the tiny model; yields its base URL.
-- `llama_1024`, `llama_16k`: the same with a 1,024- and a 16,384-token window, one per test
-  module. `llama_16k` is the coding agents' (their system prompt and tool definitions fit):
-  its answers end (`stop`) at the first `AGENT_STOP` the model writes, a few tokens in, as an
-  agent's answers end (Claude Code takes an answer cut at max_tokens for a failure); a
-  request's own stop sequences replace it.
+- `llama_1024`, `llama_8k`, `llama_16k`: the same with a 1,024-, an 8,192- and a
+  16,384-token window, one per test module. `llama_16k` is the coding agents' (their system
+  prompt and tool definitions fit): its answers end (`stop`) at the first `AGENT_STOP` the
+  model writes, a few tokens in, as an agent's answers end (Claude Code takes an answer cut
+  at max_tokens for a failure); a request's own stop sequences replace it.
 - `llama_cpp_python_server`: `python -m llama_cpp.server` (installed by
   scripts/install-llama-cpp-python.sh), `n_ctx` 512, same model; yields its base URL.
 
@@ -39,6 +39,7 @@ from chatcli.chat.tinymodel import write_tiny_model
 __all__ = [
     "AGENT_N_CTX",
     "N_CTX",
+    "llama_8k",
     "llama_16k",
     "llama_cpp_python_server",
     "llama_server",
@@ -50,6 +51,7 @@ __all__ = [
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 N_CTX = 512  # the servers' context window: small, so overflow is cheap to provoke
 SMALL_N_CTX = 1024  # `llama_1024`'s window (the proxy and integration tests)
+MID_N_CTX = 8192  # `llama_8k`'s window (carried instructions over many pasted turns)
 MODEL_NAME = "chatcli-tiny"  # the name both servers report, instead of the model's temp path
 AGENT_N_CTX = 16384  # `llama_16k`'s window (the coding agents' tests)
 AGENT_STOP = " tool"  # `llama_16k`'s default stop string: among the tiny model's commonest
@@ -111,6 +113,13 @@ def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """A llama-server with a 1,024-token window, one per test module: the proxy's and the
     integrations' overflows happen at the server's own limit."""
     with _llama_server(tiny_model, tmp_path_factory, SMALL_N_CTX) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def llama_8k(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A llama-server with an 8,192-token window, one per test module."""
+    with _llama_server(tiny_model, tmp_path_factory, MID_N_CTX) as base_url:
         yield base_url
 
 

@@ -182,7 +182,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "conditional": "if, when, whenever, unless",
         "questions": "should, shall, is, are, do, does, did, can, could, would, will, must, "
         "may, have, has, what, what's, whats, why, how, which, who, where, when",
-        "first_person": "i, i'm, im, i've, i'd, we, we're, we've, my",
+        "first_person": "i, i'm, im, i've, i'd, we, we're, we've, my, let me, let's, lets, let us",
         "you": "you, your, you're, yourself",
         "tags": "okay, ok, right, yes, alright, please",
         "moves": "go on, carry on, keep going, continue, next, next step, next one, try again, "
@@ -265,7 +265,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "conditional": "se, quando, caso",
         "questions": "qual, quais, por que, porque, pq, como, quando, onde, o que, quem, "
         "será, tem, quanto, quantos, quantas, preciso, tenho, pode, podes",
-        "first_person": "eu, a gente, nós, meu, minha",
+        "first_person": "eu, a gente, nós, meu, minha, deixa eu, deixa-me, me deixa",
         "you": "você, voce, vc, tu, ti, te, seu, sua",
         "tags": "entendeu, entendido, tá, ta, né, ne, sim, ok",
         "moves": "continua, continue, segue, pode seguir, próximo, próxima, vai, manda ver, "
@@ -350,7 +350,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "conditional": "si, cuando, en caso de",
         "questions": "cual, cuales, qué, que, quién, quien, dónde, donde, cuándo, cuando, "
         "cuánto, cuantos, cuantas, hay, ha, se puede, puedo, tengo, es obligatorio",
-        "first_person": "yo, nosotros, nosotras, mi, mis",
+        "first_person": "yo, nosotros, nosotras, mi, mis, déjame, dejame, dejáme",
         "you": "tú, tu, ti, vos, usted, te",
         "tags": "me entendés, me entendes, me entendiste, entendido, vale, sí, si, po",
         "moves": "sigue, seguí, continúa, continua, dale, siguiente, próximo, otra vez, "
