@@ -54,7 +54,15 @@ from chatcli.history.instructions import kind_of
 from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.retain import cut_message_number
-from chatcli.history.statements import FIRST_TIER, KINDS, Number, Resolved, closure, resolve
+from chatcli.history.statements import (
+    FIRST_TIER,
+    KINDS,
+    Number,
+    Reading,
+    Resolved,
+    closure,
+    resolve,
+)
 from chatcli.messages import Carried, CarriedItem, Message, Role, TextPart
 
 __all__ = [
@@ -139,15 +147,17 @@ def carry_instructions(
     *,
     budget: CarryBudget | None = None,
     numbering: Number | None = None,
+    reading: Reading | None = None,
 ) -> TransformResult:
     """`after` (the view a transform made of `before`) with the block of what the removed
     user messages said (see the module docstring). `numbering` gives a message's transcript
     number (default: its place in `before`, right when `before` is the transcript). Without a
-    `budget`, nothing is left out."""
+    `budget`, nothing is left out. `reading` keeps what reading the user's words found for
+    the next call on the same messages (`chatcli.history.statements.Reading`)."""
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
     old, old_left_out = carried_items(before)
-    resolved = _per_message(resolve(old, before, after, number))
+    resolved = _per_message(resolve(old, before, after, number, reading))
     chosen, left_out = _within(resolved, budget)
     left_out += old_left_out + resolved.dropped
     view = _with_block(after, _block(chosen, left_out), number)
@@ -161,16 +171,20 @@ def carrying(
     *,
     budget: CarryBudget | None = None,
     numbering: Number | None = None,
+    reading: Reading | None = None,
 ) -> TransformResult:
     """`transform` of `messages`, with what it removed carried (`carry_instructions`). When
     the block changes, the transform runs again with the block in its input, so that the
     block's room comes out of what the transform keeps (a level keeps the block like the
     system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
-    of the last one carried from what that run removed."""
+    of the last one carried from what that run removed. The passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
+    read = reading if reading is not None else Reading()
     result = transform(messages)
-    carried = carry_instructions(messages, result.messages, budget=budget, numbering=number)
+    carried = carry_instructions(
+        messages, result.messages, budget=budget, numbering=number, reading=read
+    )
     left_out = carried_items(messages)[1]
     for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
         block = next((m for m in carried.messages if is_carry_block(m)), None)
@@ -179,7 +193,9 @@ def carrying(
         # The left-out count the input had: this pass counts what it leaves out itself.
         seeded = _with_block(messages, _block(carried_items((block,))[0], left_out), number)
         result = transform(seeded)
-        again = carry_instructions(seeded, result.messages, budget=budget, numbering=number)
+        again = carry_instructions(
+            seeded, result.messages, budget=budget, numbering=number, reading=read
+        )
         if again.messages == carried.messages:
             break
         carried = again

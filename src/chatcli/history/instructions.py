@@ -54,6 +54,7 @@ __all__ = [
     "RULE_WORDS",
     "changes",
     "content_words",
+    "cue_of",
     "extract_instructions",
     "features",
     "is_instruction",
@@ -364,7 +365,13 @@ def _set(words: str) -> frozenset[str]:
 
 
 def _strip_accents(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    if text.isascii():
+        return text
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
+
+
+# The combining marks NFKD splits accented letters into.
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 
 def _phrases(group: str) -> tuple[str, ...]:
@@ -393,6 +400,53 @@ def _opening(group: str) -> re.Pattern[str]:
     return re.compile(rf"^(?:{_alternation(_phrases(group))})(?![\w'-])", re.IGNORECASE)
 
 
+_NOT_WORD = re.compile(r"[^\w'-]+")
+
+
+def _padded(text: str) -> str:
+    """`text` in lower case, without accents, every mark but apostrophes and hyphens a
+    space, between spaces: a phrase is in it when its own padded form is (`_Phrases`)."""
+    plain = _strip_accents(text.replace("’", "'")).lower()
+    return " " + " ".join(_NOT_WORD.sub(" ", plain).split()) + " "
+
+
+@dataclass(frozen=True, slots=True)
+class _Phrases:
+    """Phrases found by set lookups rather than a regex of alternatives (what reading every
+    sentence of a long session costs): one-word phrases in `words`, longer ones padded
+    (" do not ") under their first word in `longer`."""
+
+    words: frozenset[str]
+    longer: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, *groups: str, leaving: frozenset[str] = frozenset()) -> _Phrases:
+        padded = {_padded(p) for g in groups for p in _phrases(g) if p not in leaving}
+        padded.discard("  ")
+        longer: dict[str, list[str]] = {}
+        for phrase in sorted(p for p in padded if p.count(" ") > 2):
+            longer.setdefault(phrase.split()[0], []).append(phrase)
+        words = frozenset(p.strip() for p in padded if p.count(" ") == 2)
+        return cls(words=words, longer={w: tuple(ps) for w, ps in longer.items()})
+
+    def within(self, padded: str, tokens: frozenset[str]) -> bool:
+        if not self.words.isdisjoint(tokens):
+            return True
+        return any(p in padded for t in tokens & self.longer.keys() for p in self.longer[t])
+
+    def opens(self, padded: str) -> bool:
+        first = padded[1 : padded.find(" ", 1)]
+        return first in self.words or any(padded.startswith(p) for p in self.longer.get(first, ()))
+
+    def removed(self, padded: str) -> str:
+        """`padded` without these phrases."""
+        for token in set(padded.split()) & self.longer.keys():
+            for phrase in self.longer[token]:
+                while phrase in padded:  # bounded: each pass removes one
+                    padded = padded.replace(phrase, " ")
+        return " " + " ".join(t for t in padded.split() if t not in self.words) + " "
+
+
 # Any prohibition or obligation phrase.
 RULE_WORDS = _words("bans", "musts")
 _POLITE = re.compile(rf"^(?:{_alternation(_phrases('polite'))})(?!\w)[\s,:]*", re.IGNORECASE)
@@ -401,21 +455,21 @@ _NEGATIONS = _opening("negations")
 _NOT_RULES = re.compile(
     rf"^(?:{_alternation(_phrases('not_rules'))})(?:[\s,.!:;]*$|\s*[,.!:;])", re.IGNORECASE
 )
-_LIFTS = _words("lifts")
-_CHANGED = _words("changed")
+_RULES = _Phrases.of("bans", "musts")
+_LIFTS = _Phrases.of("lifts")
+_CHANGED = _Phrases.of("changed")
 # The words that make a limit, but its nouns ("the budget", "the cap"): what a limit is about.
 _LIMIT_NOUNS = _set(
     "budget cap capped limit limited limite límite teto tope ceiling threshold orçamento "
     "orcamento presupuesto maximum minimum max min máximo mínimo maximo minimo deadline prazo "
     "plazo entrega due"
 )
-_LIMIT_LINKS = [
-    p for group in ("limits", "deadlines") for p in _phrases(group) if p not in _LIMIT_NOUNS
-]
-_LIMIT_WORDS = re.compile(rf"(?<![\w'-])(?:{_alternation(_LIMIT_LINKS)})(?![\w'-])", re.IGNORECASE)
+_LIMIT_LINKS = _Phrases.of("limits", "deadlines", leaving=_LIMIT_NOUNS)
+# Any word a limit can begin with: a sentence without one has no limit (`_LIMITED`).
+_LIMIT_ANY = _Phrases.of("limits", "deadlines")
 # Cue groups whose presence anywhere in a sentence is a feature (`features`).
 _CUES = {
-    group: _words(group)
+    group: _Phrases.of(group)
     for group in sorted(
         _set(
             "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
@@ -425,7 +479,7 @@ _CUES = {
 }
 # Cue groups that count only as a sentence's opening.
 _OPENINGS = {
-    group: _opening(group)
+    group: _Phrases.of(group)
     for group in sorted(_set("requests notes conditional questions first_person negations"))
 }
 _MOVES = frozenset(_strip_accents(p) for p in _phrases("moves"))
@@ -453,7 +507,7 @@ _STOP_TEXT = """
     ustedes ellos ellas nosotros nuestro nuestra cual cuales cuando donde hacer hace puede
     debe también siempre nunca todavía entonces porque pero sino está están fue hay
 """
-_STOP_WORDS = _set(_STOP_TEXT)
+_STOP_WORDS = frozenset(_strip_accents(word) for word in _STOP_TEXT.split())
 
 # Exact values: what a user cannot expect a summary to keep character for character.
 _VALUE = re.compile(
@@ -536,6 +590,19 @@ _TO_AI = re.compile(
     rf"{_ANY_AI}\b",
     re.IGNORECASE,
 )
+# Words without which nothing is addressed to an AI system (`_TO_AI` is not read then).
+_AI_WORDS = _set(
+    "ai i a llm llms gpt gpts chatbot chatbots bot bots model models modelo modelos assistant "
+    "assistants assistente assistentes asistente asistentes agent agents agente agentes "
+    "copilot copilots claude chatgpt gemini ia ias"
+)
+
+
+def _to_ai(sentence: str) -> bool:
+    """Whether `sentence` addresses AI systems in the third person (`_TO_AI`)."""
+    return not _AI_WORDS.isdisjoint(_padded(sentence).split()) and bool(_TO_AI.search(sentence))
+
+
 # What a line of code, a log, markup or a mail header looks like (`looks_pasted`).
 _PASTED_LINE = re.compile(
     "|".join(
@@ -646,9 +713,11 @@ def features(sentence: str) -> frozenset[str]:
     plain = normalised(sentence)
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
     tokens = _TOKEN.findall(text)
-    found = {f"c:{group}" for group, cue in _CUES.items() if cue.search(text)}
-    found |= {f"c:{group}" for group, cue in _OPENINGS.items() if cue.match(text)}
-    found |= _shape(sentence, text, tokens)
+    padded = _padded(text)
+    words = frozenset(padded.split())
+    found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    found |= {f"c:{group}" for group, cue in _OPENINGS.items() if cue.opens(padded)}
+    found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
         if f"c:{cue}" in found:
@@ -663,14 +732,15 @@ def features(sentence: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _shape(sentence: str, text: str, tokens: list[str]) -> set[str]:
-    """The features of a sentence's form (see `features`)."""
+def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set[str]:
+    """The features of a sentence's form (see `features`; `limit_word`: the sentence holds a
+    word a limit begins with, without which `_LIMITED` need not be read)."""
     shape = {
         "c:qmark": "?" in text,
         "c:question_end": text.endswith("?"),
         "c:imperative": bool(tokens) and tokens[0] in _STARTS,
         "c:infinitive": bool(tokens) and _infinitive(tokens[0], tokens),
-        "c:limited": _LIMITED.search(text) is not None,
+        "c:limited": limit_word and _LIMITED.search(text) is not None,
         "c:value": bool(value_spans(sentence)),
         "c:when": _WHEN_WORDS.search(text) is not None,
         "c:copula": _COPULA.search(text) is not None,
@@ -765,7 +835,7 @@ def kind_of(sentence: str) -> str | None:
     """What a user's sentence is worth carrying as: "rule", "constraint", "fact",
     "preference", or None (see the module docstring; a goal is a fact, a lift a rule)."""
     plain = sentence.strip()
-    if not plain or looks_pasted(plain) or _TO_AI.search(plain):
+    if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
     if " ".join(_TOKEN.findall(normalised(plain))) in _MOVES:
         return None
@@ -839,7 +909,7 @@ def sentences(text: str) -> tuple[str, ...]:
 def is_instruction(sentence: str) -> bool:
     """Whether one sentence is an imperative or states a rule (see `extract_instructions`)."""
     plain = sentence.replace("’", "'").strip()
-    if _TO_AI.search(plain):
+    if _to_ai(plain):
         return False
     opening = _POLITE.sub("", plain.lstrip("¡¿ "))
     if _NOT_RULES.match(opening):
@@ -853,13 +923,23 @@ def is_instruction(sentence: str) -> bool:
 def changes(sentence: str) -> bool:
     """Whether a sentence says that something changed or is lifted ("now", "again", "no
     longer", "instead", "forget", "feel free", ...)."""
-    return _CHANGED.search(sentence) is not None or lifts(sentence)
+    return cue_of(sentence) != ""
 
 
 def lifts(sentence: str) -> bool:
     """Whether a sentence says plainly that a rule or a value no longer holds ("feel free",
     "forget what I said about", "is fine now", "you may ... again", "já pode", "ya puedes")."""
-    return _LIFTS.search(sentence) is not None
+    return cue_of(sentence) == "lift"
+
+
+def cue_of(sentence: str) -> str:
+    """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
+    change: "now", "again", "instead"), or ""."""
+    padded = _padded(sentence)
+    words = frozenset(padded.split())
+    if _LIFTS.within(padded, words):
+        return "lift"
+    return "change" if _CHANGED.within(padded, words) else ""
 
 
 def looks_pasted(line: str) -> bool:
@@ -884,17 +964,15 @@ def content_words(sentence: str) -> frozenset[str]:
     plain = sentence.replace("’", "'").strip()
     for start, end in reversed(value_spans(plain)):
         plain = plain[:start] + " " + plain[end:]
-    plain = _CHANGED.sub(" ", _LIFTS.sub(" ", RULE_WORDS.sub(" ", plain)))
-    plain = _LIMIT_WORDS.sub(" ", plain)
-    return frozenset(
-        _stem(word) for word in _WORD.findall(plain.lower()) if word not in _STOP_WORDS
-    )
+    padded = _padded(plain)
+    for phrases in (_RULES, _LIFTS, _CHANGED, _LIMIT_LINKS):
+        padded = phrases.removed(padded)
+    return frozenset(_stem(word) for word in _WORD.findall(padded) if word not in _STOP_WORDS)
 
 
 def _stem(word: str) -> str:
-    """A crude stem, enough to tell two wordings of one point: accents dropped, an English
-    inflection removed, then the first five letters ("deploys", "deploying" -> "deplo")."""
-    word = _strip_accents(word)
+    """A crude stem, enough to tell two wordings of one point: an English inflection
+    removed, then the first five letters ("deploys", "deploying" -> "deplo")."""
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]

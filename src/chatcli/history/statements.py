@@ -27,12 +27,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import changes, content_words, kind_of, lifts, sentences
+from chatcli.history.instructions import content_words, cue_of, kind_of, sentences
 from chatcli.history.truncate import is_real_user_request
 from chatcli.history.typed import typed_parts
 from chatcli.messages import CarriedItem, Message, Role
 
-__all__ = ["KINDS", "Resolved", "closure", "resolve"]
+__all__ = ["KINDS", "Reading", "Resolved", "closure", "resolve"]
 
 # Highest priority first: what a tight block keeps.
 KINDS = ("rule", "constraint", "fact", "preference")
@@ -82,12 +82,15 @@ def resolve(
     before: tuple[Message, ...],
     after: tuple[Message, ...],
     number: Number,
+    reading: Reading | None = None,
 ) -> Resolved:
     """The candidates (the old block's items and the removed user messages' sentences worth
     carrying) that no later user sentence replaces, in order, each with what it replaces and
-    the later items it must be carried with."""
-    statements = [_statement(i.number or 0, i, i.text) for i in old]
-    statements += _message_statements(before, after, number)
+    the later items it must be carried with. `reading` keeps what reading found for the next
+    call on the same messages (none: read afresh)."""
+    read = reading if reading is not None else Reading()
+    statements = [read.statement(i.number or 0, i, i.text) for i in old]
+    statements += _message_statements(before, after, number, read)
     statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
     points = _Points(statements)
     statements, updates = _with_updates(statements, points)
@@ -276,11 +279,46 @@ def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
     return pairs
 
 
+class Reading:
+    """What reading the user's words found, kept for the words read again (the passes of one
+    `carrying`, the levels of one request): a message's typed sentences, a sentence's kind,
+    its content words and cue. Owned by its caller and dropped with it; every entry is a pure
+    function of its text, so a reading changes no result, only what it costs."""
+
+    def __init__(self) -> None:
+        self._sentences: dict[str, tuple[str, ...]] = {}
+        self._kinds: dict[str, str | None] = {}
+        self._said: dict[str, tuple[frozenset[str], int]] = {}
+
+    def sentences(self, text: str) -> tuple[str, ...]:
+        """The sentences the user typed in a message's `text` (`typed_parts`)."""
+        if text not in self._sentences:
+            typed = typed_parts(text)
+            self._sentences[text] = tuple(s for part in typed for s in sentences(part))
+        return self._sentences[text]
+
+    def kind(self, sentence: str) -> str | None:
+        if sentence not in self._kinds:
+            self._kinds[sentence] = kind_of(sentence)
+        return self._kinds[sentence]
+
+    def statement(self, at: int, item: CarriedItem | None, text: str) -> _Statement:
+        if text not in self._said:
+            cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
+            self._said[text] = (content_words(text), cue)
+        words, cue = self._said[text]
+        return _Statement(at=at, item=item, text=text, words=words, cue=cue)
+
+
 def _message_statements(
-    before: tuple[Message, ...], after: tuple[Message, ...], number: Number
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    number: Number,
+    reading: Reading | None = None,
 ) -> list[_Statement]:
     """Every sentence the user typed in their messages in `before`, in order: a candidate
     item when its message left the view (its text is not in `after`'s user messages)."""
+    read = reading if reading is not None else Reading()
     texts = {m.text for m in after if m.role is Role.USER and m.carried is None}
     in_view = "\n".join(texts)
     statements: list[_Statement] = []
@@ -291,13 +329,12 @@ def _message_statements(
         if not _users_own(message):
             continue
         removed = message.text not in texts
-        for part in typed_parts(message.text):
-            for sentence in sentences(part):
-                # A kindless item is carried only as an update (`_with_updates`).
-                carried = removed and sentence not in in_view
-                kind = (kind_of(sentence) or "") if carried else None
-                item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
-                statements.append(_statement(at, item, sentence))
+        for sentence in read.sentences(message.text):
+            # A kindless item is carried only as an update (`_with_updates`).
+            carried = removed and sentence not in in_view
+            kind = (read.kind(sentence) or "") if carried else None
+            item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
+            statements.append(read.statement(at, item, sentence))
     return statements
 
 
@@ -306,8 +343,7 @@ def _users_own(message: Message) -> bool:
 
 
 def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
-    cue = _LIFT if lifts(text) else _CHANGE if changes(text) else _NO_CUE
-    return _Statement(at=at, item=item, text=text, words=content_words(text), cue=cue)
+    return Reading().statement(at, item, text)
 
 
 def _replaces(later: _Statement, earlier: _Statement) -> bool:

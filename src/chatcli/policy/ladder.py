@@ -13,6 +13,7 @@ from chatcli.history.carry import CarryBudget, Numbering, carried_items, carryin
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
+from chatcli.history.statements import Reading
 from chatcli.history.truncate import LEVEL_NAMES, is_compaction_notice
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
@@ -54,6 +55,7 @@ class Views:
         repaired = repair_tool_pairing(budgeted.messages, memos=policy.memos)
         self._results: list[TransformResult] = [repaired]
         self._retention = prediction.retention() if config.retention == "fit" else None
+        self._reading = Reading()  # the levels of this request read the same user messages
 
     def at(self, level: int) -> TransformResult:
         self._follow_prediction()
@@ -74,6 +76,7 @@ class Views:
             previous,
             budget=budget,
             numbering=self._numbering,
+            reading=self._reading,
         )
 
     def _follow_prediction(self) -> None:
