@@ -90,7 +90,7 @@ class Tokens:
     def __init__(self) -> None:
         encoding = load_encoding("o200k_base")
         if encoding is None:
-            raise SystemExit("tiktoken is needed: pip install 'chatcli[tiktoken]'")
+            raise SystemExit("tiktoken is needed: pip install 'chatcli-recovery[tiktoken]'")
         self.counter = TiktokenCounter(encoding=encoding)
         self.known: dict[int, tuple[Message, int]] = {}
 

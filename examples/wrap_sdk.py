@@ -1,15 +1,15 @@
 """An OpenAI SDK app and an Anthropic SDK app, each made to survive context overflows and cut
 answers by one changed line: `client = chatcli.wrap(OpenAI(...))`.
 
-Runs offline: it starts the real llama-server (`scripts/build-llama-server.sh` builds it;
-$CHATCLI_LLAMA_SERVER points elsewhere) on chatcli's tiny random model with a 1,024-token
-window, which serves both `/v1/chat/completions` and `/v1/messages`. The model's words are
-nonsense by design; its window, its token counts and its overflow errors are real.
+Runs offline: it starts the real llama-server (prebuilt in the xllamacpp wheel of `chatcli-
+recovery[local]`, started by scripts/llama-server.py) on chatcli's tiny random model with a
+1,024-token window, which serves both `/v1/chat/completions` and `/v1/messages`. The model's
+words are nonsense by design; its window, its token counts and its overflow errors are real.
 """
 
-import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -24,6 +24,9 @@ import chatcli
 from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
 
 WINDOW = 1024
+# llama.cpp's llama-server, prebuilt in the xllamacpp wheel (extra `local`): the repository's
+# launcher takes llama-server's options.
+SERVER = [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts/llama-server.py")]
 
 
 def show(event: chatcli.Event) -> None:
@@ -67,12 +70,9 @@ def main(base_url: str) -> None:
 @contextmanager
 def llama_server() -> Iterator[str]:
     """The real llama-server on the tiny model, 1,024-token window, stopped at the end."""
-    cache = Path(os.environ.get("CHATCLI_CACHE", Path.home() / ".cache" / "chatcli"))
-    default = cache / "llama-server-0.3.36" / "bin" / "llama-server"
-    binary = os.environ.get("CHATCLI_LLAMA_SERVER") or str(default)
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_model(Path(tmp) / "tiny.gguf", context_length=2048)
-        command = [binary, "--model", str(model), "--alias", "chatcli-tiny"]
+        command = [*SERVER, "--model", str(model), "--alias", "chatcli-tiny"]
         port = _free_port()
         command += ["--port", str(port), "--ctx-size", str(WINDOW), "--parallel", "1"]
         command += ["--host", "127.0.0.1", "--threads", "1", "--seed", "1"]

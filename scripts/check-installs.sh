@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every install line README.md and docs/ document, proved as a new user meets it: for each, a fresh
-# virtualenv, `pip install 'chatcli[EXTRA]'` from this checkout (the wheel built once from
-# it, not editable), then one real smoke command in that virtualenv alone:
+# virtualenv, `pip install 'chatcli-recovery[EXTRA]'` BY THAT NAME, resolved from a directory
+# holding the wheel built once from this checkout (--find-links; the checkout's version pinned,
+# the dependencies from the package index), then one real smoke command in that virtualenv alone:
 #
 #   proxy        `chatcli proxy` in front of the real llama-server (tiny model): one whole and
 #                one streamed Chat Completions answer, one whole Messages answer
@@ -17,17 +18,23 @@
 #   pydantic-ai  the install line's module imported, then examples/pydantic_ai_agent.py
 #   langchain    the same, examples/langchain_agent.py
 #   litellm      the same, examples/litellm_completion.py
-#   local        the quick start: `chatcli demo` (the embedded llama.cpp, no network)
+#   local        `chatcli demo` (the embedded llama.cpp on SmolLM2, from chatcli's cache)
 #
-# The examples write chatcli's tiny model, so `gguf` (which their docstrings name) is added
-# only after the install line's own modules were imported without it.
+# The examples start llama-server and write chatcli's tiny model, so the `local` extra (which
+# their docstrings name) is added only after the install line's own modules were imported
+# without it.
 #
 # One pip cache is shared by every virtualenv ($PIP_CACHE_DIR, else pip's own), so a run after
-# the first installs from it. llama-cpp-python (the `local` extra) is taken from the wheel
-# scripts/install-llama-cpp-python.sh caches, not rebuilt. Needs the llama-server binary
-# (scripts/build-llama-server.sh) and, for `postgres`, Debian's postgresql-15.
+# the first installs from it. llama-server is llama.cpp's, prebuilt in the xllamacpp wheel
+# (scripts/llama-server.py); `postgres` needs Debian's postgresql-15.
 #
-# Usage: scripts/check-installs.sh [EXTRA ...]   (default: every line below)
+# Then the README's first command, run as it is written in a copy of this checkout, as on a
+# fresh machine: a new virtualenv, an empty pip cache, an empty chatcli cache (SmolLM2 is
+# downloaded too). It must finish with exit status 0 within QUICK_START_LIMIT_S (180 s), and
+# the demo's answers must be English (tests/english.py). `quick-start` alone runs only that.
+#
+# Usage: scripts/check-installs.sh [EXTRA ...|quick-start]   (default: every line, then the
+# quick start)
 # Prints one line per install, ok or FAILED with the end of its log; exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,10 +45,7 @@ repo=$PWD
 INSTALLS=(proxy proxy,anthropic proxy,gemini proxy,postgres cli,anthropic openai anthropic gemini
     catalog postgres pydantic-ai langchain litellm local)
 
-cache="${CHATCLI_CACHE:-$HOME/.cache/chatcli}"
-llama_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-llama_server="${CHATCLI_LLAMA_SERVER:-$cache/llama-server-$llama_version/bin/llama-server}"
-llama_wheels="$cache/wheels/llama-cpp-python-$llama_version"
+QUICK_START_LIMIT_S=180
 model_name=chatcli-tiny
 window=1024
 
@@ -60,7 +64,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 say() { printf 'check-installs: %s\n' "$*"; }
 
 # --- the harness: a virtualenv of its own that writes the tiny model and runs the test
-# servers (tests/replay.py, tests/postgres.py) with this checkout's sources on its path ---
+# servers (scripts/llama-server.py, tests/replay.py, tests/postgres.py) with this checkout's
+# sources on its path ---
 
 harness="$work/harness/bin/python"
 hpy() { PYTHONPATH="$repo/src:$repo" "$harness" "$@"; }
@@ -86,23 +91,34 @@ wait_http() {
 }
 
 prepare() {
-    python3 -m venv "$work/harness" && "$work/harness/bin/pip" install -q gguf pytest || return 1
-    "$work/harness/bin/pip" wheel -q --no-deps -w "$work/dist" "$repo" || return 1
-    wheel="$(compgen -G "$work/dist/chatcli-*.whl" | head -n 1)"
+    python3 -m venv "$work/harness" && "$work/harness/bin/pip" wheel -q --no-deps -w "$work/dist" \
+        "$repo" || return 1
+    wheel="$(compgen -G "$work/dist/chatcli_recovery-*.whl" | head -n 1)"
+    version="$(basename "$wheel" | cut -d- -f2)"
+    echo "chatcli-recovery==$version" >"$work/ours.txt"
+    "$work/harness/bin/pip" install -q pytest english-words && our_install "$work/harness" local ||
+        return 1
     hpy -c "from chatcli.chat.tinymodel import write_tiny_model as w; w('$work/tiny.gguf', context_length=2048)" \
         || return 1
-    [[ -x "$llama_server" ]] || {
-        echo "llama-server not found at $llama_server: build it with scripts/build-llama-server.sh"
-        return 1
-    }
     local port
     port="$(free_port)"
-    "$llama_server" --model "$work/tiny.gguf" --alias "$model_name" --host 127.0.0.1 \
-        --port "$port" --ctx-size "$window" --parallel 1 --threads 1 --seed 1 \
-        >"$work/llama-server.log" 2>&1 &
+    # Not through `hpy`: a function run in the background is a subshell, and $! would be its
+    # pid, not the server's.
+    PYTHONPATH="$repo/src:$repo" "$harness" "$repo/scripts/llama-server.py" \
+        --model "$work/tiny.gguf" --alias "$model_name" --host 127.0.0.1 --port "$port" \
+        --ctx-size "$window" --parallel 1 --threads 1 --seed 1 >"$work/llama-server.log" 2>&1 &
     pids+=($!)
     llama="http://127.0.0.1:$port"
     wait_http "$llama/health" $!
+}
+
+# our_install VENV EXTRAS: `pip install 'chatcli-recovery[EXTRAS]'` in VENV, the name resolved
+# to this checkout's wheel (its version pinned), the dependencies from the package index.
+# --no-compile: no .pyc written for every module of every package (litellm's alone is seconds
+# of CPU); what the smoke command imports is compiled as it runs.
+our_install() {
+    "$1/bin/pip" install -q --no-compile --find-links "$work/dist" -c "$work/ours.txt" \
+        "chatcli-recovery[$2]"
 }
 
 # --- the smoke commands: smoke_<extra> VENV, run after the install line in that venv ---
@@ -226,11 +242,11 @@ EOF
 }
 
 # An integration's example: its module imported with the install line alone, then the
-# example run as its docstring says (plus gguf, for the tiny model it writes).
+# example run as its docstring says (plus the `local` extra: llama-server and the tiny model).
 run_example() {
     local venv=$1 module=$2 example=$3
-    "$venv/bin/python" -c "import $module" && "$venv/bin/pip" install -q gguf &&
-        CHATCLI_LLAMA_SERVER="$llama_server" "$venv/bin/python" "examples/$example"
+    "$venv/bin/python" -c "import $module" && our_install "$venv" local &&
+        "$venv/bin/python" "examples/$example"
 }
 smoke_pydantic_ai() { run_example "$1" chatcli.integrations.pydantic_ai pydantic_ai_agent.py; }
 smoke_langchain() { run_example "$1" chatcli.integrations.langchain langchain_agent.py; }
@@ -244,6 +260,8 @@ assert info is not None and info.context_window, info
 print("gpt-4o:", info.context_window, "tokens")'
 }
 
+# SmolLM2 from chatcli's own cache (scripts/test.sh fetched it): the quick start, below,
+# downloads it anew.
 smoke_local() { "$1/bin/chatcli" demo </dev/null; }
 
 # The combined lines the docs show: each part's smoke command in the one virtualenv.
@@ -262,13 +280,8 @@ smoke_cli_anthropic() {
 failed=()
 check() {
     local extra=$1 venv="$work/venv-$1" log="$work/$1.log" start=$SECONDS installed=""
-    local find_links=()
-    [[ $extra == local && -d $llama_wheels ]] && find_links=(--find-links "$llama_wheels")
-    # --no-compile: no .pyc written for every module of every package (litellm's alone is
-    # seconds of CPU); what the smoke command imports is compiled as it runs.
     if {
-        python3 -m venv "$venv" &&
-            "$venv/bin/pip" install -q --no-compile "${find_links[@]}" "$wheel[$extra]" &&
+        python3 -m venv "$venv" && our_install "$venv" "$extra" &&
             "$venv/bin/pip" check && installed=$((SECONDS - start)) &&
             "smoke_${extra//[-,]/_}" "$venv"
     } >"$log" 2>&1; then
@@ -282,10 +295,41 @@ check() {
     rm -rf "$venv"
 }
 
+# --- the README's first command, as on a fresh machine ---
+
+# The first ```bash block of README.md, run as it is, in a copy of this checkout (no .venv, no
+# caches), with an empty pip cache and an empty chatcli cache, timed.
+quick_start() {
+    local copy="$work/quick-start" log="$work/quick-start.log" command start took
+    command="$(awk '/^```bash$/ { inside = 1; next } /^```/ { if (inside) exit } inside' README.md)"
+    mkdir -p "$copy" "$work/quick-start-pip" "$work/quick-start-cache"
+    tar -C "$repo" --exclude=./.git --exclude='./.venv*' --exclude=./.cache -cf - . |
+        tar -C "$copy" -xf -
+    start=$SECONDS
+    (
+        cd "$copy" && PIP_CACHE_DIR="$work/quick-start-pip" \
+            CHATCLI_CACHE="$work/quick-start-cache" CHATCLI_HOME="$work/quick-start-home" \
+            timeout 900 bash -c "$command" </dev/null
+    ) >"$log" 2>&1
+    local status=$?
+    took=$((SECONDS - start))
+    local english
+    english="$(hpy -m tests.english "$log")" || status=1
+    if [[ $status -eq 0 && $took -le $QUICK_START_LIMIT_S ]]; then
+        say "[quick start] ok in $took s (limit $QUICK_START_LIMIT_S s, empty pip cache); $english"
+    else
+        say "[quick start] FAILED: exit $status in $took s (limit $QUICK_START_LIMIT_S s); $english"
+        say "    $command"
+        grep -v "^WARNING: Location" "$log" | tail -n 15 | sed 's/^/    /'
+        failed+=("quick-start")
+    fi
+}
+
 selected=("$@")
-[[ ${#selected[@]} -gt 0 ]] || selected=("${INSTALLS[@]}")
+[[ ${#selected[@]} -gt 0 ]] || selected=("${INSTALLS[@]}" quick-start)
 for extra in "${selected[@]}"; do
-    [[ " ${INSTALLS[*]} " == *" $extra "* ]] || { say "unknown install line [$extra]"; exit 2; }
+    [[ " ${INSTALLS[*]} quick-start " == *" $extra "* ]] ||
+        { say "unknown install line [$extra]"; exit 2; }
 done
 
 begin=$SECONDS
@@ -295,6 +339,8 @@ if ! prepare >"$work/prepare.log" 2>&1; then
     tail -n 15 "$work/prepare.log" | sed 's/^/    /'
     exit 1
 fi
-for extra in "${selected[@]}"; do check "$extra"; done
-say "${#selected[@]} install lines in $((SECONDS - begin)) s; failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
+for extra in "${selected[@]}"; do
+    if [[ $extra == quick-start ]]; then quick_start; else check "$extra"; fi
+done
+say "${#selected[@]} checks in $((SECONDS - begin)) s; failed: ${#failed[@]}${failed[*]:+ (${failed[*]})}"
 [[ ${#failed[@]} -eq 0 ]]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install llama-cpp-python[server] (pinned) into a virtualenv, for the embedded LlamaCpp provider
-# and the integration tests against its OpenAI-compatible Python server (tests/servers.py).
+# Install llama-cpp-python[server] (pinned) into a virtualenv, for the optional integration tests
+# against its OpenAI-compatible Python server (tests/servers.py, marker `llama_cpp_python`;
+# scripts/test.sh runs this only with CHATCLI_LLAMA_CPP_PYTHON=1). chatcli itself does not use
+# llama-cpp-python: its embedded engine is the prebuilt xllamacpp wheel.
 # PyPI has only its source: pip compiles the vendored llama.cpp (about 8 minutes of CPU, 4 on
 # 2 idle cores). The wheel is cached outside the repo, so a fresh virtualenv installs it in
 # seconds.
@@ -43,7 +45,7 @@ build_wheel() {
 }
 
 if [[ "$(installed_version)" == "$version" ]]; then
-    # Already there (e.g. from `pip install 'chatcli[local]'`): only add the server's extras.
+    # Already there: only add the server's extras.
     log "llama-cpp-python $version is already installed in $python; checking the [server] extras"
     "$python" -m pip install -q "llama-cpp-python[server]==$version"
     exit 0

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Print the path of the llama-cpp-python sdist, downloading it from PyPI into the chatcli cache
-# when it is not there yet. Shared by build-llama-server.sh and install-llama-cpp-python.sh:
-# the sdist vendors the whole llama.cpp tree, so one download serves both builds.
+# when it is not there yet (for install-llama-cpp-python.sh, which compiles it).
 #
 # Environment: CHATCLI_CACHE (default ~/.cache/chatcli), LLAMA_CPP_PYTHON_VERSION (default
 # 0.3.36), PYTHON (a python with pip; default: the repo's .venv, else python3).

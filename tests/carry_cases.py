@@ -27,22 +27,25 @@ def turns(*users: str) -> list[Message]:
     return out
 
 
-def docstrings(count: int = 40) -> list[str]:
-    """Real docstrings of the standard library, 300 to 700 chars each, in a fixed order."""
+def docstrings(count: int = 40, sizes: tuple[int, int] = (300, 700)) -> list[str]:
+    """Real docstrings of the standard library, of `sizes` chars each (at least, at most),
+    in a fixed order."""
     found: list[str] = []
     for name in MODULES:
         module = importlib.import_module(name)
         for attribute in sorted(vars(module)):
             value = getattr(module, attribute)
             doc = inspect.getdoc(value) if getattr(value, "__module__", "") == name else None
-            if doc and 300 <= len(doc) <= 700 and doc not in found:
+            if doc and sizes[0] <= len(doc) <= sizes[1] and doc not in found:
                 found.append(doc)
     return found[:count]
 
 
-def banana_conversation(*, first: bool = True) -> list[Message]:
+def banana_conversation(
+    *, first: bool = True, sizes: tuple[int, int] = (300, 700)
+) -> list[Message]:
     """BANANA / ZX-4471 as the first message (else the second), then 40 turns each pasting
-    a docstring, then a request."""
+    a docstring of `sizes` chars, then a request."""
     opening = [BANANA] if first else ["Let's go through some standard-library docs.", BANANA]
-    users = [*opening, *(f"What does this do?\n\n{doc}" for doc in docstrings())]
+    users = [*opening, *(f"What does this do?\n\n{doc}" for doc in docstrings(sizes=sizes))]
     return [*turns(*users), Message.user("Summarise what we covered.")]

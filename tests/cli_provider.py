@@ -8,7 +8,9 @@ adapter. Settings come from the environment, because the CLI runs in a child pro
 - CHATCLI_TEST_WINDOW: the context window in tokens (default 100,000), unless the CLI
   passes one (--context-window);
 - CHATCLI_TEST_DELAY: seconds per chunk of 8 chars of answer (default 0), streamed or not,
-  to cancel mid-answer or mid-compaction.
+  to cancel mid-answer or mid-compaction;
+- CHATCLI_TEST_CANCEL_AFTER: the user presses Ctrl-C (KeyboardInterrupt) once a streamed
+  answer has sent this many chars, before the stream reports any usage (default: never).
 
 A request containing "long" gets an answer of about 1,200 chars (300 output tokens: " part0
 part1 ... part149"), so a small --max-tokens makes it stop at the limit and continue.
@@ -41,6 +43,7 @@ def answer_for(messages: Sequence[Message]) -> str:
 class StreamingWindowed(WindowedProvider):
     model: str = "test-model"
     delay: float = 0.0
+    cancel_after: int | None = None
 
     def complete(self, request: Request) -> Response:
         response = super().complete(request)
@@ -51,6 +54,8 @@ class StreamingWindowed(WindowedProvider):
         response = super().complete(request)
         text = response.message.text
         for start in range(0, len(text), CHUNK_CHARS):
+            if self.cancel_after is not None and start >= self.cancel_after:
+                raise KeyboardInterrupt
             time.sleep(self.delay)
             yield TextDelta(text=text[start : start + CHUNK_CHARS])
         yield response
@@ -60,9 +65,11 @@ def windowed(
     *, model: str | None, base_url: str | None, environ: Mapping[str, str], **opts: Any
 ) -> StreamingWindowed:
     window = opts.get("context_window") or int(environ.get("CHATCLI_TEST_WINDOW", "100000"))
+    cancel = environ.get("CHATCLI_TEST_CANCEL_AFTER")
     return StreamingWindowed(
         window=window,
         delay=float(environ.get("CHATCLI_TEST_DELAY", "0")),
+        cancel_after=int(cancel) if cancel else None,
         model=model or "test-model",
         answer=answer_for,
     )

@@ -31,6 +31,15 @@ def llama_overflow_body(prompt_tokens: int, context_window: int) -> str:
     )
 
 
+# llama.cpp's server (as built into xllamacpp 2026.10.11549, llama.cpp of October 2026),
+# answering /v1/chat/completions whose `response_format` holds a json_schema it cannot turn
+# into a grammar (here an unresolvable `$ref`); captured from the running server, HTTP 400.
+LLAMA_SCHEMA_REFUSED_BODY = (
+    '{"error":{"code":400,"message":"Unable to generate parser for this template. Automatic '
+    "parser generation failed: JSON schema error at #: cannot resolve $ref #/nowhere, nowhere "
+    'not found","type":"invalid_request_error"}}'
+)
+
 # pe-090, Anthropic (https://github.com/anthropics/claude-code issue thread on rate limits):
 ANTHROPIC_RATE_LIMIT_BODY = (
     '429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would '
@@ -118,6 +127,14 @@ class ScriptedSummarizer:
 
     def needed_tokens(self, request: Request) -> int:
         return self.estimator.count(request.messages) + (request.max_tokens or 0)
+
+
+@dataclass
+class StructuredSummarizer(ScriptedSummarizer):
+    """A summariser whose server can constrain its answer to a JSON schema."""
+
+    def structured_output_supported(self) -> bool:
+        return True
 
 
 def conversation_text(request: Request) -> str:

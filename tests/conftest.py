@@ -1,6 +1,8 @@
 """Suite-wide guards: no test may reach the network beyond this machine's loopback; retry waits
-are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped. Shared fixtures:
-`server`, a replay server (tests/replay.py) of the test's own."""
+are deterministic; with CHATCLI_REQUIRE_SERVERS=1 no test may be skipped; hypothesis judges
+inputs, not the machine's speed; a test marked `sdk_schema` sends Anthropic and OpenAI only
+what their SDKs' types describe (tests/sdk_schema.py). Shared fixtures: `server`, a replay
+server (tests/replay.py) of the test's own."""
 
 from __future__ import annotations
 
@@ -11,9 +13,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from chatcli.policy import retry
 from tests.replay import ReplayServer, replay_server
+from tests.sdk_schema import check_requests
+
+# The suite shares two cores with its servers and other work: a slow draw or example is the
+# machine's load, not a property's failure (a loaded run failed `too_slow` on a 0.1 s draw).
+settings.register_profile("chatcli", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("chatcli")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -61,8 +70,31 @@ def server() -> Iterator[ReplayServer]:
         yield replay
 
 
-# CI sets CHATCLI_REQUIRE_SERVERS=1 after building the real llama.cpp servers: there, a test
-# skipped because a server, llama-cpp-python or gguf is missing is a broken build, not a pass.
+# The replay servers a test's requests to Anthropic or OpenAI go to.
+_REPLAYS = ("server", "upstream")
+
+
+@pytest.fixture(autouse=True)
+def _sdk_schema(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In a test marked `sdk_schema`, every request its replay servers (`server`,
+    `upstream`) were sent must match the official SDK's type of its endpoint
+    (tests/sdk_schema.py). `sdk_schema(allow=(...), why="...")` names the top-level fields a
+    test sends on purpose that the type lacks, and why."""
+    marker = request.node.get_closest_marker("sdk_schema")
+    if marker is None:
+        yield
+        return
+    allow = frozenset(marker.kwargs.get("allow", ()))
+    assert not allow or marker.kwargs.get("why"), "sdk_schema(allow=...) needs a why"
+    named = [request.getfixturevalue(n) for n in _REPLAYS if n in request.fixturenames]
+    yield
+    for replay in named:
+        if isinstance(replay, ReplayServer):  # not a test's parameter of that name
+            check_requests(replay.requests, allow=allow)
+
+
+# CI sets CHATCLI_REQUIRE_SERVERS=1 after installing everything: there, a test skipped because
+# a server, a package or the real small model is missing is a broken build, not a pass.
 _skipped: list[str] = []
 
 

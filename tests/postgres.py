@@ -117,7 +117,7 @@ def running_postgres() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     pytest.importorskip(
-        "psycopg", reason="psycopg is not installed: pip install 'chatcli[postgres]'"
+        "psycopg", reason="psycopg is not installed: pip install 'chatcli-recovery[postgres]'"
     )
     try:
         with running_postgres() as url:

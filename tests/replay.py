@@ -17,6 +17,7 @@ import json
 import socket
 import socketserver
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -44,6 +45,7 @@ class Scripted:
     headers: Mapping[str, str] = field(default_factory=dict)
     close_early: bool = False
     drop: bool = False
+    event_pause: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,12 +160,16 @@ def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for event in answer.events or ():
-                chunk = _encode_event(event)
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                self.wfile.flush()
-            if not answer.close_early:
-                self.wfile.write(b"0\r\n\r\n")
+            try:
+                for event in answer.events or ():
+                    time.sleep(answer.event_pause)
+                    chunk = _encode_event(event)
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                if not answer.close_early:
+                    self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):  # the client went away
+                self.close_connection = True
 
         do_GET = do_POST = _serve
 

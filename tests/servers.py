@@ -1,22 +1,31 @@
 """Real llama.cpp servers for the integration tests, started once per test session.
 
-Fixtures (load them with `pytest_plugins = ("tests.servers",)`):
+The llama.cpp server is llama-server's own code, prebuilt in the xllamacpp wheel (extra
+`local`) and started by scripts/llama-server.py with llama-server's options: nothing is
+compiled. Fixtures (load them with `pytest_plugins = ("tests.servers",)`):
 
 - `n_ctx`: the servers' context window, 512 tokens.
 - `tiny_model`: the tiny GGUF of `chatcli.chat.tinymodel`, written once per session.
-- `llama_server`: the C++ `llama-server` (built by scripts/build-llama-server.sh), on
-  127.0.0.1, `-c 512 -np 1`, serving the tiny model; yields its base URL.
-- `llama_1024`, `llama_8k`, `llama_16k`: the same with a 1,024-, an 8,192- and a
-  16,384-token window, one per test module. `llama_16k` is the coding agents' (their system
-  prompt and tool definitions fit): its answers end (`stop`) at the first `AGENT_STOP` the
-  model writes, a few tokens in, as an agent's answers end (Claude Code takes an answer cut
-  at max_tokens for a failure); a request's own stop sequences replace it.
+- `llama_server`: llama.cpp's server on 127.0.0.1, `-c 512 -np 1`, serving the tiny model;
+  yields its base URL.
+- `llama_1024`, `llama_16k`: the same with a 1,024- and a 16,384-token window, one per test
+  module. `llama_16k` is the coding agents' (their system prompt and tool definitions fit):
+  its answers end (`stop`) at the first `AGENT_STOP` the model writes, a few tokens in, as an
+  agent's answers end (Claude Code takes an answer cut at max_tokens for a failure); a
+  request's own stop sequences replace it.
+- `smollm2_model`: SmolLM2-135M-Instruct, the real small model (`chatcli.chat.localmodel`),
+  from chatcli's cache, where scripts/test.sh (or a first `chatcli demo`) put it: no test
+  downloads anything.
+- `smollm2_server`: llama.cpp's server on it, with the model's whole 8,192-token window and
+  the sampling its makers recommend; one per test session (per worker). Its answers end on
+  their own, as a real model's do.
 - `llama_cpp_python_server`: `python -m llama_cpp.server` (installed by
-  scripts/install-llama-cpp-python.sh), `n_ctx` 512, same model; yields its base URL.
+  scripts/install-llama-cpp-python.sh, which compiles it: optional, see scripts/test.sh),
+  `n_ctx` 512, the tiny model; yields its base URL.
 
 Each server listens on a free port, is waited for until it answers, and is stopped when the
-session ends. Where the binary or the package is absent the tests are skipped with a message
-that says how to build it, so a plain `pytest` passes on a machine without the build.
+session ends. Where a package or the model is absent the tests are skipped with a message
+that says how to get it, so a plain `pytest` passes on a machine without them.
 """
 
 from __future__ import annotations
@@ -34,56 +43,55 @@ from pathlib import Path
 import httpx
 import pytest
 
+from chatcli.chat.localmodel import SMOLLM2, model_path
+from chatcli.chat.settings import default_cache_dir
 from chatcli.chat.tinymodel import write_tiny_model
 
 __all__ = [
     "AGENT_N_CTX",
     "N_CTX",
-    "llama_8k",
+    "SMOLLM2_NAME",
     "llama_16k",
     "llama_cpp_python_server",
     "llama_server",
-    "llama_server_binary",
+    "llama_server_command",
     "n_ctx",
+    "smollm2_model",
+    "smollm2_server",
     "tiny_model",
 ]
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 N_CTX = 512  # the servers' context window: small, so overflow is cheap to provoke
 SMALL_N_CTX = 1024  # `llama_1024`'s window (the proxy and integration tests)
-MID_N_CTX = 8192  # `llama_8k`'s window (carried instructions over many pasted turns)
 MODEL_NAME = "chatcli-tiny"  # the name both servers report, instead of the model's temp path
 AGENT_N_CTX = 16384  # `llama_16k`'s window (the coding agents' tests)
 AGENT_STOP = " tool"  # `llama_16k`'s default stop string: among the tiny model's commonest
 # llama.context_length in the GGUF: llama-server caps a larger window to it, so it must be >=
 # every window (the KV cache is what the window costs: ~8 MB at 16,384 tokens).
 MODEL_CONTEXT_LENGTH = 32768
+SMOLLM2_NAME = "smollm2"  # the name `smollm2_server` reports
+LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "llama-server.py"
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 READY_POLL_S = 0.02  # between readiness probes: the tiny model loads fast
 
 
-def llama_server_binary() -> Path:
-    """Where scripts/build-llama-server.sh puts the binary ($CHATCLI_LLAMA_SERVER overrides)."""
-    explicit = os.environ.get("CHATCLI_LLAMA_SERVER")
-    if explicit:
-        return Path(explicit)
-    cache = Path(os.environ.get("CHATCLI_CACHE", Path.home() / ".cache" / "chatcli"))
-    return cache / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / "bin" / "llama-server"
+def llama_server_command() -> list[str]:
+    """The command that starts llama.cpp's server (scripts/llama-server.py, which takes
+    llama-server's options); skips the test where xllamacpp is not installed."""
+    pytest.importorskip(
+        "xllamacpp", reason="xllamacpp is not installed: pip install 'chatcli-recovery[local]'"
+    )
+    return [sys.executable, str(LAUNCHER)]
 
 
 def run_example(name: str) -> subprocess.CompletedProcess[str]:
-    """Run `examples/<name>` as a user would, against the llama-server the suite built (the
-    example starts it itself): skipped without the binary; its exit checked."""
-    binary = llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
+    """Run `examples/<name>` as a user would (the example starts llama.cpp's server itself):
+    skipped without xllamacpp; its exit checked."""
+    llama_server_command()
     example = Path(__file__).resolve().parent.parent / "examples" / name
-    env = {**os.environ, "CHATCLI_LLAMA_SERVER": str(binary)}
     run = subprocess.run(
-        [sys.executable, str(example)], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr
     return run
@@ -97,7 +105,9 @@ def n_ctx() -> int:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("gguf", reason="gguf is not installed: pip install 'chatcli[local]'")
+    pytest.importorskip(
+        "gguf", reason="gguf is not installed: pip install 'chatcli-recovery[local]'"
+    )
     path = tmp_path_factory.mktemp("model") / "tiny.gguf"
     return write_tiny_model(path, context_length=MODEL_CONTEXT_LENGTH)
 
@@ -117,13 +127,6 @@ def llama_1024(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="module")
-def llama_8k(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A llama-server with an 8,192-token window, one per test module."""
-    with _llama_server(tiny_model, tmp_path_factory, MID_N_CTX) as base_url:
-        yield base_url
-
-
-@pytest.fixture(scope="module")
 def llama_16k(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama-server with a 16,384-token window whose answers end at `AGENT_STOP`, one per
     test module: Claude Code's system prompt and tool definitions fit it, with room for an
@@ -133,24 +136,51 @@ def llama_16k(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield base_url
 
 
+@pytest.fixture(scope="session")
+def smollm2_model() -> Path:
+    path = model_path(SMOLLM2, default_cache_dir(os.environ))
+    if not path.is_file():
+        pytest.skip(
+            f"{SMOLLM2.name} is not in chatcli's cache ({path}): scripts/test.sh fetches it "
+            "(so does a first `chatcli demo`)"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama.cpp's server on SmolLM2-135M-Instruct: its 8,192-token window, its makers'
+    sampling (a fixed seed), answers that end on their own."""
+    sampling = ("--temp", str(SMOLLM2.temperature), "--top-p", str(SMOLLM2.top_p))
+    with _llama_server(
+        smollm2_model,
+        tmp_path_factory,
+        SMOLLM2.context_length,
+        sampling,
+        alias=SMOLLM2_NAME,
+        threads=None,
+    ) as base_url:
+        yield base_url
+
+
 @contextmanager
 def _llama_server(
-    tiny_model: Path,
+    model: Path,
     tmp_path_factory: pytest.TempPathFactory,
     n_ctx: int,
     extra: Sequence[str] = (),
+    *,
+    alias: str = MODEL_NAME,
+    threads: int | None = 1,
 ) -> Iterator[str]:
-    binary = llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
+    """llama.cpp's server on `model` (`threads` None: llama.cpp's default, every core)."""
     port = _free_port()
     command = [
-        str(binary),
-        *("--model", str(tiny_model), "--alias", MODEL_NAME),
+        *llama_server_command(),
+        *("--model", str(model), "--alias", alias),
         *("--host", "127.0.0.1", "--port", str(port)),
-        *("--ctx-size", str(n_ctx), "--parallel", "1", "--threads", "1", "--seed", "1"),
+        *("--ctx-size", str(n_ctx), "--parallel", "1", "--seed", "1"),
+        *(("--threads", str(threads)) if threads is not None else ()),
         *extra,
     ]
     log = tmp_path_factory.mktemp("llama-server") / "server.log"

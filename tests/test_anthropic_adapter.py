@@ -1,7 +1,8 @@
 """The Anthropic adapter, with the real `anthropic` SDK talking to a local replay server.
 
 Bodies replayed are real: provider-errors.json, the SSE streams of tests/data/sse/ (each file
-cites its source), and the tool-use response of Anthropic's docs below.
+cites its source), and the tool-use response of Anthropic's docs below (once with its content
+replaced by a summary's text, to answer a summary request).
 """
 
 from __future__ import annotations
@@ -17,13 +18,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chatcli.compaction.prompt import summary_turn
+from chatcli.config import CompactionConfig
 from chatcli.errors import ErrorKind, ProviderError
 from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
 from chatcli.providers.anthropic import Anthropic, wire_messages
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolSpec
+from chatcli.recovery import Client
 from chatcli.request_settings import Settings, output_reserve
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+# anthropic 2.17's types have no temperature, top_p or top_k any more; the adapter sends a
+# temperature the caller sets (in `extra_body`) all the same.
+SAMPLING = "not in the SDK's MessageCreateParams; chatcli's adapter sends it"
 
 KEY = "sk-ant-test-0123456789abcdef"
 
@@ -192,6 +202,7 @@ def conversation() -> tuple[Message, ...]:
     )
 
 
+@pytest.mark.sdk_schema(allow=("temperature",), why=SAMPLING)
 def test_request_json_sent_by_the_sdk(server: ReplayServer, provider: Anthropic) -> None:
     server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
     request = Request(
@@ -277,6 +288,7 @@ def test_tool_use_response_becomes_a_tool_call(server: ReplayServer, provider: A
     assert response.model == "claude-3-7-sonnet-20250219"
 
 
+@pytest.mark.sdk_schema(allow=("top_k",), why="the test's own option, sent as given")
 @pytest.mark.parametrize(
     ("cap", "settings", "expected"),
     [
@@ -524,3 +536,52 @@ async def test_complete_with_a_large_max_tokens_is_streamed(
     assert response.message.text == "Hello!"
     sent = server.requests[0].json()
     assert sent["stream"] is True and sent["max_tokens"] == 64_000
+
+
+# -- the compaction call on the warm prefix --------------------------------------------------
+
+WARM_SUMMARY = (
+    "## User's goal\nThe weather in Paris and Rome.\n"
+    "## Explicit instructions and constraints\nAnswer in Celsius.\n"
+    "## Decisions made\nChecking both with get_weather.\n"
+    "## Files and resources touched\nNone.\n"
+    "## Errors and how they were solved\nRome: no such city.\n"
+    "## Done and pending\nParis is 18C; Rome is pending.\n"
+    "## Current step\nThe weather in San Francisco."
+)
+
+
+def test_a_compaction_on_the_warm_prefix_repeats_the_last_body(
+    server: ReplayServer, provider: Anthropic
+) -> None:
+    """The summary request's body repeats the last request's byte for byte (as the SDK wrote
+    both) up to its end, cache breakpoints included, then the answer and the summary turn."""
+    summary = {**DOCS_TOOL_USE_RESPONSE, "stop_reason": "end_turn"}
+    summary["content"] = [{"type": "text", "text": WARM_SUMMARY}]
+    server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE), Scripted(body=summary))
+    earlier = (
+        Message.user("Tell me how the weather in Paris changes. " * 40),
+        Message.assistant("Paris is mild in spring and rainy in autumn. " * 40),
+    )
+    messages = (conversation()[0], *earlier, *conversation()[1:])
+    client = Client(provider, microcompact=None)
+    reply = client.send(messages, tools=(WEATHER,), settings=Settings(tool_choice="auto"))
+    result = client.compact((*messages, reply.message))
+    before, after = (r.json() for r in server.requests)
+    sent = len(before["messages"])
+    assert json.dumps(after["messages"][:sent]) == json.dumps(before["messages"])
+    opened = json.dumps(before["messages"], separators=(",", ":"))[:-1].encode()  # no "]"
+    assert all(opened in r.body for r in server.requests)  # the very bytes, in both bodies
+    assert before["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    for field in ("system", "tools", "tool_choice", "model"):
+        assert json.dumps(after[field]) == json.dumps(before[field])
+    answer, asked = after["messages"][sent:]
+    assert answer["content"][-1]["name"] == "get_weather"  # the answer since, a tool call
+    assert asked["role"] == "user" and asked["content"][0]["type"] == "tool_result"
+    assert asked["content"][-1] == {
+        "type": "text",
+        "text": summary_turn(None, structured=False).text,
+    }
+    assert "cache_control" not in json.dumps(after["messages"][sent:])  # nothing new written
+    assert after["max_tokens"] == CompactionConfig().summary_tokens  # the summary's
+    assert result.report.warm and result.report.summary == WARM_SUMMARY

@@ -194,6 +194,7 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
     out = _bench(
         "--messages", "20", "--streams", "1,2", "--answer-tokens", "2", "--token-rate", "40",
         "--warm-up", "0.3", "--window", "1", "--paths", "direct,bare,chatcli-1,chatcli-2",
+        "--overflow-messages", "",
     )  # fmt: skip
     lines = [line for line in out.splitlines() if re.match(r"\| \d+ \| \d+ \|", line)]
     assert len(lines) == 2 * 4, out
@@ -207,3 +208,20 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
         if cells[2].startswith("chatcli"):
             assert cells[12] == "-" and re.fullmatch(r"[0-9.]+x", cells[13]), line
     assert out.count("CPU per answer <= 4x the bare forwarder's") == 2, out
+
+
+def test_a_first_overflow_is_counted_by_the_servers_own_log() -> None:
+    # The first-overflow part, small: one conversation over llama-server's window through the
+    # bare forwarder (sent, rejected, the client gets the 400) and chatcli told the window.
+    from tests.servers import llama_server_command
+
+    llama_server_command()  # skipped without xllamacpp
+    out = _bench(
+        "--messages", "", "--overflow-messages", "60", "--overflow-paths", "bare,chatcli-declared"
+    )  # fmt: skip
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| 60 | ")]
+    assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
+        ("bare forwarder", "1", "1", "HTTP 400"),
+        ("chatcli, --context-window 8192", "1", "0", "an answer"),
+    ], out
+    assert "answered with no rejected call: met" in out

@@ -1,4 +1,4 @@
-"""BANANA / ZX-4471 against the real C++ llama-server with an 8,192-token window.
+"""BANANA / ZX-4471 against llama.cpp's server on SmolLM2-135M-Instruct, its 8,192-token window.
 
 The case where carried instructions once failed in front of this server: a conversation whose
 first message is "Never use the word BANANA; the deploy code is ZX-4471.", then 40 turns
@@ -24,6 +24,10 @@ from tests.carry_cases import BANANA, banana_conversation
 pytest_plugins = ("tests.servers",)
 
 MAX_TOKENS = 16
+# 40 docstrings of 500 chars or more (51,723 chars): more than SmolLM2's 8,192 tokens, where
+# the 300-700-char ones (17,761 chars) fit; the issue's conversation overflowed on the
+# model's own answers, which this test does not wait for.
+LONG_DOCSTRINGS = (500, 5000)
 # The window is learned from the server's own overflow, as a user's first request learns it.
 CONFIG = RecoveryConfig(max_token_escalations=0)
 
@@ -52,10 +56,12 @@ def served_model(base_url: str) -> str:
 
 @pytest.mark.llama_server
 @pytest.mark.parametrize("first", [True, False], ids=["first-message", "second-message"])
-def test_banana_and_the_code_survive_forty_pasted_docstrings(llama_8k: str, first: bool) -> None:
-    adapter = OpenAICompatible(llama_8k + "/v1", served_model(llama_8k), environ={})
+def test_banana_and_the_code_survive_forty_pasted_docstrings(
+    smollm2_server: str, first: bool
+) -> None:
+    adapter = OpenAICompatible(smollm2_server + "/v1", served_model(smollm2_server), environ={})
     provider = Sent(adapter)
-    messages: list[Message] = banana_conversation(first=first)
+    messages: list[Message] = banana_conversation(first=first, sizes=LONG_DOCSTRINGS)
     checked: Provider = provider
     reply = Client(checked, CONFIG).send(messages, max_tokens=MAX_TOKENS)
     assert any(isinstance(e, LevelApplied) for e in reply.events)  # it did not fit

@@ -34,6 +34,10 @@ K = ErrorKind
 RECORDS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "provider-errors.json").read_text()
 )
+# Messages read in the inference servers' source (tests/test_server_source_errors.py checks them).
+SERVER_TEMPLATES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "data" / "server-source-errors.json").read_text()
+)["templates"]
 
 
 def http_response(status: int, *, headers: dict[str, str] | None = None) -> httpx2.Response:
@@ -764,6 +768,11 @@ def test_is_context_window_stop(raw: str | None, window_full: bool) -> None:
 def all_samples() -> list[ErrorInfo]:
     corpus = [classify_error(r["body"], status=r["http_status"]) for r in RECORDS]
     documented = [classify_error(text, status=status) for _, text, status, _, _ in DOCUMENTED]
+    server_source = [
+        classify_error(example["text"], status=template["status"])
+        for template in SERVER_TEMPLATES
+        for example in template["examples"]
+    ]
     exceptions = [
         classify_error(TimeoutError()),
         classify_error({"error": {"type": "invalid_request_error", "message": "bad role"}}),
@@ -772,7 +781,7 @@ def all_samples() -> list[ErrorInfo]:
         # LiteLLM's class name, alone (tests/test_integration_litellm.py raises the real one).
         classify_error("litellm.ContextWindowExceededError: the request failed"),
     ]
-    return corpus + documented + exceptions
+    return corpus + documented + server_source + exceptions
 
 
 def test_every_rule_decides_at_least_one_real_sample() -> None:

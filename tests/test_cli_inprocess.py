@@ -18,6 +18,7 @@ from rich.console import Console
 
 from chatcli.__main__ import main
 from chatcli.chat.cost import CostSummary
+from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.chat import StreamView
 from chatcli.cli.render import cost_table
 from chatcli.cli.slash import SLASH_COMMANDS
@@ -156,6 +157,101 @@ def test_an_event_is_shown_once_not_again_by_the_spinner() -> None:
         view.event(Escalated(attempt=1, old=50, new=100))
     assert screen.getvalue().count("limit raised from 50 to 100") == 1
     assert "waiting for the model" in screen.getvalue()
+
+
+def test_a_cancelled_answer_stays_on_screen_and_its_tokens_are_counted(tmp_path: Path) -> None:
+    # After Ctrl-C the streamed text vanished from the screen (the transcript kept it), and
+    # /cost showed the cancelled request as 0 tokens and $0.0000 though its prompt had been
+    # processed.
+    argv = ("--provider", TEST_PROVIDER, "--model", "gpt-4o-mini")
+    env = {"CHATCLI_TEST_CANCEL_AFTER": "48"}
+    question = "a long answer please, about " + "the parser " * 40
+    _, screen = run(tmp_path, [question, "/cost"], argv, env=env)
+    partial = f"Answer to: {question}"[:48]
+    cancelled = screen.index("answer cancelled (Ctrl-C): about ")
+    assert partial in screen[:cancelled]  # the partial answer, printed once the stream stopped
+    assert "prompt and 12 output tokens were processed" in screen
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        (request,) = store.requests(info.id)
+    assert request.tag == "cancelled"
+    assert request.usage.prompt_tokens > len(question) // 6 and request.usage.output_tokens == 12
+    assert (request.cost_usd or 0) > 0  # at gpt-4o-mini's prices
+    row = next(line for line in screen.splitlines() if "cancelled" in line and "│" in line)
+    assert f"~{request.usage.prompt_tokens:,}" in row and "~12" in row  # marked as estimated
+    assert "~ estimated: none reported" in screen
+
+
+def test_context_carried_shows_the_carried_instructions_whole(tmp_path: Path) -> None:
+    rule = (
+        "Never push to main without a review, and always record every change in CHANGELOG.md "
+        "before you commit it."
+    )
+    questions = [f"question {i}: " + "tell me more about the parser " * 25 for i in range(8)]
+    env = {"CHATCLI_TEST_WINDOW": "2500", "CHATCLI_AUTO_COMPACT_PCT": "100"}
+    _, screen = run(tmp_path, [rule, *questions, "/context", "/context carried"], env=env)
+    assert "carried instruction(s) in the view: /context carried shows them" in screen
+    carried = screen[screen.index("carried into the next request") :]
+    assert " ".join(carried.split()).count(rule) == 1  # whole, not the table's 60-char preview
+    assert "#1 (" in carried  # the transcript message it came from
+
+
+def test_history_n_shows_the_last_n_messages_with_their_numbers(tmp_path: Path) -> None:
+    lines = ["first question", "second question", "/history 2", "/history 0"]
+    _, screen = run(tmp_path, lines)
+    shown = screen[screen.index("[3] user") :]
+    assert "second question" in shown and "[4] assistant" in shown
+    assert "[1] user" not in screen and "first question" not in shown.split("[3] user")[0]
+    assert "the last 2 of 4 messages (/history shows all)" in screen
+    assert "error: '0' is not a number of messages (usage: /history [N])" in screen
+
+
+def test_compact_errors_are_clean_and_a_model_that_failed_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    # The test model answers "Answer to: ..." to a summary request too: no sections. The
+    # error showed the summary's repr (a raw backslash-n); the second /compact took as long
+    # as the first to be refused.
+    lines = [f"question {i}: about the parser" for i in range(4)] + ["/compact", "/compact"]
+    _, screen = run(tmp_path, lines)
+    errors = [line for line in screen.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2 and "it has 0 of the 7 sections" in errors[0]
+    assert "\\n" not in errors[0]
+    assert "nothing was changed: not asked again: the model cannot summarise" in errors[1]
+    with stored(tmp_path) as store:
+        info = store.latest_session()
+        assert info is not None
+        tags = [r.tag for r in store.requests(info.id)]
+    assert tags == ["chat"] * 4 + ["compaction-failed"]  # the second one made no call
+
+
+def test_an_error_on_a_terminal_wraps_between_words() -> None:
+    # A /compact error ran past the terminal's width and the terminal cut it mid-word.
+    message = "compaction failed, nothing was changed: the summary was rejected: " * 3
+    screen = io.StringIO()
+    Ui(console=Console(file=screen, width=60, force_terminal=True, color_system=None)).error(
+        message
+    )
+    lines = screen.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 60 for line in lines)
+    assert " ".join(" ".join(lines).split()) == " ".join(f"error: {message}".split())
+    piped = io.StringIO()  # a script reading errors gets each on one line
+    Ui(console=Console(file=piped, width=60)).error(message)
+    assert len(piped.getvalue().splitlines()) == 1
+
+
+def test_the_spinner_says_compacting_while_auto_compaction_runs() -> None:
+    screen = io.StringIO()
+    view = StreamView(Ui(console=Console(file=screen, force_terminal=True, width=120)))
+    with view:
+        assert view.status == "waiting for the model…"
+        view.event(CompactionStarted())
+        assert view.status == "compacting…"
+        view.event(CompactionNote(result=None, notice=None, error="it failed"))
+        assert view.status == "waiting for the model…"  # the answer's turn now
+    assert "compacting…" in screen.getvalue()
+    assert screen.getvalue().count("auto-compaction changed nothing: it failed") == 1
 
 
 def test_max_tokens_escalation_is_visible_and_the_answer_is_stitched(tmp_path: Path) -> None:
@@ -355,17 +451,18 @@ def test_missing_key_is_one_clear_error(tmp_path: Path) -> None:
         (
             "anthropic",
             ("--provider", "anthropic", "-p", "hi"),
-            "anthropic is not installed; install it with: pip install 'chatcli[anthropic]'",
+            "anthropic is not installed; install it with: "
+            "pip install 'chatcli-recovery[anthropic]'",
         ),
         (
             "openai",  # imported at the first request
             ("--provider", "openai", "-p", "hi"),
-            "openai is not installed; install it with: pip install 'chatcli[openai]'",
+            "openai is not installed; install it with: pip install 'chatcli-recovery[openai]'",
         ),
         (
-            "llama_cpp",
+            "xllamacpp",
             ("demo",),
-            "llama_cpp is not installed; install it with: pip install 'chatcli[local]'",
+            "xllamacpp is not installed; install it with: pip install 'chatcli-recovery[local]'",
         ),
         (None, ("--provider", "python:nosuch.mod:f", "-p", "hi"), "no module named 'nosuch.mod'"),
     ],

@@ -1,11 +1,11 @@
 """The chatcli command as a user drives it: a real process in a pseudo-terminal (pexpect),
 typing messages and slash commands and reading the screen. Against the scripted test provider
-(the registry's python:MODULE:FACTORY hook) and, when llama-cpp-python is installed, the real
-embedded engine (`chatcli demo` end to end, then `--continue`)."""
+(the registry's python:MODULE:FACTORY hook) and the real embedded engine on the real small model
+(`chatcli demo` end to end on SmolLM2, then `--continue`)."""
 
 from __future__ import annotations
 
-import importlib.util
+import io
 import os
 import re
 import signal
@@ -16,14 +16,19 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from chatcli.chat.demo import SMOLLM2_N_CTX
 from chatcli.cli import CLI_EXTRA_MISSING
 from chatcli.store import SessionStore
+from tests.english import demo_answers, is_english
 
 ROOT = Path(__file__).resolve().parents[1]
 CHATCLI = [sys.executable, "-c", "import sys; from chatcli.__main__ import main; sys.exit(main())"]
 TEST_PROVIDER = "python:tests.cli_provider:windowed"
+
+pytest_plugins = ("tests.servers",)
 # prompt_toolkit turns bracketed paste on each time it shows the prompt: "ready for input".
 PROMPT = "\x1b[?2004h"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.spawn:
@@ -32,7 +37,9 @@ def spawn(home: Path, *args: str, timeout: float = 30, **env: str) -> pexpect.sp
         "CHATCLI_HOME": str(home),
         "CHATCLI_CACHE": str(home / "cache"),
         "HOME": str(home),
-        "PYTHONPATH": str(ROOT),
+        # The tests' helpers, then the path the tests were given (a checkout's src: the
+        # chatcli under test, not an installed one).
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
         "TERM": "xterm-256color",
         "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect does not answer cursor-position requests
         **env,
@@ -174,7 +181,7 @@ def test_the_console_script_without_the_cli_extra_says_what_to_install(tmp_path:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == CLI_EXTRA_MISSING + "\n"
-    assert "pip install 'chatcli[cli]'" in done.stderr
+    assert "pip install 'chatcli-recovery[cli]'" in done.stderr
 
 
 def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
@@ -183,14 +190,16 @@ def test_one_shot_prints_the_answer_and_exits(tmp_path: Path) -> None:
     assert finish(child) == 0
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed (pip install 'chatcli[local]', or "
-    "scripts/install-llama-cpp-python.sh): the demo needs the embedded engine",
-)
-def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -> None:
-    child = spawn(tmp_path, "demo", timeout=180)
-    child.expect("NONSENSE")
+@pytest.mark.llama_server
+def test_demo_end_to_end_then_continue_and_read_the_transcript(
+    tmp_path: Path, smollm2_model: Path
+) -> None:
+    # The demo's default model, SmolLM2, from the cache scripts/test.sh fetched it into.
+    cache = str(smollm2_model.parent.parent)
+    child = spawn(tmp_path, "demo", timeout=180, CHATCLI_CACHE=cache)
+    screen = io.StringIO()
+    child.logfile_read = screen
+    child.expect("The demo runs SmolLM2-135M-Instruct")
     # Levels 1 and 2 (level 2 keeps what fits 75% of the room, so level 3 is rarely needed).
     for level in (1, 2):
         child.expect(rf"↻ level {level} \(")
@@ -199,21 +208,25 @@ def test_demo_end_to_end_then_continue_and_read_the_transcript(tmp_path: Path) -
     child.expect(r"chatcli sessions show (\w+)")
     session_id = child.match.group(1)
     assert finish(child) == 0
+    answers = demo_answers(ANSI.sub("", screen.getvalue()))
+    assert is_english(answers), answers
 
-    again = spawn(tmp_path, "--continue", timeout=60)
+    again = spawn(tmp_path, "--continue", timeout=120, CHATCLI_CACHE=cache)
     again.expect(rf"session {session_id}")
     again.expect(r"(\d+) messages so far")
     messages = int(again.match.group(1))
     again.expect_exact(PROMPT)
     again.sendline("/history")
-    again.expect_exact("The nightly build fails. Find out why.")
+    again.expect_exact("The nightly build fails. Read the log and explain")
     again.expect_exact("UnicodeDecodeError")  # the full traceback, whatever the view kept
     again.expect_exact(PROMPT)
-    # The reopened session runs on the demo's engine settings (n_ctx 1,024, max_tokens 16),
-    # not llama-cpp's defaults: the next message is answered.
+    # The reopened session runs on the demo's engine settings (its 512-token window), not
+    # llama-cpp's defaults: the next message is answered.
+    again.sendline("/context")
+    again.expect_exact(f"of a {SMOLLM2_N_CTX}-token window")
+    again.expect_exact(PROMPT)
     again.sendline("and now?")
     again.expect(r"(\d+) in · (\d+) out")
-    assert "limit raised from 16 to 32" in again.before  # the demo's max_tokens
     assert "error:" not in again.before and "recovery failed" not in again.before
     assert int(again.match.group(2)) > 0
     again.expect_exact(PROMPT)

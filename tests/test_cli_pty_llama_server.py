@@ -71,3 +71,23 @@ def test_an_oversized_paste_a_normal_message_then_continue_are_all_answered(
     assert transcript[0].text == paste and len(transcript) == 6 and len(views) == 3
     assert not any(paste in view for view in views)
     assert any(CUT_NOTE in text for text in views[0])
+
+
+@pytest.mark.llama_server
+def test_the_chat_sends_an_output_limit_and_shows_only_numbers_it_knows(
+    llama_server: str, n_ctx: int, tmp_path: Path
+) -> None:
+    # No --max-tokens: the chat sends a quarter of the window it read from /props (the tiny
+    # model never stops on its own: without a limit it wrote until the window was full).
+    server = ("--provider", "openai-compatible", "--base-url", llama_server)
+    child = spawn(tmp_path, *server, "--model", "chatcli-tiny", timeout=120)
+    child.expect_exact(PROMPT)
+    child.sendline("tell me a story")
+    child.expect(ANSWERED)
+    screen = child.before
+    events = [line for line in screen.splitlines() if "↻" in line]
+    assert f"limit raised from {n_ctx // 4:,} to" in screen, screen[-2000:]
+    assert events and not any("?" in line for line in events), events
+    child.expect_exact(PROMPT)
+    child.sendline("/quit")
+    assert finish(child) == 0

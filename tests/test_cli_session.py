@@ -15,13 +15,15 @@ from chatcli.chat.context import Status
 from chatcli.chat.export import export_transcript
 from chatcli.chat.session import ChatSession
 from chatcli.chat.spending import check_budget, usd
-from chatcli.chat.text import CompactionNote
+from chatcli.chat.text import CompactionNote, CompactionStarted, MessageCut
 from chatcli.compaction import SUMMARY_SECTIONS
+from chatcli.compaction.prompt import SYSTEM_PROMPT
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind
 from chatcli.errors import CompactionError, ProviderError
 from chatcli.events import Event, LevelApplied, PreflightRecovery
 from chatcli.history.microcompact import STUB_PREFIX
+from chatcli.history.text import original_length
 from chatcli.messages import Message, Role, StopReason, ToolCall, Usage
 from chatcli.providers.base import Request, StreamChunk, TextDelta
 from chatcli.recall import recall_tool
@@ -148,19 +150,57 @@ def test_compaction_cost_is_its_own_line_even_when_it_fails(store: SessionStore)
     answers = [response(f"answer {i}: {words * 8}", usage=Usage(1000, 100)) for i in range(6)]
     refused = response("I cannot summarise this.", usage=Usage(3000, 10))
     made = response(summary, usage=Usage(2000, 50))
-    provider = ScriptedProvider(script=[*answers, refused, made])
+    # Refused twice: after the last chat request (on its cached prefix), then as text.
+    provider = ScriptedProvider(script=[*answers, refused, refused, made])
     session = open_session(store, provider, model_info=PRICED)
     for i in range(6):
         session.send(f"question {i}: {words}")
-    with pytest.raises(CompactionError):
+    with pytest.raises(CompactionError, match="0 of the 7 sections"):
         session.compact()
+    asked = len(provider.requests)
+    warm, rendered = provider.requests[-2:]
+    assert warm.messages[: len(provider.requests[5].messages)] == provider.requests[5].messages
+    assert rendered.messages[0].text == SYSTEM_PROMPT
+    # The model could not summarise: /compact refuses at once, no call made, nothing stored.
+    with pytest.raises(CompactionError, match="not asked again"):
+        session.compact()
+    assert len(provider.requests) == asked
+    session.switch_model(provider, "m", PRICED)  # another model may summarise: asked again
     session.compact()
     tags = [r.tag for r in store.requests(session.info.id)]
     assert tags == ["chat"] * 6 + ["compaction-failed", "compaction"]
     total = session.cost_summary().total
-    assert total.compaction_cost == pytest.approx((3000 + 2000 + 2 * 10 + 2 * 50) / 1e6)
+    assert total.compaction_cost == pytest.approx((2 * 3000 + 2000 + 2 * 2 * 10 + 2 * 50) / 1e6)
     assert total.recovery_cost == 0.0  # a compaction is not a recovery
     assert total.cost == pytest.approx(6 * 1200 / 1e6 + (total.compaction_cost or 0))
+
+
+def _is_summary_call(request: Request) -> bool:
+    return bool(request.messages) and request.messages[0].text == SYSTEM_PROMPT
+
+
+def test_a_model_that_cannot_summarise_is_asked_once_per_session(store: SessionStore) -> None:
+    # The windowed model answers "Answer to: ..." to everything, a summary request too: the
+    # summary has none of the sections, as SmolLM2-135M's plain answers had.
+    provider = WindowedProvider(window=4096)
+    session = open_session(store, provider, max_tokens=100)
+    seen: list[Event] = []
+    for i in range(8):
+        session.send(
+            f"question {i}: " + "about the parser and its tests " * 30, on_event=seen.append
+        )
+    summary_calls = [r for r in provider.requests if _is_summary_call(r)]
+    failed = [r for r in store.requests(session.info.id) if r.tag == "compaction-failed"]
+    assert len(failed) == 1 and len(summary_calls) == 1  # tried once, then stepped aside
+    notes = [e for e in seen if isinstance(e, CompactionNote) and e.notice]
+    assert len(notes) == 1 and "cannot summarise this conversation" in (notes[0].notice or "")
+    starts = [i for i, e in enumerate(seen) if isinstance(e, CompactionStarted)]
+    assert len(starts) == 1  # "compacting…" was shown while the one attempt ran
+    assert isinstance(seen[starts[0] + 1], CompactionNote)
+    asked = len(provider.requests)
+    with pytest.raises(CompactionError, match="not asked again"):
+        session.compact()  # /compact refuses at once
+    assert len(provider.requests) == asked
 
 
 def test_clear_survives_a_reopen(store: SessionStore) -> None:
@@ -272,6 +312,7 @@ def test_context_report_judges_cuts_with_the_sessions_microcompaction(
         store,
         # Room for level 1's view: the estimate counts "x = 1" lines at ~3 tokens each.
         WindowedProvider(window=2400),
+        max_tokens=1,  # the whole window is the prompt's
         recovery=RecoveryConfig(tool_result_max_chars=8000, tool_result_budget_chars=8000),
         microcompaction=MicrocompactConfig(truncate_turns=50, summarize_turns=60),
     )
@@ -390,6 +431,11 @@ def test_context_names_a_compaction_s_fallback_and_its_notice(store: SessionStor
     assert added == [f"compaction notice ({made_by})"]
     dropped = [row for row in report.rows if row.status == Status.ONLY_IN_TRANSCRIPT]
     assert dropped and all(row.detail == f"dropped by {made_by}" for row in dropped)
+    # Its summary failed: stored as a failed /compact is (it was "compaction" before), and
+    # the view it made still serves a reopened session.
+    assert [r.tag for r in store.requests(session.info.id)] == ["compaction-failed", "chat"]
+    reopened = open_session(store, ScriptedProvider(script=[]), resume=session.info.id)
+    assert reopened.working_messages() == session.working_messages()
 
 
 def test_exports_hold_every_message(store: SessionStore) -> None:
@@ -414,3 +460,75 @@ def test_a_window_learned_from_an_overflow_serves_the_next_turns(store: SessionS
     assert first.reply.calls == 2 and session.learned_windows
     second = session.send("and then?")
     assert second.reply.calls == 1 and second.reply.message.text
+
+
+def test_an_answer_is_asked_with_a_limit_sized_from_the_window(store: SessionStore) -> None:
+    # SmolLM2 behind llama-server, no --max-tokens: the chat sent none, and the model wrote
+    # 1,086 tokens until its 4,096-token window was full.
+    provider = ScriptedProvider(script=[response("hi"), response("hi again")], context_window=4096)
+    session = open_session(store, provider)
+    session.send("hello")
+    assert provider.requests[-1].max_tokens == 1024
+    session.set_max_tokens(300)  # the user's own limit wins
+    session.send("and now?")
+    assert provider.requests[-1].max_tokens == 300
+    assert session.context_report().reserve == 300
+
+
+def test_the_chat_says_how_much_of_a_cut_paste_the_model_saw(store: SessionStore) -> None:
+    # A 20k-character paste into a small window, then more turns: the view cuts the paste,
+    # then cuts the cut again; each marker states the whole amount removed, and the user is
+    # told how much of the paste the model saw, once per cut.
+    paste = "Please review:\n" + "\n".join(
+        f"{i:05d} the quick brown fox jumps over the lazy dog" for i in range(400)
+    )
+    provider = WindowedProvider(window=3000, answer=lambda messages: "Noted.")
+    session = open_session(store, provider, max_tokens=200, auto_compaction=False)
+    seen: list[Event] = []
+    session.send(paste, on_event=seen.append)
+    for i in range(6):
+        session.send(
+            f"follow-up question {i}: " + "and what about the dog? " * 20, on_event=seen.append
+        )
+    told = [e for e in seen if isinstance(e, MessageCut)]
+    assert told and told[0].number == 1 and told[0].total == len(paste)
+    assert 0 < told[0].seen < len(paste)
+    assert f"of the {len(paste):,} characters of your message #1" in told[0].describe()
+    assert len(told) >= 2  # cut, then the cut cut again
+    assert len({cut.seen for cut in told}) == len(told)  # said again only when it changed
+    for request in store.requests(session.info.id):
+        for message in store.view(session.info.id, request.id):
+            if message.role is Role.USER and "chars cut" in message.text:
+                assert original_length(message.text) == len(paste)  # the whole amount
+
+
+def test_a_call_that_broke_mid_answer_counts_what_it_processed(store: SessionStore) -> None:
+    class BreaksOnce(ScriptedProvider):
+        """The first stream sends some text, then the connection drops (no usage came)."""
+
+        def stream(self, request: Request) -> Iterator[StreamChunk]:
+            if len(self.requests) == 0:
+                self.requests.append(request)
+                yield TextDelta(text="The answer is")
+                raise ConnectionResetError("connection reset by peer")
+            answer = self.complete(request)
+            yield TextDelta(text=answer.message.text)
+            yield answer
+
+    provider = BreaksOnce(script=[response("The answer is 42.", usage=Usage(50, 6))])
+    session = open_session(store, provider, model_info=PRICED)
+    turn = session.send("what is the answer?", on_delta=lambda text: None)
+    broken, answered = turn.calls
+    assert (broken.kind, broken.estimated) == (CallKind.FAILED, True)
+    assert broken.usage.prompt_tokens > 0 and broken.usage.output_tokens > 0
+    assert (answered.usage, answered.estimated) == (Usage(50, 6), False)
+    (request,) = store.requests(session.info.id)
+    assert request.usage == broken.usage + Usage(50, 6)
+    assert session.cost_summary().estimated == {request.id}
+    # A call refused before any answer processed nothing: no estimate.
+    refused = ScriptedProvider(script=[RuntimeError("boom: connection refused")])
+    other = open_session(store, refused)
+    with pytest.raises(ProviderError):
+        other.send("hello")
+    (failed,) = store.requests(other.info.id)
+    assert failed.usage == Usage() and not other.cost_summary().estimated

@@ -36,7 +36,7 @@ from chatcli.events import (
     ToolCallsDropped,
 )
 from chatcli.history.microcompact import STUB_PREFIX
-from chatcli.history.truncate import COMPACTION_NOTICE
+from chatcli.history.truncate import TRUNCATION_NOTICE
 from chatcli.messages import Message, StopReason, ToolCall, Usage, total_chars
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.recovery import Client, Reply
@@ -308,7 +308,7 @@ async def test_a_level_that_changes_nothing_is_skipped_without_a_call(mode: Mode
     reply = await send(client_for(provider), mode, short_chat())
     first, second = (r.messages for r in provider.requests)
     assert reply.calls == 2 and first != second == reply.view
-    assert Message.system(COMPACTION_NOTICE) in second
+    assert Message.system(TRUNCATION_NOTICE) in second
     assert kinds(reply.events) == [OverflowDetected, LevelSkipped, LevelSkipped, LevelApplied]
     assert [e.describe() for e in reply.events[1:3]] == [
         "level 1 (aggressive budget) skipped: it changes nothing in the view",

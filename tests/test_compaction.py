@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import FrozenInstanceError
+import json
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from chatcli.compaction import (
     MAX_SUMMARY_RETRIES,
     SUMMARY_HEADER,
     SUMMARY_SECTIONS,
+    AutoCompaction,
     CompactionBreaker,
     CompactionReport,
     aauto_compact,
@@ -22,8 +24,14 @@ from chatcli.compaction import (
     is_summary_message,
     should_auto_compact,
 )
+from chatcli.compaction.prompt import (
+    STRUCTURED_PROMPT,
+    SYSTEM_PROMPT,
+    structured_summary,
+    summary_schema,
+)
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError, ConfigError
+from chatcli.errors import CannotSummarise, CompactionError, ConfigError
 from chatcli.history.carry import Numbering
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import apply_recovery_level
@@ -35,10 +43,12 @@ from tests.compaction_fakes import (
     ANTHROPIC_RATE_LIMIT_BODY,
     AZURE_RETRY_AFTER_A_DAY_BODY,
     LLAMA_OVERFLOW_BODY,
+    LLAMA_SCHEMA_REFUSED_BODY,
     OPENAI_QUOTA_BODY,
     SECTIONS_TEMPLATE,
     HTTPStatusError,
     ScriptedSummarizer,
+    StructuredSummarizer,
     agent_session,
     conversation_text,
     faithful_summary,
@@ -76,6 +86,79 @@ def test_the_prompt_asks_for_every_section_and_carries_the_focus() -> None:
     assert "focus on: the parser's error handling" in body
     assert "f0.py" in body and "[calls read_file" in body and "### Tool result (read_file" in body
     assert request.max_tokens == CompactionConfig().summary_tokens
+    assert request.settings.response_format is None  # it cannot constrain its output
+
+
+# ---------------------------------------------------------------------------- structured
+
+
+def _sections_json(request: Request) -> str:
+    """The faithful summary's sections as the JSON object a constrained server returns."""
+    text = faithful_summary(request)
+    bodies = [part.split("\n", 1)[1].strip() for part in text.split("## ")[1:]]
+    return json.dumps(dict(zip(SUMMARY_SECTIONS, bodies, strict=True)), indent=2)
+
+
+def test_a_server_that_constrains_output_is_asked_for_the_sections_as_json() -> None:
+    messages = agent_session()
+    messages[1] = Message.user("Never use tabs. " + messages[1].text)
+    summarizer = StructuredSummarizer([_sections_json])
+    result = compact(summarizer, messages)
+    (request,) = summarizer.requests
+    assert request.messages[0].text == STRUCTURED_PROMPT
+    schema = request.settings.response_format
+    assert schema == summary_schema(request.max_tokens or 0)
+    assert list(schema["properties"]) == list(SUMMARY_SECTIONS) == schema["required"]
+    # Rendered back to the same Markdown the plain prompt asks for: the checks pass.
+    (summary,) = [m.text for m in result.messages if is_summary_message(m)]
+    positions = [summary.index(f"## {section}\n") for section in SUMMARY_SECTIONS]
+    assert positions == sorted(positions)
+    assert "Never use tabs." in summary.split("## Explicit instructions and constraints")[1]
+
+
+@pytest.mark.parametrize("tokens", [64, 256, 1024, 4000, 100_000])
+def test_the_schema_keeps_the_whole_object_within_the_summary_tokens(tokens: int) -> None:
+    field = summary_schema(tokens)["properties"][SUMMARY_SECTIONS[0]]
+    chars = field["maxLength"]
+    assert chars >= 80  # room for a sentence, even in a tiny window
+    if tokens >= 512:  # two chars a token, keys and punctuation included
+        assert len(SUMMARY_SECTIONS) * chars + 400 <= tokens * 2
+
+
+def test_a_structured_answer_renders_as_the_summary_sections() -> None:
+    answer = {
+        "Current step": "Writing the docs.",
+        "User's goal": " Build a parser. ",
+        "Decisions made": ["Keep parser.py", "", "Use csv"],
+        "Errors and how they were solved": "",
+        "Files and resources touched": None,
+    }
+    expected = (
+        "## User's goal\nBuild a parser.\n\n## Decisions made\n- Keep parser.py\n- Use csv"
+        "\n\n## Current step\nWriting the docs."
+    )
+    assert structured_summary(json.dumps(answer)) == expected
+    fenced = f"Here it is:\n```json\n{json.dumps(answer)}\n```"  # a server that ignores it
+    assert structured_summary(fenced) == expected
+    for text in ("Sorry, I cannot.", "[1, 2]", '{"User\'s goal": "cut off'):
+        assert structured_summary(text) is None
+
+
+def test_a_structured_answer_that_is_no_json_object_is_checked_as_it_is() -> None:
+    summarizer = StructuredSummarizer(["Sorry, I cannot summarise this conversation."])
+    with pytest.raises(CannotSummarise, match="has 0 of the 7 sections"):
+        compact(summarizer, agent_session())
+
+
+def test_a_server_that_refuses_the_schema_is_asked_again_plainly() -> None:
+    refused = HTTPStatusError(400, LLAMA_SCHEMA_REFUSED_BODY)
+    summarizer = StructuredSummarizer([refused, faithful_summary])
+    result = compact(summarizer, agent_session())
+    first, second = summarizer.requests
+    assert first.settings.response_format is not None
+    assert second.settings.response_format is None and second.messages[0].text == SYSTEM_PROMPT
+    assert result.report.calls == 2  # the refused call counts: it may have been billed
+    assert "## Current step" in result.messages[1].text
 
 
 def test_compaction_replaces_the_middle_and_keeps_systems_and_the_last_turns() -> None:
@@ -253,11 +336,13 @@ def test_a_portuguese_rule_the_summary_dropped_is_pinned() -> None:
 # ---------------------------------------------------------------------------- transactional
 
 
-def _assert_unchanged_after_failure(reply: object, match: str) -> CompactionError:
+def _assert_unchanged_after_failure(
+    reply: object, match: str, error: type[CompactionError] = CannotSummarise
+) -> CompactionError:
     messages = agent_session()
     snapshot = list(messages)
     summarizer = ScriptedSummarizer([reply])  # type: ignore[list-item]
-    with pytest.raises(CompactionError, match=match) as caught:
+    with pytest.raises(error, match=match) as caught:
         compact(summarizer, messages)
     assert messages == snapshot
     assert len(summarizer.requests) == 1
@@ -282,9 +367,11 @@ def test_a_nonsense_summary_is_rejected(reply: str) -> None:
 
 
 def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
-    _assert_unchanged_after_failure(
-        lambda r: _summary(goal=conversation_text(r) * 2), "not smaller"
+    # A failure, but not the model's inability: on a longer conversation it may do better.
+    error = _assert_unchanged_after_failure(
+        lambda r: _summary(goal=conversation_text(r) * 2), "not smaller", CompactionError
     )
+    assert not isinstance(error, CannotSummarise)
 
 
 @pytest.mark.parametrize(
@@ -300,6 +387,14 @@ def test_a_summary_larger_than_what_it_replaces_is_rejected() -> None:
 def test_a_refusal_or_free_text_is_rejected(reply: str) -> None:
     error = _assert_unchanged_after_failure(reply, "has 0 of the 7 sections")
     assert reply[:40] in str(error)  # the user sees what the model said instead
+
+
+def test_a_rejected_summary_is_quoted_on_one_line_without_escapes() -> None:
+    # Seen with SmolLM2: the error showed the summary's repr, a raw "\n" in the middle.
+    reply = "Sure!\n\nHere is what we discussed:\n- the parser\n- the tests"
+    error = _assert_unchanged_after_failure(reply, "has 0 of the 7 sections")
+    assert '"Sure! Here is what we discussed: - the parser - the tests"' in str(error)
+    assert "\\n" not in str(error) and "\n" not in str(error)
 
 
 def _only_sections(count: int) -> str:
@@ -705,6 +800,69 @@ def test_a_good_compaction_clears_the_strikes_and_a_fallback_is_a_strike() -> No
     )
 
 
+def test_a_rejected_summary_opens_the_breaker_at_once_and_says_what_compact_does() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50  # over 80%, still fits
+    summarizer = ScriptedSummarizer(["Sorry, I cannot summarise this conversation."])
+    breaker, notices = CompactionBreaker(), []
+    for _ in range(4):
+        outcome = auto_compact(
+            summarizer, messages, breaker=breaker, window=window, summarizer_window=100_000
+        )
+        assert outcome.messages == tuple(messages)
+        breaker = outcome.breaker
+        notices.append(outcome.notice)
+    assert len(summarizer.requests) == 1  # asked once: a model that cannot is not asked again
+    assert breaker.is_open and "has 0 of the 7 sections" in breaker.unable
+    assert [n is not None for n in notices] == [True, False, False, False]
+    notice = notices[0] or ""
+    assert "cannot summarise this conversation" in notice
+    assert "/compact will not ask it again" in notice
+
+
+def test_a_rejected_summary_behind_a_fallback_opens_the_breaker_too() -> None:
+    report = CompactionReport(
+        messages_before=10,
+        messages_after=3,
+        tokens_before=1000,
+        tokens_after=300,
+        fallback=apply_recovery_level([Message.user("x")], 2, RecoveryConfig()).report,
+        reason="the summary was rejected: it has 0 of the 7 sections",
+        cannot_summarise=True,
+    )
+    breaker = CompactionBreaker().after_compaction(report)
+    assert breaker.is_open and breaker.unable == report.reason
+    # A fallback after a provider failure is one strike, as before.
+    assert (
+        CompactionBreaker().after_compaction(replace(report, cannot_summarise=False)).strikes == 1
+    )
+
+
+def test_auto_compaction_says_when_it_starts_compacting() -> None:
+    messages = agent_session()
+    window = TokenEstimator().count(messages) + 50
+    events: list[str] = []
+    summarizer = ScriptedSummarizer([lambda r: events.append("summary call") or _summary()])
+
+    def started() -> None:
+        events.append("started")
+
+    def run(window: int) -> AutoCompaction:
+        return auto_compact(
+            summarizer,
+            messages,
+            breaker=CompactionBreaker(),
+            window=window,
+            summarizer_window=100_000,
+            on_start=started,
+        )
+
+    assert run(window * 2).result is None and events == []  # nothing to compact: not started
+    outcome = run(window)
+    assert outcome.result is not None
+    assert events[0] == "started" and events[1:] == ["summary call"] * len(summarizer.requests)
+
+
 def test_auto_compaction_waits_for_the_threshold() -> None:
     messages = agent_session()
     summarizer = ScriptedSummarizer([faithful_summary])
@@ -766,7 +924,8 @@ def test_auto_compaction_over_the_window_falls_back_when_the_summary_fails() -> 
     assert outcome.result.report.usage == Usage(
         input_tokens=1000 * calls, output_tokens=200 * calls
     )
-    assert outcome.breaker.strikes == 1 and outcome.error is None
+    # The model could not summarise: it is not asked again in this session.
+    assert outcome.breaker.is_open and outcome.breaker.unable and outcome.error is None
 
 
 async def test_aauto_compact_matches_auto_compact() -> None:

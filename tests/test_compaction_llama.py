@@ -4,8 +4,8 @@ The tiny model (chatcli.chat.tinymodel) cannot summarise anything: what it write
 from its vocabulary. That is exactly what verification must catch. `compact` must reject the
 summary and leave the conversation as it was; `auto_compact`, when the conversation is over
 the effective window, must fall back to the deterministic recovery levels, with the user's
-latest task kept verbatim; and its circuit breaker must stop paying for summaries that keep
-failing.
+latest task kept verbatim; and its circuit breaker must stop paying for summaries once the
+model has shown it cannot write one.
 
 The server is started here with a 2,048-token window (the shared fixture's 512 is too small
 for any summary: compaction refuses a summariser window that cannot hold the instructions,
@@ -14,8 +14,9 @@ some conversation and the summary).
 
 from __future__ import annotations
 
-import os
+import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,15 @@ from chatcli.compaction import (
     auto_compact,
     compact,
 )
+from chatcli.compaction.prompt import summary_schema
 from chatcli.config import RecoveryConfig
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.messages import Message, Role, ToolCall
-from tests.test_e2e_llama_server import Recording, connect, paragraph
+from chatcli.providers.base import Request, Response
+from chatcli.providers.openai_compat import OpenAICompatible
+from chatcli.request_settings import Settings
+from tests.test_e2e_llama_server import Recording, connect, paragraph, served_model
 
 # The fixtures. Not imported by name: a plugin must not be imported before pytest loads it.
 pytest_plugins = ("tests.servers",)
@@ -49,14 +54,10 @@ def summariser_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
     """llama-server as tests/servers.py starts it, with `-c 2048` instead of 512."""
     from tests import servers  # here, not at the top: the plugin is loaded by now
 
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
+    launcher = servers.llama_server_command()
     port = servers._free_port()
     command = [
-        str(binary),
+        *launcher,
         *("--model", str(tiny_model), "--alias", servers.MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--ctx-size", str(SUMMARISER_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
@@ -138,22 +139,86 @@ def test_auto_compaction_over_the_window_falls_back_to_the_deterministic_levels(
     assert outcome.messages[0] == conversation[0] and outcome.messages[0].role is Role.SYSTEM
     assert outcome.messages[-1] == Message.user(LATEST)  # the task, verbatim
     assert conversation == before
-    assert outcome.breaker.strikes == 1 and outcome.notice is None
+    assert outcome.breaker.is_open and outcome.notice is not None  # it cannot summarise
 
 
 @pytest.mark.llama_server
-def test_the_breaker_stops_paying_for_summaries_after_three_failures(
+def test_the_breaker_stops_paying_for_summaries_after_the_first_rejected_one(
     provider: Recording,
 ) -> None:
     conversation = agent_conversation()
     breaker = CompactionBreaker()
     notices = []
-    for attempt in range(1, 5):
+    for _ in range(4):
         outcome = auto(provider, conversation, breaker)
         breaker = outcome.breaker
         notices.append(outcome.notice)
         assert outcome.messages[-1] == Message.user(LATEST)  # always within the budget
-        assert len(provider.requests) == min(attempt, 3)  # no summary call once it is open
-    assert breaker.is_open and breaker.strikes == 3
-    assert notices[:2] == [None, None] and notices[3] is None  # said once, when it opened
-    assert notices[2] is not None and "does not read like a summary" in notices[2]
+        assert len(provider.requests) == 1  # no summary call once the model failed one
+    assert breaker.is_open and "does not read like a summary" in breaker.unable
+    assert notices[1:] == [None, None, None]  # said once, when it opened
+    assert notices[0] is not None and "does not read like a summary" in notices[0]
+
+
+class Structured(Recording):
+    """A recording of an adapter that can constrain its output, as the adapter says.
+    `schema`: the schema sent instead of the one asked for (None: as asked)."""
+
+    def __init__(self, inner: OpenAICompatible, schema: dict[str, object] | None = None) -> None:
+        super().__init__(inner)
+        self.schema = schema
+
+    def structured_output_supported(self) -> bool:
+        inner = self.inner
+        return isinstance(inner, OpenAICompatible) and inner.structured_output_supported()
+
+    def complete(self, request: Request) -> Response:
+        if self.schema is not None and request.settings.response_format is not None:
+            request = replace(request, settings=Settings(response_format=self.schema))
+        return super().complete(request)
+
+
+@pytest.fixture
+def discovered(summariser_server: str) -> Iterator[OpenAICompatible]:
+    """The adapter as the chat makes it: the window (and the server) asked of `/props`."""
+    model = served_model(summariser_server)
+    adapter = OpenAICompatible(summariser_server + "/v1", model, environ={}, discover_window=True)
+    yield adapter
+    adapter.close()
+
+
+@pytest.mark.llama_server
+def test_llama_server_holds_the_summary_to_the_sections_schema(
+    discovered: OpenAICompatible,
+) -> None:
+    assert discovered.structured_output_supported()
+    provider = Structured(discovered)
+    # Two turns: the server's tokenizer packs this model's text tightly, and the whole object
+    # must fit what the window leaves. The random model's words are still nonsense, but in
+    # the shape asked for.
+    conversation = [*agent_conversation()[:9], Message.user(LATEST)]
+    with pytest.raises(CannotSummarise, match="does not read like a summary"):
+        compact(provider, conversation)
+    (request,) = provider.requests
+    schema = request.settings.response_format
+    assert schema is not None and schema == summary_schema(request.max_tokens or 0)
+    (answer,) = provider.outcomes
+    assert isinstance(answer, Response)
+    fields = json.loads(answer.message.text)
+    assert list(fields) == list(SUMMARY_SECTIONS)
+    longest = schema["properties"][SUMMARY_SECTIONS[0]]["maxLength"]
+    assert all(isinstance(v, str) and 1 <= len(v) <= longest for v in fields.values())
+
+
+@pytest.mark.llama_server
+def test_a_schema_llama_server_refuses_is_asked_again_plainly(
+    discovered: OpenAICompatible,
+) -> None:
+    # A schema the server cannot turn into a grammar: it answers 400 invalid_request_error.
+    provider = Structured(discovered, schema={"$ref": "#/nowhere"})
+    with pytest.raises(CannotSummarise, match="does not read like a summary"):
+        compact(provider, agent_conversation())
+    refused, plain = provider.outcomes
+    assert isinstance(refused, Exception) and "cannot resolve $ref" in str(refused)
+    assert isinstance(plain, Response)
+    assert provider.requests[1].settings.response_format is None

@@ -10,16 +10,23 @@ estimate with a log line instead of raising.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 
-from chatcli.messages import Message, ToolCall
+from chatcli.client import Client
+from chatcli.events import LevelApplied, LevelSkipped
+from chatcli.messages import Message, Role, ToolCall
+from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.anthropic import Anthropic
+from chatcli.providers.base import ToolSpec
 from chatcli.providers.counting import (
     LlamaServerTokens,
+    PreflightCounts,
     RemoteCounter,
+    ServerCounted,
     calibrate_estimator,
     conversation_key,
     counter_for,
@@ -27,10 +34,14 @@ from chatcli.providers.counting import (
 from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
-from chatcli.tokens.estimate import TokenEstimator
+from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from chatcli.tokens.exact import token_counter
+from tests.fakes import WindowedProvider
 from tests.recorded import provider_errors, replayed_error
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
 
 ANTHROPIC_KEY = "sk-ant-test-0123456789"
 GEMINI_KEY = "AIzaSy-test-0123456789abcdef"
@@ -65,6 +76,22 @@ LLAMA_TEXT_TOKENS = {
     "again": {"tokens": [97, 103, 301]},
 }
 LLAMA_NOT_FOUND = {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}
+# A tool for LLAMA_CHAT: this server's template (ChatML) leaves tools out, so its answers for
+# LLAMA_CHAT with it are LLAMA_TEMPLATE and LLAMA_PROMPT_TOKENS (checked live by
+# tests/test_counting_llama_server.py).
+LLAMA_TOOL = ToolSpec(
+    name="read_file",
+    description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+LLAMA_TOOL_WIRE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
 
 CALL = ToolCall(id="toolu_01", name="read_file", arguments={"path": "plan.txt"})
 WITH_TOOLS = (
@@ -253,6 +280,18 @@ def test_llama_count_tokenizes_the_servers_own_template_rendering(server: Replay
     assert tokenize.json() == {"content": LLAMA_TEMPLATE["prompt"], "add_special": True}
 
 
+def test_llama_count_of_a_request_with_tools_is_the_templates(server: ReplayServer) -> None:
+    # The tools go to /apply-template as a request sends them: the count is what the
+    # server's template makes of them (this one, ChatML, leaves them out: the answer is the
+    # same prompt, checked live by tests/test_counting_llama_server.py).
+    server.add(Scripted(body=LLAMA_TEMPLATE), Scripted(body=LLAMA_PROMPT_TOKENS))
+
+    counted = LlamaServerTokens(llama(server)).count_tokens(LLAMA_CHAT, (LLAMA_TOOL,))
+
+    assert counted == 37
+    assert server.requests[0].json()["tools"] == [LLAMA_TOOL_WIRE]
+
+
 def test_llama_without_apply_template_counts_texts_plus_overhead_once_per_text(
     server: ReplayServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -414,3 +453,94 @@ def test_conversation_key_sees_provider_data_and_order() -> None:
     assert conversation_key(WITH_TOOLS) != conversation_key(WITH_TOOLS[::-1])
     replaced = (WITH_TOOLS[0], signed, *WITH_TOOLS[2:])
     assert conversation_key(WITH_TOOLS) != conversation_key(replaced)
+
+
+# -- PreflightCounts: many requests to one provider (the proxy's upstream) ------------------------
+
+
+def test_preflight_counts_only_the_requests_near_the_window() -> None:
+    counts = PreflightCounts(OpenAI("gpt-4o", api_key="sk-test", environ={}))
+    small = (Message.system("Be brief."), Message.user("hi"))
+    big = (
+        Message.system("Be brief."),
+        *(Message.user("note: " + "word " * 200) for _ in range(10)),
+    )
+    estimate = MarginEstimator().count(big)
+    assert counts.worth_counting(big, window=estimate * 2)
+    assert not counts.worth_counting(big, window=estimate * 5)  # far below: not counted
+    assert not counts.worth_counting(small, window=None)  # no window, no decision
+    assert not PreflightCounts(object()).worth_counting(big, window=estimate)  # no counter
+
+
+def test_preflight_calibrates_the_estimate_on_the_exact_count() -> None:
+    counts = PreflightCounts(OpenAI("gpt-4o", api_key="sk-test", environ={}))
+    prompt = (*tool_definitions((LLAMA_TOOL,)), *WITH_TOOLS)  # as the policy counts it
+    exact = token_counter("gpt-4o").count(prompt)
+    estimator = counts.estimator(WITH_TOOLS, (LLAMA_TOOL,))
+    assert isinstance(estimator, MarginEstimator) and estimator.trusted
+    assert estimator.count(prompt) == exact
+    # A view of fewer messages is predicted from the calibrated scale, not counted again.
+    assert estimator.count(prompt[:3]) < exact
+
+
+def test_preflight_asks_a_declared_windows_server_which_it_is_once(
+    server: ReplayServer,
+) -> None:
+    # An OpenAI-compatible server whose window was declared: not asked when the proxy
+    # starts; /props is asked when a request first comes near the window (LM Studio's
+    # answer: not llama.cpp), then never again, and the estimate is used.
+    server.add(Scripted(body={"error": "Unexpected endpoint or method. (GET /props)"}))
+    provider = OpenAICompatible(server.url + "/v1", "m", environ={}, context_window=20)
+    counts = PreflightCounts(provider)
+    assert counts.unknown and not server.requests
+    assert counts.worth_counting(LLAMA_CHAT, window=20)
+    assert counts.estimator(LLAMA_CHAT) == MarginEstimator()
+    assert not counts.unknown and counts.counter is None
+    assert not counts.worth_counting(LLAMA_CHAT, window=20)
+    assert [r.path.partition("?")[0] for r in server.requests] == ["/props"]
+
+
+# -- A level checked against the upstream's own count -------------------------------------------
+
+
+class _TwoTokenizers(WindowedProvider):
+    """A server whose tokenizer reads the system prompt at 4 chars a token and the user's
+    pasted text at 1.5: one scale calibrated on a request the paste fills misjudges a view
+    without most of it."""
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(
+            math.ceil(len(m.text) / (4.0 if m.role is Role.SYSTEM else 1.5)) + self.per_message
+            for m in messages
+        )
+
+
+def _pasted_conversation() -> list[Message]:
+    system = Message.system(
+        " ".join(f"Rule {i}: answer briefly and cite sources." for i in range(240))
+    )
+    paste = "\n".join(f"{i}: error at module line {i * 7} in handler" for i in range(300))
+    return [system, Message.user(paste + "\n\nWhat failed first?")]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_level_the_calibration_would_skip_is_checked_against_the_servers_count(
+    exact: bool,
+) -> None:
+    # The upstream's count of the whole request calibrates the estimate (as the proxy's
+    # pre-flight does): one scale, learned where the paste dominates, overrates the system
+    # prompt. A level that calibration says misses the window is counted by the upstream
+    # before it is skipped (`ServerCounted.exact`): level 2 is then sent and answered; without
+    # the count it is skipped, and only the last level's near-miss chance is left.
+    provider = _TwoTokenizers(window=4000, chars_per_token=4.0, answer=lambda _: "The first.")
+    history = _pasted_conversation()
+    prompt = provider.count(history)
+    assert prompt > 2 * provider.window  # the paste is what overflows
+    source = (lambda ms: provider.count(ms)) if exact else (lambda ms: None)
+    client = Client(provider, estimator=ServerCounted(source=source).calibrated(history, prompt))
+    reply = client.send(history, max_tokens=200)
+    assert len(provider.requests) == 1  # no rejected call either way
+    assert provider.count(provider.requests[0].messages) + 200 <= provider.window
+    applied = [e.level for e in reply.events if isinstance(e, LevelApplied)]
+    skipped = [e.level for e in reply.events if isinstance(e, LevelSkipped) and not e.unchanged]
+    assert (applied, skipped) == (([2], []) if exact else ([3], [2]))

@@ -28,6 +28,7 @@ from tests.test_counting import (
     LLAMA_PROMPT_TOKENS,
     LLAMA_TEMPLATE,
     LLAMA_TEXT_TOKENS,
+    LLAMA_TOOL,
 )
 
 # The fixtures. Not imported by name: a plugin must not be imported before pytest loads it.
@@ -90,6 +91,20 @@ def test_count_equals_the_prompt_tokens_of_a_real_completion(
 
     assert source.templated  # this server has /apply-template: the exact path was taken
     assert counted == reported_prompt_tokens(provider, messages)
+
+
+@pytest.mark.llama_server
+def test_count_with_tools_equals_the_prompt_tokens_of_a_real_completion_with_them(
+    provider: OpenAICompatible,
+) -> None:
+    # The tools are rendered by the server's template as a request's are (this ChatML one
+    # leaves them out), not counted as a message of their JSON.
+    messages = CONVERSATIONS["tool call and result"]
+    request = Request(messages=messages, tools=(LLAMA_TOOL,), max_tokens=1)
+    reported = provider.complete(request).usage.prompt_tokens
+
+    assert LlamaServerTokens(provider).count_tokens(messages, (LLAMA_TOOL,)) == reported
+    assert LlamaServerTokens(provider).count_tokens(LLAMA_CHAT, (LLAMA_TOOL,)) == 37
 
 
 @pytest.mark.llama_server

@@ -40,7 +40,7 @@ def predicted(estimator: TokenEstimator, tools: tuple[ToolSpec, ...]) -> tuple[i
 
 
 def test_the_default_estimate_counts_claude_codes_tools_within_a_tenth_of_tiktoken() -> None:
-    pytest.importorskip("tiktoken", reason="tiktoken is not installed: chatcli[tiktoken]")
+    pytest.importorskip("tiktoken", reason="tiktoken is not installed: chatcli-recovery[tiktoken]")
     encoding = load_encoding("o200k_base")
     assert encoding is not None
     tools = AnthropicDialect().parse(json.loads(RECORDED.read_text())).tools

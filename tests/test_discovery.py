@@ -11,10 +11,10 @@ import io
 import json
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
@@ -25,9 +25,8 @@ from chatcli.cli.ui import Ui
 from chatcli.providers.discovery import (
     PROBES,
     ServerWindow,
+    WindowDiscovery,
     discover_window,
-    forget_discovered_windows,
-    known_server_window,
     server_url,
     window_from_llama_props,
     window_from_lmstudio_models,
@@ -36,8 +35,12 @@ from chatcli.providers.discovery import (
 )
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import create_provider
+from chatcli.proxy.guard import Guard
+from chatcli.wire.forwarding import Upstream
+from tests.proxy_harness import running_proxy
 from tests.recorded import DATA
 from tests.replay import ReplayServer, Scripted
+from tests.test_openai_adapter import CHAT_TEXT
 
 RECORDS: list[dict[str, Any]] = json.loads((DATA / "server-windows.json").read_text())
 READERS = {
@@ -61,13 +64,6 @@ def answer(record_id: str) -> Scripted:
 
 def probe_for(server: str) -> tuple[Any, ...]:
     return tuple(p for p in PROBES if p.server == server)
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    forget_discovered_windows()
-    yield
-    forget_discovered_windows()
 
 
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["id"] for r in RECORDS])
@@ -104,9 +100,10 @@ def test_odd_bodies_state_nothing(body: Any) -> None:
 def test_vllm_is_found_by_its_second_probe_and_asked_once(server: ReplayServer) -> None:
     server.add(FASTAPI_404, answer("sw-001"))
     model = record("sw-001")["model"]
+    discovery = WindowDiscovery()
 
-    found = discover_window(server.url + "/v1", model)
-    again = discover_window(server.url + "/v1/", model)
+    found = discovery.window(server.url + "/v1", model)
+    again = discovery.window(server.url + "/v1/", model)
 
     expected = ServerWindow(tokens=8096, server="vLLM", source="GET /v1/models max_model_len")
     assert found == again == expected
@@ -114,7 +111,8 @@ def test_vllm_is_found_by_its_second_probe_and_asked_once(server: ReplayServer) 
         ("GET", "/props?model=meta-llama%2FMeta-Llama-3.1-8B-Instruct"),
         ("GET", "/v1/models"),
     ]
-    assert known_server_window(server.url + "/v1", model) == expected
+    assert discovery.known(server.url + "/v1", model) == expected
+    assert WindowDiscovery().known(server.url + "/v1", model) is None  # its owner's alone
 
 
 def test_ollama_show_is_posted_with_the_model(server: ReplayServer) -> None:
@@ -152,11 +150,34 @@ def test_no_key_no_authorization_header(server: ReplayServer) -> None:
     assert "authorization" not in {k.lower() for k in server.requests[0].headers}
 
 
-def test_a_server_that_states_nothing_is_asked_once(server: ReplayServer) -> None:
+def test_a_server_that_states_nothing_is_asked_again_only_after_the_retry_time(
+    server: ReplayServer,
+) -> None:
+    now = [0.0]
+    discovery = WindowDiscovery(retry_after=30.0, clock=lambda: now[0])
     server.add(*(FASTAPI_404 for _ in PROBES))
-    assert discover_window(server.url + "/v1", "m") is None
-    assert discover_window(server.url + "/v1", "m") is None
-    assert len(server.requests) == len(PROBES)
+    assert discovery.window(server.url + "/v1", "m") is None
+    now[0] = 29.0
+    assert discovery.window(server.url + "/v1", "m") is None
+    assert len(server.requests) == len(PROBES)  # not asked again yet
+    server.add(FASTAPI_404, answer("sw-001"))  # the server is up now, and states it
+    now[0] = 31.0
+    found = discovery.window(server.url + "/v1", "m")
+    assert found is not None and found.tokens == 8096
+    now[0] = 10_000.0
+    assert discovery.window(server.url + "/v1", "m") == found  # a window found is kept
+    assert len(server.requests) == len(PROBES) + 2
+
+
+def test_a_discovery_keeps_the_latest_answers_only(server: ReplayServer) -> None:
+    discovery = WindowDiscovery(size=2, probes=probe_for("vLLM"))
+    server.add(*(answer("sw-001") for _ in range(4)))
+    for model in ("a", "b", "c"):
+        assert discovery.window(server.url + "/v1", model) is not None
+    assert discovery.known(server.url + "/v1", "a") is None  # the oldest, dropped
+    assert discovery.known(server.url + "/v1", "c") is not None
+    discovery.window(server.url + "/v1", "a")
+    assert len(server.requests) == 4  # asked again, once dropped
 
 
 def test_an_unreachable_server_is_no_error() -> None:
@@ -192,6 +213,27 @@ def test_openai_compatible_asks_the_server_only_when_told_and_without_a_window(
     assert learned.context_window == 8096
     for provider in (declared, plain, learned):
         provider.close()
+
+
+def test_a_provider_made_before_its_server_was_up_learns_the_window_later(
+    server: ReplayServer,
+) -> None:
+    model = record("sw-001")["model"]
+    now = [0.0]
+    discovery = WindowDiscovery(clock=lambda: now[0])
+    server.add(*(FASTAPI_404 for _ in PROBES))
+    provider = OpenAICompatible(server.url + "/v1", model, environ={}, discover_window=discovery)
+    assert provider.context_window is None and provider.server_window is None
+    server.add(FASTAPI_404, answer("sw-001"))
+    provider.refresh_window()
+    assert provider.context_window is None  # within the retry time: not asked again
+    now[0] = 31.0
+    provider.refresh_window()
+    assert provider.context_window == 8096
+    assert provider.server_window is not None and provider.server_window.server == "vLLM"
+    provider.refresh_window()
+    assert len(server.requests) == len(PROBES) + 2
+    provider.close()
 
 
 def test_the_registry_learns_the_window_of_an_openai_compatible_server(
@@ -256,3 +298,45 @@ def test_a_base_url_with_a_query_string_is_probed_with_it(server: ReplayServer) 
     found = discover_window(url, "llama3.2", probes=probe_for("Ollama"))
     assert found is not None and found.tokens == 8192
     assert server.requests[0].path == "/api/show?api-key=k"
+
+
+def test_a_proxy_started_before_its_upstream_learns_the_window_when_it_is_up(
+    server: ReplayServer,
+) -> None:
+    """The proxy asks the upstream again on a request while it states no window (the
+    provider's discovery, here with no retry time), instead of never until a restart."""
+    model = record("sw-001")["model"]
+    server.add(*(FASTAPI_404 for _ in PROBES))  # not up yet: nothing stated
+    discovery = WindowDiscovery(retry_after=0.0)
+    provider = OpenAICompatible(server.url + "/v1", model, environ={}, discover_window=discovery)
+    upstream = Upstream(provider=provider, name="openai-compatible", model=model, dialect="openai")
+    assert provider.context_window is None
+    server.add(FASTAPI_404, answer("sw-001"), Scripted(body=CHAT_TEXT))
+    guard = Guard((), host="127.0.0.1", max_concurrency=4)
+    with running_proxy(upstream, guard=guard) as url:
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 200
+    assert provider.context_window == 8096
+    paths = [r.path.partition("?")[0] for r in server.requests[len(PROBES) :]]
+    assert paths == ["/props", "/v1/models", "/v1/chat/completions"]
+    provider.close()
+
+
+def test_a_declared_windows_server_is_asked_only_whether_it_is_llama_cpp(
+    server: ReplayServer,
+) -> None:
+    # With a window declared, the proxy asks llama.cpp's /props alone (the real llama-server:
+    # test_discovery_llama_server.py); LM Studio answers it with a 200 and an error object:
+    # not llama.cpp, and not kept, so discovery still asks every probe later.
+    server.add(answer("sw-005"), answer("sw-005"), answer("sw-003"))
+    model = record("sw-003")["model"]
+    declared = OpenAICompatible(server.url + "/v1", model, environ={}, context_window=2048)
+    assert declared.identify_server() is None
+    assert declared.context_window == 2048
+    assert declared.server_window is None
+    probes = (*probe_for("llama.cpp"), *probe_for("LM Studio"))
+    found = discover_window(server.url + "/v1", model, probes=probes)
+    assert found is not None and found.server == "LM Studio"
+    paths = [r.path.partition("?")[0] for r in server.requests]
+    assert paths == ["/props", "/props", "/api/v0/models"]
+    declared.close()

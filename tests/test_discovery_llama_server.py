@@ -2,7 +2,8 @@
 -np 1` for llama-server, `n_ctx` 256 for the embedded engine).
 
 - The window is learned from the real llama-server's `/props` before any request, and a chat
-  made by the registry knows it up front.
+  made by the registry knows it up front; with a window the user declared, `/props` tells
+  that the server's own tokenizer can count.
 - With it and the default estimator (the server's own tokenizer), an over-long session is
   recovered before sending: one call, where an unknown window costs a rejected call first.
 - The embedded engine counts a prompt exactly as its completion reports it.
@@ -28,23 +29,16 @@ from chatcli.providers.counting import (
 from chatcli.providers.discovery import (
     ServerWindow,
     discover_window,
-    forget_discovered_windows,
 )
 from chatcli.providers.llama_cpp import LlamaCpp
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.providers.registry import create_provider
 from chatcli.recovery import Client
+from chatcli.tokens.estimate import MarginEstimator
 from chatcli.tokens.exact import CountingEstimator
 from tests.test_counting_llama_server import MODEL, Calls, send_session
 
 pytest_plugins = ("tests.servers",)
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    forget_discovered_windows()
-    yield
-    forget_discovered_windows()
 
 
 @pytest.mark.llama_server
@@ -62,6 +56,9 @@ def test_a_provider_from_the_registry_recovers_before_sending(
     )
     assert isinstance(learned, OpenAICompatible)
     assert learned.context_window == n_ctx
+    assert learned.structured_output_supported()  # llama.cpp enforces a json_schema
+    declared = OpenAICompatible("http://127.0.0.1:9/v1", MODEL, context_window=n_ctx)
+    assert not declared.structured_output_supported()  # a server never identified: no
     estimator = default_estimator(learned)
     assert isinstance(estimator, CountingEstimator)
     assert isinstance(estimator.counter, RemoteCounter)
@@ -69,6 +66,30 @@ def test_a_provider_from_the_registry_recovers_before_sending(
 
     assert learned.context_window is not None
     calls, events = send_session(learned, estimator, learned.context_window)
+
+    assert isinstance(events[0], PreflightRecovery)
+    assert not any(isinstance(e, OverflowDetected) for e in events)
+    assert calls == 1
+
+
+@pytest.mark.llama_server
+def test_with_a_declared_window_the_server_is_asked_which_it_is(
+    llama_server: str, n_ctx: int
+) -> None:
+    # The user declared the window: nothing is asked when the provider is made; asked, /props
+    # tells that the server is llama.cpp, and its tokenizer counts (the proxy asks when a
+    # request first comes near the window); the declared window is the one used.
+    declared = OpenAICompatible(llama_server + "/v1", MODEL, environ={}, context_window=n_ctx - 8)
+    assert isinstance(default_estimator(declared), MarginEstimator)
+    found = declared.identify_server()
+    assert found is not None and found.server == "llama.cpp"
+    assert declared.context_window == n_ctx - 8
+    estimator = default_estimator(declared)
+    assert isinstance(estimator, CountingEstimator)
+    assert isinstance(estimator.counter, RemoteCounter)
+    assert isinstance(estimator.counter.source, LlamaServerTokens)
+
+    calls, events = send_session(declared, estimator, n_ctx - 8)
 
     assert isinstance(events[0], PreflightRecovery)
     assert not any(isinstance(e, OverflowDetected) for e in events)
@@ -89,15 +110,16 @@ def test_without_the_window_the_first_call_is_rejected(llama_server: str) -> Non
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_model: Path) -> LlamaCpp:
+def engine(tiny_model: Path) -> Iterator[LlamaCpp]:
     pytest.importorskip(
-        "llama_cpp",
-        reason="llama-cpp-python is not installed; run scripts/install-llama-cpp-python.sh",
+        "xllamacpp", reason="xllamacpp is not installed: pip install 'chatcli-recovery[local]'"
     )
-    return LlamaCpp(tiny_model, n_ctx=256, seed=1, n_threads=1)
+    provider = LlamaCpp(tiny_model, n_ctx=256, seed=1, n_threads=1)
+    yield provider
+    provider.close()
 
 
-@pytest.mark.llama_cpp_python
+@pytest.mark.llama_server
 def test_the_embedded_engine_counts_what_its_completion_reports(engine: LlamaCpp) -> None:
     messages = (
         Message.system("You are terse."),

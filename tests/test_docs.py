@@ -327,15 +327,53 @@ def test_the_tree_in_architecture_is_the_tree() -> None:
 
 
 def test_the_install_lines_name_real_extras() -> None:
-    """Every `pip install 'chatcli[...]'` (or `'.[...]'`) in the docs names extras pyproject
-    declares."""
-    declared = set(
-        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    )
+    """Every `pip install 'chatcli-recovery[...]'` (or `'.[...]'`) in the docs names extras
+    pyproject declares."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION
     text = "\n".join(page.read_text() for page in PAGES)
-    named = re.findall(r"pip install (?:-e )?'(?:chatcli|\.)\[([\w,-]+)\]'", text)
+    named = re.findall(rf"pip install (?:-e )?'(?:{DISTRIBUTION}|\.)\[([\w,-]+)\]'", text)
     assert named
-    assert sorted({e for extras in named for e in extras.split(",")} - declared) == []
+    extras = {e for extras in named for e in extras.split(",")}
+    assert sorted(extras - set(project["optional-dependencies"])) == []
+
+
+# The index already has a `chatcli` that is not this project: every install command a user
+# reads names ours (or this checkout, `.`), or a third-party package named on purpose.
+DISTRIBUTION = "chatcli-recovery"
+THIRD_PARTY = frozenset({"xllamacpp"})  # built from source: the engine's way out elsewhere
+_INSTALL = re.compile(r"pip install((?:[ \t]+(?:'[^'\n]*'|[^\s`'\"&|;)]+))+)")
+
+
+def installed_names(text: str) -> list[str]:
+    """The distributions the `pip install` commands in `text` name (options left out)."""
+    names = []
+    for command in _INSTALL.findall(text):
+        for word in shlex.split(command):
+            if not word.startswith("-"):
+                found = re.match(r"\.|[A-Za-z0-9][\w.-]*", word)
+                names.append(found.group(0) if found else word)
+    return names
+
+
+def test_the_install_check_reads_names_as_pip_does() -> None:
+    text = (
+        "`pip install 'chatcli[proxy]'` and pip install -e '.[local]' && x; "
+        '"(pip install --no-binary xllamacpp " f"xllamacpp==1.0: ..." (pip install rich)'
+    )
+    assert installed_names(text) == ["chatcli", ".", "xllamacpp", "rich"]
+
+
+def test_every_install_command_names_our_distribution() -> None:
+    """README.md, docs/, the examples and every message and docstring of the package."""
+    sources = [*PAGES, *(ROOT / "examples").glob("*.py"), *(ROOT / "src").rglob("*.py")]
+    foreign = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sources
+        for name in installed_names(path.read_text())
+        if name not in {DISTRIBUTION, ".", *THIRD_PARTY}
+    }
+    assert sorted(foreign) == []
 
 
 # -- what the command and the settings say ---------------------------------------------------

@@ -27,7 +27,6 @@ from chatcli.providers.counting import (
     default_estimator,
     local_exact_counter,
 )
-from chatcli.providers.discovery import forget_discovered_windows
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.tokens.estimate import MAX_MARGIN, MarginEstimator, TokenEstimator
@@ -168,11 +167,6 @@ def test_a_counters_memory_of_texts_is_its_own_and_bounded() -> None:
 
 
 # -- the default for each provider ---------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def fresh_discovery() -> None:
-    forget_discovered_windows()
 
 
 def test_openai_models_get_exact_counts_whatever_serves_them() -> None:

@@ -44,6 +44,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "chatcli.providers.anthropic": ("anthropic",),
     "chatcli.providers.gemini": ("gemini",),
     "chatcli.providers.llama_cpp": ("local",),
+    "chatcli.providers.llama_engine": ("local",),
     "chatcli.chat.tinymodel": ("local",),
     "chatcli.cli.demo": ("local",),
     "chatcli.cli.*": ("cli",),
@@ -193,7 +194,7 @@ def _requirements_of_extra(extra: str) -> list[Requirement]:
     found: list[Requirement] = []
     for line in extras()[extra]:
         requirement = Requirement(line)
-        if canonical(requirement.name) == "chatcli":
+        if canonical(requirement.name) == "chatcli-recovery":
             for inner in requirement.extras:
                 found += _requirements_of_extra(inner)
         elif requirement.marker is None or requirement.marker.evaluate({"extra": ""}):

@@ -4,6 +4,7 @@ memos are its own."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Hashable
 
 from chatcli.history.scan import MEMO_RECENT, ScanMemo, ScanMemos
@@ -121,3 +122,20 @@ def test_each_owners_memos_are_its_own_and_bounded() -> None:
     assert len(first.of(Counted).scans) == 2
     first.clear()
     assert not first.of(Counted).scans and second.of(Counted).scans
+
+
+def test_take_same_takes_only_a_scan_of_the_very_objects() -> None:
+    # Numbers found by identity: a scan of equal copies, or of a start with one copy in it,
+    # would number other objects.
+    memo = ScanMemo(Counted)
+    transcript = chat(1, 20)
+    memo.keep(memo.extend("k", transcript))
+    grown = (*transcript, Message.user("more"))
+    scan = memo.take_same("k", grown)
+    assert scan.messages == list(transcript)  # the kept scan, nothing read yet
+    memo.keep(scan)
+    copied = (transcript[0], Message.user(transcript[1].text), *transcript[2:])
+    assert copied == transcript
+    assert memo.take_same("k", copied).messages == []  # a new scan
+    assert memo.take_same("k", tuple(copy.copy(m) for m in transcript)).messages == []
+    assert memo.take_same("k", grown).messages == list(transcript)  # still kept

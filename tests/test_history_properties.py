@@ -27,10 +27,10 @@ from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.text import MIN_CUT_CHARS
 from chatcli.history.truncate import (
-    COMPACTION_NOTICE,
     CONTINUATION_PREFIX,
     LEVEL1_ASSISTANT_MAX_CHARS,
     NUCLEAR_KEEP_MESSAGES,
+    TRUNCATION_NOTICE,
     apply_recovery_level,
 )
 from chatcli.messages import Message, Role, ToolCall, total_chars
@@ -51,7 +51,7 @@ TRANSFORMS: dict[str, Transform] = {
 }
 REPAIRING = ("repair", "level 1", "level 2", "level 3")
 TRUNCATING = ("level 2", "level 3")
-NOTICE = Message.system(COMPACTION_NOTICE)
+NOTICE = Message.system(TRUNCATION_NOTICE)
 
 PROPERTY = settings(max_examples=200, deadline=None)
 # Histories without any user message are drawn on purpose: the "start with a user message"
@@ -159,7 +159,7 @@ def test_sizes_only_shrink_apart_from_synthetic_results_and_the_notice(
     assert total_chars(TRANSFORMS["level 1"](messages, config).messages) <= ceiling
     assert total_chars(TRANSFORMS["level 2"](messages, config).messages) <= ceiling
     level3 = TRANSFORMS["level 3"](messages, config).messages
-    assert total_chars(level3) <= ceiling + len(COMPACTION_NOTICE)
+    assert total_chars(level3) <= ceiling + len(TRUNCATION_NOTICE)
 
     budgeted = TRANSFORMS["budget"](messages, config).messages
     assert all(

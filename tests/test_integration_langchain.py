@@ -454,5 +454,5 @@ def test_without_langchain_the_import_says_how_to_install_it(
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "langchain", None)  # import langchain fails
 
-    with pytest.raises(ImportError, match=r"pip install 'chatcli\[langchain\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'chatcli-recovery\[langchain\]'"):
         importlib.import_module("chatcli.integrations.langchain")

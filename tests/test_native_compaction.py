@@ -29,15 +29,17 @@ from chatcli.events import CompactionPaused
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.policy.actions import Reply
 from chatcli.providers.anthropic import Anthropic, supports_native_compaction
-from chatcli.providers.anthropic_compaction import COMPACTED_OPENER
 from chatcli.providers.base import NativeCompaction, Request, Response, StreamChunk
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai import supports_native_compaction as openai_supports
 from chatcli.store import SessionStore
 from tests.compaction_fakes import ScriptedSummarizer, conversation_text, faithful_summary
+from tests.native_streams import anthropic_events, openai_events
 from tests.replay import ReplayServer, Scripted, adapters_closed
 
-OPENER = {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 DATA = json.loads((Path(__file__).parent / "data" / "native-compaction.json").read_text())
 KEY = "sk-ant-test-0123456789abcdef"
 MODEL = "claude-sonnet-4-6"
@@ -57,37 +59,6 @@ def anthropic(server: ReplayServer, model: str = MODEL, **native: Any) -> Anthro
         base_url=server.url,
         native_compaction=NativeCompaction(**native),
     )
-
-
-def anthropic_events(message: dict[str, Any]) -> list[tuple[str, str]]:
-    """`message` as the Messages API streams it: the compaction block starts with its content
-    null and gets it whole in one `compaction_delta` (the SDK's BetaCompactionContentBlockDelta);
-    text in one `text_delta`; usage (iterations included) in `message_delta`."""
-    head = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 0}}
-    events: list[tuple[str, Any]] = [("message_start", {"type": "message_start", "message": head})]
-    for index, block in enumerate(message["content"]):
-        if block["type"] == "compaction":
-            start, delta = {**block, "content": None}, {"type": "compaction_delta"}
-            delta["content"] = block["content"]
-        else:
-            start, delta = {**block, "text": ""}, {"type": "text_delta", "text": block["text"]}
-        events += [
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": start},
-            ),
-            (
-                "content_block_delta",
-                {"type": "content_block_delta", "index": index, "delta": delta},
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": index}),
-        ]
-    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-    events += [
-        ("message_delta", {"type": "message_delta", "delta": stop, "usage": message["usage"]}),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-    return [(name, json.dumps(data)) for name, data in events]
 
 
 def final(chunks: list[StreamChunk]) -> Response:
@@ -189,8 +160,8 @@ def test_anthropic_without_native_compaction_sends_no_edit(server: ReplayServer)
 
 def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> None:
     """Through the Client: the next request starts from the block, verbatim, and the span it
-    replaced is no longer sent; a user turn the API drops (it comes before the block) opens
-    the conversation, which the Messages API wants to begin with the user."""
+    replaced is no longer sent: the assistant turn holding it comes first, as Anthropic's
+    compaction page appends the response and sends it on (nothing in front of the block)."""
     server.add(Scripted(body=DATA["anthropic_message"]), Scripted(body=DATA["anthropic_message"]))
     provider = anthropic(server)
     client = Client(provider, context_window=200_000)
@@ -199,8 +170,7 @@ def test_anthropic_block_reused_on_the_next_request(server: ReplayServer) -> Non
     client.send(conversation)
     sent = server.requests[1].json()
     assert sent["system"][0]["text"] == "You help with Python."
-    opener, first = sent["messages"][:2]
-    assert opener == OPENER
+    first = sent["messages"][0]
     assert first["role"] == "assistant"
     assert first["content"][0] == {"type": "compaction", "content": SUMMARY}
     assert first["content"][1]["text"] == DATA["anthropic_message"]["content"][1]["text"]
@@ -229,8 +199,12 @@ def test_a_failed_compaction_block_is_no_compaction(server: ReplayServer) -> Non
 
 
 def test_supported_models() -> None:
+    """The `supportedModels` of Anthropic's compaction-threshold and compaction-background
+    pages (platform.claude.com/docs/en/build-with-claude/*.md), dated snapshots included."""
     assert supports_native_compaction("claude-sonnet-4-6")
     assert supports_native_compaction("claude-opus-4-6-20260205")
+    for model in ("claude-haiku-5-5", "claude-opus-4-8", "claude-sonnet-5", "claude-fable-5-1"):
+        assert supports_native_compaction(model)
     assert not supports_native_compaction("claude-haiku-4-5")
     assert not supports_native_compaction("claude-sonnet-4-5")
 
@@ -250,32 +224,6 @@ def openai(server: ReplayServer, model: str = OPENAI_MODEL, **native: Any) -> Op
         base_url=server.url + "/v1",
         native_compaction=NativeCompaction(**native) if native else None,
     )
-
-
-def openai_events(response: dict[str, Any]) -> list[str]:
-    """`response` as the Responses API streams it: each output item added then done (text in
-    one delta), then `response.completed` with the whole response."""
-    head = {**response, "status": "in_progress", "output": [], "usage": None}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": head}]
-    for index, item in enumerate(response["output"]):
-        added = item if item["type"] == "compaction" else {**item, "content": []}
-        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
-        if item["type"] == "message":
-            text = item["content"][0]["text"]
-            events.append(
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": item["id"],
-                    "output_index": index,
-                    "content_index": 0,
-                    "delta": text,
-                    "logprobs": [],
-                }
-            )
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    events.append({"type": "response.completed", "response": response})
-    numbered = [{**event, "sequence_number": n} for n, event in enumerate(events)]
-    return [json.dumps(event) for event in numbered]
 
 
 @pytest.mark.parametrize("mode", ["complete", "stream", "acomplete", "astream"])
@@ -547,8 +495,9 @@ def test_anthropic_compaction_on_demand_without_a_summary(server: ReplayServer) 
 def test_anthropic_signed_block_goes_first_with_its_beta_and_no_edit(
     server: ReplayServer,
 ) -> None:
-    """A request carrying the block: the block first, verbatim, the on-demand beta, and no
-    threshold edit (the API runs none on a request that carries a signed block)."""
+    """A request carrying the block: the block first, verbatim (Anthropic's page: anything in
+    front of a signed block is refused, `compaction_block_misplaced`), the on-demand beta, and
+    no threshold edit (the anthropic SDK: the API takes none beside a compaction block)."""
     server.add(Scripted(body=ON_DEMAND), Scripted(body=DATA["anthropic_message"]))
     provider = anthropic(server, trigger_tokens=100_000)
     window = provider.compact_on_demand(Request(messages=history())).window
@@ -557,14 +506,14 @@ def test_anthropic_signed_block_goes_first_with_its_beta_and_no_edit(
     assert sent.headers["anthropic-beta"] == "compact-2026-09-04"
     body = sent.json()
     assert "context_management" not in body
-    assert body["messages"][0] == OPENER  # dropped by the API: it precedes the block
-    assert body["messages"][1] == {"role": "assistant", "content": [BLOCK]}
-    assert body["messages"][2]["content"][0]["text"] == "Now Ingredient."
+    assert body["messages"][0] == {"role": "assistant", "content": [BLOCK]}
+    assert body["messages"][1]["content"][0]["text"] == "Now Ingredient."
 
 
 def test_openai_compaction_on_demand(server: ReplayServer) -> None:
     """`POST /responses/compact`: its output, the user messages then the item, is the window;
-    the next request sends it in that order, the span before it no longer."""
+    the next request sends every item of it as OpenAI returned it, in that order, the span
+    before it no longer."""
     server.add(Scripted(body=COMPACTED), Scripted(body=DATA["openai_response"]))
     provider = openai(server)
     done = provider.compact_on_demand(Request(messages=history()))
@@ -582,8 +531,7 @@ def test_openai_compaction_on_demand(server: ReplayServer) -> None:
     Client(provider).send((*history(), *done.window, Message.user("Next?")))
     items = server.requests[1].json()["input"]
     assert items[0] == {"role": "system", "content": "You help with Python."}
-    assert [i.get("content") for i in items[1:3]] == [m.text for m in kept]
-    assert items[3] == COMPACTED["output"][2]
+    assert items[1:4] == COMPACTED["output"]  # verbatim, not rebuilt from their text
     assert items[4] == {"role": "user", "content": "Next?"}
     assert len(items) == 5
 
@@ -608,7 +556,7 @@ def test_session_compact_uses_the_providers_compaction_on_demand(
     assert summary.total.compaction_cost == pytest.approx(144 * 3.0 / 1e6 + 276 * 15.0 / 1e6)
     session.send("Now Ingredient.")
     body = server.requests[2].json()
-    assert body["messages"][:2] == [OPENER, {"role": "assistant", "content": [BLOCK]}]
+    assert body["messages"][0] == {"role": "assistant", "content": [BLOCK]}
     assert "Build me a price scraper" not in json.dumps(body)
     assert list(session.cost_summary().cache_breaks.values()) == ["a compaction"]
     reopened = ChatSession.open(
@@ -733,11 +681,6 @@ PAUSED = DATA["anthropic_paused"]
 ANSWER = {**DATA["anthropic_message"], "content": DATA["anthropic_message"]["content"][1:]}
 
 
-def uncached(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`blocks` without the cache breakpoint the adapter puts on the last one."""
-    return [{k: v for k, v in block.items() if k != "cache_control"} for block in blocks]
-
-
 def client_reply(client: Client, messages: tuple[Message, ...], mode: str) -> Reply:
     if mode == "send":
         return client.send(messages)
@@ -769,9 +712,8 @@ def test_anthropic_pause_is_a_compaction_stop_and_the_answer_follows(
     assert reply.message.text == "" and reply.calls == 1
     assert [type(e) for e in reply.events] == [CompactionPaused]
     answer = client_reply(client, (*history(), reply.message), mode)
-    opener, last = server.requests[1].json()["messages"]
-    assert (opener, last["role"]) == (OPENER, "assistant")
-    assert uncached(last["content"]) == [{"type": "compaction", "content": SUMMARY}]
+    (last,) = server.requests[1].json()["messages"]  # the block first, nothing before it
+    assert last == {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
     assert answer.stop_reason is StopReason.END_TURN
     assert answer.message.text == ANSWER["content"][0]["text"]
 
@@ -792,8 +734,7 @@ def test_session_answers_after_the_provider_pauses(
     assert kinds.index(CompactionPaused) < kinds.index(NativeCompactionNote)
     assert kinds.count(NativeCompactionNote) == 1
     last = server.requests[1].json()["messages"][-1]
-    assert last["role"] == "assistant"
-    assert uncached(last["content"]) == [{"type": "compaction", "content": SUMMARY}]
+    assert last == {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
     assert [m.role for m in session.transcript[-3:]] == ["user", "assistant", "assistant"]
     assert session.transcript[-2].compaction is not None
     compaction = 180_000 * 3.0 / 1e6 + 3500 * 15.0 / 1e6

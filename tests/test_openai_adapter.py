@@ -1,7 +1,8 @@
 """The OpenAI adapter (Chat Completions and Responses API) against the real SDK and replayed bodies.
 
 Every body served here was recorded from the real API (sources in each file header or comment),
-or is a record of tests/data/provider-errors.json (or ../shared/data when the copy is absent).
+or is a record of tests/data/provider-errors.json (or ../shared/data when the copy is absent);
+one answers a summary request: a recorded body whose text is replaced by a summary's.
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chatcli.compaction.prompt import summary_turn
+from chatcli.config import CompactionConfig
 from chatcli.errors import ConfigError, ErrorKind, ProviderError
 from chatcli.messages import Message, StopReason, ToolCall
 from chatcli.providers.base import Request, Response, TextDelta, ToolCallDelta, ToolSpec
 from chatcli.providers.openai import OpenAI, OpenAIBase, parse_tool_call, prompt_cache_key
+from chatcli.recovery import Client
 from chatcli.request_settings import Settings
 from tests.recorded import provider_errors, replayed_error, sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed, replay_server
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
 
 KEY = "sk-test-5f3c9a1e7b2d4c6e8f0a1b3c5d7e9f10"
 MODES = ("sync", "async")
@@ -251,6 +258,21 @@ async def test_chat_stream_without_terminator_raises(
     with pytest.raises(ProviderError, match="onnection" if close_early else "terminator") as e:
         await ask_stream(chat, user(), mode)
     assert e.value.info.kind is ErrorKind.TRANSIENT  # worth a retry, never a silent answer
+
+
+async def test_chat_in_stream_error_is_classified(
+    chat: OpenAI, server: ReplayServer, mode: str
+) -> None:
+    # The stream is read as the server's JSON (no typed chunk per event); an error event after
+    # the answer began is still raised by the SDK's own stream, and classified. The body is
+    # pe-041 (a real llama-server overflow), as a data event after the recorded opening.
+    body = record("pe-041", "llama.cpp-server")["body"]
+    server.add(Scripted(events=[*sse_events("openai-chat-text.txt")[:2], body]))
+    with pytest.raises(ProviderError) as caught:
+        await ask_stream(chat, user(), mode)
+    info = caught.value.info
+    assert info.kind is ErrorKind.CONTEXT_OVERFLOW
+    assert (info.prompt_tokens, info.limit) == (14429, 8192)
 
 
 async def test_chat_empty_stream_raises(chat: OpenAI, server: ReplayServer, mode: str) -> None:
@@ -519,6 +541,75 @@ def test_unknown_api_is_a_config_error() -> None:
         OpenAI("gpt-4o", api="completions", api_key=KEY)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("model", "schema"),
+    [
+        ("gpt-5-mini", True),
+        ("gpt-4o", True),
+        ("gpt-4.1", True),
+        ("o3", True),
+        ("gpt-4", False),
+        ("gpt-4-turbo", False),
+        ("gpt-3.5-turbo", False),
+    ],
+)
+def test_structured_outputs_are_declared_where_the_model_takes_a_schema(
+    model: str, schema: bool
+) -> None:
+    assert OpenAI(model, api_key=KEY).structured_output_supported() is schema
+
+
 def test_declares_model_limits() -> None:
     provider = OpenAI("gpt-4o", api_key=KEY, context_window=128_000, max_output_tokens=16_384)
     assert (provider.context_window, provider.max_output_tokens) == (128_000, 16_384)
+
+
+# --- the compaction call on the warm prefix ---------------------------------------------------
+
+WARM_SUMMARY = (
+    "## User's goal\nThe weather in San Francisco.\n"
+    "## Explicit instructions and constraints\nAnswer in one line.\n"
+    "## Decisions made\nPoint to a weather website or app.\n"
+    "## Files and resources touched\nNone.\n"
+    "## Errors and how they were solved\nNo real-time weather updates.\n"
+    "## Done and pending\nThe advice is given; the forecast is pending.\n"
+    "## Current step\nChecking the Weather Channel."
+)
+
+
+async def test_a_compaction_on_the_warm_prefix_repeats_the_last_body(
+    chat: OpenAI, server: ReplayServer, mode: str
+) -> None:
+    """The summary request's body repeats the last request's messages byte for byte (as the
+    SDK wrote both), its tools, settings and cache key, then the answer and the summary
+    turn; no schema (OpenAI puts one before the system message: the prefix would change)."""
+    summary = json.loads(json.dumps(CHAT_TEXT))
+    summary["choices"][0]["message"]["content"] = WARM_SUMMARY
+    server.add(Scripted(body=CHAT_TEXT), Scripted(body=summary))
+    messages = (
+        Message.system("Answer in one line."),
+        Message.user("Tell me how the weather in San Francisco changes. " * 40),
+        Message.assistant("San Francisco is foggy in summer and mild in winter. " * 40),
+        Message.user("What's the weather like in SF?"),
+    )
+    tool = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {}})
+    client = Client(chat, microcompact=None)
+    args: dict[str, Any] = {"tools": (tool,), "settings": Settings(temperature=0.2)}
+    if mode == "sync":
+        reply = client.send(messages, **args)
+        result = client.compact((*messages, reply.message))
+    else:
+        reply = await client.asend(messages, **args)
+        result = await client.acompact((*messages, reply.message))
+    before, after = (r.json() for r in server.requests)
+    sent = len(before["messages"])
+    opened = json.dumps(before["messages"], separators=(",", ":"))[:-1].encode()  # no "]"
+    assert all(opened in r.body for r in server.requests)  # the very bytes, in both bodies
+    for field in ("tools", "temperature", "prompt_cache_key", "model"):
+        assert json.dumps(after[field]) == json.dumps(before[field])
+    answer, asked = after["messages"][sent:]
+    assert answer == {"role": "assistant", "content": reply.message.text}
+    assert asked == {"role": "user", "content": summary_turn(None, structured=False).text}
+    assert "response_format" not in after and chat.structured_output_supported()
+    assert after["max_completion_tokens"] == CompactionConfig().summary_tokens
+    assert result.report.warm and result.report.summary == WARM_SUMMARY

@@ -7,6 +7,7 @@ answers and streams are the recorded OpenAI ones (same wire format), see test_op
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,7 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chatcli.config import RecoveryConfig
 from chatcli.errors import ConfigError, ErrorKind, ProviderError
+from chatcli.history.retain import Retention, retain
 from chatcli.messages import Message, Role, StopReason, Usage
 from chatcli.providers.base import Request
 from chatcli.providers.openai_compat import OpenAICompatible, TruncationCheck
@@ -101,6 +104,33 @@ async def test_sends_max_tokens_not_max_completion_tokens(
     assert "max_completion_tokens" not in body
     assert body["model"] == "local-model"
     assert response.stop_reason is StopReason.END_TURN
+
+
+async def test_a_recovered_view_goes_out_with_alternating_roles(
+    compat: OpenAICompatible, server: ReplayServer, mode: str
+) -> None:
+    # Level 2 by tokens pins the session's first request in front of the newest turns, which
+    # start with a user message: two user messages in a row, which a chat template that
+    # wants the roles to alternate rejects. They go out as one user turn.
+    history = [Message.system("Be brief."), Message.user("Goal: review my CSV tool.")]
+    history.append(Message.assistant("Sure."))
+    for i in range(8):
+        history += [
+            Message.user(f"question {i}: " + "details " * 60),
+            Message.assistant("ok " * 80),
+        ]
+    history.append(Message.user("What is a tuple?"))
+    room = Retention(room=800, count=TokenEstimator().count)
+    view = retain(history, 2, RecoveryConfig(), room).messages
+    roles = [m.role for m in view]
+    assert any(a is b is Role.USER for a, b in itertools.pairwise(roles))
+    server.add(Scripted(body=CHAT_TEXT))
+    await ask(compat, Request(messages=view, max_tokens=64), mode)
+    sent = server.requests[0].json()["messages"]
+    sent_roles = [m["role"] for m in sent]
+    assert not any(a == b == "user" for a, b in itertools.pairwise(sent_roles))
+    assert sent[1]["content"].startswith("Goal: review my CSV tool.\n\nquestion ")
+    assert "".join(m["content"] for m in sent).count("What is a tuple?") == 1
 
 
 async def test_never_forwards_openai_key(

@@ -43,7 +43,7 @@ from chatcli.history.budget import enforce_tool_result_budget
 from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import microcompact
 from chatcli.history.pairing import repair_tool_pairing
-from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level
+from chatcli.history.truncate import TRUNCATION_NOTICE, apply_recovery_level
 from chatcli.messages import Message, StopReason, ToolCall, Usage
 from chatcli.providers.base import Response
 from chatcli.recovery import (
@@ -282,7 +282,7 @@ def test_level_3_on_a_short_history_says_it_added_the_notice() -> None:
     messages = [Message.user("fix it"), Message.assistant("done"), Message.user("thanks, now?")]
     messages.insert(0, Message.system("Be brief."))
     level3 = level_events(messages)[-1]
-    grown = len(COMPACTION_NOTICE)
+    grown = len(TRUNCATION_NOTICE)
     assert (level3.kept, level3.total, level3.chars_freed) == (4, 4, -grown)
     assert level3.describe() == (
         "level 3 (nuclear truncation): kept 4 of 4 messages, added the compaction notice "
@@ -1081,6 +1081,55 @@ def test_a_window_stop_keeps_the_partial_and_continues_it() -> None:
     assert reply.message.text == "The answer so far and the rest."
     assert (reply.truncated, reply.view, reply.calls) == (False, views[1], 2)
     assert kinds(reply.events) == [OverflowDetected, LevelApplied, Continued]
+
+
+INFO = ErrorInfo(kind=ErrorKind.CONTEXT_OVERFLOW, message="too long")
+
+
+def test_a_window_stop_names_the_known_window_and_the_output_it_took() -> None:
+    # Seen with SmolLM2 behind llama-server, the window read from /props: "context overflow
+    # (3,010 > ? tokens)" then "continuation 1, max_tokens ?", though every number was known.
+    walk = Walk(seed_policy(context_window=200_000, predictive=False), session())
+    walk.send(window_filled("The answer so far"))
+    reply = walk.finish(response(" and the rest."))
+    detected, continued = reply.events[0], reply.events[-1]
+    assert isinstance(detected, OverflowDetected) and isinstance(continued, Continued)
+    assert detected.describe() == (
+        "context overflow while answering (190,000 prompt + 10,000 output tokens filled the "
+        "200,000-token window)"
+    )
+    assert continued.describe() == "continuing the cut answer (continuation 1, no max_tokens)"
+    assert not any("?" in event.describe() for event in reply.events)
+
+
+@pytest.mark.parametrize(
+    ("event", "line"),
+    [
+        (
+            OverflowDetected(info=INFO, prompt_tokens=3010, limit=None),
+            "context overflow (3,010 tokens; the window size is not stated)",
+        ),
+        (
+            OverflowDetected(info=INFO, prompt_tokens=None, limit=4096),
+            "context overflow (over 4,096)",
+        ),
+        (OverflowDetected(info=INFO, prompt_tokens=None, limit=None), "context overflow"),
+        (
+            OverflowDetected(info=INFO, prompt_tokens=None, limit=None, while_answering=True),
+            "context overflow while answering (a window of unknown size filled up)",
+        ),
+        (
+            Continued(attempt=2, max_tokens=2048),
+            "continuing the cut answer (continuation 2, max_tokens 2,048)",
+        ),
+        (
+            LevelSkipped(level=2, name="emergency truncation"),
+            "level 2 (emergency truncation) skipped: predicted not to fit",
+        ),
+    ],
+)
+def test_an_event_shows_no_number_it_does_not_know(event: Event, line: str) -> None:
+    assert event.describe() == line
 
 
 def test_a_window_stop_recovery_cannot_fix_returns_the_partial() -> None:

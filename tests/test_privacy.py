@@ -21,7 +21,7 @@ from chatcli.errors import ConfigError
 from chatcli.messages import Message
 from chatcli.providers.anthropic import Anthropic
 from chatcli.providers.counting import LlamaServerTokens
-from chatcli.providers.discovery import discover_window, forget_discovered_windows
+from chatcli.providers.discovery import discover_window
 from chatcli.providers.gemini import Gemini
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
@@ -172,7 +172,6 @@ def test_a_providers_repr_shows_its_base_url_without_credentials(make: Any) -> N
 
 
 def test_window_discovery_logs_no_credentials(caplog: pytest.LogCaptureFixture) -> None:
-    forget_discovered_windows()
     with caplog.at_level(logging.DEBUG, logger="chatcli"):
         assert discover_window(CREDENTIALED, "m", timeout=0.5) is None
     assert "127.0.0.1:9" in caplog.text and SECRET not in caplog.text

@@ -24,6 +24,9 @@ from tests.replay import ReplayServer, Scripted, replay_server
 from tests.test_cli_inprocess import run
 from tests.test_openai_adapter import CHAT_TEXT
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 pytest_plugins = ("tests.postgres",)
 
 KEY = "sk-upstream"
@@ -128,7 +131,9 @@ def test_the_chats_tools_see_proxied_sessions_their_tokens_cost_and_cached_share
     assert code == 0
     (row,) = [row for row in screen.splitlines() if "proxy" in row and "qwen3:8b" in row]
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
-    assert cells[3:6] == ["42", "12", "20,438"]  # uncached in, out, read from the cache
+    # in (the whole prompt, as under each answer: 42 uncached + 20,438 read from the cache),
+    # out, read from the cache
+    assert cells[3:6] == ["20,480", "12", "20,438"]
     assert cells[-1] == "100%"  # 20,438 / 20,480, rounded
     assert "20,480 in" in next(r for r in screen.splitlines() if r.startswith("Session:"))
 

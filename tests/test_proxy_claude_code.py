@@ -30,15 +30,18 @@ from typing import Any
 import httpx
 import pytest
 
+from chatcli.chat.localmodel import SMOLLM2
 from chatcli.chat.tinymodel import TRAINING_TEXT
 from chatcli.proxy.app import ProxyOptions
-from tests.proxy_harness import running_proxy, upstream_at
+from tests.english import is_english
+from tests.proxy_harness import running_proxy, smollm2_upstream, upstream_at
 
 pytest_plugins = ("tests.servers",)
 pytestmark = pytest.mark.llama_server
 
 AGENT_N_CTX = 16384  # tests/servers.py's `llama_16k`
 MODEL_NAME = "chatcli-tiny"
+SHORT_SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 MAX_OUTPUT_TOKENS = 256  # what Claude Code asks for (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
 RUN_TIMEOUT_S = 180.0  # one `claude -p`: a hang fails the test, never the suite
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,6 +152,36 @@ def test_a_plain_prompt_is_answered(claude: Path, proxy: str, tmp_path: Path) ->
     usage = result["usage"]
     assert 0 < usage["input_tokens"] + usage["cache_read_input_tokens"] < AGENT_N_CTX
     assert metric(proxy, "chatcli_proxy_recoveries_total") == before  # it fitted
+
+
+@pytest.fixture(scope="module")
+def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
+    """The proxy in front of the real small model, with its whole 8,192-token window."""
+    with running_proxy(smollm2_upstream(smollm2_server)) as url:
+        yield url
+
+
+def test_a_real_model_answers_claude_code_and_ends_on_its_own(
+    claude: Path, smollm2_proxy: str, tmp_path: Path
+) -> None:
+    # Claude Code (thinking on, streamed), answered by SmolLM2-135M-Instruct, which ends its
+    # answer itself: no stop string, no max_tokens cut. Its system prompt and tool
+    # definitions (about 4,200 of SmolLM2's tokens) swamp a 135M model, which then loops
+    # until the output limit (seen: "create a new CLAUDE.md file with code that will help you
+    # create a new CLAUDE.md file ..."): here a short system prompt of the user's and no tools.
+    result, _ = run_claude(
+        claude,
+        smollm2_proxy,
+        tmp_path / "home",
+        "Say hello.",
+        args=("--system-prompt", SHORT_SYSTEM_PROMPT, "--tools", ""),
+    )
+    assert result["is_error"] is False, shown(result)
+    assert result["stop_reason"] == "end_turn", shown(result)
+    assert result["num_turns"] == 1 and is_english(result["result"]), shown(result)
+    usage = result["usage"]
+    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+    assert 0 < prompt + usage["output_tokens"] < SMOLLM2.context_length, shown(result)
 
 
 def test_claude_code_with_its_default_settings_is_answered(

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from chatcli.__main__ import main
+from chatcli.errors import ConfigError
+from chatcli.proxy.keys import SECRETS_ENV
 from chatcli.proxy.main import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     build_parser,
+    worker_app,
 )
+from tests.proxy_harness import running_command, worker_pids
 
 
 def test_defaults_are_loopback_8787() -> None:
@@ -52,46 +55,32 @@ def test_the_proxy_imports_nothing_from_the_chat() -> None:
 
 
 def test_workers_share_the_port_and_each_serves(tmp_path: Path) -> None:
-    from tests.proxy_harness import free_port
     from tests.recorded import sse_events
     from tests.replay import Scripted, replay_server
 
-    port = free_port()
     with replay_server() as upstream:
         upstream.add(*[Scripted(events=[d for _, d in sse_events("openai-chat-text.txt")])] * 4)
-        argv = ["proxy", "--provider", "openai-compatible", "--model", "m", "--no-sessions"]
+        argv = ["--provider", "openai-compatible", "--model", "m", "--no-sessions"]
         argv += ["--context-window", "32000"]  # declared: no probe takes a scripted answer
-        argv += ["--base-url", upstream.url + "/v1", "--port", str(port), "--workers", "2"]
-        code = "from chatcli.__main__ import main; raise SystemExit(main())"
+        argv += ["--base-url", upstream.url + "/v1"]
         env = {**os.environ, "CHATCLI_HOME": str(tmp_path)}
-        supervisor = subprocess.Popen([sys.executable, "-c", code, *argv], env=env)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(url + "/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline and supervisor.poll() is None
-                time.sleep(0.2)
-            children = Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children")
-            workers = [p for p in children.read_text().split() if _is_worker(int(p))]
-            assert len(workers) == 2
+        with running_command(argv, env, workers=2) as (url, supervisor):
+            assert len(worker_pids(supervisor.pid)) == 2
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
             for _ in range(4):
                 answer = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
                 assert answer.status_code == 200 and answer.text.endswith("data: [DONE]\n\n")
-        finally:
-            supervisor.send_signal(signal.SIGINT)
-            supervisor.wait(30)
     assert len(upstream.requests) == 4
 
 
-def _is_worker(pid: int) -> bool:
-    """A uvicorn worker (multiprocessing's spawn), not its resource tracker."""
-    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return any(b"spawn_main" in part for part in command) and not any(
-        b"resource_tracker" in part for part in command
-    )
+def test_a_worker_with_no_way_to_share_the_compaction_key_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`worker_app` run by another process manager than `chatcli proxy --workers` (whose
+    parent hands its workers a secret): with no store and no secret, each worker would seal
+    with a key of its own, so it refuses, saying what to set."""
+    argv = ["--provider", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1"]
+    monkeypatch.setenv("CHATCLI_PROXY_WORKER_ARGV", json.dumps([*argv, "--no-sessions"]))
+    monkeypatch.delenv(SECRETS_ENV, raising=False)
+    with pytest.raises(ConfigError, match=f"--compaction-secret \\(or set {SECRETS_ENV}\\)"):
+        worker_app()

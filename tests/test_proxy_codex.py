@@ -32,7 +32,8 @@ import httpx
 import pytest
 
 from chatcli.chat.tinymodel import TRAINING_TEXT, write_tiny_model
-from tests.proxy_harness import running_proxy
+from tests.english import is_english
+from tests.proxy_harness import running_proxy, smollm2_upstream
 from tests.test_proxy_llama import llama_upstream, recoveries
 
 pytest_plugins = ("tests.servers",)
@@ -43,6 +44,7 @@ FILE_LINES = 700  # about 23,000 tokens of the tiny model's
 MAX_TOKENS = 64  # the proxy's output limit (Codex sets none); the grammar ends answers sooner
 ENDING_GRAMMAR = "root ::= [a-z ]{4,40}"  # every answer ends, within 40 characters
 RUN_TIMEOUT_S = 300.0
+SHORT_INSTRUCTIONS = "You are a helpful assistant. Answer in one short sentence.\n"
 REPO = Path(__file__).resolve().parent.parent
 
 # Codex's config beyond the provider: nothing reaches beyond 127.0.0.1, nothing touches the
@@ -86,18 +88,16 @@ def codex_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama-server with a `CODEX_N_CTX`-token window whose answers end (module docstring)."""
     from tests import servers  # a plugin of this module: imported once pytest has loaded it
 
-    binary = servers.llama_server_binary()
-    if not os.access(binary, os.X_OK):
-        pytest.skip(
-            f"llama-server not found at {binary}; build it with scripts/build-llama-server.sh"
-        )
-    pytest.importorskip("gguf", reason="gguf is not installed: pip install 'chatcli[local]'")
+    launcher = servers.llama_server_command()
+    pytest.importorskip(
+        "gguf", reason="gguf is not installed: pip install 'chatcli-recovery[local]'"
+    )
     model = write_tiny_model(
         tmp_path_factory.mktemp("model") / "tiny.gguf", context_length=CODEX_N_CTX
     )
     port = servers._free_port()
     command = [
-        str(binary),
+        *launcher,
         *("--model", str(model), "--alias", servers.MODEL_NAME),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("--ctx-size", str(CODEX_N_CTX), "--parallel", "1", "--threads", "1", "--seed", "1"),
@@ -139,15 +139,29 @@ class Run:
         return [i["text"] for i in items if i.get("type") == "agent_message"]
 
 
-def run_codex(codex: Path, proxy: str, tmp_path: Path, prompt: str, stdin: str = "") -> Run:
+def run_codex(
+    codex: Path,
+    proxy: str,
+    tmp_path: Path,
+    prompt: str,
+    stdin: str = "",
+    *,
+    instructions: str | None = None,
+) -> Run:
     """`codex exec --json PROMPT` (with `stdin` piped in) against `proxy`, as the README's
-    recipe configures it, offline, in an empty working directory."""
+    recipe configures it, offline, in an empty working directory. `instructions`: Codex's
+    base instructions replaced by these (its `model_instructions_file`)."""
     home, codex_home, work = tmp_path / "home", tmp_path / "codex-home", tmp_path / "work"
     for directory in (home, codex_home, work):
         directory.mkdir()
+    replaced = ""
+    if instructions is not None:
+        (codex_home / "instructions.md").write_text(instructions)
+        replaced = f'model_instructions_file = "{codex_home / "instructions.md"}"\n'
     (codex_home / "config.toml").write_text(
         'model = "local"\n'
         'model_provider = "chatcli"\n'
+        f"{replaced}"
         f"{OFFLINE}\n"
         "[model_providers.chatcli]\n"
         'name = "chatcli proxy"\n'
@@ -201,6 +215,27 @@ def test_a_plain_prompt_is_answered(codex: Path, proxy: str, tmp_path: Path) -> 
     assert run.of_type("turn.completed") and not run.of_type("turn.failed")
     assert [a for a in run.answers() if a.strip()]  # the answer arrived
     assert responses_answered(proxy).get("200", 0) > before
+
+
+@pytest.fixture(scope="module")
+def smollm2_proxy(smollm2_server: str) -> Iterator[str]:
+    """The proxy in front of the real small model, with its whole 8,192-token window."""
+    with running_proxy(smollm2_upstream(smollm2_server, max_tokens=MAX_TOKENS)) as url:
+        yield url
+
+
+def test_a_real_model_answers_codex_and_ends_on_its_own(
+    codex: Path, smollm2_proxy: str, tmp_path: Path
+) -> None:
+    # No grammar here: SmolLM2-135M-Instruct ends its answer itself, within the proxy's
+    # output limit (Codex fails a turn whose answer was cut). Codex's own instructions (many
+    # thousand tokens) swamp a 135M model, which then loops until the limit: a short set of
+    # the user's replaces them.
+    run = run_codex(codex, smollm2_proxy, tmp_path, "Say hello.", instructions=SHORT_INSTRUCTIONS)
+    assert run.returncode == 0, (run.events, run.stderr)
+    assert run.of_type("turn.completed") and not run.of_type("turn.failed")
+    answers = [a for a in run.answers() if a.strip()]
+    assert answers and is_english(" ".join(answers)), answers
 
 
 def test_a_prompt_over_the_window_is_answered_after_recovery(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,16 +21,23 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from chatcli.compaction import SUMMARY_HEADER, SUMMARY_SECTIONS
+from chatcli.compaction.prompt import summary_turn
+from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.proxy.app import ProxyOptions
-from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item, new_key
+from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item
+from chatcli.proxy.keys import DEFAULT_TTL_S, SealingConfig, configured_key, generated_key
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
+from chatcli.wire.responses import ResponsesDialect
 from tests import test_proxy_wire as wire
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import DATA, sse_events
 from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT
 from tests.test_proxy_wire import an, oa
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
 
 upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
 
@@ -138,22 +146,94 @@ def test_context_management_under_the_threshold_changes_nothing(
     assert any(t.startswith("Turn 0.") for t in sent_texts(upstream))
 
 
-@pytest.mark.parametrize("token", ["another key", "altered", "openai"])
-def test_a_token_that_fails_the_check_is_a_400(
-    upstream: ReplayServer, openai_proxy: str, token: str
+def test_the_threshold_counts_the_tool_definitions_as_pre_flight_does(
+    upstream: ReplayServer, openai_proxy: str
 ) -> None:
-    sealed = Sealer(new_key()).seal(Sealed(summary="Secret summary."))
+    """The conversation alone is under the threshold; with the tools it offers it is over, as
+    the pre-flight counts a prompt (`prompt_tokens`): it is compacted first."""
+    tools = [
+        {"type": "function", "name": f"tool_{i}", "description": "Reads a file. " * 60}
+        for i in range(8)
+    ]
+    parsed = ResponsesDialect().parse({"model": "gpt-4o", "input": conversation(), "tools": tools})
+    counter = counter_for(fixture_provider())
+    alone = prompt_tokens(counter, parsed.messages)
+    assert prompt_tokens(counter, parsed.messages, parsed.tools) > alone + 1000
+    upstream.queue.extend([Scripted(body=summary_body()), Scripted(body=CHAT_TEXT)])
+    response = oa(openai_proxy).responses.create(
+        model="gpt-4o",
+        input=conversation(),  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+        extra_body={
+            "context_management": [{"type": "compaction", "compact_threshold": alone + 500}]
+        },
+    )
+    assert [i.type for i in response.output] == ["compaction", "message"]
+    assert any(t.startswith(SUMMARY_HEADER) for t in sent_texts(upstream))
+
+
+def fixture_provider() -> Any:
+    """The upstream the `openai_proxy` fixture opens (its counter: tiktoken for gpt-4o)."""
+    env = {"OPENAI_API_KEY": wire.UPSTREAM_KEY, "CHATCLI_HOME": "/nonexistent"}
+    return upstream_at("openai", "http://127.0.0.1:9/v1", model="gpt-4o", environ=env).provider
+
+
+@pytest.mark.parametrize(
+    ("token", "cause"),
+    [
+        ("another key", "wrong key"),
+        ("an earlier format", "wrong format"),
+        ("openai", "not made by chatcli"),
+    ],
+)
+def test_a_token_that_fails_the_check_is_a_400_naming_why(
+    upstream: ReplayServer, openai_proxy: str, token: str, cause: str
+) -> None:
+    sealed = Sealer([generated_key()], ttl=DEFAULT_TTL_S).seal(Sealed(summary="Secret summary."))
     content = {
         "another key": sealed,
-        "altered": sealed[:-3] + ("AAA" if not sealed.endswith("AAA") else "BBB"),
+        "an earlier format": "chatcli.c1.eyJzdW1tYXJ5IjoiIn0.bWFj",
         "openai": "gAAAAABpZ-opaque-openai-compaction",
     }[token]
     items = [*conversation(), {**compaction_item(content)}, {"role": "user", "content": "Hi."}]
     with pytest.raises(openai.BadRequestError) as caught:
         oa(openai_proxy).responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
     assert caught.value.status_code == 400
-    assert "compaction item" in json.dumps(caught.value.body)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["type"] == "invalid_request_error"
+    assert cause in error["message"] and error["param"] == "input[9].encrypted_content"
     assert upstream.requests == []  # nothing was sent on
+
+
+def altered(token: str) -> str:
+    """`token` with one character of its ciphertext changed (its middle)."""
+    at = len(token) * 2 // 3
+    return token[:at] + ("B" if token[at] == "A" else "A") + token[at + 1 :]
+
+
+def test_an_item_of_this_proxy_altered_or_expired_is_a_400_naming_why(
+    upstream: ReplayServer,
+) -> None:
+    """With a configured secret the test can date an item: one made 31 days ago (items are
+    opened for 30), and one of this proxy's own items altered."""
+    secret = "s" * 40
+    env = {"OPENAI_API_KEY": wire.UPSTREAM_KEY, "CHATCLI_HOME": "/nonexistent"}
+    up = upstream_at("openai", upstream.url + "/v1", model="gpt-4o", environ=env)
+    options = ProxyOptions(sealing=SealingConfig(secrets=(secret,), ttl=30 * 86400.0))
+    upstream.queue.append(Scripted(body=summary_body()))
+    old = Sealer([configured_key(secret)], ttl=30 * 86400.0, clock=lambda: time.time() - 31 * 86400)
+    with running_proxy(up, options=options) as url:
+        made = oa(url).responses.compact(model="gpt-4o", input=conversation())  # type: ignore[arg-type]
+        token = made.output[-1].encrypted_content  # type: ignore[union-attr]
+        for content, cause in [
+            (altered(token), "altered"),
+            (old.seal(Sealed(summary="Long ago.")), "expired: it was made 31.0 days ago"),
+        ]:
+            items = [compaction_item(content), {"role": "user", "content": "Hi."}]
+            with pytest.raises(openai.BadRequestError) as caught:
+                oa(url).responses.create(model="gpt-4o", input=items)  # type: ignore[arg-type]
+            assert cause in str(caught.value.body)
+    assert len(upstream.requests) == 1  # the summary call: nothing refused was sent on
 
 
 def test_a_token_opens_on_another_replica_and_after_a_restart(
@@ -291,3 +371,25 @@ def test_a_malformed_compaction_item_is_a_400_naming_its_field(
             model="gpt-4o", input=[item, {"role": "user", "content": "Hi."}]
         )  # type: ignore[list-item]
     assert field in str(caught.value) and upstream.requests == []
+
+
+def test_a_compaction_continues_the_conversations_last_request_upstream(
+    upstream: ReplayServer, openai_proxy: str
+) -> None:
+    """The summary request repeats what the proxy sent upstream for the conversation's last
+    request, byte for byte, then its answer and the summary turn: the upstream's prompt
+    cache serves it (chatcli.compaction.warm)."""
+    client = oa(openai_proxy)
+    asked = conversation()[:-1]  # the developer message, then turns up to "Turn 3: what next?"
+    upstream.queue.extend([Scripted(body=CHAT_TEXT), Scripted(body=summary_body())])
+    answer = client.responses.create(model="gpt-4o", input=asked)  # type: ignore[arg-type]
+    output = [i.model_dump(exclude_none=True, warnings=False) for i in answer.output]
+    compacted = client.responses.compact(model="gpt-4o", input=[*asked, *output])  # type: ignore[arg-type]
+    assert compacted.output[-1].type == "compaction"
+    chat, summary = (r.json() for r in upstream.requests)
+    opened = json.dumps(chat["messages"], separators=(",", ":"))[:-1].encode()  # no "]"
+    assert opened in upstream.requests[1].body  # the very bytes the chat request was sent
+    *_, said, turn = summary["messages"]
+    assert said == {"role": "assistant", "content": answer.output_text}
+    assert turn == {"role": "user", "content": summary_turn(None, structured=False).text}
+    assert len(summary["messages"]) == len(chat["messages"]) + 2

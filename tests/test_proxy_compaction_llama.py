@@ -20,7 +20,8 @@ import openai
 import pytest
 from openai.types.responses import ResponseCompactionItem
 
-from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item, new_key
+from chatcli.proxy.compaction import TOKEN_PREFIX, Sealed, Sealer, compaction_item
+from chatcli.proxy.keys import DEFAULT_TTL_S, generated_key
 from tests import test_compaction_llama as summaries
 from tests.proxy_harness import running_proxy
 from tests.test_proxy_llama import MAX_TOKENS, MODEL_NAME, llama_upstream, long_chat
@@ -92,12 +93,13 @@ def test_a_compaction_trigger_gives_one_item_and_the_next_request_is_answered(
 
 
 def test_a_token_sealed_with_another_key_is_a_400(oa: openai.OpenAI) -> None:
-    token = Sealer(new_key()).seal(Sealed(summary="Made by another proxy."))
+    sealer = Sealer([generated_key()], ttl=DEFAULT_TTL_S)
+    token = sealer.seal(Sealed(summary="Made by another proxy."))
     items: Any = [compaction_item(token), {"role": "user", "content": "Hi."}]
     with pytest.raises(openai.BadRequestError) as caught:
         oa.responses.create(model=MODEL_NAME, input=items)
     assert caught.value.status_code == 400
-    assert "another proxy" in str(caught.value)
+    assert "wrong key" in str(caught.value) and "another proxy" in str(caught.value)
 
 
 def test_a_compaction_whose_summary_call_is_over_the_window_still_gives_its_item(

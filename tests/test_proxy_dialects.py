@@ -28,6 +28,9 @@ from tests.recorded import DATA, provider_errors
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
 from tests.test_openai_adapter import CHAT_TOOLS
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 
 def as_reply(response: Response) -> Reply:
     return Reply(

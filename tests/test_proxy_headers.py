@@ -21,6 +21,9 @@ from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
 from tests.test_openai_adapter import CHAT_TEXT
 from tests.test_proxy_wire import UPSTREAM_KEY, an, oa
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 upstream, openai_proxy, anthropic_proxy = wire.upstream, wire.openai_proxy, wire.anthropic_proxy
 _close_clients = wire._close_clients
 

@@ -123,6 +123,36 @@ def test_an_overflowing_conversation_streams_through_the_anthropic_sdk(
     assert recoveries(proxy) > before
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_first_overflow_is_recovered_with_no_rejected_call(
+    llama_1024: str, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A proxy just started (nothing learned), told the server's window: the server's own
+    # tokenizer counts the conversation (three windows) before it is sent, and the one call
+    # made is the recovered view's, answered.
+    with (
+        caplog.at_level(logging.INFO, logger="chatcli"),
+        running_proxy(llama_upstream(llama_1024)) as url,
+        openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=120) as oa,
+    ):
+        messages = long_chat(conversation=f"first overflow {stream}")
+        if stream:
+            with oa.chat.completions.with_streaming_response.create(
+                model="any", messages=messages, max_tokens=MAX_TOKENS, stream=True
+            ) as raw:
+                text = "".join(raw.iter_text())
+        else:
+            raw = oa.chat.completions.with_raw_response.create(
+                model="any", messages=messages, max_tokens=MAX_TOKENS
+            )
+            text = raw.parse().choices[0].message.content or ""
+    assert text
+    assert "x-chatcli-recovery-calls" not in raw.headers
+    assert "recovery:" not in text  # the comment a streamed answer's extra calls would add
+    events = [type(r.chatcli_event).__name__ for r in caplog.records if hasattr(r, "chatcli_event")]
+    assert events[0] == "PreflightRecovery" and "OverflowDetected" not in events
+
+
 def test_openai_streaming_delivers_one_answer_with_its_continuations(
     proxy: str, oa: openai.OpenAI
 ) -> None:

@@ -6,7 +6,15 @@ The malformed bodies are mutations of valid ones (recorded SDK requests and the 
 other proxy tests take from Codex, Claude Code and the APIs' docs), each made so that it is
 certainly not of its wire format: a wrong JSON type where a field has one, a required field
 taken out, an odd role, a bad output limit, a lone surrogate or a non-finite number
-anywhere, nesting past any real body; and bodies that are not JSON objects at all.
+anywhere, nesting past any real body; and bodies that are not JSON objects at all. Then the
+bodies that type-check but are odd: a message or item with a field only another role or item
+type takes (the fields each takes are openai-python's own message and item types, read here
+from the installed SDK; for Anthropic, the blocks only the model writes, or only the user
+sends, in the other side's turn), an id of the wrong type (an item's `id` too), and an id or
+name empty or huge, or a declared integer past 64 bits.
+
+600 bodies in all, from a fixed seed: each is a 400 in its endpoint's envelope (so no 5xx),
+and the upstream stand-in counts what it is sent: nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +22,28 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionDeveloperMessageParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionUserMessageParam,
+)
+from openai.types.responses import (
+    EasyInputMessageParam,
+    ResponseFunctionToolCallParam,
+    ResponseOutputMessageParam,
+    ResponseReasoningItemParam,
+    response_input_item_param,
+)
 from starlette.testclient import TestClient
 
 from chatcli.proxy.app import create_app
@@ -467,10 +490,151 @@ def replaced(body: Json, path: Path, value: Any) -> Json:
     return out
 
 
+# -- odd bodies that type-check ------------------------------------------------------------
+
+
+def _foreign(fields: dict[str, frozenset[str]]) -> dict[str, list[str]]:
+    """For each role or item type, the fields the others take and it does not."""
+    every = frozenset().union(*fields.values())
+    return {kind: sorted(every - own) for kind, own in fields.items()}
+
+
+def _keys(*types: Any) -> frozenset[str]:
+    return frozenset(key for kind in types for key in kind.__annotations__)
+
+
+# openai-python's message param types: the fields a message of each role takes.
+CHAT_FOREIGN = _foreign(
+    {
+        "system": _keys(ChatCompletionSystemMessageParam),
+        "developer": _keys(ChatCompletionDeveloperMessageParam),
+        "user": _keys(ChatCompletionUserMessageParam),
+        "assistant": _keys(ChatCompletionAssistantMessageParam),
+        "tool": _keys(ChatCompletionToolMessageParam),
+    }
+)
+# openai-python's input item types: the fields each item type takes.
+ITEM_FOREIGN = _foreign(
+    {
+        "message": _keys(
+            EasyInputMessageParam, response_input_item_param.Message, ResponseOutputMessageParam
+        ),
+        "function_call": _keys(ResponseFunctionToolCallParam),
+        "function_call_output": _keys(response_input_item_param.FunctionCallOutput),
+        "reasoning": _keys(ResponseReasoningItemParam),
+    }
+)
+# Anthropic's Messages API: the model writes tool_use and thinking blocks (assistant turns),
+# the user sends tool_result blocks (user turns). Blocks from the valid bodies above.
+_MODELS_BLOCKS = [b for b in _MESSAGES_TURNS[1]["content"] if b["type"] != "text"]
+_USERS_BLOCKS = [_MESSAGES_TURNS[2]["content"][0]]
+# Where each endpoint's ids and names are (a `*`: any index).
+IDS = {
+    "/v1/chat/completions": (
+        "messages.*.tool_calls.*.id",
+        "messages.*.tool_calls.*.function.name",
+        "messages.*.tool_call_id",
+        "tools.*.function.name",
+    ),
+    "/v1/responses": ("input.*.id", "input.*.call_id", "input.*.name", "tools.*.name"),
+    "/v1/messages": (
+        "messages.*.content.*.id",
+        "messages.*.content.*.name",
+        "messages.*.content.*.tool_use_id",
+        "tools.*.name",
+    ),
+}
+IDS["/v1/messages/count_tokens"] = IDS["/v1/messages"]
+# A declared integer setting of each endpoint, and where it goes.
+INTEGERS: dict[str, Path] = {
+    "/v1/chat/completions": ("seed",),
+    "/v1/responses": ("context_management", 0, "compact_threshold"),
+    "/v1/messages": ("top_k",),
+}
+_KNOWN_ITEMS = frozenset(ITEM_FOREIGN)
+NOT_NULL = st.sampled_from(["bool", "int", "float", "str", "list", "object"]).flatmap(
+    SCALARS.__getitem__
+)
+NOT_TEXT = st.sampled_from(["bool", "int", "float", "list", "object"]).flatmap(SCALARS.__getitem__)
+
+
+@st.composite
+def foreign_field(draw: st.DrawFn, body: Json, endpoint: str) -> Json:
+    """A message or item given a field only another role or item type takes (the issue's
+    case: a system message with `tool_calls` whose `id` is a list); for Anthropic, a turn
+    holding a block of the other side's."""
+    key = ROLES[endpoint][0]
+    out = copy.deepcopy(body)
+    turns = out[key] if isinstance(out[key], list) else []
+    if endpoint == "/v1/chat/completions":
+        index = draw(st.sampled_from(range(len(turns))))
+        field = draw(st.sampled_from(CHAT_FOREIGN[turns[index]["role"]]))
+        turns[index][field] = draw(_value_of(field))
+    elif endpoint == "/v1/responses":
+        items = [i for i, t in enumerate(turns) if t.get("type", "message") in _KNOWN_ITEMS]
+        if not items:
+            return replaced(out, (key,), [{"role": "user", "content": "hi", "call_id": "c"}])
+        index = draw(st.sampled_from(items))
+        field = draw(st.sampled_from(ITEM_FOREIGN[turns[index].get("type", "message")]))
+        turns[index][field] = draw(_value_of(field))
+    else:
+        index = draw(st.sampled_from(range(len(turns))))
+        turn = turns[index]
+        foreign = _USERS_BLOCKS if turn["role"] == "assistant" else _MODELS_BLOCKS
+        block = copy.deepcopy(draw(st.sampled_from(foreign)))
+        content = turn["content"] if isinstance(turn["content"], list) else []
+        content.insert(draw(st.integers(0, len(content))), block)
+        turn["content"] = content
+    return out
+
+
+def _value_of(field: str) -> st.SearchStrategy[Any]:
+    """A value for `field` that is of its kind where it belongs (tool calls with an id of any
+    JSON kind), or any JSON that is not null."""
+    if field == "tool_calls":
+        call = {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+        return (st.none() | NOT_NULL).map(lambda i: [{**call, "id": i}])
+    return NOT_NULL
+
+
+def _id_paths(body: Json, endpoint: str) -> list[Path]:
+    """The ids and names in `body` (and places for an `id` on Responses items)."""
+    places = [p for p, _ in nodes(body) if p and any(matches(i, p) for i in IDS[endpoint])]
+    if endpoint == "/v1/responses" and isinstance(body.get("input"), list):
+        places += [
+            ("input", i, "id")
+            for i, item in enumerate(body["input"])
+            if item.get("type", "message") in _KNOWN_ITEMS and "id" not in item
+        ]
+    return places
+
+
+@st.composite
+def odd_id(draw: st.DrawFn, body: Json, endpoint: str) -> Json:
+    """An id or name of the wrong JSON type, empty, or huge."""
+    places = _id_paths(body, endpoint)
+    if not places:
+        return replaced(body, ("model",), draw(NOT_TEXT))
+    value = draw(NOT_TEXT | st.just("") | st.integers(257, 20_000).map(lambda n: "i" * n))
+    return replaced(body, draw(st.sampled_from(places)), value)
+
+
+@st.composite
+def huge_integer(draw: st.DrawFn, body: Json, endpoint: str) -> Json:
+    """A declared integer setting past 64 bits (count_tokens has none: an output limit)."""
+    path = INTEGERS.get(endpoint)
+    value = draw(st.integers(2**63, 2**70) | st.integers(-(2**70), -(2**63) - 1))
+    if path is None:
+        return {**body, "max_tokens": value}
+    if path[0] == "context_management":
+        return {**body, "context_management": [{"type": "compaction", "compact_threshold": value}]}
+    return {**body, path[0]: value}
+
+
 @st.composite
 def malformed(draw: st.DrawFn, endpoint: Endpoint) -> bytes:
     """The bytes of a body `endpoint` must refuse."""
-    choice = draw(st.integers(0, 9))
+    choice = draw(st.integers(0, 12))
     if choice == 0:  # not a JSON object: bytes, or JSON of another kind
         other = st.sampled_from(["null", "bool", "int", "float", "str", "list"])
         return draw(st.binary(max_size=40) | other.flatmap(SCALARS.__getitem__).map(dumps))
@@ -483,11 +647,14 @@ def malformed(draw: st.DrawFn, endpoint: Endpoint) -> bytes:
         5: lambda: non_finite(body),
         6: lambda: too_deep(body),
         7: lambda: bad_limit(body, endpoint.path),
+        9: lambda: foreign_field(body, endpoint.path),
+        10: lambda: odd_id(body, endpoint.path),
+        11: lambda: huge_integer(body, endpoint.path),
     }
     if choice == 7 and not LIMITS[endpoint.path]:
         choice = 1
     mutation = mutations.get(choice)
-    if mutation is None:  # two mutations in a row (the second from a clean body's)
+    if mutation is None:  # 8, 12: two mutations in a row (the second from a clean body's)
         first = draw(wrong_type(body, endpoint.rules) | missing(body, endpoint.rules))
         return dumps({**first, **draw(non_finite(body) | lone_surrogate(body))})
     return dumps(draw(mutation()), raw=draw(st.booleans()))
@@ -543,6 +710,10 @@ def refused(response: Any, endpoint: Endpoint) -> str:
     return message
 
 
+PER_ENDPOINT = 150  # 600 bodies over the four endpoints
+statuses: Counter[int] = Counter()  # statuses answered, over the endpoints
+
+
 @pytest.mark.parametrize("path", list(ENDPOINTS))
 def test_malformed_bodies_are_the_clients_400_and_never_reach_the_upstream(
     path: str, clients: dict[str, TestClient], upstream: ReplayServer
@@ -550,9 +721,11 @@ def test_malformed_bodies_are_the_clients_400_and_never_reach_the_upstream(
     endpoint = ENDPOINTS[path]
     client = clients[path]
     before = len(upstream.requests)
+    statuses.clear()
 
+    @seed(33)
     @settings(
-        max_examples=120,
+        max_examples=PER_ENDPOINT,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -560,10 +733,13 @@ def test_malformed_bodies_are_the_clients_400_and_never_reach_the_upstream(
     @given(body=malformed(endpoint))
     def posted(body: bytes) -> None:
         response = client.post(path, content=body, headers={"content-type": "application/json"})
+        statuses[response.status_code] += 1
         refused(response, endpoint)
         assert len(upstream.requests) == before, upstream.requests[-1].body[:300]
 
     posted()
+    assert statuses == Counter({400: PER_ENDPOINT})  # every body posted, each a 400
+    assert len(upstream.requests) == before  # the upstream stand-in was sent nothing
 
 
 @pytest.mark.parametrize("path", list(ENDPOINTS))
@@ -649,6 +825,56 @@ CHAT = ENDPOINTS["/v1/chat/completions"]
             "/v1/messages/count_tokens",
             {"messages": [{"role": "user", "content": "hi"}], "system": [{"type": "text"}]},
             "system[0].text: Field required",
+        ),
+        (  # the issue's body: forwarded, and a 502, before
+            "/v1/chat/completions",
+            {
+                "messages": [
+                    {
+                        "role": "system",
+                        "content": "s",
+                        "tool_calls": [{"id": [1], "function": {"name": "f", "arguments": ""}}],
+                    },
+                    {"role": "user", "content": "hi"},
+                ]
+            },
+            "messages[0].tool_calls: a field of another role or item type, which this one does"
+            " not take",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": "x", "id": 7}]},
+            "input[0].id: Input should be a valid string",
+        ),
+        (
+            "/v1/responses",
+            {"input": [{"type": "function_call", "call_id": "", "name": "n", "arguments": ""}]},
+            "input[0].call_id: String should have at least 1 character",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi"}], "seed": 2**64},
+            "seed: Input should be less than or equal to 9223372036854775807",
+        ),
+        (
+            "/v1/messages",
+            {
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": [{**_TOOL_USE, "id": "t" * 300}]}],
+            },
+            "messages[0].content[0]: a tool_use block is written by the model: only an assistant"
+            " turn holds it",
+        ),
+        (
+            "/v1/messages",
+            {
+                "max_tokens": 10,
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": [{**_TOOL_USE, "id": "t" * 300}]},
+                ],
+            },
+            "messages[1].content[0].id: String should have at most 256 characters",
         ),
     ],
 )

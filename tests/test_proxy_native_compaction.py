@@ -2,9 +2,10 @@
 the proxy in front of the `openai` provider with a model that compacts on OpenAI's servers,
 played by the replay server with OpenAI's bodies (tests/data/native-compaction.json, each
 citing its documentation and SDK type). The replay server's request log shows what OpenAI
-was sent: `/responses/compact` and `context_management` as the client gave them, the client's
-compaction item unchanged; the answers carry OpenAI's item as it came; the proxy's log says
-which path it took. A model without native compaction keeps chatcli's own (the last test).
+was sent: `/responses/compact`, `context_management` and a `compaction_trigger` request as the
+client gave them, the client's compaction item unchanged; the answers carry OpenAI's item as it
+came; the proxy's log says which path it took. A model without native compaction keeps
+chatcli's own (the last test).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from chatcli.proxy.compaction import TOKEN_PREFIX
 from chatcli.proxy.sessions import SessionRecorder
 from chatcli.store import SessionStore
 from tests import test_proxy_wire as wire
+from tests.native_streams import anthropic_events, openai_events
 from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import DATA, replayed_error
 from tests.replay import ReplayServer, Scripted
-from tests.test_native_compaction import anthropic_events, openai_events
 from tests.test_proxy_compaction import conversation, summary_body
 from tests.test_proxy_wire import an, oa
+
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
 
 upstream, _close_clients = wire.upstream, wire._close_clients
 anthropic_proxy = wire.anthropic_proxy
@@ -143,21 +147,34 @@ def test_a_request_without_compaction_reaches_a_compacting_anthropic_model_witho
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_compaction_trigger_is_openai_compaction_answered_with_its_one_item(
+def test_a_compaction_trigger_reaches_openai_as_sent_and_its_answer_comes_back_as_it_came(
     upstream: ReplayServer, native_proxy: str, proxy_log: pytest.LogCaptureFixture, stream: bool
 ) -> None:
-    upstream.add(Scripted(body=COMPACTED))
-    given = with_openai_item()
-    asked: Any = {"model": MODEL, "input": [*given, {"type": "compaction_trigger"}]}
+    """Codex's remote compaction (openai/codex, codex-rs/core/src/compact_remote_v2.rs) sends
+    its conversation with a `compaction_trigger` last on `POST /responses` and reads the one
+    compaction item of the answer: in front of OpenAI the proxy forwards the request as the
+    client sent it, every field, and passes OpenAI's answer on as it came, whole or event by
+    event (tests/data: `openai_trigger_response`, streamed as the Responses API streams)."""
+    answer = BODIES["openai_trigger_response"]
+    upstream.add(Scripted(events=openai_events(answer)) if stream else Scripted(body=answer))
+    asked: Any = {
+        "model": MODEL,
+        "input": [*with_openai_item(), {"type": "compaction_trigger"}],
+        "instructions": "Dev.",
+        "parallel_tool_calls": True,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+    client = oa(native_proxy)
     if stream:
-        events = list(oa(native_proxy).responses.create(**asked, stream=True))
-        output = EVENTS.validate_python(events[-1].model_dump()).response.output
+        events = list(client.responses.create(**asked, stream=True))
+        assert [e.to_dict() for e in events] == [json.loads(e) for e in openai_events(answer)]
     else:
-        output = oa(native_proxy).responses.create(**asked).output
-    assert [i.model_dump(exclude_none=True) for i in output] == [COMPACTED["output"][-1]]
+        raw = client.responses.with_raw_response.create(**asked)
+        assert json.loads(raw.text) == answer
     sent = upstream.requests[-1]
-    assert sent.path == "/v1/responses/compact"
-    assert sent.json() == {"model": MODEL, "input": given}  # the trigger is the proxy's to read
+    assert sent.path == "/v1/responses"
+    assert sent.json() == {**asked, **({"stream": True} if stream else {})}
     assert len(upstream.requests) == 1
     assert any(PASSED in m and "compaction_trigger" in m for m in proxy_log.messages)
 
@@ -219,7 +236,8 @@ def test_openai_refusing_the_compaction_is_the_clients_error(
     upstream: ReplayServer, native_proxy: str, trigger: bool
 ) -> None:
     """A recorded OpenAI rate limit (tests/data provider errors, pe-030) on `/responses/compact`
-    reaches the client as its own 429 with OpenAI's code and Retry-After."""
+    or on a forwarded `compaction_trigger` reaches the client as its own 429 with OpenAI's code
+    and Retry-After."""
     limited = replayed_error(wire.record("pe-030"))
     upstream.add(Scripted(status=429, body=limited.body, headers={"retry-after": "7"}))
     client = oa(native_proxy)
@@ -231,7 +249,7 @@ def test_openai_refusing_the_compaction_is_the_clients_error(
             client.responses.compact(model=MODEL, input=with_openai_item())  # type: ignore[arg-type]
     assert caught.value.code == "rate_limit_exceeded"
     assert caught.value.response.headers["retry-after"] == "7"
-    assert upstream.requests[-1].path == "/v1/responses/compact"
+    assert upstream.requests[-1].path == ("/v1/responses" if trigger else "/v1/responses/compact")
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -29,6 +29,9 @@ from tests.replay import ReplayServer, Scripted
 from tests.test_openai_adapter import CHAT_TEXT, CHAT_TOOLS
 from tests.test_proxy_wire import oa, record, replayed_error
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 # The replay server, and the proxy in front of it as an OpenAI upstream, of test_proxy_wire.
 upstream, openai_proxy, _close_clients = wire.upstream, wire.openai_proxy, wire._close_clients
 
@@ -431,3 +434,26 @@ def test_codexs_first_request_reaches_a_chat_upstream_with_function_tools_only(
     assert {t["type"] for t in tools} == {"function"}  # the namespace's functions, flat
     assert "multi_agent_v1__spawn_agent" in {t["function"]["name"] for t in tools}
     assert len(tools) == len(DIALECT.parse(CODEX_FIRST).tools)  # web_search left out
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        [  # a top-level function with the flat name of a namespace's function
+            {"type": "function", "name": "ns__x"},
+            {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "x"}]},
+        ],
+        [  # two namespaces whose seams trim to one flat name
+            {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "x"}]},
+            {"type": "namespace", "name": "ns_", "tools": [{"type": "function", "name": "_x"}]},
+        ],
+        [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}],
+    ],
+    ids=["top-level and namespaced", "two namespaces", "one name twice"],
+)
+def test_tools_that_would_share_a_flat_name_are_refused(tools: list[Any]) -> None:
+    with pytest.raises(RequestError, match=r"both '(ns__x|f)'") as caught:
+        DIALECT.parse({"model": "m", "input": "hi", "tools": tools})
+    assert caught.value.failure.status == 400 and caught.value.failure.param == "tools"
+    distinct = [tools[0], {**tools[1], "name": "other"}]
+    assert len(DIALECT.parse({"model": "m", "input": "hi", "tools": distinct}).tools) == 2

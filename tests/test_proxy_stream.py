@@ -30,6 +30,9 @@ from tests.proxy_harness import running_proxy, upstream_at
 from tests.recorded import sse_events
 from tests.replay import serving
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 GATE_TIMEOUT_S = 10.0
 WINDOW = 4096
 # The escalation tests set max_tokens: the proxy is started to continue past it.

@@ -19,6 +19,9 @@ from chatcli.providers.openai_compat import OpenAICompatible
 from tests.recorded import sse_events
 from tests.replay import ReplayServer, Scripted
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 
 def adapter(server: ReplayServer) -> OpenAICompatible:
     return OpenAICompatible(server.url + "/v1", "m", truncation_check=None, environ={})

@@ -127,6 +127,7 @@ def test_setup_help_fits_one_screen_and_names_every_way_in() -> None:
         "llama-cpp",
         "/cfg/config.toml",
         "chatcli demo",
+        "chatcli --local",
     ):
         assert needed in text
 

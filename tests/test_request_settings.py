@@ -8,7 +8,7 @@ import pytest
 
 from chatcli import Settings
 from chatcli.continuation import DEFAULT_MAX_TOKENS
-from chatcli.request_settings import output_reserve
+from chatcli.request_settings import default_output_limit, output_reserve
 
 
 @pytest.mark.parametrize(
@@ -72,3 +72,20 @@ def test_output_reserve(
     settings = Settings(thinking_budget=budget)
     assert output_reserve(max_tokens, cap, settings) == expected
     assert settings.output_reserve_extra == (budget or 0)
+
+
+@pytest.mark.parametrize(
+    ("window", "cap", "expected"),
+    [
+        (None, None, DEFAULT_MAX_TOKENS),  # nothing known: still a limit
+        (4096, None, 1024),  # SmolLM2 behind llama-server: a quarter of its window
+        (512, None, 128),
+        (200_000, 64_000, DEFAULT_MAX_TOKENS),  # a large model: the usual default
+        (8192, 1000, 1000),  # the model's own cap is lower
+        (3, None, 1),
+    ],
+)
+def test_the_default_output_limit_is_sized_from_the_window_and_the_cap(
+    window: int | None, cap: int | None, expected: int
+) -> None:
+    assert default_output_limit(window, cap) == expected

@@ -38,6 +38,8 @@ from chatcli.history.retain import (
 )
 from chatcli.history.truncate import (
     COMPACTION_NOTICE,
+    SUMMARY_HEADER,
+    TRUNCATION_NOTICE,
     apply_recovery_level,
     is_compaction_notice,
 )
@@ -205,13 +207,21 @@ def test_level_3_keeps_a_lower_share_after_the_notice() -> None:
     messages = agent_session(60)
     result = retain(messages, 3, FIT, Retention(room=20_000, count=count))
     assert count(result.messages) <= 20_000 * 40 // 100
-    assert [m.text for m in result.messages[:3]] == [SYSTEM.text, COMPACTION_NOTICE, GOAL.text]
+    assert [m.text for m in result.messages[:3]] == [SYSTEM.text, TRUNCATION_NOTICE, GOAL.text]
     assert len(
         others(retain(messages, 2, FIT, Retention(room=20_000, count=count)).messages)
     ) > len(others(result.messages))
     # Applied to a view that carries the notice already, it is not repeated.
     again = retain(result.messages, 3, FIT, Retention(room=20_000, count=count)).messages
-    assert sum(m.text == COMPACTION_NOTICE for m in again) == 1
+    assert sum(m.text == TRUNCATION_NOTICE for m in again) == 1
+
+
+def test_level_3_after_a_compaction_says_the_history_was_summarized() -> None:
+    summary = Message.user(f"{SUMMARY_HEADER}: the 200 messages before this one ...]\nx")
+    messages = [SYSTEM, summary, *agent_session(60)[1:]]
+    room = Retention(room=20_000, count=count)
+    view = retain(messages, 3, FIT, room).messages
+    assert summary in view and view[1].text == COMPACTION_NOTICE  # the spec's words: true
 
 
 def test_the_markers_name_the_transcripts_message_numbers() -> None:
@@ -330,6 +340,18 @@ def test_the_seed_count_is_the_floor_when_it_fits() -> None:
     room = count(seed) * 100 // 40 + 3
     result = retain(messages, 3, FIT, Retention(room=room, count=count))
     assert result.messages == seed
+
+
+def test_the_seed_floor_keeps_the_goal_pinned_when_both_fit() -> None:
+    # The docs say the session's small first request is pinned; the seed's floor used to
+    # replace the view that pinned it with one that did not, even with room for both.
+    messages = [SYSTEM, GOAL, *(Message.user(f"note {i} " + "x" * 200) for i in range(8))]
+    seed = apply_recovery_level(messages, 3, FIT).messages
+    room = (count(seed) + count([GOAL]) + 2) * 100 // 40
+    result = retain(messages, 3, FIT, Retention(room=room, count=count))
+    assert result.messages == (*seed[:2], GOAL, *seed[2:])  # the seed's four notes, whole
+    assert count(result.messages) <= room * 40 // 100
+    assert result.report.moved == ("pinned user request #0 in front of the newest messages",)
 
 
 def test_recover_uses_the_seed_without_a_room_or_with_retention_seed() -> None:

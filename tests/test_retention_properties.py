@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from chatcli.config import RecoveryConfig
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.retain import CUT_NOTE, FIRST_REQUEST_SHARE, Retention, retain
-from chatcli.history.truncate import COMPACTION_NOTICE, apply_recovery_level, is_real_user_request
+from chatcli.history.truncate import TRUNCATION_NOTICE, apply_recovery_level, is_real_user_request
 from chatcli.messages import Message, Role, TextPart
 from chatcli.tokens.estimate import MarginEstimator, TokenEstimator
 from tests.strategies import conversations
@@ -124,11 +124,11 @@ def test_pairing_is_valid_the_input_unchanged_and_the_view_deterministic(
     assert retain(messages, level, config, retention) == result
     view = result.messages
     assert repair_tool_pairing(view).messages == view
-    notices = sum(m.role is Role.SYSTEM and m.text == COMPACTION_NOTICE for m in view)
-    assert notices == (1 if level == 3 else 0) or any(m.text == COMPACTION_NOTICE for m in messages)
+    notices = sum(m.role is Role.SYSTEM and m.text == TRUNCATION_NOTICE for m in view)
+    assert notices == (1 if level == 3 else 0) or any(m.text == TRUNCATION_NOTICE for m in messages)
     systems = [m for m in repair_tool_pairing(messages).messages if m.role is Role.SYSTEM]
-    assert [m for m in view if m.role is Role.SYSTEM and m.text != COMPACTION_NOTICE] == [
-        m for m in systems if m.text != COMPACTION_NOTICE
+    assert [m for m in view if m.role is Role.SYSTEM and m.text != TRUNCATION_NOTICE] == [
+        m for m in systems if m.text != TRUNCATION_NOTICE
     ]
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from chatcli.chat.cache import BATCH, CLEAR, COMPACTION, OTHER, RECOVERY, cache_break
 from chatcli.chat.session import ChatSession
-from chatcli.cli.render import cache_lines, cost_table
+from chatcli.cli.render import cache_lines, cost_table, turn_footer
 from chatcli.compaction import SUMMARY_SECTIONS
 from chatcli.config import MicrocompactConfig
 from chatcli.messages import Message, ToolCall
@@ -60,11 +60,14 @@ def test_cost_and_context_show_the_cached_share_the_provider_reported(
         provider = Anthropic("claude-haiku-4-5", api_key="sk-ant-test", base_url=server.url)
         session = chat(store, provider, max_tokens=500)
         session.send("What is the weather like in San Francisco?")
-        session.send("And tomorrow?")
+        turn = session.send("And tomorrow?")
     requests = session.cost_summary().requests
     assert requests[1].usage.cache_read_tokens == 2188
     rows = [line.split("│") for line in screen_lines(cost_table(session.cost_summary()))]
     cells = {row[1].strip(): [cell.strip() for cell in row] for row in rows if len(row) > 10}
+    # "in" counts the same under the answer and in /cost: the whole prompt, cache included
+    # (they showed 13,588 and 8,323 for one session).
+    assert "2,633 in · " in screen(turn_footer(turn)) and cells["2"][4] == "2,633"
     # "cached": the first request wrote the cache; the second read 2,188 of its 35 + 410 +
     # 2,188 prompt tokens from it: 83%.
     assert cells["1"][6:8] == ["0", "2,188"] and cells["1"][10] == "0%"

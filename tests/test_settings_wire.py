@@ -31,6 +31,9 @@ from tests.replay import ReplayServer, Scripted, adapters_closed
 from tests.test_anthropic_adapter import DOCS_TOOL_USE_RESPONSE
 from tests.test_openai_adapter import CHAT_TEXT, RESPONSES_TEXT
 
+# Every request sent to the replay servers must match the SDKs' types (tests/sdk_schema.py).
+pytestmark = pytest.mark.sdk_schema
+
 WEATHER = ToolSpec(
     name="get_weather",
     description="Weather in a city",
@@ -141,6 +144,10 @@ def test_openai_responses_takes_its_settings(server: ReplayServer) -> None:
     assert second["tool_choice"] == {"type": "function", "name": "get_weather"}
 
 
+@pytest.mark.sdk_schema(
+    allow=("temperature", "top_p"),
+    why="not in anthropic 2.17's MessageCreateParams; chatcli's adapter sends them",
+)
 def test_anthropic_takes_every_setting_it_has(server: ReplayServer) -> None:
     server.add(Scripted(body=DOCS_TOOL_USE_RESPONSE))
     settings = Settings(
@@ -207,6 +214,9 @@ def test_gemini_reasoning_effort_is_the_thinking_level(server: ReplayServer) -> 
     assert sent["toolConfig"] == {"functionCallingConfig": {"mode": "NONE"}}
 
 
+@pytest.mark.sdk_schema(
+    allow=("top_k", "repeat_penalty"), why="llama.cpp's own fields: the upstream is not OpenAI"
+)
 def test_openai_compatible_takes_the_chat_settings_without_a_cache_key(
     server: ReplayServer,
 ) -> None:

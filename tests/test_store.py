@@ -21,7 +21,7 @@ from chatcli.errors import ConfigError
 from chatcli.history.carry import carry_instructions, is_carry_block
 from chatcli.messages import Message, ToolCall, Usage
 from chatcli.serialize import message_to_dict
-from chatcli.store import SessionNotFound, SessionStore, default_db_path, open_store
+from chatcli.store import SessionNotFound, SessionStore, default_db_path, open_store, views
 from chatcli.store.db import SqliteDatabase, postgres_sql
 from chatcli.store.migrations import MIGRATIONS, transaction
 from chatcli.store.views import ViewRecord, from_runs, plan_record, to_runs
@@ -318,6 +318,26 @@ def test_views_are_stored_by_reference_not_copied_per_request(location: str | Pa
         rid = store.requests(sid)[10].id
         assert store.view(sid, rid) == (Message.system("be brief"), cut, *transcript[1:23])
         assert _view_bytes(store) < 20_000
+
+
+def test_the_view_index_keeps_the_latest_sessions_and_reads_a_dropped_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store serving many sessions (a proxy's) keeps the indexes of the latest few only;
+    views of a session whose index was dropped are stored and read back the same."""
+    monkeypatch.setattr(views, "KNOWN_SESSIONS", 2)
+    with SessionStore(tmp_path / "db") as store:
+        sessions = [store.create_session().id for _ in range(5)]
+        stored: dict[str, list[tuple[Message, ...]]] = {sid: [] for sid in sessions}
+        for turn in range(3):
+            for sid in sessions:  # each turn of each session drops another's index
+                store.append_messages(sid, [Message.user(f"{sid} q{turn} " + "x" * 300)])
+                view = (Message.system("s"), *store.transcript(sid))
+                store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
+                stored[sid].append(view)
+        for sid in sessions:
+            assert [store.view(sid, r.id) for r in store.requests(sid)] == stored[sid]
+        assert len(store._views._sessions) == 2
 
 
 def test_a_view_delta_reads_back_and_appends_of_another_process_are_found(

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.history.text import MIN_CUT_CHARS, cut_middle, cut_tail, is_cut_boundary
+from chatcli.history.text import (
+    MIN_CUT_CHARS,
+    cut_middle,
+    cut_tail,
+    is_cut_boundary,
+    original_length,
+)
 from tests.strategies import GRAPHEME_CLUSTERS, texts
 
 MIDDLE = re.compile(r"\n\[\.\.\. ([\d,]+) chars cut \.\.\.\]\n")
@@ -119,7 +125,38 @@ def test_tiny_limits_give_the_bare_marker_or_the_text() -> None:
     assert cut_middle("z" * 20, 5) == "z" * 20  # the marker would be longer than the text
 
 
+def test_a_cut_of_a_cut_states_the_whole_amount_removed() -> None:
+    # Seen in the chat: a 20k paste cut twice kept a marker saying 7,268 characters were cut
+    # when 17,335 were missing (the second cut counted only its own).
+    paste = "\n".join(f"line {i:05d} of the pasted document" for i in range(600))
+    once = cut_middle(paste, 9000)
+    twice = cut_middle(once, 3000)
+    assert twice.count("chars cut") == 1  # the first marker went with the middle
+    head, removed, tail = split_middle(paste, twice)
+    assert paste.startswith(head) and paste.endswith(tail)
+    assert len(head) + removed + len(tail) == len(paste) == original_length(twice)
+    cut = cut_tail(once, 2000)
+    match = TAIL.search(cut)
+    assert match is not None and cut.count("chars cut") == 1
+    assert len(cut) - len(match[0]) + int(match[1].replace(",", "")) == len(paste)
+
+
+def test_a_marker_is_never_cut_in_half() -> None:
+    once = cut_middle("x" * 500 + "\n" + "y" * 500, 200)
+    for size in range(MIN_CUT_CHARS, len(once)):
+        out = cut_middle(once, size)
+        assert original_length(out) == 1001, (size, out)
+
+
 # --- properties --------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts(), st.integers(0, 3000), st.integers(0, 3000))
+def test_cuts_of_cuts_keep_the_original_length(text: str, first: int, second: int) -> None:
+    twice = cut_middle(cut_middle(text, first), second)
+    assert original_length(twice) == len(text)
+    assert original_length(cut_tail(cut_middle(text, first), second)) == len(text)
 
 
 @settings(max_examples=300, deadline=None)

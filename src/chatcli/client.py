@@ -13,7 +13,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import replace
 from typing import Any
 
-from chatcli.compaction import CompactionResult, acompact, compact
+from chatcli.compaction import (
+    CompactionResult,
+    PreviousRequest,
+    SentRequest,
+    acompact,
+    compact,
+)
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event, Hook, LevelApplied, OverflowDetected, logger
 from chatcli.history.native import native_view
@@ -24,7 +30,7 @@ from chatcli.policy.actions import Action, Flow, Outcome, Reply, Send, Sleep
 from chatcli.policy.policy import RecoveryPolicy
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES
 from chatcli.policy.values import MICROCOMPACT_DEFAULTS
-from chatcli.providers.base import NativeCompaction, Provider, ToolSpec
+from chatcli.providers.base import NativeCompaction, Provider, Request, Response, ToolSpec
 from chatcli.request_settings import Settings
 from chatcli.streaming import (
     CallOutcome,
@@ -68,6 +74,8 @@ class Client:
     (`Request.native_compaction`): triggered where chatcli's auto-compaction would run
     (`CompactionConfig.trigger`), with the context editing `RecoveryConfig.context_editing`
     names. An adapter built with its own `native_compaction` sends that instead.
+    `last_sent`: the request the last send was answered on (`chatcli.compaction.SentRequest`),
+    which `compact` continues on the provider's prompt cache (`chatcli.compaction.warm`).
     """
 
     def __init__(
@@ -112,6 +120,7 @@ class Client:
         )
         self.hooks = tuple(hooks)
         self._sleep, self._asleep = sleep, asleep
+        self._sent: SentRequest | None = None
 
     def send(
         self,
@@ -217,7 +226,8 @@ class Client:
         stream begins."""
         # What a provider that compacted on its servers sees (`chatcli.history.native`).
         owner = getattr(self.provider, "compaction_provider", None)
-        history = native_view(messages, provider=owner, model=self._model).messages
+        memos = self.policy.memos
+        history = native_view(messages, provider=owner, model=self._model, memos=memos).messages
         sticky = self._sticky_for(history)
         working = sticky.working(history) if sticky is not None else history
         merged = self.settings.merge(settings)
@@ -231,7 +241,11 @@ class Client:
             history=numbered,
         )
         native = self._native(max_tokens)
-        flow = self._keeping_cut(history, run if native is None else _asking(run, native))
+        asked = run if native is None else _asking(run, native)
+        self._sent = None
+        if sticky is None and native is None:  # a view of the whole conversation, as it is
+            asked = self._recording(tuple(messages), asked)
+        flow = self._keeping_cut(history, asked)
         return flow, _advance(flow, None)
 
     def _native(self, max_tokens: int | None) -> NativeCompaction | None:
@@ -248,6 +262,28 @@ class Client:
             clear_tool_uses="tool_uses" in config.context_editing,
             clear_thinking="thinking" in config.context_editing,
         )
+
+    def _recording(self, conversation: tuple[Message, ...], flow: Flow) -> Flow:
+        """`flow`, whose Reply's request becomes `last_sent` (`_sent_request`)."""
+        answered: list[Request] = []
+        outcome: Outcome = None
+        while True:  # bounded by the policy's call limit
+            try:
+                action = flow.send(outcome)
+            except StopIteration as done:
+                reply: Reply = done.value
+                self._sent = _sent_request(conversation, answered, reply)
+                return reply
+            outcome = yield action
+            if isinstance(action, Send) and isinstance(outcome, Response):
+                answered.append(action.request)
+
+    @property
+    def last_sent(self) -> SentRequest | None:
+        """The request the last send was answered on, and the messages it was given; None
+        when it made a cut (a recovery level, a kept cut: the request no longer holds the
+        conversation), asked for the provider's own compaction, or failed."""
+        return self._sent
 
     def _keeping_cut(self, history: tuple[Message, ...], flow: Flow) -> Flow:
         """`flow`, whose Reply updates the sticky view when a level cut `history`."""
@@ -270,7 +306,7 @@ class Client:
         covered = self._covered
         if covered is not None and history[: sticky.upto] == covered:
             return sticky  # the same objects: a pointer comparison per message
-        if covered is None and sticky.applies_to(history):
+        if covered is None and sticky.applies_to(history, self.policy.memos):
             self._covered = history[: sticky.upto]
             return sticky
         self._sticky = self._covered = None
@@ -278,7 +314,8 @@ class Client:
 
     def _keep_cut(self, history: tuple[Message, ...], view: tuple[Message, ...]) -> None:
         if history:
-            self._sticky, self._covered = StickyView.of(history, view), history
+            sticky = StickyView.of(history, view, self.policy.memos)
+            self._sticky, self._covered = sticky, history
 
     def compact(
         self,
@@ -288,12 +325,16 @@ class Client:
         max_tokens: int | None = None,
         config: CompactionConfig | None = None,
         summarizer: Provider | None = None,
+        previous: PreviousRequest | None = None,
     ) -> CompactionResult:
         """/compact: the working view with the middle of `messages` replaced by a verified
         summary (`chatcli.compaction`). Raises `CompactionError`, with nothing changed, when no
         valid summary could be made; `messages` are never changed either way. The compacted
-        view is the sticky view for `messages` (see the class docstring)."""
-        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        view is the sticky view for `messages` (see the class docstring). The summary is
+        asked for after `previous`, the conversation's last request (default: `last_sent`,
+        when `messages` extend the conversation it was given), on the provider's prompt cache
+        where it fits (`chatcli.compaction.warm`)."""
+        args = self._compaction_args(messages, focus, max_tokens, config, summarizer, previous)
         result = compact(self.provider, messages, sleep=self._sleep, **args)
         self._keep_cut(tuple(messages), result.messages)
         return result
@@ -306,20 +347,25 @@ class Client:
         max_tokens: int | None = None,
         config: CompactionConfig | None = None,
         summarizer: Provider | None = None,
+        previous: PreviousRequest | None = None,
     ) -> CompactionResult:
         """The async `compact`."""
-        args = self._compaction_args(focus, max_tokens, config, summarizer)
+        args = self._compaction_args(messages, focus, max_tokens, config, summarizer, previous)
         result = await acompact(self.provider, messages, asleep=self._asleep, **args)
         self._keep_cut(tuple(messages), result.messages)
         return result
 
     def _compaction_args(
         self,
+        messages: Sequence[Message],
         focus: str | None,
         max_tokens: int | None,
         config: CompactionConfig | None,
         summarizer: Provider | None,
+        previous: PreviousRequest | None,
     ) -> dict[str, Any]:
+        if previous is None and self._sent is not None:
+            previous = self._sent.previous_for(messages)
         return {
             "focus": focus,
             "config": config if config is not None else self.compaction,
@@ -328,6 +374,7 @@ class Client:
             "output_reserve": max_tokens or 0,
             "summarizer": summarizer,
             "recovery_config": self.policy.config,
+            "previous": previous,
         }
 
     def _perform(self, action: Action) -> Outcome:
@@ -373,6 +420,20 @@ def _advance(flow: Flow, outcome: Outcome) -> Action | Reply:
     except StopIteration as done:
         reply: Reply = done.value
         return reply
+
+
+def _sent_request(
+    conversation: tuple[Message, ...], answered: Sequence[Request], reply: Reply
+) -> SentRequest | None:
+    """What a send that gave `reply` sent last: its latest answered request whose messages are
+    the reply's view (a continuation's add the partial answer); None when a recovery level cut
+    the conversation."""
+    if any(isinstance(event, LevelApplied) for event in reply.events):
+        return None
+    view = reply.view
+    sent = (r for r in reversed(answered) if r.messages is view or r.messages == view)
+    request = next(sent, None)
+    return None if request is None else SentRequest(conversation=conversation, request=request)
 
 
 def _asking(flow: Flow, native: NativeCompaction | None) -> Flow:

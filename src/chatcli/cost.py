@@ -100,6 +100,7 @@ class CallKind(StrEnum):
     FAILED = "failed"  # a call that failed (an overflow, a broken stream) and was retried
     CONTINUATION = "continuation"  # an extra call after a stop at max_tokens
     COMPACTION = "compaction"  # a summary made to shrink the history
+    CANCELLED = "cancelled"  # a call the user cancelled: what it processed was still paid
 
     @property
     def is_recovery(self) -> bool:

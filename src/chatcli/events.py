@@ -60,25 +60,34 @@ class Event:
 Hook = Callable[[Event], None]
 
 
-def _tokens(count: int | None) -> str:
-    return "?" if count is None else f"{count:,}"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OverflowDetected(Event):
-    """The provider said the prompt does not fit (an error, or the context_window stop)."""
+    """The provider said the prompt does not fit (an error), or the window filled up while
+    the model was answering (`while_answering`: the context_window stop). `limit` is the
+    window the provider stated, else the one known before (None: unknown); `max_tokens` the
+    output the provider counted, when it says so. No number is shown that is not known."""
 
     info: ErrorInfo
     prompt_tokens: int | None
     limit: int | None
-    max_tokens: int | None = None  # the output the provider counted, when it says so
+    max_tokens: int | None = None
+    while_answering: bool = False
 
     def describe(self) -> str:
-        if self.prompt_tokens is None and self.limit is None:
-            return "context overflow"
-        output = "" if self.max_tokens is None else f" + {self.max_tokens:,} output"
-        prompt, limit = _tokens(self.prompt_tokens), _tokens(self.limit)
-        return f"context overflow ({prompt}{output} > {limit} tokens)"
+        prompt, output, limit = self.prompt_tokens, self.max_tokens, self.limit
+        if self.while_answering:
+            counted = f"{prompt:,} prompt" if prompt is not None else ""
+            if output is not None:
+                counted += f"{' + ' if counted else ''}{output:,} output"
+            of = f"the {limit:,}-token window" if limit is not None else "a window of unknown size"
+            used = f"{counted} tokens filled {of}" if counted else f"{of} filled up"
+            return f"context overflow while answering ({used})"
+        if prompt is None:
+            return "context overflow" if limit is None else f"context overflow (over {limit:,})"
+        asked = f"{prompt:,}" + ("" if output is None else f" + {output:,} output")
+        if limit is None:
+            return f"context overflow ({asked} tokens; the window size is not stated)"
+        return f"context overflow ({asked} > {limit:,} tokens)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,9 +176,10 @@ class LevelSkipped(Event):
         skipped = f"level {self.level} ({self.name}) skipped"
         if self.unchanged:
             return f"{skipped}: it changes nothing in the view"
+        if self.predicted_tokens is None or self.limit is None:
+            return f"{skipped}: predicted not to fit"
         output = f" + {self.reserve:,} output" if self.reserve else ""
-        predicted, limit = _tokens(self.predicted_tokens), _tokens(self.limit)
-        return f"{skipped}: predicted {predicted}{output} > {limit} tokens"
+        return f"{skipped}: predicted {self.predicted_tokens:,}{output} > {self.limit:,} tokens"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,8 +239,8 @@ class Continued(Event):
     max_tokens: int | None
 
     def describe(self) -> str:
-        limit = _tokens(self.max_tokens)
-        return f"continuing the cut answer (continuation {self.attempt}, max_tokens {limit})"
+        limit = "no max_tokens" if self.max_tokens is None else f"max_tokens {self.max_tokens:,}"
+        return f"continuing the cut answer (continuation {self.attempt}, {limit})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

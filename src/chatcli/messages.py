@@ -133,11 +133,19 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     incomplete: bool = False
     provider_details: Details | None = None
+    # `arguments_json`, made at its first use and kept (every request sends and counts every
+    # call of the conversation): no part of the value, so equality, hashing and repr ignore
+    # it, and `replace` makes a new call that makes its own.
+    _arguments_json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def arguments_json(self) -> str:
         """The arguments as compact JSON (the form sent on the wire and counted for size)."""
-        return json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+        made = self._arguments_json
+        if made is None:
+            made = json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+            object.__setattr__(self, "_arguments_json", made)  # a frozen value's own cache
+        return made
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

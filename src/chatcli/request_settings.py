@@ -32,6 +32,7 @@ __all__ = [
     "TOOL_CHOICE_MODES",
     "Settings",
     "UnsupportedSetting",
+    "default_output_limit",
     "output_reserve",
 ]
 
@@ -121,6 +122,24 @@ class Settings:
         """Whether the field `name` has a value (not None, not empty)."""
         value = getattr(self, name)
         return value is not None and value != {} and value != ()
+
+
+# The chat's default output limit is at most the window divided by this: the rest is the
+# conversation's (a local server given no limit writes until its window is full).
+_WINDOW_SHARE = 4
+
+
+def default_output_limit(window: int | None, cap: int | None) -> int:
+    """The output limit a chat sends when the user set none: `DEFAULT_MAX_TOKENS`, no more
+    than the model's output `cap` and a quarter of its `window` (each when known). An
+    answer that reaches it is continued (max_tokens escalation), so the limit bounds one
+    call, not the answer."""
+    limits = [DEFAULT_MAX_TOKENS]
+    if cap is not None:
+        limits.append(cap)
+    if window is not None:
+        limits.append(max(1, window // _WINDOW_SHARE))
+    return min(limits)
 
 
 def output_reserve(

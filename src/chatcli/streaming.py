@@ -1,7 +1,8 @@
 """What `Client.stream` / `astream` yield, and the bookkeeping that keeps the stream one answer.
 
-A stream yields, in order: text deltas (`TextDelta`), tool-call deltas (`ToolCallDelta`) and
-reasoning deltas (`ReasoningDelta`, the first call's only) as the provider sends them,
+A stream yields, in order: text deltas (`TextDelta`), tool-call deltas (`ToolCallDelta`),
+reasoning deltas (`ReasoningDelta`) and the provider's compaction (`CompactionDelta`), the
+last two the first call's only, as the provider sends them,
 recovery events (`chatcli.events.Event`) as the policy emits them, and last the `Reply` —
 the whole answer, which is what counts (the deltas are for showing it as it
 comes). Three things keep what was shown equal to the reply's text:
@@ -30,6 +31,7 @@ from chatcli.events import Event
 from chatcli.messages import StopReason
 from chatcli.policy.actions import Outcome, Reply
 from chatcli.providers.base import (
+    CompactionDelta,
     Provider,
     ReasoningDelta,
     Request,
@@ -48,14 +50,14 @@ _CUT = frozenset({StopReason.MAX_TOKENS, StopReason.CONTEXT_WINDOW})
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Discard:
     """The last `text` shown (the end of the stream so far) is not part of the answer: a call
-    failed after showing it (and its reasoning, when `reasoning`), and the retried call
-    streams the answer again."""
+    failed after showing it (and its reasoning or compaction, when `reasoning`), and the
+    retried call streams the answer again."""
 
     text: str
     reasoning: bool = False
 
 
-StreamItem = TextDelta | ToolCallDelta | ReasoningDelta | Event | Discard | Reply
+StreamItem = TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta | Event | Discard | Reply
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,12 +166,14 @@ class _Call:
         self.run = run
         self.before = run.shown
         self.seam = _Seam(run.shown) if run.continuing else None
-        self.reasoned = False  # reasoning shown (`ReasoningDelta`)
+        self.reasoned = False  # reasoning or a compaction shown
 
-    def delta(self, chunk: TextDelta | ToolCallDelta | ReasoningDelta) -> Iterator[StreamItem]:
+    def delta(
+        self, chunk: TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta
+    ) -> Iterator[StreamItem]:
         if isinstance(chunk, ToolCallDelta):
             yield chunk
-        elif isinstance(chunk, ReasoningDelta):
+        elif isinstance(chunk, (ReasoningDelta, CompactionDelta)):
             if self.seam is None:  # a continuation's reasoning is not part of the answer shown
                 self.reasoned = True
                 yield chunk

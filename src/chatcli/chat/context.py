@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
-from chatcli.history.carry import KINDS, Numbering
+from chatcli.history.carry import KINDS, CarriedItem, Numbering, carried_items
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_compaction_notice
@@ -69,7 +69,9 @@ class ContextRow:
 class ContextReport:
     """The next request's view: rows in conversation order, its estimated size, the output
     reserve (max_tokens), the window (None: unknown), the recovery it needs (its level and
-    events' lines) and what made the working view it starts from ("": the transcript)."""
+    events' lines), what made the working view it starts from ("": the transcript), and the
+    instructions the view carries from removed user messages, whole (`carried`, and how many
+    the block says were left out: `chatcli.history.carry.carried_items`)."""
 
     rows: tuple[ContextRow, ...]
     tokens: int
@@ -78,6 +80,8 @@ class ContextReport:
     level: int
     notes: tuple[str, ...]
     made_by: str = ""
+    carried: tuple[CarriedItem, ...] = ()
+    carried_left_out: int = 0
 
     @property
     def fraction(self) -> float | None:
@@ -114,6 +118,7 @@ def build_context_report(
         made_by=made_by,
     )
     rows = _rows(stages, view, policy.estimator)
+    carried, left_out = carried_items(view)
     return ContextReport(
         rows=rows,
         tokens=policy.estimator.count(view),
@@ -122,6 +127,8 @@ def build_context_report(
         level=level,
         notes=tuple(e.describe() for e in events),
         made_by=made_by,
+        carried=carried,
+        carried_left_out=left_out,
     )
 
 

@@ -3,13 +3,16 @@ from its stored requests (so a resumed session shows all of it), per model, with
 that were overhead (recovery, compaction). Unknown is None, never 0.
 
 Each stored request keeps its own usage (cache reads and writes included), so views of it
-per request (a cache share, say) are computed from `CostSummary.requests` alike.
+per request (a cache share, say) are computed from `CostSummary.requests` alike. A request
+whose usage holds chatcli's estimate for a call the server reported none for (cancelled, or
+failed mid-answer) carries an event saying so (`ESTIMATED_USAGE`), so /cost can mark it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from chatcli.catalog import ModelInfo
 from chatcli.chat.tap import CallRecord
@@ -17,10 +20,20 @@ from chatcli.cost import CostLedger
 from chatcli.messages import Usage
 from chatcli.store import StoredRequest
 
-__all__ = ["COMPACTION_TAGS", "CostSummary", "ModelTally", "TurnCost", "turn_cost"]
+__all__ = [
+    "COMPACTION_TAGS",
+    "ESTIMATED_USAGE",
+    "CostSummary",
+    "ModelTally",
+    "TurnCost",
+    "estimated_usage_event",
+    "turn_cost",
+]
 
 # Tags of the stored requests that are compactions (a failed one was paid for too).
 COMPACTION_TAGS = ("compaction", "compaction-failed")
+# The kind of the event stored with a request whose usage holds an estimate.
+ESTIMATED_USAGE = "usage-estimated"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +57,17 @@ def turn_cost(calls: Sequence[CallRecord], model: str, info: ModelInfo | None) -
     )
 
 
+def estimated_usage_event(calls: Sequence[CallRecord]) -> tuple[str, str, dict[str, Any]]:
+    """The stored event of a request some of whose calls' usage is chatcli's estimate."""
+    estimated = [call for call in calls if call.estimated]
+    usage = sum((call.usage for call in estimated), Usage())
+    text = (
+        f"usage of {len(estimated)} call(s) estimated ({usage.prompt_tokens:,} in, "
+        f"{usage.output_tokens:,} out): the server reported none before the call ended"
+    )
+    return ESTIMATED_USAGE, text, {"calls": len(estimated)}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelTally:
     """Requests, tokens and cost of one model in a session (`cost` None: partly unknown), and
@@ -61,10 +85,11 @@ class ModelTally:
 class CostSummary:
     """A session's cost from its stored requests (so a resumed session shows all of it).
     `cache_breaks`: the requests that broke the prompt cache (by id), and why
-    (`chatcli.chat.cache`)."""
+    (`chatcli.chat.cache`); `estimated`: the requests whose usage holds an estimate."""
 
     requests: tuple[StoredRequest, ...]
     cache_breaks: Mapping[int, str] = field(default_factory=dict)
+    estimated: frozenset[int] = frozenset()
 
     @property
     def total(self) -> ModelTally:

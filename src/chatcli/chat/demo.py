@@ -1,14 +1,18 @@
 """The offline demo: a scripted agent session on a real local engine with a small window.
 
-`chatcli demo` runs this script on the embedded `LlamaCpp` provider (no API key, no network)
-with a 1,024-token window, so that every mechanism of chatcli happens for real: the
-tool-result budget, max_tokens escalation with continuation, context overflow rejected by the
-engine and recovered at each level, pre-flight recovery, the compaction guard, and the cost
-table, all saved in the session database.
+`chatcli demo` runs this script on the embedded `LlamaCpp` provider (no API key, no network
+once the model is there) with a small window, so that every mechanism of chatcli happens for
+real within a few turns: the tool-result budget, max_tokens escalation with continuation,
+context overflow rejected by the engine and recovered at each level, pre-flight recovery,
+/compact and its checks, and the cost table, all saved in the session database.
 
-The agent's tool calls are scripted (a random-weight model cannot choose tools); the model's
-answers, the engine's token counts and its overflow errors are real. Without a model file the
-demo writes `chatcli.chat.tinymodel`'s tiny random model, whose text is nonsense by design.
+The model (`DemoModel`) is by default SmolLM2-135M-Instruct, a real but very small model
+(`chatcli.chat.localmodel`), with a 512-token window; `--model tiny` is
+`chatcli.chat.tinymodel`'s random-weight model (nonsense by design, never stopping on its
+own) with 1,024 tokens, as its tokenizer takes about one token per character of code; any
+other GGUF file runs with 1,024. The agent's tool calls are scripted (a model that small
+cannot choose tools); the model's answers, the engine's token counts and its overflow errors
+are real.
 
 The script is data (`SCRIPT`); `run_step` plays one step; the CLI only renders.
 """
@@ -18,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from chatcli.chat.context import ContextReport
+from chatcli.chat.localmodel import SMOLLM2, sampling_for
 from chatcli.chat.session import ChatSession, Turn
 from chatcli.compaction import CompactionResult
 from chatcli.config import CompactionConfig, RecoveryConfig
@@ -36,18 +42,28 @@ __all__ = [
     "DEMO_RECOVERY",
     "NONSENSE_NOTICE",
     "SCRIPT",
+    "SMOLLM2_NOTICE",
+    "SMOLLM2_N_CTX",
+    "DemoModel",
     "Step",
     "StepOutcome",
     "demo_model_path",
     "open_demo_session",
     "run_step",
+    "smollm2_demo",
+    "tiny_demo",
     "view_fill",
 ]
 
-# Small: a few tool results fill it. (The tiny model's tokenizer takes about one token per
-# char of code or logs, and a tool call costs dozens of tokens of template.)
+# The window of the tiny model and of a GGUF file given with --model: small, so a few tool
+# results fill it (the tiny model's tokenizer takes about one token per char of code or logs,
+# and a tool call costs dozens of tokens of template).
 DEMO_N_CTX = 1024
-# Small, so that answers stop at the limit (the tiny model never ends an answer on its own).
+# SmolLM2's tokenizer packs the script's text about twice as densely: half the window, the
+# same overflows. (llama.cpp rounds a window up to a multiple of 256 tokens.)
+SMOLLM2_N_CTX = 512
+# Small, so that answers stop at the limit (the tiny model never ends an answer on its own;
+# the small real one does, after a sentence or two).
 DEMO_MAX_TOKENS = 16
 # The normal limits (20,000 / 200,000 chars, keep 10) are sized for windows of 100k+ tokens;
 # scaled to a 1,024-token window they are these.
@@ -58,17 +74,49 @@ DEMO_RECOVERY = RecoveryConfig(
     max_token_escalations=2,
 )
 # The summary call needs room for its instructions and the history: the summariser is the
-# same model with the larger window it was trained for.
+# same model with a larger window (both models were made for one).
 SUMMARIZER_N_CTX = 4096
 TINY_MODEL_NAME = "chatcli-tiny.gguf"
 
 NONSENSE_NOTICE = (
-    "No model file given, so the demo uses chatcli's tiny test model: random weights, 2 layers, "
-    "under 1 MB. Its answers are NONSENSE by design. It is a real model for a real engine "
-    "(llama.cpp) with a real tokenizer and a real 1,024-token window: the engine really rejects "
-    "prompts that do not fit and really stops answers at max_tokens. The point is to watch "
-    "chatcli's recovery machinery work; run `chatcli demo --model any.gguf` for real text."
+    "--model tiny: chatcli's tiny test model: random weights, 2 layers, under 1 MB. Its "
+    "answers are NONSENSE by design and never end on their own. It is a real model for a "
+    "real engine (llama.cpp) with a real tokenizer and a real 1,024-token window: the engine "
+    "really rejects prompts that do not fit and really stops answers at max_tokens. Without "
+    "--model the demo runs a real small model, SmolLM2-135M-Instruct."
 )
+SMOLLM2_NOTICE = (
+    f"The demo runs {SMOLLM2.name} (Hugging Face, Apache-2.0): a real model, but a very "
+    "small one (135 million parameters, 4-bit, 100 MB), in llama.cpp in this process, with a "
+    f"{SMOLLM2_N_CTX}-token window so that every recovery happens within a few turns. Expect "
+    "short English answers that are often beside the point, repeat the question or echo "
+    "what a tool returned, and summaries that chatcli's checks may refuse: what to watch is "
+    "chatcli at work. The engine, its tokenizer, its window and its errors are real. "
+    "`chatcli demo --model any.gguf` runs the same script on a bigger model."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoModel:
+    """What the demo runs on: a GGUF file, the window it gets, and what to expect of it
+    (shown first; None: nothing to say). A known model file runs with its makers' sampling
+    (`chatcli.chat.localmodel.sampling_for`)."""
+
+    path: Path
+    n_ctx: int
+    notice: str | None = None
+
+
+def smollm2_demo(path: Path, n_ctx: int | None = None) -> DemoModel:
+    """SmolLM2-135M-Instruct at `path` (fetched by `chatcli.chat.localmodel.fetch_model`)."""
+    return DemoModel(path=path, n_ctx=n_ctx or SMOLLM2_N_CTX, notice=SMOLLM2_NOTICE)
+
+
+def tiny_demo(cache_dir: Path, n_ctx: int | None = None) -> DemoModel:
+    """The tiny random model, written into `cache_dir` first if it is not there."""
+    return DemoModel(
+        path=demo_model_path(cache_dir), n_ctx=n_ctx or DEMO_N_CTX, notice=NONSENSE_NOTICE
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,19 +157,22 @@ def demo_model_path(cache_dir: Path) -> Path:
     return path
 
 
-def open_demo_session(store: SessionStore, model_path: Path, n_ctx: int) -> ChatSession:
-    """A new session on the embedded engine, with the demo's limits. Loads the model."""
-    provider = create_provider("llama-cpp", model=str(model_path), context_window=n_ctx, seed=1)
+def open_demo_session(store: SessionStore, demo: DemoModel) -> ChatSession:
+    """A new session on the embedded engine, with the demo's limits. Loads the model (twice:
+    the summariser has a larger window)."""
+    model = str(demo.path)
+    engine: dict[str, Any] = {"seed": 1, **sampling_for(model)}
+    provider = create_provider("llama-cpp", model=model, context_window=demo.n_ctx, **engine)
     summarizer = create_provider(
-        "llama-cpp", model=str(model_path), context_window=max(n_ctx, SUMMARIZER_N_CTX), seed=1
+        "llama-cpp", model=model, context_window=max(demo.n_ctx, SUMMARIZER_N_CTX), **engine
     )
     session = ChatSession.open(
         store,
         provider,
         provider_name="llama-cpp",
-        model=str(model_path),
-        context_window=n_ctx,
-        model_info=model_info("llama-cpp", str(model_path), provider),
+        model=model,
+        context_window=demo.n_ctx,
+        model_info=model_info("llama-cpp", model, provider),
         max_tokens=DEMO_MAX_TOKENS,
         recovery=DEMO_RECOVERY,
         compaction=CompactionConfig(keep_turns=1, summary_tokens=64),
@@ -178,8 +229,8 @@ def _compact_step(session: ChatSession, step: Step) -> StepOutcome:
 # --------------------------------------------------------------------------- the script
 
 _SYSTEM = (
-    "You are a coding agent. Use the tools to inspect the project, then answer briefly. "
-    "Never change files without asking."
+    "You are a coding agent. Use the tools to inspect the project, then explain what you "
+    "found. Never change files without asking."
 )
 
 
@@ -219,19 +270,20 @@ SCRIPT: tuple[Step, ...] = (
         title="1. A tool result over budget, an answer over max_tokens",
         explain="The agent reads a 2,500-char build log. The tool-result budget sends only "
         f"{DEMO_RECOVERY.tool_result_max_chars} chars of it (head + tail; the full log stays "
-        f"in the transcript). The answer stops at max_tokens={DEMO_MAX_TOKENS}: chatcli "
-        "doubles the limit and asks the model to continue, twice, then returns the partial "
-        "answer, flagged as partial.",
-        user="The nightly build fails. Find out why.",
+        f"in the transcript). An answer stopped at max_tokens={DEMO_MAX_TOKENS} is continued: "
+        "chatcli doubles the limit and asks the model to go on from where it stopped (twice "
+        "at most), and stitches the pieces into one answer; one still cut is flagged as "
+        "partial.",
+        user="The nightly build fails. Read the log and explain step by step what went wrong.",
         tools=((_call(1, "read_file", path="build.log"), _build_log(70)),),
         escalations=DEMO_RECOVERY.max_token_escalations,
     ),
     Step(
         title="2. Context overflow: level 1 (aggressive budget)",
-        explain=f"Two more large tool results. The prompt no longer fits the {DEMO_N_CTX}-token "
-        "window and llama.cpp rejects it. Level 1 halves the tool-result budget for this one "
-        "request, and the retry fits. (From here on answers stop at the first limit, without "
-        "escalation, to keep the screen short.)",
+        explain="Two more large tool results. The prompt no longer fits the window and "
+        "llama.cpp rejects it. Level 1 halves the tool-result budget for this one request, "
+        "and the retry usually fits (when it does not, level 2 follows). From here on answers "
+        "stop at the first limit, without escalation, to keep the screen short.",
         user="Look at the config loader and the tests.",
         tools=(
             (_call(2, "read_file", path="src/app/config.py"), _source(20)),
@@ -284,8 +336,8 @@ SCRIPT: tuple[Step, ...] = (
         "summary is checked first: it must be a handoff (its sections present), the user's "
         "explicit instructions and latest request must survive it, and whatever it lost is "
         "pinned verbatim after it. An unusable summary leaves the session exactly as it was, "
-        "its cost on its own line: the tiny model's nonsense is refused, so expect that here "
-        "(with --model any.gguf a real model's summary replaces the older history).",
+        "its cost on its own line. A model as small as these often writes one (the random "
+        "model always does); a larger model's summary replaces the older history.",
         user="keep the encoding findings",
         compact=True,
     ),

@@ -17,7 +17,10 @@ as a compaction request of its own (an answer paused after it is asked for at on
 the provider refuses for it is sent again without it when "auto" can fall back to chatcli's.
 
 Its other parts: the provider tap (`chatcli.chat.tap`), the cost ledger (`chatcli.chat.cost`),
-the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`).
+the budget (`chatcli.chat.spending`), what the session says (`chatcli.chat.text`). One module
+because a session is one state (the transcript, the base of its view, the compaction breaker,
+the learned windows, the estimator) that its turns, compactions and clears read and change
+together; what needs none of that state lives in those parts.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 from chatcli.catalog import ModelInfo
 from chatcli.chat.cache import CACHE_BREAK, CLEAR, COMPACTION, cache_break
 from chatcli.chat.context import ContextReport, build_context_report
-from chatcli.chat.cost import CostSummary, turn_cost
+from chatcli.chat.cost import CostSummary, estimated_usage_event, turn_cost
 from chatcli.chat.native import (
     chatcli_compacts,
     compaction_usage,
@@ -50,13 +53,22 @@ from chatcli.chat.tap import CallRecord, DeltaHook, StreamingTap
 from chatcli.chat.text import (
     CANCELLED_NOTE,
     CompactionNote,
+    CompactionStarted,
     NativeCompactionNote,
+    cut_user_messages,
     describe_compaction,
 )
-from chatcli.compaction import CompactionBreaker, CompactionResult, auto_compact, compact
+from chatcli.compaction import (
+    CompactionBreaker,
+    CompactionResult,
+    PreviousRequest,
+    SentRequest,
+    auto_compact,
+    compact,
+)
 from chatcli.config import CompactionConfig, MicrocompactConfig, RecoveryConfig
 from chatcli.cost import CallKind, usage_cost
-from chatcli.errors import CompactionError, ErrorKind, ProviderError
+from chatcli.errors import CannotSummarise, CompactionError, ErrorKind, ProviderError
 from chatcli.events import Event, LevelApplied
 from chatcli.history.carry import Numbering
 from chatcli.history.native import native_view, owns
@@ -64,7 +76,9 @@ from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, ToolSpec
 from chatcli.providers.counting import default_estimator
 from chatcli.recovery import Client, RecoveryPolicy, Reply
+from chatcli.request_settings import default_output_limit
 from chatcli.store import SessionInfo, SessionStore, StoredStickyView, window_scope
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["ChatSession", "Turn"]
 
@@ -89,13 +103,15 @@ class Turn:
 class ChatSession:
     """One conversation, bound to a store and a provider. Not thread-safe: one turn at a time.
 
-    `model_info` gives prices and limits (None: unknown). `max_tokens` None lets the provider
-    choose. `budget_usd` enables the session budget (see `budget_check`). `auto_compaction`
-    compacts before a request that passes the configured share of the window; `predictive`
-    is `Client`'s (False: the plain ladder, every level sent in turn). `summarizer`
-    writes compaction summaries (default: the chat provider). `saved` False: `info` is not
-    in the store yet; it is stored with the first thing written (an empty session is never
-    stored, so it is never listed nor continued).
+    `model_info` gives prices and limits (None: unknown). `max_tokens` is the user's output
+    limit; None: `output_limit`, sized from the window and the model's output cap
+    (`chatcli.request_settings.default_output_limit`), never none at all (a local server given
+    no limit writes until its window is full). `budget_usd` enables the session budget (see
+    `budget_check`). `auto_compaction` compacts before a request that passes the configured
+    share of the window; `predictive` is `Client`'s (False: the plain ladder, every level sent
+    in turn). `summarizer` writes compaction summaries (default: the chat provider). `saved`
+    False: `info` is not in the store yet; it is stored with the first thing written (an
+    empty session is never stored, so it is never listed nor continued).
 
     `base_made_by` names what made the view the next request starts from ("compaction",
     "/clear", "level 2, kept from an earlier request", ...; "" when it is the transcript), so
@@ -131,7 +147,7 @@ class ChatSession:
         self.tools = tuple(tools)
         self.auto_compaction, self.predictive = auto_compaction, predictive
         self.summarizer = summarizer
-        self.estimator = default_estimator(provider)
+        self.estimator = default_estimator(provider)  # the tap's: it estimates unreported usage
         # Windows stated by overflow errors, by model: each send's Client starts from them,
         # so one rejected call teaches the whole session, not only the turn that paid it.
         # Shared through the store with every chat and proxy replica on the same upstream
@@ -147,8 +163,12 @@ class ChatSession:
         # The view the last chat request sent (None: none yet, or not known after a reopen),
         # and why the view was rebuilt since (a compaction or clear), to judge cache breaks.
         self._sent_view: tuple[Message, ...] | None = None
+        # The request the last answer came from, which chatcli's compaction continues on the
+        # provider's prompt cache while the working view extends it (`_previous`).
+        self._last_sent: SentRequest | None = None
         self._view_reset: str | None = None
         self.native_failed: str | None = None  # why "auto" stopped relying on the provider's
+        self._cuts_told: dict[int, int] = {}  # user message number -> chars the user was told
 
     @classmethod
     def open(
@@ -190,18 +210,41 @@ class ChatSession:
         return self.tap.inner
 
     @property
+    def estimator(self) -> TokenEstimator:
+        """The session's token estimate (calibrated on what the provider counted); the tap
+        estimates with it what a cancelled call processed."""
+        return self.tap.estimator
+
+    @estimator.setter
+    def estimator(self, estimator: TokenEstimator) -> None:
+        self.tap.estimator = estimator
+
+    @property
     def context_window(self) -> int | None:
         window = self.tap.context_window
         if window is None and self.model_info is not None:
             window = self.model_info.context_window
         return window
 
+    @property
+    def output_limit(self) -> int:
+        """The output limit each answer is asked with: the user's `max_tokens`, else the
+        default sized from the window and the model's output cap."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        cap = self.tap.max_output_tokens
+        if cap is None and self.model_info is not None:
+            cap = self.model_info.max_output_tokens
+        return default_output_limit(self.context_window, cap)
+
     def switch_model(self, provider: Provider, model: str, model_info: ModelInfo | None) -> None:
         """Use another model from the next request on (the transcript is unchanged); a
         reopened session continues on it."""
         self.tap.inner, self.model, self.model_info = provider, model, model_info
+        self._last_sent = None  # sent to the other model: its cache is not this one's
         self.estimator = default_estimator(provider)  # another model counts otherwise
         self.native_failed = None
+        self.breaker = CompactionBreaker.from_config(self.compaction)  # it may summarise
         self._save_settings(model=model)
 
     def set_max_tokens(self, max_tokens: int | None) -> None:
@@ -238,7 +281,7 @@ class ChatSession:
 
     def _native_trigger(self) -> int | None:
         """Where the provider's compaction triggers (the Client asks for it there)."""
-        return self.compaction.trigger(self.context_window, self.max_tokens)
+        return self.compaction.trigger(self.context_window, self.output_limit)
 
     def _give_up_native(self, reason: str, on_event: EventHook | None) -> bool:
         """ "auto" falls back to chatcli's own compaction (True); other strategies do not."""
@@ -280,6 +323,12 @@ class ChatSession:
         """The transcript's message numbers, which microcompaction's markers name (as the
         `Client` numbers them, given `transcript=`), so the session counts what it sends."""
         return Numbering(self.transcript)
+
+    def _previous(self) -> PreviousRequest | None:
+        """The last chat request and the messages added since, while the working view
+        extends the messages it was made from (not after a compaction, a /clear or a cut)."""
+        sent = self._last_sent
+        return None if sent is None else sent.previous_for(self.working_messages())
 
     def _own_span(self) -> tuple[Message, ...]:
         """What chatcli's own compaction summarises: the working messages (microcompacted)
@@ -327,7 +376,7 @@ class ChatSession:
                 self.store, self.window_scope, self.learned_windows, client.learned_windows
             )
         self.append((reply.message,))
-        self.last_reply = reply
+        self.last_reply, self._last_sent = reply, client.last_sent
         compacted = self._after_native(reply, on_event)
         self._calibrate()
         broken = cache_break(self._sent_view, reply.view, events, reset=self._view_reset)
@@ -336,6 +385,7 @@ class ChatSession:
         if compacted:  # the next request starts from the provider's compaction
             self._view_reset = COMPACTION
         request_id, cost, recovery = self._record("chat", events, view=reply.view, extra=extra)
+        self._tell_cuts(reply.view, on_event)
         if client.sticky_view is not None:  # this request's cut: the next ones keep it
             self.base, self.upto = client.sticky_view.view, sent
             levels = [e.level for e in events if isinstance(e, LevelApplied)]
@@ -352,6 +402,15 @@ class ChatSession:
             recovery_cost=recovery,
             calls=tuple(self.tap.calls),
         )
+
+    def _tell_cuts(self, view: Sequence[Message], on_event: EventHook | None) -> None:
+        """Say how much of each of the user's messages the model saw, when the view held it
+        cut: once, and again when that changes (a later cut)."""
+        for cut in cut_user_messages(self.transcript, view):
+            if self._cuts_told.get(cut.number) != cut.seen:
+                self._cuts_told[cut.number] = cut.seen
+                if on_event is not None:
+                    on_event(cut)
 
     def _answer(
         self, client: Client, hooks: Sequence[EventHook], on_event: EventHook | None
@@ -371,7 +430,7 @@ class ChatSession:
     def _sent(self, client: Client) -> Reply:
         view, transcript = self.working_messages(), self.transcript
         return client.send(
-            view, max_tokens=self.max_tokens, tools=self.tools, transcript=transcript
+            view, max_tokens=self.output_limit, tools=self.tools, transcript=transcript
         )
 
     def _after_native(self, reply: Reply, on_event: EventHook | None) -> bool:
@@ -417,11 +476,14 @@ class ChatSession:
             self.estimator = self.estimator.calibrated(messages, tokens)
             self.tap.last_prompt = None
 
-    def record_cancelled(self, partial: str) -> None:
-        """The user cancelled the answer: keep what arrived, marked, in the transcript."""
+    def record_cancelled(self, partial: str) -> CallRecord | None:
+        """The user cancelled the answer: keep what arrived, marked, in the transcript, and
+        what the cancelled call processed (its record: None when no call was made)."""
         text = f"{partial.rstrip()}\n\n{CANCELLED_NOTE}" if partial.strip() else CANCELLED_NOTE
         self.append((Message.assistant(text),))
+        cancelled = next((c for c in self.tap.calls if c.kind is CallKind.CANCELLED), None)
         self._record("cancelled", [], view=None)
+        return cancelled
 
     def _record(
         self,
@@ -436,6 +498,8 @@ class ChatSession:
         made during it is stored apart (`_store_native_compaction`)."""
         calls = [c for c in self.tap.calls if c.kind is not CallKind.COMPACTION]
         cost = turn_cost(calls, self.model, self.model_info)
+        if any(call.estimated for call in calls):
+            extra = (*extra, estimated_usage_event(calls))
         self._ensure_saved()
         request_id = self.store.record_request(
             self.info.id,
@@ -461,7 +525,9 @@ class ChatSession:
         its note, and None is returned. Otherwise, or when it fails, chatcli's own summary of
         the working view is made and returned (`on_event` told why it is not the provider's):
         raises CompactionError, with nothing changed, when no valid summary was made (its
-        calls' cost is stored). A `focus` is for chatcli's own summary."""
+        calls' cost is stored). A `focus` is for chatcli's own summary. Where the model
+        already failed to summarise in this session (its summary was rejected), it is not
+        asked again: CompactionError at once, no call made."""
         if self.recovery.compaction == "off":
             raise CompactionError("compaction is off (CHATCLI_COMPACTION=off): nothing compacts")
         instead = self._compact_natively(focus, on_event)
@@ -469,6 +535,12 @@ class ChatSession:
             return None
         if instead and on_event is not None:
             on_event(NativeCompactionNote(instead=instead))
+        if self.breaker.unable:
+            raise CompactionError(
+                f"not asked again: the model cannot summarise this conversation, as it showed "
+                f"earlier in this session ({self.breaker.unable}). Overflow recovery still keeps "
+                "each request within the window; /model switches to another model."
+            )
         try:
             result = compact(
                 self.provider,
@@ -477,13 +549,16 @@ class ChatSession:
                 config=self.compaction,
                 estimator=self.estimator,
                 window=self.context_window,
-                output_reserve=self.max_tokens or 0,
+                output_reserve=self.output_limit,
                 recovery_config=self.recovery,
                 summarizer=self.summarizer,
                 numbering=self._numbering(),
+                previous=self._previous(),
             )
         except CompactionError as exc:
             self._store_failed_compaction(exc)
+            if isinstance(exc, CannotSummarise):  # auto-compaction stops asking too
+                self.breaker = self.breaker.after_failure(str(exc), cannot_summarise=True)
             raise
         self._store_compaction(result)
         return result
@@ -495,7 +570,8 @@ class ChatSession:
             return compact_now
         view = self.working_messages()
         try:
-            done = compact_now(Request(messages=view, max_tokens=self.max_tokens, tools=self.tools))
+            limit = self.output_limit
+            done = compact_now(Request(messages=view, max_tokens=limit, tools=self.tools))
         except ProviderError as exc:
             return f"its compaction on demand failed: {exc}"
         self.append(done.window)
@@ -515,12 +591,14 @@ class ChatSession:
             self._own_span(),
             breaker=self.breaker,
             window=window,
-            output_reserve=self.max_tokens or 0,
+            output_reserve=self.output_limit,
             config=self.compaction,
             estimator=self.estimator,  # the turn's one estimate: the request's pre-flight's
             recovery_config=self.recovery,
             summarizer=self.summarizer,
             numbering=self._numbering(),
+            on_start=None if on_event is None else lambda: on_event(CompactionStarted()),
+            previous=self._previous(),
         )
         self.breaker = decision.breaker
         if decision.result is not None:
@@ -533,7 +611,9 @@ class ChatSession:
 
     def _store_compaction(self, result: CompactionResult) -> None:
         """A compaction is a request of its own (its cost is its own line in /cost), with
-        the view it made as an event, from which a reopened session rebuilds its view."""
+        the view it made as an event, from which a reopened session rebuilds its view. One
+        whose summary failed (the view is the recovery levels') is "compaction-failed", as a
+        failed /compact is: a failure has one name."""
         report = result.report
         self.base, self.upto = result.messages, len(self.transcript)
         self.base_made_by = compaction_made_by(report)
@@ -541,9 +621,8 @@ class ChatSession:
         data: dict[str, Any] = {"upto": self.upto, "made_by": self.base_made_by}
         event = ("compaction", describe_compaction(result), data)
         model = report.model or self.model
-        self._record_compaction(
-            "compaction", report.usage, event, model=model, view=result.messages
-        )
+        tag = "compaction" if report.fallback is None else "compaction-failed"
+        self._record_compaction(tag, report.usage, event, model=model, view=result.messages)
         self.store.save_sticky_view(self.info.id, None)  # the events say what made the view
         self._view_reset = COMPACTION
 
@@ -572,7 +651,7 @@ class ChatSession:
             self.transcript,
             self.working_messages(),
             self._policy(),
-            max_tokens=self.max_tokens,
+            max_tokens=self.output_limit,
             made_by=self.base_made_by,
         )
 
@@ -584,7 +663,7 @@ class ChatSession:
     def budget_check(self, pending: str | None = None) -> BudgetCheck | None:
         """The budget status before sending `pending` (the user's next message, if any);
         None when no budget is set. The next request is estimated as its prompt plus the
-        output limit, when one is set."""
+        output limit the user set (the default one is a bound, not what answers cost)."""
         if self.budget_usd is None:
             return None
         pending_messages = (Message.user(pending),) if pending is not None else ()

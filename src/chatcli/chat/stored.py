@@ -14,7 +14,7 @@ from dataclasses import fields
 from typing import Any
 
 from chatcli.chat.cache import CACHE_BREAK
-from chatcli.chat.cost import CostSummary
+from chatcli.chat.cost import ESTIMATED_USAGE, CostSummary
 from chatcli.compaction import CompactionReport
 from chatcli.events import Event, LevelApplied
 from chatcli.messages import Message
@@ -96,13 +96,20 @@ def stored_event(event: Event) -> tuple[str, str, dict[str, Any]]:
 
 
 def stored_cost(store: SessionStore, session_id: str) -> CostSummary:
-    """A session's cost from its stored requests, with the cache breaks its events name."""
-    breaks = {
-        event.request_id: str(event.data["reason"])
-        for event in store.events(session_id)
-        if event.kind == CACHE_BREAK and event.request_id is not None
-    }
-    return CostSummary(requests=store.requests(session_id), cache_breaks=breaks)
+    """A session's cost from its stored requests, with the cache breaks and the estimated
+    usages its events name."""
+    breaks: dict[int, str] = {}
+    estimated: set[int] = set()
+    for event in store.events(session_id):
+        if event.request_id is None:
+            continue
+        if event.kind == CACHE_BREAK:
+            breaks[event.request_id] = str(event.data["reason"])
+        elif event.kind == ESTIMATED_USAGE:
+            estimated.add(event.request_id)
+    return CostSummary(
+        requests=store.requests(session_id), cache_breaks=breaks, estimated=frozenset(estimated)
+    )
 
 
 def learn_windows(

@@ -1,6 +1,12 @@
 """The provider tap of a chat session: a Provider around the real one that streams answers
 to the screen and records every call (why it was made, what it used), so that a turn's cost
-can be split into the answer and the recovery around it."""
+can be split into the answer and the recovery around it.
+
+A call the user cancelled, or one that failed after its answer began to arrive, was processed
+(its prompt read, some output written) and maybe billed, though no usage came back: it is
+recorded with the usage its stream reported, else an estimate (`CallRecord.estimated`): the
+prompt counted by the session's estimator, the output from the text that arrived.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from chatcli.continuation import CONTINUATION_MESSAGE
 from chatcli.cost import CallKind
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.providers.base import Provider, Request, Response, StreamChunk, TextDelta
+from chatcli.tokens.estimate import TokenEstimator
 
 __all__ = ["CallRecord", "DeltaHook", "StreamingTap"]
 
@@ -25,6 +32,7 @@ class CallRecord:
 
     kind: CallKind
     usage: Usage
+    estimated: bool = False  # the usage is chatcli's estimate: the server reported none
 
 
 class StreamingTap:
@@ -33,15 +41,17 @@ class StreamingTap:
 
     `on_discard` is called when a call fails after streaming some text (that text is not
     part of the answer). A call the user cancelled (KeyboardInterrupt) is recorded too, with
-    whatever usage its stream had reported, and its text is kept.
+    whatever usage its stream had reported (else `estimator`'s estimate), and its text is kept.
     """
 
-    def __init__(self, inner: Provider) -> None:
+    def __init__(self, inner: Provider, estimator: TokenEstimator | None = None) -> None:
         self.inner = inner
+        self.estimator = estimator or TokenEstimator()
         self.on_delta: DeltaHook | None = None
         self.on_discard: Callable[[], None] | None = None
         self.calls: list[CallRecord] = []
         self._reported: Usage | None = None  # the usage the current call's stream reported
+        self._streamed = 0  # chars of answer text the current call's stream delivered
         # The last prompt the provider counted: (messages sent, prompt tokens it reported).
         self.last_prompt: tuple[tuple[Message, ...], int] | None = None
 
@@ -74,11 +84,11 @@ class StreamingTap:
 
     def complete(self, request: Request) -> Response:
         kind = _call_kind(request)
-        self._reported = None
+        self._reported, self._streamed = None, 0
         try:
             response = self._call(request)
         except BaseException as exc:  # a cancelled call may have been billed too
-            self.calls.append(CallRecord(kind=CallKind.FAILED, usage=self._reported or Usage()))
+            self.calls.append(self._unanswered(request, cancelled=not isinstance(exc, Exception)))
             if isinstance(exc, Exception) and self.on_discard is not None:
                 self.on_discard()
             raise
@@ -93,6 +103,19 @@ class StreamingTap:
             self.last_prompt = (request.messages, response.usage.prompt_tokens)
         return response
 
+    def _unanswered(self, request: Request, *, cancelled: bool) -> CallRecord:
+        """The record of a call that raised: cancelled by the user, or failed. Its usage is
+        what its stream reported; else, when it was processed (cancelled, or its answer had
+        begun), an estimate; else none (a rejected request processed nothing)."""
+        kind = CallKind.CANCELLED if cancelled else CallKind.FAILED
+        if self._reported is not None:
+            return CallRecord(kind=kind, usage=self._reported)
+        if not (cancelled or self._streamed):
+            return CallRecord(kind=kind, usage=Usage())
+        prompt = self.estimator.count(request.messages)
+        output = self.estimator.count_chars(self._streamed) if self._streamed else 0
+        return CallRecord(kind=kind, usage=Usage(prompt, output), estimated=True)
+
     async def acomplete(self, request: Request) -> Response:
         return await asyncio.to_thread(self.complete, request)
 
@@ -104,6 +127,7 @@ class StreamingTap:
         final: Response | None = None
         for chunk in chunks:
             if isinstance(chunk, TextDelta):
+                self._streamed += len(chunk.text)
                 self.on_delta(chunk.text)
             elif isinstance(chunk, Response):  # tool-call deltas show in the final answer
                 final, self._reported = chunk, chunk.usage

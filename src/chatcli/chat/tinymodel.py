@@ -16,7 +16,7 @@ Both logit rules come from one trick: hidden dimension 0 of the residual stream 
 norm it is a large positive number at every position; an output row with a very negative
 weight in that dimension is then a token the model can never pick.
 
-Needs the `gguf` package (extra `chatcli[local]`), imported only when a model is written.
+Needs the `gguf` package (extra `chatcli-recovery[local]`), imported only when a model is written.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The `chatcli` command: interactive chat, one-shot answers, sessions, the offline demo
 (`chatcli proxy` is dispatched by `chatcli.__main__` before this package is imported).
 
-`main(argv=None) -> int` is the entry point. rich and prompt_toolkit (extra `chatcli[cli]`)
-are imported only when it runs, so a plain `pip install chatcli` gets one line saying what
+`main(argv=None) -> int` is the entry point. rich and prompt_toolkit (extra `chatcli-recovery[cli]`)
+are imported only when it runs, so a plain `pip install chatcli-recovery` gets one line saying what
 to install, not a traceback; the logic is in the library (`chatcli.chat`).
 """
 
@@ -19,7 +19,7 @@ __all__ = ["CLI_EXTRA_MISSING", "main"]
 
 CLI_EXTRA_MISSING = (
     "chatcli: the command needs rich and prompt_toolkit; install them with: "
-    "pip install 'chatcli[cli]'"
+    "pip install 'chatcli-recovery[cli]'"
 )
 _CLI_PACKAGES = ("rich", "prompt_toolkit")
 

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from chatcli.chat.demo import DEMO_N_CTX
+from chatcli.chat.demo import DEMO_N_CTX, SMOLLM2_N_CTX
 from chatcli.chat.settings import positive_int
 from chatcli.cli.ui import Ui
 from chatcli.errors import ConfigError
@@ -51,10 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chat_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="{sessions,demo}")
     _add_sessions_parser(sub)
-    demo = sub.add_parser("demo", help="the whole system offline, on a tiny local model")
-    demo.add_argument("--model", help="a .gguf file (default: the tiny random test model)")
+    demo = sub.add_parser("demo", help="the whole system offline, on a small local model")
     demo.add_argument(
-        "--n-ctx", type=positive_int, default=DEMO_N_CTX, help="context window (%(default)s)"
+        "--model",
+        help="a .gguf file, or `tiny` for the random test model (default: SmolLM2-135M-Instruct)",
+    )
+    demo.add_argument(
+        "--n-ctx",
+        type=positive_int,
+        help=f"context window (default: {SMOLLM2_N_CTX} for SmolLM2, {DEMO_N_CTX:,} otherwise)",
     )
     return parser
 
@@ -80,6 +85,12 @@ def _add_chat_arguments(parser: argparse.ArgumentParser) -> None:
         "server runs with (Ollama num_ctx, llama.cpp -c), or llama-cpp's n_ctx",
     )
     parser.add_argument("--max-tokens", type=positive_int, help="output limit per answer")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="chat offline, no key, no server: a model run by llama.cpp in this process "
+        "(SmolLM2-135M-Instruct, fetched once; or --model FILE.gguf)",
+    )
 
 
 def _add_sessions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,22 +7,31 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 
 from chatcli.chat.settings import default_config_path, load_settings
+from chatcli.chat.tap import CallRecord
+from chatcli.chat.text import CompactionNote, CompactionStarted
 from chatcli.cli.context import ChatContext, open_chat, reopened_settings
+from chatcli.cli.demo import fetch_smollm2
 from chatcli.cli.render import event_line, turn_footer
 from chatcli.cli.slash import dispatch
 from chatcli.cli.ui import Ui
-from chatcli.errors import ChatcliError
+from chatcli.errors import ChatcliError, ConfigError
 from chatcli.events import Continued, Event
+from chatcli.providers.llama_engine import require_engine
 from chatcli.providers.registry import detect_provider, setup_help
 from chatcli.store import SessionNotFound, open_store
 
-__all__ = ["StreamView", "answer", "run_chat"]
+__all__ = ["LOCAL_N_CTX", "StreamView", "answer", "local_flags", "run_chat"]
+
+# `--local`'s window: half of SmolLM2's 8,192. A CPU reads a prompt that fills it for a minute
+# or more (docs/configuration.md): the whole window would double that wait.
+LOCAL_N_CTX = 4096
 
 
 def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
@@ -33,6 +42,8 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         "context_window": args.context_window,
         "max_tokens": args.max_tokens,
     }
+    if args.local:
+        flags.update(local_flags(args, ui, environ))
     settings = load_settings(flags, environ)
     with open_store(environ) as store:
         try:
@@ -58,6 +69,18 @@ def run_chat(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> in
         if prompt is not None:
             return 0 if answer(ctx, prompt) else 1
         return repl(ctx)
+
+
+def local_flags(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> dict[str, Any]:
+    """`--local`: the embedded engine (`--provider llama-cpp`) on the --model file, else on
+    SmolLM2-135M-Instruct (fetched once into the cache), with a `LOCAL_N_CTX` window unless
+    --context-window says otherwise."""
+    if args.provider not in (None, "llama-cpp") or args.base_url:
+        raise ConfigError("--local runs the model in this process: drop --provider/--base-url")
+    require_engine()  # before anything is fetched: says so where the engine cannot run
+    model = args.model or str(fetch_smollm2(ui, load_settings(None, environ).cache_dir))
+    window = args.context_window or LOCAL_N_CTX
+    return {"provider": "llama-cpp", "model": model, "context_window": window}
 
 
 def _one_shot_text(args: argparse.Namespace, ui: Ui) -> str | None:
@@ -110,8 +133,14 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
                 text, on_event=view.event, on_delta=view.delta, on_discard=view.discard
             )
     except KeyboardInterrupt:
-        session.record_cancelled(view.text)
-        ui.note("answer cancelled (Ctrl-C); what arrived is kept in the transcript", "yellow")
+        if view.text:  # the live display is gone: what arrived stays on the screen
+            view.show(view.text)
+        cancelled = session.record_cancelled(view.text)
+        ui.note(
+            f"answer cancelled (Ctrl-C){_processed(cancelled)}; what arrived is kept in "
+            "the transcript",
+            "yellow",
+        )
         return False
     except ChatcliError as exc:
         ui.error(str(exc))
@@ -119,6 +148,18 @@ def answer(ctx: ChatContext, text: str | None) -> bool:
     view.show(turn.reply.message.text)
     ui.console.print(turn_footer(turn))
     return True
+
+
+def _processed(call: CallRecord | None) -> str:
+    """What a cancelled call processed, as the cancel note says it ("": nothing known)."""
+    if call is None or not (call.usage.prompt_tokens or call.usage.output_tokens):
+        return ""
+    about = "about " if call.estimated else ""
+    usage = call.usage
+    return (
+        f": {about}{usage.prompt_tokens:,} prompt and {usage.output_tokens:,} output tokens "
+        "were processed"
+    )
 
 
 def budget_allows(ctx: ChatContext, text: str | None) -> bool:
@@ -139,14 +180,19 @@ def budget_allows(ctx: ChatContext, text: str | None) -> bool:
     return False
 
 
+# What the spinner says until the answer's first words arrive.
+WAITING = "waiting for the model…"
+
+
 class StreamView:
     """The answer as it streams: a spinner until text arrives, then live Markdown; event lines
-    print above it. Text from a failed call is dropped; a continuation's text is appended."""
+    print above it. Text from a failed call is dropped; a continuation's text is appended.
+    While auto-compaction runs, the spinner says so (`status`)."""
 
     def __init__(self, ui: Ui) -> None:
         self.ui = ui
         self.text = self._kept = ""
-        self._spinner = Spinner("dots", text="waiting for the model…", style="cyan")
+        self._spinner = Spinner("dots", text=WAITING, style="cyan")
         self._live: Live | None = None
         if ui.console.is_terminal:
             self._live = Live(
@@ -164,12 +210,27 @@ class StreamView:
         if self._live is not None:
             self._live.__exit__(kind, exc, tb)
 
+    @property
+    def status(self) -> str:
+        """What the spinner says: what the chat is waiting for."""
+        return str(self._spinner.text)
+
     def event(self, event: Event) -> None:
+        if isinstance(event, CompactionStarted):
+            self._say(event.describe())  # no line: the note follows
+            return
+        if isinstance(event, CompactionNote):
+            self._say(WAITING)
         if isinstance(event, Continued):
             self._kept = self.text
         # The line says what happened; the spinner, below it, only that the model is working
         # (repeating the line there showed every event twice).
         self.ui.console.print(event_line(event))
+
+    def _say(self, status: str) -> None:
+        self._spinner.update(text=status)
+        if self._live is not None:
+            self._live.refresh()
 
     def delta(self, text: str) -> None:
         self.text += text

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chatcli.chat.localmodel import sampling_for
 from chatcli.chat.session import ChatSession
 from chatcli.chat.settings import CliSettings, load_settings
 from chatcli.cli.ui import Ui
@@ -23,7 +24,14 @@ from chatcli.providers.registry import PROVIDERS, create_provider, model_info
 from chatcli.redact import is_redacted, redact_url
 from chatcli.store import SessionInfo, SessionStore
 
-__all__ = ["ChatContext", "open_chat", "reopen", "reopened_settings", "session_options"]
+__all__ = [
+    "ChatContext",
+    "engine_sampling",
+    "open_chat",
+    "reopen",
+    "reopened_settings",
+    "session_options",
+]
 
 
 @dataclass(kw_only=True)
@@ -47,6 +55,7 @@ class ChatContext:
             base_url=self.settings.base_url,
             context_window=self.settings.context_window,
             environ=self.environ,
+            **engine_sampling(self.provider_name, model),
         )
 
 
@@ -103,6 +112,7 @@ def open_chat(
         base_url=settings.base_url,
         context_window=settings.context_window,
         environ=environ,
+        **engine_sampling(name, model),
     )
     model = model or str(getattr(provider, "model", None) or name)
     options = session_options(name, model, provider, settings, environ)
@@ -135,6 +145,13 @@ def reopen(ctx: ChatContext, session_id: str) -> ChatContext:
     settings = reopened_settings(defaults, info, ctx.flags)
     name = settings.provider or ctx.provider_name
     return open_chat(ctx.ui, ctx.store, settings, name, ctx.environ, info.id, ctx.flags)
+
+
+def engine_sampling(name: str, model: str | None) -> dict[str, float]:
+    """A model run in this process runs with its makers' sampling, when it is a known one
+    (`chatcli.chat.localmodel.sampling_for`)."""
+    spec = PROVIDERS.get(name)
+    return sampling_for(model) if spec is not None and spec.local and model else {}
 
 
 def session_options(

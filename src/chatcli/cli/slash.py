@@ -19,6 +19,7 @@ from chatcli.chat.text import describe_compaction
 from chatcli.cli.context import ChatContext, reopen
 from chatcli.cli.render import (
     cache_lines,
+    carried_view,
     context_view,
     cost_table,
     event_line,
@@ -93,14 +94,29 @@ def _cost(ctx: ChatContext, arg: str) -> None:
 
 
 def _context(ctx: ChatContext, arg: str) -> None:
-    _no_argument(arg)
-    ctx.ui.console.print(context_view(ctx.session.context_report()))
+    """The next request's view; `carried`: the instructions it carries, whole."""
+    if arg not in ("", "carried"):
+        raise UsageError(f"unexpected argument {arg!r}")
+    report = ctx.session.context_report()
+    if arg == "carried":
+        ctx.ui.console.print(carried_view(report))
+        return
+    ctx.ui.console.print(context_view(report))
     ctx.ui.console.print(cache_lines(ctx.session.cost_summary()))
 
 
 def _history(ctx: ChatContext, arg: str) -> None:
-    _no_argument(arg)
-    ctx.ui.console.print(transcript_view(ctx.session.transcript))
+    """The transcript, or its last N messages."""
+    transcript = ctx.session.transcript
+    shown = len(transcript)
+    if arg:
+        if not arg.isdigit() or int(arg) < 1:
+            raise UsageError(f"{arg!r} is not a number of messages")
+        shown = min(int(arg), len(transcript))
+    first = len(transcript) - shown + 1
+    ctx.ui.console.print(transcript_view(transcript[first - 1 :], first))
+    if shown < len(transcript):
+        ctx.ui.note(f"the last {shown} of {len(transcript)} messages (/history shows all)")
 
 
 def _clear(ctx: ChatContext, arg: str) -> None:
@@ -202,12 +218,18 @@ SLASH_COMMANDS: dict[str, SlashCommand] = {
             name="cost", args="", help="tokens and cost per request, model, session", run=_cost
         ),
         SlashCommand(
-            name="context", args="", help="how full the window is, message by message", run=_context
+            name="context",
+            args="[carried]",
+            help="how full the window is, message by message (carried: the carried "
+            "instructions, whole)",
+            run=_context,
         ),
         SlashCommand(
             name="clear", args="", help="start a fresh context (the transcript stays)", run=_clear
         ),
-        SlashCommand(name="history", args="", help="the full transcript", run=_history),
+        SlashCommand(
+            name="history", args="[N]", help="the full transcript (N: its last N)", run=_history
+        ),
         SlashCommand(name="sessions", args="", help="saved sessions", run=_sessions),
         SlashCommand(name="resume", args="ID", help="switch to a saved session", run=_resume),
         SlashCommand(name="model", args="NAME", help="switch model (same provider)", run=_model),

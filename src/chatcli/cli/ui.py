@@ -65,9 +65,11 @@ class Ui:
         return answer.strip().lower() in ("y", "yes")
 
     def error(self, message: str) -> None:
-        """One line (the terminal wraps it; rich would break it into several)."""
+        """On a terminal, wrapped at word boundaries to its width (the terminal itself would
+        wrap a long line wherever its width ends, mid-word); elsewhere (a pipe, a script's
+        log) one line, whole."""
         text = Text.assemble(("error: ", "bold red"), message)
-        self.console.print(text, highlight=False, soft_wrap=True)
+        self.console.print(text, highlight=False, soft_wrap=not self.console.is_terminal)
 
     def note(self, message: str, style: str = "dim") -> None:
         # soft_wrap: the terminal wraps it, so a path or an id is never split by a newline

@@ -4,6 +4,8 @@
 - `auto`: auto-compaction (`should_auto_compact`, `auto_compact`) and its `CompactionBreaker`.
 - `plan`: what a compaction resolves once, and how it splits and chunks the conversation.
 - `summarise`: the summary calls: chunking and merging, retries, a summary call's overflow.
+- `warm`: the summary call on the prompt cache: after the conversation's previous request
+  (`previous`: `PreviousRequest`, and `SentRequest`, what a send sent last).
 - `prompt`: the summariser's sections, instructions and rendering of the conversation.
 - `summary`: the summary message in the view (`SUMMARY_HEADER`, the pinned block).
 - `verify`: the summary's and the new view's checks, and what must be pinned.
@@ -20,6 +22,7 @@ from chatcli.compaction.auto import (
     auto_compact,
     should_auto_compact,
 )
+from chatcli.compaction.previous import PreviousRequest, SentRequest
 from chatcli.compaction.prompt import SUMMARY_SECTIONS
 from chatcli.compaction.report import CompactionReport, CompactionResult
 from chatcli.compaction.run import acompact, compact
@@ -38,6 +41,8 @@ __all__ = [
     "CompactionBreaker",
     "CompactionReport",
     "CompactionResult",
+    "PreviousRequest",
+    "SentRequest",
     "aauto_compact",
     "acompact",
     "auto_compact",

@@ -28,12 +28,14 @@ def fall_back(
     *,
     reason: str,
     calls: tuple[Response | None, ...] = (),
+    cannot_summarise: bool = False,
 ) -> CompactionResult:
     """The lowest deterministic recovery level whose result fits (level 3 if none does).
 
     A result that is not smaller than `messages` is not applied: CompactionError (level 3
     adds its notice, so a view it cannot shorten grows). `calls` are the summary calls made
-    before the failure (None: one that raised): they were paid for.
+    before the failure (None: one that raised): they were paid for; `cannot_summarise`:
+    the failure was the model's summary (the report says so).
     """
     for level in (1, 2, 3):
         result = carrying(
@@ -60,5 +62,6 @@ def fall_back(
         usage=usage_of(calls),
         fallback=result.report,
         reason=reason,
+        cannot_summarise=cannot_summarise,
     )
     return CompactionResult(messages=result.messages, report=report)

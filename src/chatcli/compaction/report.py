@@ -24,7 +24,8 @@ class CompactionReport:
     `usage` is the summariser's own usage (track its cost as its own line); `calls` the number
     of summary calls, including those that failed or whose summary was refused. `fallback` is
     set when the deterministic recovery levels were used instead of a summary, `reason` then
-    says why.
+    says why. `warm`: the summary was asked for after the conversation's previous request, on
+    the provider's prompt cache (`chatcli.compaction.warm`), not of the rendered text.
     """
 
     messages_before: int
@@ -39,6 +40,8 @@ class CompactionReport:
     pinned: tuple[str, ...] = ()
     fallback: TransformReport | None = None
     reason: str = ""
+    cannot_summarise: bool = False
+    warm: bool = False
 
     @property
     def freed_tokens(self) -> int:

@@ -7,6 +7,8 @@ leaves the conversation exactly as it was.
 
 The steps (`compaction_steps`): shrink a conversation over the budget (`chatcli.compaction.shrink`),
 split it (`chatcli.compaction.plan`), summarise the middle (`chatcli.compaction.summarise`),
+or the conversation's previous request where the summariser's prompt cache holds it
+(`chatcli.compaction.warm`: its summary asked for after that request, `previous`),
 then accept the summary only when it passes the checks (`chatcli.compaction.verify`), with
 what it did not state pinned after it and what the removed user messages said carried.
 Otherwise, and on any provider error that retrying did not fix, `CompactionError` is raised,
@@ -20,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from chatcli.compaction.drive import AsyncSleep, Sleep, Steps, adrive, drive
 from chatcli.compaction.fallback import fall_back
 from chatcli.compaction.plan import Plan, Split, carry_budget, make_plan, max_tail_chars, split
+from chatcli.compaction.previous import PreviousRequest
 from chatcli.compaction.prompt import render
 from chatcli.compaction.report import CompactionReport, CompactionResult, usage_of
 from chatcli.compaction.shrink import fitted
@@ -37,8 +41,9 @@ from chatcli.compaction.verify import (
     required,
     validate,
 )
+from chatcli.compaction.warm import rendered_tokens, summarise_warm
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import carry_instructions, is_carry_block
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import Number
@@ -64,6 +69,7 @@ def compact(
     recovery_config: RecoveryConfig | None = None,
     sleep: Sleep = time.sleep,
     numbering: Number | None = None,
+    previous: PreviousRequest | None = None,
 ) -> CompactionResult:
     """Replace the middle of `messages` with a verified summary (see the module docstring).
 
@@ -72,6 +78,9 @@ def compact(
     else `window`). `sleep` waits before a retried summary call. `numbering`: the
     transcript's message numbers, which the summary's header names for the span it replaced
     (and the fallback levels' markers); None when `messages` are not from a transcript.
+    `previous`: the conversation's last request as it was sent to `provider`, and what it
+    added since (`chatcli.compaction.previous`), so the summary is asked for after it, on
+    the provider's prompt cache (`chatcli.compaction.warm`); None: the rendered request.
     Raises `CompactionError` when no valid view was produced.
     """
     plan = make_plan(
@@ -86,6 +95,7 @@ def compact(
         fallback,
         recovery_config,
         numbering,
+        previous=previous,
     )
     return drive(compaction_steps(tuple(messages), plan), summarizer or provider, sleep)
 
@@ -105,6 +115,7 @@ async def acompact(
     recovery_config: RecoveryConfig | None = None,
     asleep: AsyncSleep = asyncio.sleep,
     numbering: Number | None = None,
+    previous: PreviousRequest | None = None,
 ) -> CompactionResult:
     """The async twin of `compact` (`asleep` waits before a retried summary call)."""
     plan = make_plan(
@@ -119,6 +130,7 @@ async def acompact(
         fallback,
         recovery_config,
         numbering,
+        previous=previous,
     )
     return await adrive(compaction_steps(tuple(messages), plan), summarizer or provider, asleep)
 
@@ -129,35 +141,52 @@ def compaction_steps(messages: tuple[Message, ...], plan: Plan) -> Steps[Compact
     try:
         repaired = fitted(repair_tool_pairing(messages).messages, plan)
         parts = split(repaired, plan.config.keep_turns, max_tail_chars(plan))
-        blocks = render(parts.middle)
-        try:
-            summary = yield from summarise(blocks, plan, calls, level=0)
-        except SummaryOverflow as overflow:
-            # Once, with the window and token ratio the summariser's error states.
-            plan = replanned(plan, overflow)
-            summary = yield from summarise(blocks, plan, calls, level=0)
-        return _accept(messages, parts, summary, tuple(calls), plan)
+        summary, source, warm = yield from _summary(parts, plan, calls)
+        result = _accept(messages, parts, summary, source, tuple(calls), plan)
+        return replace(result, report=replace(result.report, warm=warm))
     except CompactionError as exc:
         # Raised by this compaction, so no one else holds it: what it spent goes with it.
         exc.calls, exc.usage = len(calls), usage_of(calls)
         if not plan.fallback:
             raise
         try:
-            return fall_back(messages, plan, reason=str(exc), calls=tuple(calls))
+            cannot = isinstance(exc, CannotSummarise)
+            return fall_back(
+                messages, plan, reason=str(exc), calls=tuple(calls), cannot_summarise=cannot
+            )
         except CompactionError as worse:
             worse.calls, worse.usage = exc.calls, exc.usage
             raise worse from exc
+
+
+def _summary(
+    parts: Split, plan: Plan, calls: list[Response | None]
+) -> Steps[tuple[str, str, bool]]:
+    """(the summary, the text it was written from, whether on the warm prefix): there when
+    it is taken and works (`chatcli.compaction.warm`), else of the middle rendered as text."""
+    blocks = render(parts.middle)
+    warm = yield from summarise_warm(plan, calls, rendered_tokens(blocks, plan))
+    if warm is not None:
+        return (*warm, True)
+    try:
+        summary = yield from summarise(blocks, plan, calls, level=0)
+    except SummaryOverflow as overflow:
+        # Once, with the window and token ratio the summariser's error states.
+        summary = yield from summarise(blocks, replanned(plan, overflow), calls, level=0)
+    return summary, "\n".join(blocks) + (plan.focus or ""), False
 
 
 def _accept(
     messages: tuple[Message, ...],
     parts: Split,
     summary: str,
+    source: str,
     calls: tuple[Response | None, ...],
     plan: Plan,
 ) -> CompactionResult:
-    """Verify and validate the summary; the new view, or CompactionError with nothing changed."""
-    check_summary(summary, "\n".join(render(parts.middle)) + (plan.focus or ""))
+    """Verify and validate the summary (checked against `source`, the text it was written
+    from); the new view, or CompactionError with nothing changed."""
+    check_summary(summary, source)
     kept = (*parts.systems, *parts.tail)
     items, follows, request = required(
         messages, kept, latest_request(parts.middle + parts.tail), plan.numbering

@@ -12,20 +12,40 @@ failed for a transient reason.
   `RETRY_MAX_DELAY`, else exponential backoff), at most `MAX_SUMMARY_RETRIES` times; only
   then does it fail the compaction, as `CompactionError` chained to the provider's error.
   The wait is the driver's (`chatcli.compaction.drive`), so it is injected.
+- **Structured where the server can.** With `Plan.structured`, a summary is asked for as a
+  JSON object of the sections (`chatcli.compaction.prompt.summary_schema`) and rendered back
+  to Markdown; a server that refuses the schema (an invalid-request error) is asked again
+  with the plain prompt, and so is every later call of the compaction.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from chatcli.compaction.drive import Call, Steps
 from chatcli.compaction.plan import Plan, chunk_capacity, chunks, summary_tokens
-from chatcli.compaction.prompt import summary_request
-from chatcli.errors import CompactionError, ErrorInfo, ErrorKind, ProviderError, classify_error
+from chatcli.compaction.prompt import structured_summary, summary_request
+from chatcli.errors import (
+    CannotSummarise,
+    CompactionError,
+    ErrorInfo,
+    ErrorKind,
+    ProviderError,
+    classify_error,
+)
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES, RETRYABLE, retry_delay
 from chatcli.providers.base import Request, Response
 
-__all__ = ["MAX_MERGE_LEVELS", "MAX_SUMMARY_RETRIES", "SummaryOverflow", "replanned", "summarise"]
+__all__ = [
+    "MAX_MERGE_LEVELS",
+    "MAX_SUMMARY_RETRIES",
+    "SummaryOverflow",
+    "ask",
+    "refused",
+    "replanned",
+    "summarise",
+]
 
 # Levels of "summarise the summaries" before giving up; each level divides the text by the
 # chunk capacity over the summary size (at least 3 with the window split of
@@ -66,16 +86,29 @@ def replanned(plan: Plan, overflow: SummaryOverflow) -> Plan:
     )
 
 
+@dataclass(slots=True)
+class _Form:
+    """Whether the summary calls ask for the structured form: True until a server refuses it
+    (then plain for the rest of the compaction)."""
+
+    structured: bool
+
+
 def summarise(
-    blocks: tuple[str, ...], plan: Plan, calls: list[Response | None], *, level: int
+    blocks: tuple[str, ...],
+    plan: Plan,
+    calls: list[Response | None],
+    *,
+    level: int,
+    form: _Form | None = None,
 ) -> Steps[str]:
     """One summary of `blocks`; chunks and merges when they do not fit the window. Every call
     made is appended to `calls` (None: one that raised)."""
+    form = form if form is not None else _Form(structured=plan.structured)
     parts = chunks(blocks, chunk_capacity(plan))
     merging = level > 0
     if len(parts) == 1:
-        request = summary_request(parts[0], plan.summary_tokens, plan.focus, merging=merging)
-        return (yield from _ask(request, calls))
+        return (yield from _ask(parts[0], plan, calls, form, merging=merging))
     if level >= MAX_MERGE_LEVELS:
         raise CompactionError(
             f"the conversation is too large for the summariser's window even after "
@@ -83,21 +116,73 @@ def summarise(
         )
     partials = []
     for number, chunk in enumerate(parts, start=1):
-        part = summary_request(
-            chunk, plan.summary_tokens, plan.focus, merging=merging, part=(number, len(parts))
-        )
-        partials.append((yield from _ask(part, calls)))
+        part = (number, len(parts))
+        partials.append((yield from _ask(chunk, plan, calls, form, merging=merging, part=part)))
     merged = tuple(f"### Summary of part {n}\n{text}" for n, text in enumerate(partials, 1))
-    return (yield from summarise(merged, plan, calls, level=level + 1))
+    return (yield from summarise(merged, plan, calls, level=level + 1, form=form))
 
 
-def _ask(request: Request, calls: list[Response | None]) -> Steps[str]:
-    """One summary's text; an empty one is a CompactionError."""
-    response = yield from _call(request, calls)
+def _ask(
+    body: str,
+    plan: Plan,
+    calls: list[Response | None],
+    form: _Form,
+    *,
+    merging: bool,
+    part: tuple[int, int] | None = None,
+) -> Steps[str]:
+    """One summary of `body` (the rendered request, `summary_request`)."""
+
+    def request(structured: bool) -> Request:
+        return summary_request(
+            body,
+            plan.summary_tokens,
+            plan.focus,
+            merging=merging,
+            part=part,
+            structured=structured,
+        )
+
+    return (yield from _asked(request, calls, form))
+
+
+def ask(
+    request: Callable[[bool], Request], calls: list[Response | None], *, structured: bool
+) -> Steps[str]:
+    """One summary's text from the request `request(structured)` makes (a structured one
+    first when `structured`), on its own; see `_asked`."""
+    return (yield from _asked(request, calls, _Form(structured=structured)))
+
+
+def _asked(
+    request: Callable[[bool], Request], calls: list[Response | None], form: _Form
+) -> Steps[str]:
+    """One summary's text (a structured answer rendered as Markdown); an empty one is
+    CannotSummarise. A structured request the server refuses is asked again plainly, and so
+    is every later one of `form`."""
+    try:
+        response = yield from _call(request(form.structured), calls)
+    except CompactionError as exc:
+        if not (form.structured and refused(exc)):
+            raise
+        form.structured = False
+        response = yield from _call(request(False), calls)
     text = response.message.text.strip()
+    if form.structured:
+        text = structured_summary(text) or text  # no JSON object: checked as it is
     if not text:
-        raise CompactionError("the summariser returned an empty summary")
+        raise CannotSummarise("the summariser returned an empty summary")
     return text
+
+
+def refused(error: CompactionError) -> bool:
+    """Whether a summary call failed because the server does not take the request's form
+    (an invalid request: the schema, not the conversation)."""
+    cause = error.__cause__
+    if not isinstance(cause, Exception):
+        return False
+    info = cause.info if isinstance(cause, ProviderError) else classify_error(cause)
+    return info.kind is ErrorKind.INVALID_REQUEST
 
 
 def _call(request: Request, calls: list[Response | None]) -> Steps[Response]:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from chatcli.history.truncate import Number
+from chatcli.history.truncate import SUMMARY_HEADER, Number
 from chatcli.messages import Message, Role
 
 __all__ = ["SUMMARY_HEADER", "is_summary_message", "pinned_items", "summary_text"]
 
-SUMMARY_HEADER = "[Earlier conversation compacted by chatcli"
 _PINNED_HEADER = "[Kept verbatim from the user's messages, because the summary did not state them:]"
 _LATEST_HEADER = "[The user's latest request, verbatim:]"
 # The span an earlier summary's header names ("(#3-#40)").

@@ -16,7 +16,11 @@
 - **The new view is valid** (`validate`): smaller than before, within the budget when it is
   known, and tool pairing intact.
 
-Each check raises `CompactionError`: the compaction then changes nothing.
+Each check raises `CompactionError`: the compaction then changes nothing. A summary that is
+no summary (nonsense, too few sections, empty) raises `chatcli.errors.CannotSummarise`: the
+model could not summarise, and asking it again is likely to fail the same way
+(`chatcli.compaction.auto.CompactionBreaker` stops asking). A summary not smaller than what
+it replaces is a plain failure: on a longer conversation the same model may do better.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from chatcli.compaction.plan import Plan
 from chatcli.compaction.prompt import SUMMARY_SECTIONS, SYSTEM_PROMPT
 from chatcli.compaction.report import CompactionReport
 from chatcli.compaction.summary import is_summary_message, pinned_items
-from chatcli.errors import CompactionError
+from chatcli.errors import CannotSummarise, CompactionError
 from chatcli.history.carry import (
     CarriedItem,
     carried_items,
@@ -50,6 +54,8 @@ _MIN_KNOWN_WORDS = 0.3
 _MIN_SECTIONS = 5
 
 _WORD = re.compile(r"[^\W\d_]{3,}")
+# Chars of a rejected summary quoted in the error, on one line.
+_QUOTED_CHARS = 80
 _HEADING_MARKS = re.compile(r"^[\s#*_>-]*(?:\d+[.)]\s*)?")
 
 
@@ -62,7 +68,8 @@ def required(
     """(what must survive of what the user said in the messages `kept` leaves out, in order,
     with the later ones each must go with (`resolved_statements`); the latest request's text
     if it is summarised, else "")."""
-    left = [m for m in messages if not any(m is k for k in kept)]
+    kept_ids = {id(m) for m in kept}
+    left = [m for m in messages if id(m) not in kept_ids]
     earlier = [
         CarriedItem(number=None, kind="rule", text=text)
         for message in left
@@ -106,16 +113,22 @@ def missing(summary: str, items: Sequence[str]) -> tuple[str, ...]:
 def check_summary(summary: str, source: str) -> None:
     """Raise CompactionError unless `summary` reads like a handoff summary of `source`."""
     if _is_nonsense(summary, source):
-        raise CompactionError(
+        raise CannotSummarise(
             "the summary was rejected: it does not read like a summary of this conversation"
         )
     sections = _sections_in(summary)
     if sections < _MIN_SECTIONS:
-        raise CompactionError(
+        raise CannotSummarise(
             f"the summary was rejected: it has {sections} of the {len(SUMMARY_SECTIONS)} sections "
             f"(at least {_MIN_SECTIONS} are needed), so it is no handoff summary; it begins "
-            f"{summary[:80]!r}"
+            f'"{_one_line(summary, _QUOTED_CHARS)}"'
         )
+
+
+def _one_line(text: str, chars: int) -> str:
+    """The start of `text` as plain words on one line (no escapes, no line breaks)."""
+    words = " ".join(text.split())
+    return words if len(words) <= chars else words[: chars - 1] + "…"
 
 
 def _is_nonsense(summary: str, source: str) -> bool:

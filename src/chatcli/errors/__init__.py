@@ -14,6 +14,7 @@ prompt) are not errors: they live in `chatcli.overflow_signs`, re-exported here.
 
 from chatcli.errors.classify import classify_error, redact_secrets
 from chatcli.errors.exceptions import (
+    CannotSummarise,
     ChatcliError,
     CompactionError,
     ConfigError,
@@ -30,6 +31,7 @@ from chatcli.overflow_signs import (
 
 __all__ = [
     "SILENT_TRUNCATION",
+    "CannotSummarise",
     "ChatcliError",
     "CompactionError",
     "ConfigError",

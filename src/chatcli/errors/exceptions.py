@@ -7,6 +7,7 @@
      +-- ProviderError            a provider call failed; `.info` is the classified ErrorInfo
      +-- ContextRecoveryError     every recovery level was tried and the request still fails
      +-- CompactionError          /compact failed; the session is unchanged
+          +-- CannotSummarise     the model cannot summarise: asking again fails the same way
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from chatcli.errors.kinds import ErrorInfo
 from chatcli.messages import Usage
 
 __all__ = [
+    "CannotSummarise",
     "ChatcliError",
     "CompactionError",
     "ConfigError",
@@ -63,3 +65,9 @@ class CompactionError(ChatcliError):
         super().__init__(*args)
         self.calls = calls
         self.usage = usage if usage is not None else Usage()
+
+
+class CannotSummarise(CompactionError):
+    """The model cannot summarise this conversation: its summary failed the checks, or its
+    window has no room for a summary. A failure of the model, not of the provider: asking it
+    again fails the same way (auto-compaction stops asking)."""

@@ -6,9 +6,10 @@ exception class name) or searches the message text. The order is the point:
 
 1. Structured codes whose meaning is specific, look-alikes first: a rate limit or a quota
    error must never be read as an overflow.
-2. Message patterns: look-alike guards (a limit per period of time, a quota, a credit limit)
-   before the overflow patterns they resemble; byte limits and output caps after the
-   token-worded overflow patterns; the generic phrases last.
+2. Message patterns: look-alike guards (a limit per period of time, a quota, a credit limit,
+   an output asked for that is larger than the whole window) before the overflow patterns they
+   resemble; byte limits and other output caps after the token-worded overflow patterns; the
+   generic phrases last.
 3. Generic codes and exception class names, which only say which HTTP family the error is
    in, after every message pattern.
 """
@@ -92,7 +93,9 @@ RULES: Final[tuple[Rule, ...]] = (
         _K.CONTEXT_OVERFLOW,
         "code:overflow",
         "context_length_exceeded exceed_context_size_error model_max_prompt_tokens_exceeded"
-        " tokens_limit_reached input_too_large " + " ".join(CONTEXT_WINDOW_STOPS),
+        " tokens_limit_reached input_too_large"
+        # llamafile's plain-text reasons (llamafile/server/v1_chat_completions.cpp, slot.cpp).
+        " out_of_context out_of_context_due_to_long_message " + " ".join(CONTEXT_WINDOW_STOPS),
     ),
     _code(
         _K.INVALID_REQUEST,
@@ -135,14 +138,24 @@ RULES: Final[tuple[Rule, ...]] = (
     _text(
         _K.INVALID_REQUEST, "text:param", r"\bstring too long\b|\bunsupported (?:parameter|value)\b"
     ),
+    # An output asked for that is larger than the whole window (vLLM "max_tokens=N cannot be
+    # greater than max_model_len=M. Please request fewer output tokens."): lowering max_tokens
+    # is the fix, though the message names the context length the overflow patterns look for.
+    _text(
+        _K.OUTPUT_CAP,
+        "text:output_over_window",
+        rf"\bmax_\w*tokens\s*=\s*(?:{NUMBER})\s+cannot\s+be\s+greater\s+than\b"
+        r"|\brequest\s+fewer\s+output\s+tokens\b",
+    ),
     # Overflow worded around the context window: "exceeds the available context size",
-    # "exceed context limit", "longer than the model's context length", "context length of
-    # only N tokens", "maximum context length is N", "maximum model length of N", ...
+    # "exceed context limit", "longer than the model's context length", "does not fit the
+    # context length of N tokens" (SGLang), "context length of only N tokens", "maximum context
+    # length is N", "maximum model length of N", ...
     _text(
         _K.CONTEXT_OVERFLOW,
         "text:exceeds_context",
-        r"(?:exceed|overflow|longer than|larger than|greater than|too long|too large|beyond)"
-        rf"[^.\n]{{0,80}}?{_CTX}",
+        r"(?:exceed|overflow|longer than|larger than|greater than|too long|too large|beyond"
+        rf"|(?:does not|doesn't|cannot|can't) fit)[^.\n]{{0,80}}?{_CTX}",
     ),
     _text(
         _K.CONTEXT_OVERFLOW,
@@ -158,7 +171,9 @@ RULES: Final[tuple[Rule, ...]] = (
     # Overflow worded around the prompt: "prompt is too long", "Input is too long for
     # requested model", "the prompt is longer than", "input token count (N) exceeds", "Prompt
     # exceeds max length" (Zhipu), "prompt length (N.0), ... should not exceed" (TensorRT-LLM),
-    # "total number of tokens (prompt and prediction) cannot exceed N" (Cohere), ...
+    # "total number of tokens (prompt and prediction) cannot exceed N" (Cohere), "The sum of
+    # prompt length (N.0) and query length (0) max_tokens (M) should not exceed" (TensorRT-LLM),
+    # "the questions take N tokens, more than the M this model reads" (vLLM decisions), ...
     _text(
         _K.CONTEXT_OVERFLOW,
         "text:prompt_too_long",
@@ -169,7 +184,13 @@ RULES: Final[tuple[Rule, ...]] = (
         _K.CONTEXT_OVERFLOW,
         "text:input_tokens_exceed",
         r"\b(?:prompt|input)(?:[\s_-]*(?:token[\s_-]*)?(?:count|length|size|tokens?))?\b"
-        rf"{_SAME_SENTENCE}{{0,40}}?\bexceed",
+        rf"{_SAME_SENTENCE}{{0,80}}?\bexceed",
+    ),
+    _text(
+        _K.CONTEXT_OVERFLOW,
+        "text:prompt_more_than",
+        r"\b(?:prompt|input|questions?|messages?)\b[^.\n]{0,30}?\b(?:has|have|takes?|contains?)"
+        rf"\s+(?:{NUMBER})\s+tokens?,?\s+more\s+than\b",
     ),
     # The input's size stated as an allowed range: "Range of input length should be [1, N]"
     # (DashScope).

@@ -35,6 +35,8 @@ from chatcli.messages import Message, Role
 __all__ = ["enforce_tool_result_budget", "turn_cap", "turns"]
 
 _NAME = "tool-result budget"
+# A cut result: its place, the cut message, its report line and the chars it freed.
+_Cut = tuple[int, Message, str, int]
 
 
 def enforce_tool_result_budget(
@@ -66,14 +68,14 @@ class _Scan:
         self.per_result, self.per_turn = cast(tuple[int, int], key)
         self.messages: list[Message] = []
         self.chars = [0]  # chars of the first n messages read, for each n
-        self.cut: dict[int, Message] = {}  # the cuts of closed turns, in message order
+        self.cut: dict[int, _Cut] = {}  # the cuts of closed turns, in message order
         self.assistants: list[int] = []  # where the assistant messages are (turn boundaries)
         self.open: list[int] = []  # the tool messages of the latest turn, still growing
 
     def push(self, message: Message) -> None:
         self.chars.append(self.chars[-1] + message.char_count)
         if message.role is Role.ASSISTANT:
-            self.cut.update(self.cuts(self.open))
+            self.cut.update((cut[0], cut) for cut in self.cuts(self.open))
             self.assistants.append(len(self.messages))
             self.open = []
         elif message.role is Role.TOOL:
@@ -85,33 +87,35 @@ class _Scan:
         while self.assistants and self.assistants[-1] >= count:
             self.assistants.pop()
         start = self.assistants[-1] if self.assistants else -1  # the latest turn follows it
-        self.cut = {index: new for index, new in self.cut.items() if index < start}
+        self.cut = {index: cut for index, cut in self.cut.items() if index < start}
         self.open = [i for i in range(start + 1, count) if self.messages[i].role is Role.TOOL]
         return True
 
-    def cuts(self, turn: list[int]) -> list[tuple[int, Message]]:
-        """The cut messages of a turn (by index): results over the turn's common cap."""
+    def cuts(self, turn: list[int]) -> list[_Cut]:
+        """The cuts of a turn: its results over the turn's common cap."""
         lengths = [len(self.messages[i].text) for i in turn]
         cap = turn_cap(lengths, self.per_result, self.per_turn)
-        return [
-            (i, self.messages[i].with_text(cut_middle(self.messages[i].text, cap)))
-            for i, length in zip(turn, lengths, strict=True)
-            if length > cap
-        ]
+        cuts = []
+        for index, length in zip(turn, lengths, strict=True):
+            if length > cap:
+                old = self.messages[index]
+                new = old.with_text(cut_middle(old.text, cap))
+                cuts.append((index, new, _cut_line(old, new), length - len(new.text)))
+        return cuts
 
     def result(self, transcript: tuple[Message, ...]) -> TransformResult:
-        cuts = [*self.cut.items(), *self.cuts(self.open)]
+        cuts = [*self.cut.values(), *self.cuts(self.open)]
         if not cuts:
             return unchanged(_NAME, transcript, self.chars[-1])
         out = list(transcript)
-        for index, new in cuts:
+        for index, new, _, _ in cuts:
             out[index] = new
         return build_result(
             _NAME,
             transcript,
             tuple(out),
-            cut=[_cut_line(transcript[index], new) for index, new in cuts],
-            chars_freed=sum(len(transcript[index].text) - len(new.text) for index, new in cuts),
+            cut=[line for _, _, line, _ in cuts],
+            chars_freed=sum(freed for _, _, _, freed in cuts),
             chars_before=self.chars[-1],
         )
 

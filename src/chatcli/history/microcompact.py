@@ -134,25 +134,28 @@ def microcompact(
     message's transcript number, which the cut markers and stubs name (None: they name the
     call id only, as for a caller without a transcript).
 
-    The numbering is asked when a result is first staged, and a memoised scan keeps the texts
-    it made, so the key tells only whether there is a numbering, not which (a key naming each
-    request's numbering would never find a scan again): that is right because a message's
-    number in the transcript never changes as the transcript grows (the ladder's `Numbering`
-    finds the very message objects), so each request's numbering gives a result the number an
-    earlier request's gave, and memoised and whole reads agree. A copy found by its text only
-    takes the number of the last equal message, which a later equal one can move; a kept text
-    then names the earlier one, of the same content.
+    The numbering is asked when a result is first staged, of the caller's message (a scan
+    taken by value read other objects, which the numbering may find elsewhere or not at all),
+    and a memoised scan keeps the texts it made, so the key tells only whether there is a
+    numbering, not which (a key naming each request's numbering would never find a scan
+    again): that is right because a message's number in the transcript never changes as the
+    transcript grows (the policy's numbering, `chatcli.history.numbers`, finds the very
+    message objects), so each request's numbering gives a result the number an earlier
+    request's gave, and memoised and whole reads agree. Two exceptions: a copy found by its
+    text only takes the number of the last equal message, and a message object sent twice
+    the number of its last place, which a later equal message (or place) can move; a kept
+    text then names the earlier one, of the same content.
     """
     config = config or MicrocompactConfig()
     key = (config, _pressure(estimator), config.trigger(room), numbering is not None)
     transcript = tuple(messages)
     memo = memos.of(_Scan) if memos is not None else None
     scan = memo.take(key, transcript) if memo is not None else _Scan(key)
-    scan.numbering = numbering
+    scan.numbering, scan.transcript = numbering, transcript
     for message in transcript[len(scan.messages) :]:
         scan.push(message)
     result = scan.result(transcript)
-    scan.numbering = None  # not kept with the scan: it holds its request's transcript
+    scan.numbering, scan.transcript = None, ()  # not kept with the scan: this request's
     if memo is not None:
         memo.keep(scan)
     return result
@@ -192,6 +195,7 @@ class _Scan:
         self.key = key
         self.config, self.estimator, self.trigger, _ = cast(_Key, key)
         self.numbering: Number | None = None  # the current call's (see `microcompact`)
+        self.transcript: tuple[Message, ...] = ()  # the current call's
         self.messages: list[Message] = []
         self.out: list[Message] = []  # the output for `messages`
         self.shrunk = 0  # how many messages of `out` are not the input's
@@ -199,6 +203,7 @@ class _Scan:
         self.open: list[_Result] = []  # the results not yet stubbed, oldest first
         self.lines: dict[int, str] = {}  # the report line of each changed message
         self.line_order: list[int] = []  # their indices, sorted
+        self.cut: tuple[str, ...] | None = None  # the lines in order, once asked (None: not yet)
         self.assistants = self.view_chars = self.chars_in = self.chars_out = 0
         self.grown_chars = 0  # the view's chars with nothing shrunk: what the turns added
 
@@ -279,6 +284,7 @@ class _Scan:
             self.shrunk += 1
             bisect.insort(self.line_order, result.index)
         self.lines[result.index] = self.report_line(message, content)
+        self.cut = None
 
     def view_size(self, result: _Result, stage: int | None = None, content: str = "") -> int:
         """What `result` counts in the pressure estimate at its stage, or at `stage` with the
@@ -321,7 +327,8 @@ class _Scan:
     def number(self, result: _Result) -> int | None:
         """The transcript number of `result`, asked once (see `microcompact`)."""
         if not result.numbered and self.numbering is not None:
-            result.number = self.numbering(self.messages[result.index])
+            # The caller's object, not the one read: a scan taken by value read another's.
+            result.number = self.numbering(self.transcript[result.index])
             result.numbered = True
         return result.number
 
@@ -340,11 +347,13 @@ class _Scan:
         """The transform's result for `before`, the transcript this scan has read."""
         # Where nothing changed, `out` holds the messages the scan read: the caller's own
         # objects when the transcript extends the one of the previous call, else equal ones.
+        if self.cut is None:  # kept until a result moves: most requests move none
+            self.cut = tuple(map(self.lines.__getitem__, self.line_order))
         return build_result(
             _NAME,
             before,
             tuple(self.out) if self.shrunk else before,
-            cut=tuple(map(self.lines.__getitem__, self.line_order)),
+            cut=self.cut,
             chars_freed=self.chars_in - self.chars_out,
             chars_before=self.chars_in,
         )

@@ -30,7 +30,8 @@ then the kept span: the newest messages, taken whole turns at a time from the en
   the latest request is pinned in front of it.
 - The seed's count is the floor: when the seed's view for the level fits the target and the
   view above does not end with the seed's messages, whole (the goal's reserve or a cut left
-  one out), the seed's view is the view.
+  one out), the seed's view is the view, with the goal pinned in front of its messages when
+  it is small (as above) and the two still fit the target.
 - Nothing else is added, and the view is never empty when the input has a non-system message.
 - Markers name the transcript's message numbers when the caller gives them (`number`): a cut
   message's marker its own ("the transcript keeps the whole message #12"), level 3's notice
@@ -59,6 +60,7 @@ from chatcli.history.truncate import (
     LEVEL_NAMES,
     Number,
     apply_recovery_level,
+    holds_summary,
     is_real_user_request,
     level_notice,
 )
@@ -137,8 +139,8 @@ def retain(
     seed = apply_recovery_level(messages, level, config, number)
     if not _keeps_seed_tail(fitted.messages, _non_system(seed.messages)) and (
         retention.count(seed.messages) <= target
-    ):
-        return seed  # the seed's count is the floor: its newest messages, whole
+    ):  # the seed's count is the floor: its newest messages, whole
+        return _with_goal(seed, tuple(messages), retention, target)
     report = replace(fitted.report, name=f"level {level}: {LEVEL_NAMES[level]} (fit)")
     return TransformResult(messages=fitted.messages, report=report)
 
@@ -166,8 +168,11 @@ def _fit(
     anchors = tuple(m for m in repaired.messages if is_anchor(m))  # never cut: see truncate
     others = tuple(m for m in repaired.messages if m.role is not Role.SYSTEM and not is_anchor(m))
     # Once is enough: a view truncated before may carry the notice already. Its span is
-    # known after the plan: the room is counted with the longest it can be (all of them).
-    kept, widest = level_notice(systems, others, number) if notice else (systems, ())
+    # known after the plan: the room is counted with the longest it can be (all of them,
+    # and the longer text: the one that says no summary is included).
+    kept, widest = (
+        level_notice(systems, others, number, summarized=False) if notice else (systems, ())
+    )
     fixed = (*kept, *widest, *anchors)
     available = target - retention.count(fixed) if fixed else target
     plan = _plan(others, available, retention, number)
@@ -175,7 +180,8 @@ def _fit(
     span = tuple(plan.cuts.get(i, others[i]) for i in range(plan.start, len(others)))
     if notice:
         dropped = [m for i, m in enumerate(others[: plan.start]) if i not in plan.pins]
-        kept, notices = level_notice(systems, dropped, number)
+        summarized = holds_summary((*anchors, *pinned, *span))
+        kept, notices = level_notice(systems, dropped, number, summarized=summarized)
         fixed = (*kept, *notices, *anchors)
     chosen = build_result(
         "retention",
@@ -226,6 +232,29 @@ def _plan(
     if not pins and start == len(others) and others:
         start = _units(others)[-1][0]  # never an empty view (no user message at all)
     return _Plan(start=start, pins=pins, cuts=cuts)
+
+
+def _with_goal(
+    seed: TransformResult, messages: tuple[Message, ...], retention: Retention, target: int
+) -> TransformResult:
+    """The seed's view with the session's first request pinned in front of its messages, when
+    the view lacks it, it is small (`_goal_cost`) and the two fit `target`; else the seed's."""
+    others = _non_system(messages)
+    first, latest = _first_real_request(others), _last_real_request(others)
+    if first is None or not _goal_cost(others, first, latest, retention):
+        return seed
+    goal, view = others[first], seed.messages
+    if goal in view:
+        return seed
+    at = next(
+        (i for i, m in enumerate(view) if m.role is not Role.SYSTEM and not is_anchor(m)),
+        len(view),
+    )
+    pinned = (*view[:at], goal, *view[at:])
+    if retention.count(pinned) > target:
+        return seed
+    line = f"pinned user request #{first} in front of the newest messages"
+    return _chain(seed, build_result("retention", view, pinned, moved=(line,)))
 
 
 def _goal_cost(

@@ -21,13 +21,16 @@ request scanned its whole conversation).
 A scan of the very message objects of the transcript's start (one conversation's requests:
 the proxy hands out the same objects) is found by the identity of its last message read,
 whatever the number kept; messages equal by value only (made anew) are compared with the
-`MEMO_RECENT` latest scans.
+`MEMO_RECENT` latest scans. A scan whose result depends on which object is where, not only
+on values (the transcript's numbers, found by identity), is taken only by a transcript that
+starts with the very objects it read (`ScanMemo.take_same`).
 """
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -129,20 +132,53 @@ class ScanMemo(Generic[S]):
             return best
         return self.new(key)
 
-    def own(self, key: Hashable, transcript: tuple[Message, ...]) -> tuple[int, S] | None:
+    def take_same(self, key: Hashable, transcript: tuple[Message, ...]) -> S:
+        """The kept scan of `key` that read the very objects `transcript` starts with, every
+        one of them, out of the memo; a new scan when there is none. For a scan whose result
+        depends on which object is where (numbers found by identity), not only on values."""
+        with self.lock:
+            found = self.own(key, transcript, same_objects=True)
+            if found is None:
+                return self.new(key)
+            self.drop(found[1])
+            return found[1]
+
+    def own(
+        self, key: Hashable, transcript: tuple[Message, ...], *, same_objects: bool = False
+    ) -> tuple[int, S] | None:
         """The kept scan of `key` that read the very objects of the longest start of
-        `transcript` (its last message read is the object at its place), with its length:
-        looked up by identity from the transcript's end, a dict look-up per message not
-        read (one conversation's requests: each extends the last one's)."""
+        `transcript` (its last message read is the object at its place, the others equal,
+        or, with `same_objects`, the same objects too), with its length: looked up by
+        identity from the transcript's end, a dict look-up per message not read (one
+        conversation's requests: each extends the last one's). With fewer scans kept than
+        messages, only the places where a kept scan ends are looked at: a transcript whose
+        scan's last message changed (an earlier transform's output) costs a look at each
+        scan, not a look-up per message."""
         ends = self.ends
-        for index in range(len(transcript) - 1, -1, -1):
+        for index in self.ending_places(key, transcript):
             for scan in ends.get(id(transcript[index]), ()):
                 read = scan.messages
-                if scan.key == key and len(read) == index + 1:
-                    count = _common_prefix(read, transcript)
-                    if count == len(read):
-                        return count, scan
+                if scan.key != key or len(read) != index + 1:
+                    continue
+                if same_objects and not any(map(operator.is_not, read, transcript)):
+                    return len(read), scan
+                if not same_objects and _common_prefix(read, transcript) == len(read):
+                    return len(read), scan
         return None
+
+    def ending_places(self, key: Hashable, transcript: tuple[Message, ...]) -> Iterable[int]:
+        """The places of `transcript`, from its end, where a kept scan of `key` may end: every
+        place, or, with fewer scans kept than messages, those where one ends."""
+        if len(self.scans) >= len(transcript):
+            return range(len(transcript) - 1, -1, -1)
+        places = {
+            len(scan.messages) - 1
+            for scan in self.scans.values()
+            if scan.key == key
+            and 0 < len(scan.messages) <= len(transcript)
+            and transcript[len(scan.messages) - 1] is scan.messages[-1]
+        }
+        return sorted(places, reverse=True)
 
     def keep(self, scan: S) -> None:
         with self.lock:

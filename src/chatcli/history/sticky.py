@@ -12,15 +12,18 @@ It is a value: `chatcli.Client` keeps one for a history that extends the one it 
 (`Client.sticky_view`) and takes one back (`Client(..., sticky_view=...)`), so an
 application can persist it next to its conversation; the chat stores it with the session.
 `digest` ties it to the history it was made for: a view is never applied to another one.
+With its owner's memoised scans (`chatcli.history.scan`) the digest of a history costs what
+was appended since the last one digested: a SHA-256 state per kept scan, fed each new message.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.serialize import message_to_dict
 
@@ -41,13 +44,18 @@ class StickyView:
             raise ValueError(f"StickyView upto={self.upto!r} must be a positive integer")
 
     @classmethod
-    def of(cls, history: Sequence[Message], view: Sequence[Message]) -> StickyView:
-        """The cut `view` made for the whole of `history`."""
-        return cls(upto=len(history), view=tuple(view), digest=history_digest(history))
+    def of(
+        cls, history: Sequence[Message], view: Sequence[Message], memos: ScanMemos | None = None
+    ) -> StickyView:
+        """The cut `view` made for the whole of `history` (`memos`: see `history_digest`)."""
+        digest = history_digest(history, memos)
+        return cls(upto=len(history), view=tuple(view), digest=digest)
 
-    def applies_to(self, history: Sequence[Message]) -> bool:
+    def applies_to(self, history: Sequence[Message], memos: ScanMemos | None = None) -> bool:
         """`history` extends the one this view was made for (the same first `upto` messages)."""
-        return len(history) >= self.upto and history_digest(history[: self.upto]) == self.digest
+        if len(history) < self.upto:
+            return False
+        return history_digest(history[: self.upto], memos) == self.digest
 
     def working(self, history: Sequence[Message]) -> tuple[Message, ...]:
         """What a request for `history` starts from: the kept view, then what came after it.
@@ -55,11 +63,39 @@ class StickyView:
         return self.view + tuple(history[self.upto :])
 
 
-def history_digest(messages: Sequence[Message]) -> str:
+def history_digest(messages: Sequence[Message], memos: ScanMemos | None = None) -> str:
     """A fingerprint of `messages` (their lossless JSON form), the same for equal messages in
-    any process: what ties a persisted view to its history."""
-    digest = hashlib.sha256()
-    for message in messages:
-        digest.update(json.dumps(message_to_dict(message), sort_keys=True).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()
+    any process: what ties a persisted view to its history. `memos`: its owner's memoised
+    scans, from which a digest of a history that extends one digested before costs what was
+    appended (None: every message is read)."""
+    transcript = tuple(messages)
+    if memos is None:
+        scan = _Digest(None)
+        for message in transcript:
+            scan.push(message)
+        return scan.digest.hexdigest()
+    memo = memos.of(_Digest)
+    scan = memo.extend(None, transcript)
+    digest = scan.digest.hexdigest()
+    memo.keep(scan)
+    return digest
+
+
+class _Digest:
+    """The digest of the messages read (mutable, private: a memo hands it to one caller at a
+    time, see `chatcli.history.scan`)."""
+
+    __slots__ = ("digest", "key", "messages")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.messages: list[Message] = []
+        self.digest = hashlib.sha256()
+
+    def push(self, message: Message) -> None:
+        self.messages.append(message)
+        self.digest.update(json.dumps(message_to_dict(message), sort_keys=True).encode())
+        self.digest.update(b"\n")
+
+    def rewind(self, count: int) -> bool:
+        return False  # a hash cannot forget: read anew

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from chatcli.history.text import is_cut_boundary
+from chatcli.history.text import is_cut_boundary, original_length
 
 __all__ = [
     "DESCRIBED_CHARS",
@@ -34,10 +34,6 @@ STUB_PREFIX = "[microcompacted tool result"
 _OWN_MARKER = "chars cut by microcompaction"
 # How much of a result `describe_content` reads for its lines.
 DESCRIBED_CHARS = 4_096
-# A whole cut marker of `chatcli.history.text` ("\n[... 1,234 chars cut ...]\n",
-# "\n[... 1,234 more chars cut]") or of this module, so an earlier cut can be undone in the
-# size computation.
-_CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?")
 # The original size a stub states, just before its fixed ending.
 _STUB_CHARS = re.compile(r", ([\d,]+) chars; the full output is kept in the transcript")
 
@@ -60,12 +56,7 @@ def original_size(content: str) -> int:
         stated = _STUB_CHARS.findall(content)
         if stated:
             return int(stated[-1].replace(",", ""))
-    size = len(content)
-    if "chars cut" not in content:  # no marker: a plain search, not the expression's scan
-        return size
-    for marker in _CUT_MARKER.finditer(content):
-        size += int(marker.group(1).replace(",", "")) - len(marker.group(0))
-    return size
+    return original_length(content)
 
 
 def is_microcompacted(content: str, stage: int) -> bool:

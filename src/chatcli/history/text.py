@@ -10,7 +10,10 @@ Guarantees, for every `text` and `max_chars >= 0`:
   Below that, the result is the bare marker, or `text` itself when even the marker would not
   be shorter. A cut never makes text longer.
 - The kept pieces are an exact prefix (and suffix) of `text`, and the marker states the exact
-  number of characters removed between them.
+  number of characters removed between them, counted in the text before any cut: a cut of a
+  text an earlier cut marked (a view cut again by a later level or turn) counts what the
+  earlier marker says it removed, so the one marker left states the whole amount. A marker is
+  removed whole or kept whole (`original_length` reads any text's size before its cuts).
 - Cuts fall on code points (Python `str` indexes code points, so a UTF-8 sequence is never
   split) and never inside a user-perceived character: not between a base and its combining
   marks, not inside a surrogate pair, an emoji ZWJ / modifier / tag sequence, a flag, an Indic
@@ -22,15 +25,29 @@ Guarantees, for every `text` and `max_chars >= 0`:
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-__all__ = ["LINE_SNAP_CHARS", "MIN_CUT_CHARS", "cut_middle", "cut_tail", "is_cut_boundary"]
+__all__ = [
+    "LINE_SNAP_CHARS",
+    "MIN_CUT_CHARS",
+    "cut_middle",
+    "cut_tail",
+    "is_cut_boundary",
+    "kept_length",
+    "original_length",
+]
 
 # A cut moves to a line break at most this far away (and never more than a quarter of the
 # kept piece, so short pieces are not emptied to reach one).
 LINE_SNAP_CHARS = 200
 # Room for the longest marker (removal counts below 10**15), so results always fit.
 MIN_CUT_CHARS = 48
+
+# A cut marker, whole: this module's ("\n[... 1,234 chars cut ...]\n", "\n[... 1,234 more
+# chars cut]", with a note) and microcompaction's, which has the same form; group 1 is the
+# count of chars it says were removed.
+_CUT_MARKER = re.compile(r"\n?\[\.\.\. ([\d,]+) (?:more )?chars cut[^\]\n]*\]\n?")
 
 _ZWJ = "\u200d"
 _EXTEND_CATEGORIES = frozenset({"Mn", "Mc", "Me"})
@@ -42,23 +59,56 @@ def cut_middle(text: str, max_chars: int, *, note: str = "") -> str:
     `note` is added to the marker after the count ("[... 1,234 chars cut{note} ...]")."""
     if len(text) <= max_chars:
         return text
-    room = max_chars - len(_middle_marker(len(text), note))
+    whole = original_length(text)
+    room = max_chars - len(_middle_marker(whole, note))
     if room <= 0:
-        return _bare_marker(text, _middle_marker(len(text), note))
+        return _bare_marker(text, _middle_marker(whole, note))
     head_end = _snap_head(text, (room + 1) // 2)
     tail_start = _snap_tail(text, len(text) - room // 2)
-    return text[:head_end] + _middle_marker(tail_start - head_end, note) + text[tail_start:]
+    head_end, tail_start = _around_markers(text, head_end, tail_start)
+    removed = original_length(text[head_end:tail_start])
+    return text[:head_end] + _middle_marker(removed, note) + text[tail_start:]
 
 
 def cut_tail(text: str, max_chars: int) -> str:
     """`text` if it fits, else its head and a marker, at most `max_chars` long."""
     if len(text) <= max_chars:
         return text
-    room = max_chars - len(_tail_marker(len(text)))
+    whole = original_length(text)
+    room = max_chars - len(_tail_marker(whole))
     if room <= 0:
-        return _bare_marker(text, _tail_marker(len(text)))
-    head_end = _snap_head(text, room)
-    return text[:head_end] + _tail_marker(len(text) - head_end)
+        return _bare_marker(text, _tail_marker(whole))
+    head_end, _ = _around_markers(text, _snap_head(text, room), len(text))
+    return text[:head_end] + _tail_marker(original_length(text[head_end:]))
+
+
+def original_length(text: str) -> int:
+    """The length `text` had before the cuts marked in it: each whole marker counts as the
+    chars it says were removed."""
+    return kept_length(text) + sum(removed for _, removed in _markers(text))
+
+
+def kept_length(text: str) -> int:
+    """The chars of `text` that are the original's: all but its cut markers."""
+    return len(text) - sum(length for length, _ in _markers(text))
+
+
+def _markers(text: str) -> list[tuple[int, int]]:
+    """(its length, the chars it says were removed) of each cut marker in `text`."""
+    if "chars cut" not in text:  # no marker: a plain search, not the expression's scan
+        return []
+    return [(len(m.group(0)), int(m.group(1).replace(",", ""))) for m in _CUT_MARKER.finditer(text)]
+
+
+def _around_markers(text: str, start: int, end: int) -> tuple[int, int]:
+    """`text[start:end]`, the span a cut removes, widened to every marker it overlaps: an
+    earlier marker goes whole (its count joins the new one) or stays whole."""
+    if "chars cut" not in text:
+        return start, end
+    for marker in _CUT_MARKER.finditer(text):  # in order: a widened end meets the next ones
+        if marker.start() < end and marker.end() > start:
+            start, end = min(start, marker.start()), max(end, marker.end())
+    return start, end
 
 
 def _middle_marker(removed: int, note: str = "") -> str:

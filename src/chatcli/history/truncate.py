@@ -5,7 +5,7 @@
 | 1     | aggressive budget    | repair pairing; tool-result budget at 50% of the configured     |
 |       |                      | limits; cut every assistant message over 5,000 chars to 5,000   |
 | 2     | emergency truncation | system messages + the last `emergency_keep_messages` others     |
-| 3     | nuclear truncation   | system messages + the last 4 others + `COMPACTION_NOTICE`       |
+| 3     | nuclear truncation   | system messages + the last 4 others + the notice                |
 |       |                      | (not repeated when the messages carry it already)               |
 
 The reduced budgets of level 1 are arguments of this one call, never a change to the config.
@@ -34,11 +34,17 @@ obeys these rules:
 - Texts are never cut: a single huge request is kept verbatim even at level 3. (If even that
   does not fit, the recovery loop reports the failure; it never rewrites the task.)
 
+The notice says that the earlier history "has been summarized" (`COMPACTION_NOTICE`, the
+spec's text) only when the view it ends up in holds a summary: chatcli's compaction summary
+(a user message starting with `SUMMARY_HEADER`) or a provider's compaction. Otherwise it says
+that no summary is included (`TRUNCATION_NOTICE`): a model told of a summary that is not there
+looks for it, or makes one up.
+
 The notice names the transcript's numbers of the messages it stands for ("The transcript
 keeps the earlier messages #1-#40.") when the caller numbers them (`number`, as the recovery
 ladder does: `chatcli.history.carry.Numbering`), so that an app's recall tool
-(`chatcli.recall_tool`) has something to point at; without numbering it is
-`COMPACTION_NOTICE` itself. A view that holds a notice already gets one notice, whose span
+(`chatcli.recall_tool`) has something to point at; without numbering it is the notice's
+text alone. A view that holds a notice already gets one notice, whose span
 covers the old one's and the messages dropped now: it changes only when more are dropped,
 and its text depends only on that span (a prompt cache keeps it as long as the cut stands).
 
@@ -66,9 +72,12 @@ __all__ = [
     "LEVEL1_ASSISTANT_MAX_CHARS",
     "LEVEL_NAMES",
     "NUCLEAR_KEEP_MESSAGES",
+    "SUMMARY_HEADER",
+    "TRUNCATION_NOTICE",
     "Number",
     "apply_recovery_level",
     "compaction_notice",
+    "holds_summary",
     "is_compaction_notice",
     "is_real_user_request",
     "kept_tail",
@@ -82,6 +91,15 @@ COMPACTION_NOTICE = (
     "Previous conversation history has been summarized.\n"
     "Continue from where you left off.]"
 )
+# The notice where the view holds no summary: the same, but for what became of the history.
+TRUNCATION_NOTICE = (
+    "[Context was automatically compacted due to size limits.\n"
+    "Older messages were removed; no summary of them is included.\n"
+    "Continue from where you left off.]"
+)
+# How chatcli's compaction summary begins (`chatcli.compaction.SUMMARY_HEADER` is this one):
+# here, below compaction, so that the levels can tell whether a view holds a summary.
+SUMMARY_HEADER = "[Earlier conversation compacted by chatcli"
 LEVEL1_ASSISTANT_MAX_CHARS = 5000
 AGGRESSIVE_BUDGET_RATIO = 0.5
 NUCLEAR_KEEP_MESSAGES = 4
@@ -93,19 +111,29 @@ CONTINUATION_PREFIX = "Your response was cut off at the token limit."
 _Predicate = Callable[[Message], bool]
 # A message's transcript number (None: not known), as `chatcli.history.carry.Numbering` gives.
 Number = Callable[[Message], int | None]
-_NOTICE = Message.system(COMPACTION_NOTICE)
 _NOTICE_HEAD = COMPACTION_NOTICE.split("\n", 1)[0]
 _NOTICE_SPAN = re.compile(r"The transcript keeps the earlier messages? #(\d+)(?:-#(\d+))?\.\]$")
 
 
-def compaction_notice(span: tuple[int, int] | None = None) -> Message:
-    """The level-3 notice; with `span`, the first and last transcript numbers of the messages
-    it stands for."""
+def compaction_notice(span: tuple[int, int] | None = None, *, summarized: bool = True) -> Message:
+    """The level-3 notice (`COMPACTION_NOTICE` when the view holds a summary, `summarized`,
+    else `TRUNCATION_NOTICE`); with `span`, the first and last transcript numbers of the
+    messages it stands for."""
+    text = COMPACTION_NOTICE if summarized else TRUNCATION_NOTICE
     if span is None:
-        return _NOTICE
+        return Message.system(text)
     first, last = span
     where = f"message #{first}" if first == last else f"messages #{first}-#{last}"
-    return Message.system(f"{COMPACTION_NOTICE[:-1]}\nThe transcript keeps the earlier {where}.]")
+    return Message.system(f"{text[:-1]}\nThe transcript keeps the earlier {where}.]")
+
+
+def holds_summary(messages: Sequence[Message]) -> bool:
+    """Whether `messages` hold a summary of earlier history: chatcli's compaction summary or
+    a provider's compaction."""
+    return any(
+        is_anchor(m) or (m.role is Role.USER and m.text.startswith(SUMMARY_HEADER))
+        for m in messages
+    )
 
 
 def is_compaction_notice(message: Message) -> bool:
@@ -122,11 +150,16 @@ def _notice_span(message: Message) -> tuple[int, int] | None:
 
 
 def level_notice(
-    systems: tuple[Message, ...], dropped: Sequence[Message], number: Number | None
+    systems: tuple[Message, ...],
+    dropped: Sequence[Message],
+    number: Number | None,
+    *,
+    summarized: bool,
 ) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
     """(`systems` without a notice to be replaced, the notice to add after them: none when
     `systems` holds the one to keep). The notice's span covers an old notice's and the
-    numbers of `dropped` (see the module docstring)."""
+    numbers of `dropped` (see the module docstring); `summarized`: the view it goes into
+    holds a summary (`holds_summary`)."""
     old = next((m for m in systems if is_compaction_notice(m)), None)
     numbers = [n for n in map(number, dropped) if n is not None] if number is not None else []
     span = _notice_span(old) if old is not None else None
@@ -135,7 +168,7 @@ def level_notice(
         # does not see) and keep the newest messages, so all before the last dropped are
         # gone but the pinned requests, which the transcript keeps too.
         span = (1, max(numbers) if span is None else max(span[1], *numbers))
-    new = compaction_notice(span)
+    new = compaction_notice(span, summarized=summarized)
     if old is not None and (old == new or not numbers):
         return systems, ()
     return tuple(m for m in systems if m is not old), (new,)
@@ -261,7 +294,8 @@ def _truncate(
     notices: tuple[Message, ...] = ()
     if notice:
         dropped = [m for i, m in enumerate(others[:start]) if i != pin]
-        systems, notices = level_notice(systems, dropped, number)
+        summarized = holds_summary((*anchors, *kept))
+        systems, notices = level_notice(systems, dropped, number, summarized=summarized)
     # Counted from the small kept part: a long history is counted once, by the repair.
     fixed = (*systems, *anchors)
     dropped_chars = repaired.report.chars_after - total_chars(fixed) - total_chars(kept)

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 
 from chatcli.events import InstructionsCarried, LevelApplied, LevelSkipped, PreflightRecovery
 from chatcli.history.budget import enforce_tool_result_budget
-from chatcli.history.carry import CarryBudget, Numbering, carried_items, carrying, is_carry_block
+from chatcli.history.carry import CarryBudget, carried_items, carrying, is_carry_block
+from chatcli.history.numbers import transcript_numbers
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
 from chatcli.history.statements import Reading
-from chatcli.history.truncate import LEVEL_NAMES, is_compaction_notice
+from chatcli.history.truncate import LEVEL_NAMES, Number, is_compaction_notice
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
 from chatcli.policy.partial import PartialAnswer
@@ -41,10 +42,12 @@ class Views:
         transcript: tuple[Message, ...],
         policy: PolicyValues,
         prediction: Prediction,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         config = policy.config
-        self._numbering = numbering if numbering is not None else Numbering(transcript)
+        self._numbering = (
+            numbering if numbering is not None else transcript_numbers(transcript, policy.memos)
+        )
         budgeted = enforce_tool_result_budget(
             policy.apply_microcompaction(transcript, self._numbering),
             per_result_chars=config.tool_result_max_chars,
@@ -110,7 +113,7 @@ class Ladder:
         prediction: Prediction,
         answer: PartialAnswer,
         journal: Journal,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         self.transcript = transcript
         self.views = Views(transcript, policy, prediction, numbering)
@@ -120,6 +123,7 @@ class Ladder:
         self.view = self.views.at(0).messages  # the view of the level applied last
         self.prediction, self.answer, self.journal = prediction, answer, journal
         self.resent: set[int] = set()  # the levels sent again with a recalibrated view
+        self.counted: set[int] = set()  # the levels whose request was counted exactly
 
     @property
     def max_steps(self) -> int:
@@ -171,6 +175,8 @@ class Ladder:
         if not self.predictive or prediction.window is None:
             return True
         predicted = self.predicted(level)
+        if not (prediction.fits(predicted) or prediction.leaves_room(predicted)):
+            predicted = self.counted_exactly(level) or predicted
         if prediction.fits(predicted) or prediction.leaves_room(predicted):
             return True
         if level == self.max_level and prediction.near_miss(predicted):
@@ -184,6 +190,21 @@ class Ladder:
         )
         self.skip(skipped)
         return False
+
+    def counted_exactly(self, level: int) -> int | None:
+        """`level`'s prediction after the provider's own count of its request, where one is at
+        hand (`TokenEstimator.exact`), once per level: a calibration learned from another view
+        (a request that a pasted file filled) misjudges this one. The count calibrates the
+        prediction as a stated count does, and the level's view is made again from it."""
+        if level in self.counted:
+            return None
+        self.counted.add(level)
+        messages = self.request_messages(level)
+        actual = self.prediction.estimator.exact(messages)
+        if actual is None:
+            return None
+        self.prediction.learn(actual, None, messages, predict=True)
+        return self.predicted(level)
 
     def skip(self, event: LevelSkipped) -> None:
         self.journal.attempt(event, event.describe())

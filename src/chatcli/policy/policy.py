@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chatcli.events import Event
-from chatcli.history.carry import Numbering
+from chatcli.history.numbers import transcript_numbers
 from chatcli.messages import Message
 from chatcli.policy.actions import Flow
 from chatcli.policy.run import Run
@@ -40,6 +40,6 @@ class RecoveryPolicy(PolicyValues):
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         chosen = settings if settings is not None else Settings()
-        numbering = Numbering(messages if history is None else history)
+        numbering = transcript_numbers(messages if history is None else history, self.memos)
         run = Run(self, tuple(messages), max_tokens, tuple(tools), emit, chosen, numbering)
         return run.steps()

@@ -31,7 +31,7 @@ from chatcli.events import (
     SilentTruncationDetected,
     ToolCallsDropped,
 )
-from chatcli.history.carry import Numbering
+from chatcli.history.truncate import Number
 from chatcli.messages import Message, StopReason, Usage
 from chatcli.policy.actions import Flow, Reply, Send, Sleep
 from chatcli.policy.journal import Journal
@@ -72,7 +72,7 @@ class Run:
         tools: tuple[ToolSpec, ...],
         emit: Callable[[Event], None],
         settings: Settings,
-        numbering: Numbering | None = None,
+        numbering: Number | None = None,
     ) -> None:
         self.policy, self.tools, self.settings = policy, tools, settings
         self.journal = journal = Journal(emit)
@@ -172,7 +172,8 @@ class Run:
         self.prediction.fitted = False
         message = self.runnable(response)
         if response.stop_reason is StopReason.CONTEXT_WINDOW:
-            return self.on_window_filled(message, _window_stop_info(response), request)
+            answered = response.usage.output_tokens or None  # 0: not reported
+            return self.on_window_filled(message, _window_stop_info(response), request, answered)
         if response.stop_reason is StopReason.MAX_TOKENS:
             return self.on_cut(message, response.usage.output_tokens)
         message = self.answer.stitched(message)
@@ -208,17 +209,20 @@ class Run:
         self.answer.continue_(self.prediction.max_tokens)
         return None
 
-    def on_window_filled(self, message: Message, info: ErrorInfo, request: Request) -> Reply | None:
-        """The window filled up while the model was answering (`context_window` stop): the
-        answer is cut, as at max_tokens, and paid for, so it is kept. A higher limit cannot
-        help; the view is recovered and the answer continued, or, when recovery runs out,
-        returned truncated (`give_up`). Complete calls are returned to run, as in `on_cut`."""
+    def on_window_filled(
+        self, message: Message, info: ErrorInfo, request: Request, answered: int | None
+    ) -> Reply | None:
+        """The window filled up while the model was answering (`context_window` stop) after
+        `answered` output tokens: the answer is cut, as at max_tokens, and paid for, so it is
+        kept. A higher limit cannot help; the view is recovered and the answer continued, or,
+        when recovery runs out, returned truncated (`give_up`). Complete calls are returned to
+        run, as in `on_cut`."""
         if message.text or message.tool_calls:
             self.answer.keep(message, StopReason.CONTEXT_WINDOW)
         partial = self.answer.message
         if partial is not None and partial.tool_calls:
             return self.finish(partial, StopReason.CONTEXT_WINDOW, truncated=True)
-        outcome = self.on_overflow(info, request, cause=None)
+        outcome = self.on_overflow(info, request, None, answering=True, answered=answered)
         if outcome is None and self.answer.message is not None:
             self.answer.continue_(self.prediction.max_tokens)
         return outcome
@@ -272,13 +276,25 @@ class Run:
         self.cap_lowerings += 1
 
     def on_overflow(
-        self, info: ErrorInfo, request: Request, cause: Exception | None
+        self,
+        info: ErrorInfo,
+        request: Request,
+        cause: Exception | None,
+        *,
+        answering: bool = False,
+        answered: int | None = None,
     ) -> Reply | None:
-        """`request` overflowed: fit max_tokens to the room the provider states, or apply
-        the next level, or give up."""
+        """`request` overflowed (`answering`: filled the window while answering, after
+        `answered` output tokens): fit max_tokens to the room the provider states, or apply
+        the next level, or give up. The event names the window known before when the provider
+        states none."""
         prompt = _stated_prompt_tokens(info, request.max_tokens)
         detected = OverflowDetected(
-            info=info, prompt_tokens=prompt, limit=info.limit, max_tokens=info.max_tokens
+            info=info,
+            prompt_tokens=prompt,
+            limit=info.limit if info.limit is not None else self.prediction.window,
+            max_tokens=answered if answering else info.max_tokens,
+            while_answering=answering,
         )
         self.journal.emit(detected)
         predict = self.policy.predictive

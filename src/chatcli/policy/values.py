@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.errors import ConfigError
-from chatcli.history.carry import Numbering
 from chatcli.history.microcompact import microcompact
+from chatcli.history.numbers import transcript_numbers
 from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
 from chatcli.policy.retry import DEFAULT_MAX_RETRIES
@@ -73,7 +73,7 @@ class PolicyValues:
         if self.microcompact is None:
             return tuple(messages)
         config, room = self.microcompact, self.context_window
-        number = numbering if numbering is not None else Numbering(messages)
+        number = numbering if numbering is not None else transcript_numbers(messages, self.memos)
         return microcompact(
             messages, config, room=room, memos=self.memos, numbering=number
         ).messages

@@ -1,6 +1,7 @@
-"""Helpers shared by the adapters: optional SDK imports, API keys, error translation, and the
+"""Helpers shared by the adapters: optional SDK imports, API keys, error translation, the
 rules every adapter follows when it maps `Settings` (unsupported: an error; a documented drop:
-logged; tool settings only with tools; the schema's name)."""
+logged; tool settings only with tools; the schema's name), and user turns joined for the
+servers whose chat template wants the roles to alternate."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = [
     "api_key_from_env",
     "drop_setting",
     "incomplete_answer",
+    "merge_user_turns",
     "model_limits",
     "raise_classified",
     "require_module",
@@ -38,7 +40,7 @@ def require_module(name: str, extra: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         raise ImportError(
-            f"{name} is not installed; install it with: pip install 'chatcli[{extra}]'"
+            f"{name} is not installed; install it with: pip install 'chatcli-recovery[{extra}]'"
         ) from exc
 
 
@@ -140,3 +142,29 @@ def schema_name(schema: Mapping[str, Any]) -> str:
     "response"."""
     title = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or ""))[:64]
     return title or "response"
+
+
+def merge_user_turns(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages with each run of consecutive plain user messages (text content, nothing
+    else) joined into one, a blank line between their texts. A server's chat template may
+    want user and assistant turns to alternate (several raise "Conversation roles must
+    alternate user/assistant/user/assistant/..."), and a recovered view can hold two user
+    messages in a row (a pinned request before the kept ones, a turn that failed); joined,
+    the model reads the same words. Anthropic's and Gemini's adapters join turns their own
+    way."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        last = merged[-1] if merged else None
+        if last is not None and _plain_user(last) and _plain_user(message):
+            last["content"] = f"{last['content']}\n\n{message['content']}"
+        else:
+            merged.append(dict(message))
+    return merged
+
+
+def _plain_user(message: Mapping[str, Any]) -> bool:
+    return (
+        message.get("role") == "user"
+        and isinstance(message.get("content"), str)
+        and set(message) == {"role", "content"}
+    )

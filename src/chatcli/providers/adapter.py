@@ -119,11 +119,12 @@ class Adapter(ABC):
         return self._checked(self._parse(raw), request)
 
     def stream(self, request: Request) -> Iterator[StreamChunk]:
+        yield from self._events(request, self._params(request, stream=True))
+
+    def _events(self, request: Request, params: Json) -> Iterator[StreamChunk]:
+        """The stream of the call `params` (as `params(request, stream=True)` makes them)."""
         fold = self._fold()
-        with (
-            self._errors(),
-            self._open(self._client(), self._params(request, stream=True)) as events,
-        ):
+        with self._errors(), self._open(self._client(), params) as events:
             for event in events:  # leaving early (the caller closed us) closes the SDK stream
                 yield from fold.feed(event)
         yield self._checked(fold.finish(), request)

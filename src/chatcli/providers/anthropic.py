@@ -1,6 +1,7 @@
 """Adapter for Anthropic's Messages API, through the official `anthropic` SDK.
 
-Install with `pip install 'chatcli[anthropic]'`; the SDK is imported when a provider is built.
+Install with `pip install 'chatcli-recovery[anthropic]'`; the SDK is imported when a provider
+is built.
 
 Mapping (neutral -> wire):
 - system messages, wherever they are, are lifted in order into the `system` parameter;
@@ -25,8 +26,12 @@ schema is an error: the API has no such mode); reasoning_effort -> `output_confi
 
 Prompt caching: `cache_control` breakpoints at the end of the system prompt and of the latest
 message (two of the four allowed; the next request reads the cached prefix up to either), on
-by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given). Cache
-reads and writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
+its last block the API did not make (thinking and compaction blocks go back as they came), on
+by default (`Anthropic(cache_control=None)` turns them off; a `ttl` may be given). A request
+with `cache_prefix` (a compaction's summary request, which repeats the conversation's previous
+request) has its second breakpoint at the end of that prefix, where the previous request had
+it, so it reads the prefix that request wrote and writes nothing after it. Cache reads and
+writes are reported in `Usage`. `count_tokens` is sent without breakpoints.
 
 Mapping (wire -> neutral): stop reasons per `STOP_REASONS`; `model_context_window_exceeded`
 is `StopReason.CONTEXT_WINDOW`, which the Client treats as an overflow; `compaction` (the
@@ -69,7 +74,6 @@ from chatcli.providers._common import (
 from chatcli.providers.adapter import Adapter
 from chatcli.providers.anthropic_compaction import (
     COMPACTION_PROVIDER,
-    ON_DEMAND_BETA,
     betas,
     compaction_block,
     compaction_part,
@@ -78,10 +82,10 @@ from chatcli.providers.anthropic_compaction import (
     on_demand_window,
     signed,
     supports_native_compaction,
-    user_first,
 )
 from chatcli.providers.base import (
     Compacted,
+    CompactionDelta,
     NativeCompaction,
     ReasoningDelta,
     Request,
@@ -123,6 +127,8 @@ STOP_REASONS: Mapping[str, StopReason] = {
 }
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+# Blocks the API made and checks (signatures): sent back exactly as they came, no breakpoint.
+_VERBATIM_TYPES = _THINKING_TYPES | {"compaction"}
 _KEY_ENV = ("ANTHROPIC_API_KEY",)
 
 
@@ -199,13 +205,16 @@ class Anthropic(Adapter):
         return request.native_compaction
 
     def compact_on_demand(self, request: Request) -> Compacted:
-        """The conversation in `request` compacted now (`anthropic_compaction.on_demand`)."""
+        """The conversation in `request` compacted now (`anthropic_compaction.on_demand`),
+        streamed and folded when the SDK would refuse to wait for it whole (as `complete`)."""
         params = on_demand(request_params(request, model=self.model, cap=self.max_output_tokens))
-        with self._errors():
-            raw = self._send(self._client(), params)
-        return on_demand_window(
-            response_from_message(_dump(raw), model=request.model or self.model)
-        )
+        if self._streams_whole_answer(params):
+            *_, response = self._events(request, params)
+        else:
+            with self._errors():
+                response = self._parse(self._send(self._client(), params))
+        assert isinstance(response, Response)  # a stream ends with its Response
+        return on_demand_window(response, model=request.model or self.model)
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Anthropic's own count of the prompt `messages` make, system prompt included, from
@@ -254,18 +263,24 @@ class Anthropic(Adapter):
         return events
 
     def _parse(self, raw: Any) -> Response:
-        return response_from_message(_dump(raw), model=self.model)
+        return response_from_message(_message_json(raw), model=self.model)
 
     def _fold(self) -> StreamFold:
         return StreamFold(model=self.model)
 
 
 def _endpoint(client: Any, params: Mapping[str, Any]) -> Any:
-    """The beta Messages endpoint for a request with beta flags (`betas`) or a caller's own
-    `context_management` (the proxy passes a client's through: only the beta types read the
-    compaction blocks it brings back), else the plain one."""
-    beta = "betas" in params or "context_management" in params.get("extra_body", {})
-    return client.beta.messages if beta else client.messages
+    """The beta Messages endpoint for a request with beta flags (`betas`, or a caller's own
+    `anthropic-beta` header: the proxy passes a client's on) or a caller's own
+    `context_management` (only the beta types read the compaction blocks these bring back),
+    else the plain one."""
+    headers = {name.lower() for name in params.get("extra_headers", {})}
+    beta = "betas" in params or "anthropic-beta" in headers
+    return (
+        client.beta.messages
+        if beta or "context_management" in params.get("extra_body", {})
+        else client.messages
+    )
 
 
 # The SDK refuses a non-streaming request it expects to take over 10 minutes (max_tokens above
@@ -294,6 +309,28 @@ def _dump(obj: Any) -> dict[str, Any]:
     return data
 
 
+def _sent(obj: Any) -> dict[str, Any]:
+    """An SDK model as the JSON the server sent: every field it sent, nulls included."""
+    data: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True)
+    return data
+
+
+def _event_json(event: Any) -> dict[str, Any]:
+    """A stream event as its wire JSON, a content block's start and deltas as the server sent
+    them (the blocks the API checks are kept exactly)."""
+    if event.type in ("content_block_start", "content_block_delta"):
+        return _sent(event)
+    return _dump(event)
+
+
+def _message_json(message: Any) -> dict[str, Any]:
+    """A `Message` as its wire JSON, the blocks the API checks exactly as it sent them."""
+    data = _dump(message)
+    content = message.content or ()  # a body may leave it out
+    blocks = [_sent(b) if b.type in _VERBATIM_TYPES else _dump(b) for b in content]
+    return {**data, "content": blocks} if "content" in data else data
+
+
 # -- neutral -> wire ----------------------------------------------------------------------
 
 
@@ -314,9 +351,7 @@ def request_params(
     """
     settings = request.settings
     max_tokens = output_reserve(request.max_tokens, cap, settings)
-    system, messages = wire_messages(request.messages)
-    if cache_control is not None:
-        _mark_breakpoints(system, messages, cache_control)
+    system, messages = _cached_wire(request.messages, cache_control, request.cache_prefix)
     params: dict[str, Any] = {
         "model": request.model or model,
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS + settings.output_reserve_extra,
@@ -327,11 +362,12 @@ def request_params(
     if request.tools:
         params["tools"] = [_wire_tool(tool) for tool in request.tools]
     extra = {**settings_fields(request), **settings.extra, **request.options}
-    if any(signed(m) for m in request.messages):  # compacted on demand: no threshold edit
-        params["betas"] = [ON_DEMAND_BETA]
-    elif native is not None:
-        params["betas"] = betas(native)
-        extra = {"context_management": {"edits": context_edits(native)}, **extra}
+    carried = any(signed(m) for m in request.messages)  # compacted on demand: no threshold edit
+    if carried or native is not None:
+        params["betas"] = betas(native, signed=carried)
+    edits = context_edits(native, compact=not carried) if native is not None else []
+    if edits:
+        extra = {"context_management": {"edits": edits}, **extra}
     if extra:
         params["extra_body"] = extra
     return params
@@ -386,6 +422,27 @@ def _tool_choice(choice: str | None, parallel: bool | None) -> dict[str, Any]:
     return {"tool_choice": wire}
 
 
+def _cached_wire(
+    messages: Sequence[Message], cache_control: Mapping[str, Any] | None, prefix: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`wire_messages` with the cache breakpoints (see the module docstring): at the end of
+    the system prompt and of the messages, or of their first `prefix` (`Request.cache_prefix`:
+    the turns after it are joined on as they are, so the prefix's blocks stay in place)."""
+    if cache_control is None:
+        return wire_messages(messages)
+    if prefix is None or not 0 < prefix < len(messages):
+        system, turns = wire_messages(messages)
+        _mark_breakpoints(system, turns, cache_control)
+        return system, turns
+    system, head = wire_messages(messages[:prefix])
+    more, tail = wire_messages(messages[prefix:])
+    system += more
+    _mark_breakpoints(system, head, cache_control)
+    if head and tail and head[-1]["role"] == tail[0]["role"]:
+        head[-1]["content"].extend(tail.pop(0)["content"])
+    return system, head + tail
+
+
 def _mark_breakpoints(
     system: list[dict[str, Any]], messages: list[dict[str, Any]], cache_control: Mapping[str, Any]
 ) -> None:
@@ -394,8 +451,8 @@ def _mark_breakpoints(
     if system:
         system[-1]["cache_control"] = dict(cache_control)
     if messages:
-        blocks = [b for b in messages[-1]["content"] if b["type"] not in _THINKING_TYPES]
-        if blocks:  # thinking blocks cannot carry a breakpoint
+        blocks = [b for b in messages[-1]["content"] if b["type"] not in _VERBATIM_TYPES]
+        if blocks:  # the provider's own blocks are sent back as they came
             blocks[-1]["cache_control"] = dict(cache_control)
 
 
@@ -409,7 +466,7 @@ def wire_messages(
         for m in messages
         if m.role is not Role.SYSTEM
     ]
-    return [block for block in system if block["text"]], user_first(_merge_turns(turns))
+    return [block for block in system if block["text"]], _merge_turns(turns)
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -542,7 +599,8 @@ class StreamFold:
 
     `feed` takes an event (an SDK object or its wire JSON) and returns the deltas it adds:
     answer text, the pieces of tool calls (`ToolCallDelta`, numbered among the calls) and of
-    thinking blocks (`ReasoningDelta`, numbered among them);
+    thinking blocks (`ReasoningDelta`, numbered among them), a compaction block whole and as
+    it came once it stops (`CompactionDelta`);
     `finish` returns the Response, or raises a TRANSIENT ProviderError when the stream was
     empty or ended before `message_stop`. Unknown events and deltas are ignored, as the API
     asks.
@@ -558,7 +616,7 @@ class StreamFold:
         self.stopped = False
 
     def feed(self, event: Any) -> list[StreamDelta]:
-        event = event if isinstance(event, Mapping) else _dump(event)
+        event = event if isinstance(event, Mapping) else _event_json(event)
         kind = event.get("type")
         if kind == "message_start":
             self.message = dict(event.get("message") or {})
@@ -566,6 +624,8 @@ class StreamFold:
             return self._start_block(event["index"], dict(event.get("content_block") or {}))
         elif kind == "content_block_delta":
             return self._apply_delta(event["index"], event.get("delta") or {})
+        elif kind == "content_block_stop":
+            return self._stop_block(event["index"])
         elif kind == "message_delta":
             self._apply_message_delta(event)
         elif kind == "message_stop":
@@ -599,11 +659,22 @@ class StreamFold:
             return [ReasoningDelta(index=position, thinking=str(delta["thinking"]))]
         if kind == "signature_delta":
             block["signature"] = delta["signature"]
+            if block.get("type") not in _THINKING_TYPES:
+                return []
             position = self.reasoning.setdefault(index, len(self.reasoning))
             return [ReasoningDelta(index=position, signature=str(delta["signature"]))]
         if kind == "compaction_delta":  # the whole summary in one delta, as the SDK folds it
             block.update({k: delta[k] for k in ("content", "encrypted_content") if k in delta})
         return []
+
+    def _stop_block(self, index: int) -> list[StreamDelta]:
+        """A finished compaction block, whole and verbatim, where it came in the answer."""
+        block = self.blocks.get(index) or {}
+        if block.get("type") != "compaction":
+            return []
+        model = self.model or (self.message or {}).get("model") or ""
+        part = compaction_part([block], model)
+        return [] if part is None else [CompactionDelta(part=part)]
 
     def _apply_message_delta(self, event: Mapping[str, Any]) -> None:
         message = self.message if self.message is not None else {}

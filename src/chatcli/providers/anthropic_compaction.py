@@ -7,25 +7,30 @@ For the models of `COMPACTION_MODELS`, the request goes to the beta Messages end
 `compact_20260112` edit in `context_management.edits` (its `trigger` in input tokens, no lower
 than the API's `MIN_COMPACTION_TRIGGER`), and context editing (`clear_thinking_20251015`,
 `clear_tool_uses_20250919`) when asked, with their beta flags. The answer's `compaction` block
-becomes the message's `CompactionPart` (kept verbatim, sent back first in its message); a block
-whose content is null (a failed compaction, a no-op for the API) is dropped.
+becomes the message's `CompactionPart`, kept verbatim (every field as the API sent it) and sent
+back first in its message; a block whose content is null (a failed compaction, a no-op for
+the API) is dropped.
 
-The working view drops the span a compaction replaces (`chatcli.history.native`), so a
-conversation can begin with the assistant turn holding the block. The API drops every block
-before the compaction block, and its conversations begin with the user: `user_first` puts
-`COMPACTED_OPENER` before such a turn, a user turn the API then drops unread.
+The working view drops the span a compaction replaces (`chatcli.history.native`), so the
+conversation sent begins with the assistant turn holding the block, as Anthropic's compaction
+pages send it: after a threshold compaction the response is appended as usual (the API drops
+what came before the block), and a block made on demand must come first (anything before it
+is refused as `compaction_block_misplaced`).
 
 Compaction on demand (`Anthropic.compact_on_demand`; platform.claude.com/docs/en/build-with-
 claude/compaction-on-demand): the conversation with `"compaction": {"type": "summarize"}` and
-the `ON_DEMAND_BETA` flag (`on_demand`); the answer is the block alone (`stop_reason`
-"compaction"), signed (`on_demand_window`). A request that carries a signed block (`signed`)
-is sent with that flag and without the compaction edit: the API runs no threshold compaction
-on it.
+the `ON_DEMAND_BETA` flag (`on_demand`), without the fields that only shape a reply, which the
+API refuses there (the anthropic SDK's tool runner drops the same: `stop_sequences`, a
+`tool_choice` of `any` or `tool`, `output_config.format`, `context_management`); the answer is
+the block alone (`stop_reason` "compaction"), signed (`on_demand_window`). A request that
+carries a signed block (`signed`) is sent with that flag and without the compaction edit (the
+API takes no compaction edit beside such a block, the SDK says); context editing still applies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from chatcli.errors import ErrorInfo, ErrorKind, ProviderError
@@ -33,7 +38,6 @@ from chatcli.messages import CompactionPart, Message, Role, Usage
 from chatcli.providers.base import Compacted, NativeCompaction, Response
 
 __all__ = [
-    "COMPACTED_OPENER",
     "COMPACTION_MODELS",
     "COMPACTION_PROVIDER",
     "MIN_COMPACTION_TRIGGER",
@@ -44,21 +48,30 @@ __all__ = [
     "context_edits",
     "on_demand",
     "on_demand_window",
+    "part_block",
     "signed",
     "supports_native_compaction",
-    "user_first",
 ]
 
-COMPACTED_OPENER = "(The conversation before this point was compacted.)"
-
-# Models that take the `compact_20260112` edit: the "Supported models" of Anthropic's compaction
-# page (platform.claude.com/docs/en/build-with-claude/compaction); the Models API states it per
-# model too (`capabilities.context_management.compact_20260112`).
+# Models that compact on Anthropic's servers, at a threshold and on demand: the
+# `supportedModels` of Anthropic's pages (platform.claude.com/docs/en/build-with-claude/
+# compaction-threshold.md and compaction-background.md, the same list); the Models API states
+# it per model too (`capabilities.context_management.compact_20260112`).
 COMPACTION_MODELS = (
-    "claude-opus-4-6",
-    "claude-sonnet-4-6",
-    "claude-opus-4-7",
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-fable-5",
+    "claude-mythos-5",
     "claude-mythos-preview",
+    "claude-opus-5-5",
+    "claude-opus-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-5-5",
+    "claude-sonnet-5",
+    "claude-sonnet-4-6",
+    "claude-haiku-5-5",
 )
 # The least `trigger` the compaction edit accepts (the same page, "Parameters").
 MIN_COMPACTION_TRIGGER = 50_000
@@ -75,14 +88,18 @@ def supports_native_compaction(model: str) -> bool:
     return any(model == known or model.startswith(known + "-") for known in COMPACTION_MODELS)
 
 
-def context_edits(native: NativeCompaction) -> list[dict[str, Any]]:
+def context_edits(native: NativeCompaction, *, compact: bool = True) -> list[dict[str, Any]]:
     """`context_management.edits` for `native`: thinking first (the API wants it first), then
-    tool uses, then the compaction."""
+    tool uses, then the compaction (`compact`: not beside a signed block)."""
     edits: list[dict[str, Any]] = []
     if native.clear_thinking:
         edits.append({"type": "clear_thinking_20251015"})
     if native.clear_tool_uses:
         edits.append({"type": "clear_tool_uses_20250919"})
+    return [*edits, _compact_edit(native)] if compact else edits
+
+
+def _compact_edit(native: NativeCompaction) -> dict[str, Any]:
     compact: dict[str, Any] = {"type": "compact_20260112"}
     if native.trigger_tokens is not None:
         value = max(native.trigger_tokens, MIN_COMPACTION_TRIGGER)
@@ -91,31 +108,54 @@ def context_edits(native: NativeCompaction) -> list[dict[str, Any]]:
         compact["pause_after_compaction"] = True
     if native.instructions:
         compact["instructions"] = native.instructions
-    return [*edits, compact]
+    return compact
 
 
-def betas(native: NativeCompaction) -> list[str]:
-    """The beta flags the request needs: compaction's, and context editing's when asked."""
-    editing = native.clear_thinking or native.clear_tool_uses
-    return [_COMPACTION_BETA, *([_CONTEXT_EDITING_BETA] if editing else [])]
+def betas(native: NativeCompaction | None, *, signed: bool = False) -> list[str]:
+    """The beta flags the request needs: compaction's (`ON_DEMAND_BETA` for a conversation that
+    carries a signed block), and context editing's when asked."""
+    editing = native is not None and (native.clear_thinking or native.clear_tool_uses)
+    return [
+        ON_DEMAND_BETA if signed else _COMPACTION_BETA,
+        *([_CONTEXT_EDITING_BETA] if editing else []),
+    ]
 
 
 def on_demand(params: dict[str, Any]) -> dict[str, Any]:
     """`messages.create` arguments for a conversation (`params`, without native compaction)
-    turned into its compaction request."""
-    extra = {**params.get("extra_body", {}), "compaction": {"type": "summarize"}}
+    turned into its compaction request, without what only shapes a reply (module docstring)."""
+    extra = {**_without_reply_fields(params.get("extra_body", {})), "compaction": _SUMMARIZE}
     return {**params, "betas": [ON_DEMAND_BETA], "extra_body": extra}
 
 
-def on_demand_window(response: Response) -> Compacted:
-    """A compaction request's answer as the window it makes: the block alone. An answer
-    without it (the docs' "missing summary") raises a ProviderError naming its stop reason."""
+_SUMMARIZE = {"type": "summarize"}
+_REPLY_FIELDS = ("stop_sequences", "context_management", "output_format")
+
+
+def _without_reply_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` without the fields a compaction request refuses (module docstring)."""
+    kept = {k: v for k, v in body.items() if k not in _REPLY_FIELDS}
+    choice = kept.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+        del kept["tool_choice"]
+    config = kept.pop("output_config", None)
+    if isinstance(config, Mapping):
+        config = {k: v for k, v in config.items() if k != "format"}
+    if config:
+        kept["output_config"] = config
+    return kept
+
+
+def on_demand_window(response: Response, *, model: str) -> Compacted:
+    """A compaction request's answer as the window it makes: the block alone, tagged with the
+    `model` asked for. An answer without it (the docs' "missing summary") raises a
+    ProviderError naming its stop reason."""
     part = response.message.compaction
     if part is None:
         stop = (response.provider_details or {}).get("anthropic", {}).get("stop_reason")
         message = f"no summary came back (stop_reason {stop!r})"
         raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
-    anchor = Message(role=Role.ASSISTANT, compaction=part)
+    anchor = Message(role=Role.ASSISTANT, compaction=replace(part, model=model))
     return Compacted(window=(anchor,), usage=response.compaction_usage or Usage())
 
 
@@ -125,13 +165,17 @@ def signed(message: Message) -> bool:
     return (
         part is not None
         and part.provider == COMPACTION_PROVIDER
-        and "signature" in part.provider_details
+        and part.provider_details.get("signature") is not None
     )
 
 
 def compaction_block(message: Message) -> list[dict[str, Any]]:
     """The message's compaction block, sent back first in its message (none: not ours)."""
-    part = message.compaction
+    return part_block(message.compaction)
+
+
+def part_block(part: CompactionPart | None) -> list[dict[str, Any]]:
+    """A compaction's block as Anthropic sent it (none: not Anthropic's)."""
     if part is None or part.provider != COMPACTION_PROVIDER:
         return []  # another provider's: unreadable here (the Client's view drops it first)
     return [dict(part.provider_details)]
@@ -149,15 +193,3 @@ def compaction_part(blocks: Sequence[Mapping[str, Any]], model: str) -> Compacti
         summary=str(block["content"]),
         provider_details=block,
     )
-
-
-def user_first(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`turns`, with `COMPACTED_OPENER` before them when they begin with the assistant's
-    compaction block (see the module docstring)."""
-    first = turns[0] if turns else None
-    if first is None or first["role"] != "assistant" or not first["content"]:
-        return turns
-    if first["content"][0].get("type") != "compaction":
-        return turns
-    opener = {"role": "user", "content": [{"type": "text", "text": COMPACTED_OPENER}]}
-    return [opener, *turns]

@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from chatcli.messages import Message, StopReason, Usage
+from chatcli.messages import CompactionPart, Message, StopReason, Usage
 from chatcli.request_settings import Settings
 
 __all__ = [
     "Compacted",
+    "CompactionDelta",
     "NativeCompaction",
     "Provider",
     "ReasoningDelta",
@@ -50,7 +51,11 @@ class Request:
     SDK adapters send them as `extra_headers`, which the OpenAI and Anthropic SDKs take.
     `native_compaction`: the compaction on the provider's servers this request asks for, read
     by an adapter that can (`native_compaction_supported()`) unless it was built with its own
-    (`Client` sets it from `RecoveryConfig.compaction`); None: none.
+    (`Client` sets it from `RecoveryConfig.compaction`); None: none. `cache_prefix`: how many
+    leading messages are the prefix a prompt cache holds (a compaction's summary request
+    repeats the conversation's previous request, then asks): an adapter that places cache
+    breakpoints (Anthropic) puts the last one at their end, where the previous request had
+    it; None: at the end of the request.
     """
 
     messages: tuple[Message, ...]
@@ -61,6 +66,7 @@ class Request:
     options: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     native_compaction: NativeCompaction | None = None
+    cache_prefix: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,10 +160,20 @@ class ReasoningDelta:
     signature: str = ""
 
 
-StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionDelta:
+    """The provider's compaction of the conversation (Anthropic's `compaction` block, OpenAI's
+    `compaction` output item), whole, where it came in the answer's stream: its
+    `part.provider_details` is the block or item verbatim (signature and all), so a writer can
+    pass it on in the provider's order. The Response's message carries the same part."""
+
+    part: CompactionPart
+
+
+StreamDelta = TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta
 # A stream yields deltas and ends with exactly one Response (the whole answer, which is what
 # counts: the deltas are for showing it as it comes).
-StreamChunk = TextDelta | ToolCallDelta | ReasoningDelta | Response
+StreamChunk = TextDelta | ToolCallDelta | ReasoningDelta | CompactionDelta | Response
 
 
 @runtime_checkable

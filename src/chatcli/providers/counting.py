@@ -27,6 +27,17 @@ the margin it learns from what the provider states::
 `calibrate_estimator(counter, history)` is the other way, for a counter with a round trip:
 one count of the conversation calibrates the estimate, and the predictions scale that ratio.
 
+**Many requests to one provider** (a proxy's upstream, each request its own `Client`):
+`PreflightCounts` holds the provider's local exact counter (and its caches) for all of them.
+A request whose estimate is at least `EXACT_FROM` of the window is counted exactly once,
+before it is sent, tools included as the server renders them (llama.cpp's template may leave
+them out), and its estimate is calibrated on that count: the pre-flight decision is the exact
+count's, and recovery's further predictions (each level's view, each message a level keeps)
+scale it, with no more counts (no round trip each, on llama.cpp). A request far below the
+window is not counted: no tokenizer packs text `1 / EXACT_FROM` times denser than the
+estimate says. An OpenAI-compatible server whose window was declared (so discovery never
+asked it) is asked once, then, whether it is llama.cpp (`OpenAICompatible.identify_server`).
+
 **Round trips.** Only the untemplated llama.cpp count (see `LlamaServerTokens`) is a sum per
 message, so only it is cached per message. The other counts cover the whole prompt (a chat
 template, a system prompt and role markers are not a sum of per-message counts), so
@@ -49,15 +60,19 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatcli.errors import ProviderError
+from chatcli.history.running import request_shape
+from chatcli.history.scan import ScanMemos
 from chatcli.messages import Message
-from chatcli.providers.base import Request
-from chatcli.providers.discovery import known_server_window
+from chatcli.policy.prediction import tool_definitions
+from chatcli.providers.base import Request, ToolSpec
 from chatcli.providers.llama_cpp import LlamaCpp
+from chatcli.providers.llama_engine import templated_prompt_tokens
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.serialize import message_to_dict
 from chatcli.tokens.estimate import MESSAGE_OVERHEAD_TOKENS, MarginEstimator, TokenEstimator
@@ -67,25 +82,30 @@ from chatcli.tokens.exact import (
     TokenCounter,
     encoding_name_for,
     load_encoding,
-    token_counter,
 )
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
+    "EXACT_FROM",
     "CountSource",
     "LlamaServerTokens",
+    "PreflightCounts",
     "RemoteCounter",
+    "ServerCounted",
     "calibrate_estimator",
     "conversation_key",
     "counter_for",
     "default_estimator",
     "local_exact_counter",
+    "prompt_tokens",
 ]
 
 logger = logging.getLogger("chatcli")
 
 # Counts remembered per counter: a session's recent views, not its whole history.
 DEFAULT_CACHE_SIZE = 64
+# The share of the window from which `PreflightCounts` counts a request exactly.
+EXACT_FROM = 0.25
 
 
 @runtime_checkable
@@ -157,6 +177,9 @@ class LlamaServerTokens:
       message's text is tokenized and `per_message` tokens are added for its role markers.
       That sum is additive, so each message's count is remembered by content hash: a grown
       conversation costs one call per new message.
+    - `tools`, a request's tool definitions, go to `/apply-template` as a request sends
+      them, so the count is what the server's template makes of them (nothing, for a
+      template without tools); without the endpoint, their JSON is counted as text.
 
     (The same tree also serves `/v1/chat/completions/input_tokens`, which does both steps in
     one call; older servers lack it, and every server since the template endpoint has the
@@ -178,10 +201,10 @@ class LlamaServerTokens:
     def __repr__(self) -> str:
         return f"LlamaServerTokens({self.provider!r})"
 
-    def count_tokens(self, messages: Sequence[Message]) -> int:
+    def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
         if self.templated:
             try:
-                return self._count_templated(messages)
+                return self._count_templated(messages, tools)
             except ProviderError as exc:
                 if exc.info.status != HTTPStatus.NOT_FOUND:
                     raise
@@ -191,13 +214,14 @@ class LlamaServerTokens:
                 self.provider,
                 self.per_message,
             )
-        return sum(self._count_text(_counted_text(m)) + self.per_message for m in messages)
+        counted = (*tool_definitions(tools), *messages)
+        return sum(self._count_text(_counted_text(m)) + self.per_message for m in counted)
 
-    def _count_templated(self, messages: Sequence[Message]) -> int:
+    def _count_templated(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
         # The adapter's own wire mapping, so what is counted is what a request sends.
-        wire = self.provider.params(Request(messages=tuple(messages)))["messages"]
-        prompt = self.provider.post_json("/apply-template", {"messages": wire})["prompt"]
-        return self._tokenize(prompt, add_special=True)
+        params = self.provider.params(Request(messages=tuple(messages), tools=tuple(tools)))
+        post = self.provider.post_json
+        return templated_prompt_tokens(post, params["messages"], params.get("tools"))
 
     def _count_text(self, text: str) -> int:
         key = hashlib.sha256(text.encode()).hexdigest()
@@ -216,14 +240,16 @@ def counter_for(provider: object, *, fallback: TokenCounter | None = None) -> To
     """The most exact counter for `provider`, never raising.
 
     A provider that counts (`count_tokens`: `Anthropic`, `Gemini`, a `LlamaServerTokens`)
-    gets a `RemoteCounter`; an OpenAI model name gets tiktoken's offline count; anything else
-    `fallback` (default: a fresh `TokenEstimator`). An `OpenAICompatible` server is not
-    assumed to be llama.cpp: wrap it in `LlamaServerTokens` to count with llama-server.
+    gets a `RemoteCounter`; an `OpenAICompatible` server discovery found to be llama.cpp, its
+    tokenizer (`local_exact_counter`); an OpenAI model name, tiktoken's offline count;
+    anything else `fallback` (default: a fresh `TokenEstimator`).
     """
     if isinstance(provider, CountSource):
         return RemoteCounter(provider, fallback=fallback)
-    model = getattr(provider, "model", None)
-    return token_counter(model if isinstance(model, str) else None, fallback=fallback)
+    local = local_exact_counter(provider, fallback=fallback)
+    if local is not None:
+        return local
+    return fallback if fallback is not None else TokenEstimator()
 
 
 def default_estimator(provider: object) -> TokenEstimator:
@@ -236,25 +262,121 @@ def default_estimator(provider: object) -> TokenEstimator:
     return CountingEstimator(counter=counter)
 
 
-def local_exact_counter(provider: object) -> TokenCounter | None:
+def local_exact_counter(
+    provider: object, *, fallback: TokenCounter | None = None
+) -> TokenCounter | None:
     """An exact counter for `provider` that needs no remote API: a llama.cpp server's own
     tokenizer, the embedded engine's, or tiktoken for an OpenAI model name; else None.
 
-    The server and engine counts are `RemoteCounter`s: a failed count falls back to the
-    estimate (logged), never breaking a send.
+    The server and engine counts are `RemoteCounter`s: a failed count falls back to
+    `fallback` (default: the estimate; logged), never breaking a send.
     """
     if isinstance(provider, LlamaCpp):
-        return RemoteCounter(provider)
+        return RemoteCounter(provider, fallback=fallback)
     model = getattr(provider, "model", None)
     if not isinstance(model, str):
         return None
     if isinstance(provider, OpenAICompatible):
-        found = known_server_window(provider.base_url, model)
+        found = provider.server_window
         if found is not None and found.server == "llama.cpp":
-            return RemoteCounter(LlamaServerTokens(provider))
+            return RemoteCounter(LlamaServerTokens(provider), fallback=fallback)
     name = encoding_name_for(model)
     encoding = load_encoding(name) if name else None
     return TiktokenCounter(encoding=encoding) if encoding is not None else None
+
+
+def prompt_tokens(
+    counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+) -> int:
+    """The tokens of a prompt of `messages` that offers `tools`: their definitions counted as
+    pre-flight counts them (`tool_definitions`), then the messages."""
+    return counter.count((*tool_definitions(tools), *messages))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerCounted(MarginEstimator):
+    """The estimate, calibrated on the upstream's counts, with the upstream's own count of a
+    whole request at hand (`exact`: `source`, the request's tools included): recovery checks
+    a level it would skip against it (`chatcli.policy.ladder.Ladder.counted_exactly`)."""
+
+    source: Callable[[Sequence[Message]], int | None] = field(
+        default=lambda _messages: None, compare=False, repr=False
+    )
+
+    def exact(self, messages: Sequence[Message]) -> int | None:
+        return self.source(messages)
+
+
+class PreflightCounts:
+    """Pre-flight estimators for the requests to one provider (see the module docstring):
+    from its local exact counter (`local_exact_counter`); for an OpenAI-compatible server
+    discovery has not asked (its window was declared), whether it is llama.cpp is asked
+    once (`identify_server`), when a request first comes near the window."""
+
+    def __init__(self, provider: object) -> None:
+        self.provider = provider
+        self.counter = local_exact_counter(provider)
+        self.unknown = (  # a server not asked yet which it is
+            self.counter is None
+            and isinstance(provider, OpenAICompatible)
+            and bool(provider.base_url)
+            and provider.server_window is None
+        )
+
+    def worth_counting(
+        self, prompt: Sequence[Message], window: int | None, memos: ScanMemos | None = None
+    ) -> bool:
+        """Whether `prompt` (a request's tool definitions and messages, as the policy counts
+        them) is counted exactly: near enough to a known `window` for the count to decide.
+        Its estimate is the running sum the policy keeps in `memos`
+        (`chatcli.history.running`): what is new since the conversation's last request."""
+        if window is None or (self.counter is None and not self.unknown):
+            return False
+        estimate = MarginEstimator().count_shape(request_shape(prompt, memos), len(prompt))
+        return estimate >= window * EXACT_FROM
+
+    def estimator(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+    ) -> TokenEstimator:
+        """The estimate calibrated on the upstream's count of a request of `messages` and
+        `tools` (I/O on a server's tokenizer); the estimate alone when there is no count or
+        it failed (logged)."""
+        if self.unknown:
+            self._identify()
+        prompt = (*tool_definitions(tools), *messages)  # what the policy counts
+        exact = self._exact(messages, tools, prompt)
+        if exact is None:
+            return MarginEstimator()
+
+        def count(view: Sequence[Message]) -> int | None:
+            return self._exact(view, tools, (*tool_definitions(tools), *view))
+
+        return ServerCounted(source=count).calibrated(prompt, exact)
+
+    def _identify(self) -> None:
+        """Ask the server which it is, once; a llama.cpp server's tokenizer counts from then."""
+        if isinstance(self.provider, OpenAICompatible):
+            self.provider.identify_server()
+            self.counter = local_exact_counter(self.provider)
+        self.unknown = False
+
+    def _exact(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], prompt: Sequence[Message]
+    ) -> int | None:
+        """The upstream's count: a llama.cpp server renders the tools with its own template
+        (which may leave them out); the embedded engine is sent none; tiktoken counts their
+        JSON, as the policy does."""
+        counter = self.counter
+        source = counter.source if isinstance(counter, RemoteCounter) else None
+        if isinstance(source, LlamaServerTokens):
+            try:
+                return source.count_tokens(messages, tools)
+            except Exception as exc:  # a count must never break a send: the estimate stands in
+                _log_failure(source, exc)
+                return None
+        if counter is None:
+            return None
+        return _exact_count(counter, messages if isinstance(source, LlamaCpp) else prompt)
 
 
 def calibrate_estimator(

@@ -18,17 +18,29 @@ servers state it elsewhere, each in its own place:
   else `max_context_length`.
 
 `discover_window` tries them in that order and stops at the first that states a window: one
-request on llama.cpp, at most four elsewhere, each bounded by a short timeout. The answer,
-a window or None, is remembered per (server, model), so a provider made again (a `/model`
-switch, a reopened chat) asks no more. Nothing here ever raises: an unreachable server, a 404,
-an error page or an odd body means "not stated" (logged at debug level) and the window stays
-unknown, as before. A window the user declares is never replaced: callers ask only without one.
+request on llama.cpp, at most four elsewhere, each bounded by a short timeout. Nothing here
+ever raises: an unreachable server, a 404, an error page or an odd body means "not stated"
+(logged at debug level) and the window stays unknown, as before. A window the user declares
+is never replaced: callers ask only without one.
+
+`WindowDiscovery` remembers the answers for its owner (the provider that asked, or whoever
+makes several providers for the same servers), never for the process: the latest
+`KNOWN_SERVERS` (server, model) pairs; a window found is kept, and a server that stated none
+(not up yet, say) is asked again once `RETRY_S` has passed, so a proxy started before its
+upstream learns the window when the upstream is up.
+
+With a declared window, `identify_server` asks llama.cpp's `/props` alone: not for the window,
+but to know whether the server is llama.cpp, whose own tokenizer counts prompts exactly
+(`chatcli.providers.counting`); the provider that asked keeps the answer
+(`OpenAICompatible.server_window`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +51,14 @@ from chatcli.redact import redact_url
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT",
+    "KNOWN_SERVERS",
     "PROBES",
+    "RETRY_S",
     "Probe",
     "ServerWindow",
+    "WindowDiscovery",
     "discover_window",
-    "forget_discovered_windows",
-    "known_server_window",
+    "identify_server",
     "window_from_llama_props",
     "window_from_lmstudio_models",
     "window_from_ollama_show",
@@ -56,6 +70,8 @@ logger = logging.getLogger("chatcli")
 # Seconds per probe request: a local server answers these in milliseconds; a host that does
 # not answer must not hold up the start of a chat.
 DEFAULT_PROBE_TIMEOUT = 3.0
+RETRY_S = 30.0  # a server that stated no window is asked again after this
+KNOWN_SERVERS = 64  # (server, model) answers a WindowDiscovery keeps, the latest used
 
 Reader = Callable[[Any, str], "int | None"]
 
@@ -154,9 +170,6 @@ PROBES: tuple[Probe, ...] = (
     ),
 )
 
-_known: dict[tuple[str, str], ServerWindow | None] = {}
-_lock = threading.Lock()
-
 
 def discover_window(
     base_url: str,
@@ -166,27 +179,96 @@ def discover_window(
     timeout: float = DEFAULT_PROBE_TIMEOUT,
     probes: tuple[Probe, ...] = PROBES,
 ) -> ServerWindow | None:
-    """The window the server at `base_url` states for `model`, or None (see the module
-    docstring); asked once per (server, model), never raising."""
-    key = _key(base_url, model)
-    with _lock:  # one probe per key, even when threads make providers at once
-        if key not in _known:
-            _known[key] = _probe(key[0], model, api_key, timeout, probes)
-        return _known[key]
+    """The window the server at `base_url` states for `model`, asked now, or None (see the
+    module docstring); never raising. `WindowDiscovery` remembers the answers."""
+    return _probe(_key(base_url, model)[0], model, api_key, timeout, probes)
 
 
-def known_server_window(base_url: str | None, model: str) -> ServerWindow | None:
-    """What `discover_window` already learned for (`base_url`, `model`), without asking."""
-    if not base_url:
-        return None
-    with _lock:
-        return _known.get(_key(base_url, model))
+def identify_server(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_PROBE_TIMEOUT,
+) -> ServerWindow | None:
+    """Whether the server at `base_url` is llama.cpp, asked now (one request: its probe alone;
+    see the module docstring): its window, or None; never raising."""
+    llama = tuple(probe for probe in PROBES if probe.server == "llama.cpp")
+    return _probe(_key(base_url, model)[0], model, api_key, timeout, llama)
 
 
-def forget_discovered_windows() -> None:
-    """Forget every remembered answer (a server restarted with another window)."""
-    with _lock:
-        _known.clear()
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    window: ServerWindow | None
+    at: float  # when it was asked (the clock's)
+
+
+class WindowDiscovery:
+    """The windows servers stated, remembered by an owner (module docstring): bounded, a
+    window found kept, "none stated" asked again after `retry_after` seconds. Thread-safe,
+    one probe per (server, model) at a time: a caller that comes while one runs gets the
+    answer known before it, without waiting."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float = DEFAULT_PROBE_TIMEOUT,
+        probes: tuple[Probe, ...] = PROBES,
+        retry_after: float = RETRY_S,
+        size: int = KNOWN_SERVERS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.timeout = timeout
+        self.probes = probes
+        self.retry_after = retry_after
+        self.size = size
+        self._clock = clock
+        self._answers: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
+        self._asking: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def window(
+        self, base_url: str, model: str, *, api_key: str | None = None
+    ) -> ServerWindow | None:
+        """The window the server at `base_url` states for `model`: remembered, or asked now
+        (first time, or "none stated" longer than `retry_after` ago)."""
+        key = _key(base_url, model)
+        with self._lock:
+            known = self._answers.get(key)
+            if key in self._asking or (known is not None and self._current(known)):
+                return self._known(key)
+            self._asking.add(key)
+        try:
+            found = _probe(key[0], model, api_key, self.timeout, self.probes)
+        finally:
+            with self._lock:
+                self._asking.discard(key)
+        with self._lock:
+            self._answers[key] = _Answer(found, self._clock())
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.size:
+                self._answers.popitem(last=False)
+        return found
+
+    def known(self, base_url: str, model: str) -> ServerWindow | None:
+        """What was learned for (`base_url`, `model`), without asking."""
+        with self._lock:
+            return self._known(_key(base_url, model))
+
+    def forget(self) -> None:
+        """Forget every answer (a server restarted with another window)."""
+        with self._lock:
+            self._answers.clear()
+
+    def _known(self, key: tuple[str, str]) -> ServerWindow | None:
+        known = self._answers.get(key)
+        if known is None:
+            return None
+        self._answers.move_to_end(key)
+        return known.window
+
+    def _current(self, answer: _Answer) -> bool:
+        return answer.window is not None or self._clock() - answer.at < self.retry_after
 
 
 def _probe(
@@ -211,8 +293,6 @@ def _probe(
                     "%s at %s runs %s with a %d-token window", probe.server, shown, model, tokens
                 )
                 return found
-    shown = redact_url(root)
-    logger.info("%s states no context window for %s: the window stays unknown", shown, model)
     return None
 
 

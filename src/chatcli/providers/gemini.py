@@ -1,6 +1,7 @@
 """Adapter for Google's Gemini API (generateContent), through the official `google-genai` SDK.
 
-Install with `pip install 'chatcli[gemini]'`; the SDK is imported when a provider is built.
+Install with `pip install 'chatcli-recovery[gemini]'`; the SDK is imported when a provider is
+built.
 
 Mapping (neutral -> wire):
 - system messages, in order, become `systemInstruction`; the others become `contents` with

@@ -9,8 +9,13 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   placeholder is sent, so the SDK never falls back to `OPENAI_API_KEY` and hands the user's
   OpenAI key to another server.
 - `context_window` is the context the server runs with (Ollama: `num_ctx`; llama.cpp: `-c`),
-  which may be smaller than the model's. With `discover_window=True` and none declared, it is
-  asked of the server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`).
+  which may be smaller than the model's. With `discover_window` (True, or the
+  `WindowDiscovery` of whoever makes the providers) and none declared, it is asked of the
+  server (llama.cpp, vLLM, Ollama, LM Studio: `chatcli.providers.discovery`) when the
+  provider is made, and again by `refresh_window` while the server states none (a server not
+  up yet when the provider was made). `server_window` is what the server stated; with a
+  window declared, `identify_server()` asks whether the server is llama.cpp, whose own
+  tokenizer then counts the prompts (`chatcli.providers.counting`).
 - Overflow that the server does not report as an error is detected: a prompt cut silently
   (Ollama truncates and answers 200; see `TruncationCheck`: a known `context_window` tells a
   cut prompt from a cached one best; without it, only a new turn that did not arrive counts).
@@ -24,7 +29,13 @@ OpenAI adapter (`chatcli.providers.openai`), adjusted to what these servers actu
   `json_object` / `json_schema`, reasoning_effort, tool_choice, parallel_tool_calls), which
   llama.cpp, vLLM and Ollama take; a thinking budget has no common field (an error: use
   `Settings.extra` with the server's own). No `prompt_cache_key` is sent: these servers reuse
-  a matching prefix by themselves.
+  a matching prefix by themselves. `structured_output_supported()` is True only for a server
+  the window discovery identified as one that enforces a `json_schema` (llama.cpp, vLLM,
+  Ollama, LM Studio: each turns the schema into a grammar); another server may ignore it.
+  Being a grammar on the output, the schema leaves the prompt and its cached prefix alone
+  (`structured_output_keeps_prompt()`).
+- Consecutive user messages are sent as one (`merge_user_turns`): a server's chat template
+  may want the roles to alternate, and a recovered view can hold two in a row.
 - An assistant message that only calls tools is sent with `content: ""`, not `null`:
   llama-cpp-python (0.3.36) types assistant content as `NotRequired[str]` (llama_types.py,
   `ChatCompletionRequestAssistantMessage`), so `null` is a 422 and a missing key a 500 in its
@@ -47,10 +58,10 @@ from chatcli.errors import (
     silent_truncation,
 )
 from chatcli.messages import Message, Role, StopReason, Usage, total_chars
-from chatcli.providers._common import api_key_from_env
+from chatcli.providers._common import api_key_from_env, merge_user_turns
 from chatcli.providers.base import Request, Response, StreamChunk, TextDelta, ToolCallDelta
-from chatcli.providers.discovery import discover_window as discover
-from chatcli.providers.discovery import server_url
+from chatcli.providers.discovery import ServerWindow, WindowDiscovery, server_url
+from chatcli.providers.discovery import identify_server as identify
 from chatcli.providers.openai import OpenAIBase, _sdk_errors
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -58,6 +69,9 @@ __all__ = ["OpenAICompatible", "TruncationCheck"]
 
 # Sent when no key is configured; most local servers accept any value or none.
 _NO_KEY = "no-key"
+# Servers (as `chatcli.providers.discovery` names them) that enforce a `json_schema`
+# response_format with a grammar on /v1/chat/completions.
+_SCHEMA_SERVERS = frozenset({"llama.cpp", "vLLM", "Ollama", "LM Studio"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,14 +163,11 @@ class OpenAICompatible(OpenAIBase):
         truncation_check: TruncationCheck | None = TruncationCheck(),
         timeout: float = 600.0,
         environ: Mapping[str, str] | None = None,
-        discover_window: bool = False,
+        discover_window: bool | WindowDiscovery = False,
     ) -> None:
         env = os.environ if environ is None else environ
         names = (api_key_env,) if api_key_env else ()
         key = api_key_from_env(api_key, names, env, required=api_key_env is not None)
-        if context_window is None and discover_window:  # asked of the server: see discovery
-            found = discover(base_url, model, api_key=key)
-            context_window = found.tokens if found is not None else None
         super().__init__(
             model,
             api="chat",
@@ -168,12 +179,48 @@ class OpenAICompatible(OpenAIBase):
             max_tokens_param="max_tokens",
         )
         self.truncation_check = truncation_check
+        self.server_window: ServerWindow | None = None
+        self._discovery = _discovery(discover_window) if context_window is None else None
+        self.__probe_key = key
+        self.refresh_window()
+
+    def refresh_window(self) -> None:
+        """Ask the server its window when none is known and discovery is on (module docstring):
+        at once the first time and when found, again once the retry time has passed."""
+        if self._discovery is None or self.server_window is not None:
+            return
+        found = self._discovery.window(self.base_url or "", self.model, api_key=self.__probe_key)
+        if found is not None:
+            self.server_window = found
+            self.context_window = found.tokens
 
     def params(self, request: Request, *, stream: bool = False) -> dict[str, Any]:
         params = super().params(request, stream=stream)
         if "messages" in params:
-            params["messages"] = [_with_string_content(m) for m in params["messages"]]
+            messages = [_with_string_content(m) for m in params["messages"]]
+            params["messages"] = merge_user_turns(messages)
         return params
+
+    def identify_server(self) -> ServerWindow | None:
+        """Which server this is, where discovery has not asked it (a declared window):
+        llama.cpp's `/props` alone (`chatcli.providers.discovery.identify_server`), with this
+        provider's key. I/O; a llama.cpp answer is kept as `server_window` (the declared
+        window stays); never raises."""
+        if self.server_window is None:
+            self.server_window = identify(self.base_url or "", self.model, api_key=self.__probe_key)
+        return self.server_window
+
+    def structured_output_supported(self) -> bool:
+        """Whether the server is known to enforce a `json_schema` response_format: one the
+        window discovery identified (see the module docstring); no request is made here."""
+        found = self.server_window
+        return found is not None and found.server in _SCHEMA_SERVERS
+
+    def structured_output_keeps_prompt(self) -> bool:
+        """Whether a `json_schema` answer format leaves the prompt as it is, so a request
+        that adds one still reuses the server's cached prefix: where it is enforced at all,
+        it is a grammar on the output (see the module docstring)."""
+        return self.structured_output_supported()
 
     def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST `body` to `path` at the server's root, with this provider's key and timeout;
@@ -283,6 +330,13 @@ def _as_chunks(response: Response) -> Iterator[StreamChunk]:
     for index, call in enumerate(response.message.tool_calls):
         yield ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments_json)
     yield response
+
+
+def _discovery(asked: bool | WindowDiscovery) -> WindowDiscovery | None:
+    """The discovery a provider asks through: the one given, its own, or none."""
+    if isinstance(asked, WindowDiscovery):
+        return asked
+    return WindowDiscovery() if asked else None
 
 
 def _with_string_content(message: dict[str, Any]) -> dict[str, Any]:

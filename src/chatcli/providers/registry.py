@@ -26,6 +26,7 @@ from chatcli.errors import ConfigError
 from chatcli.providers._common import require_module
 from chatcli.providers.base import Provider
 from chatcli.providers.keys import lookup_api_key
+from chatcli.providers.llama_engine import require_engine
 
 __all__ = [
     "PROVIDERS",
@@ -101,7 +102,7 @@ PROVIDERS: Mapping[str, ProviderSpec] = {
         ProviderSpec(
             name="llama-cpp",
             adapter="chatcli.providers.llama_cpp:LlamaCpp",
-            sdk=("llama_cpp", "local"),
+            sdk=("xllamacpp", "local"),
             local=True,
             default_max_tokens=256,
         ),
@@ -126,7 +127,7 @@ chatcli needs a model provider. Set ONE of these, then run chatcli again:
   (vLLM, Ollama,        --base-url http://localhost:8080/v1
    llama.cpp)   (a key, if it needs one: CHATCLI_API_KEY)
   GGUF file     chatcli --provider llama-cpp --model path/to/model.gguf
-                (needs pip install 'chatcli[local]')
+                (needs pip install 'chatcli-recovery[local]')
 
 --model or CHATCLI_MODEL chooses the model. Keys come from the environment or
 the OS keyring (service "chatcli", user = provider name), never from files.
@@ -136,7 +137,8 @@ provider, model, base_url, context_window and max_tokens can also be set in
   provider = "anthropic"
   model = "claude-sonnet-4-5"
 
-No key at all? `chatcli demo` runs everything offline on a tiny local model.
+No key at all? `chatcli --local` chats offline with a small model in llama.cpp,
+and `chatcli demo` shows the recovery at work on it (both need the local extra).
 """
 
 
@@ -179,7 +181,10 @@ def create_provider(
         )
     arguments = _arguments(spec, model, base_url, env)
     options = _options(spec, base_url, context_window, env)
-    require_module(*spec.sdk)
+    if spec.local:
+        require_engine()  # names the ways out where the prebuilt engine cannot run
+    else:
+        require_module(*spec.sdk)
     adapter = _load(spec.adapter, name)
     return adapter(*arguments, **{**options, **opts})
 

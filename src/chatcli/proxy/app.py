@@ -3,9 +3,13 @@
 Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/responses/compact`
 (OpenAI; compaction: `chatcli.proxy.compaction_routes`), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /healthz`,
-`GET /metrics`. Each chat request is parsed by its dialect, sent through a `Client` built for
-it (microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all
-of the library), over a `Forwarder` (what the client's request adds); a streamed request is
+`GET /metrics`. With client keys configured, every route but `GET /healthz` needs one
+(`_KeyRequired`, a middleware in front of the routing, so a route added later is behind the
+key too); `GET /metrics` is opened by `ProxyOptions.public_metrics`.
+
+Each chat request is parsed by its dialect, sent through a `Client` built for it
+(microcompaction, budget, pre-flight, recovery levels, escalation and continuation: all of
+the library), over a `Forwarder` (what the client's request adds); a streamed request is
 `Client.astream`, written as it comes (`chatcli.wire.items`). The client's messages are only
 read: the proxy shapes what it forwards, never what the client holds.
 
@@ -35,10 +39,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chatcli.config import MicrocompactConfig, RecoveryConfig
 from chatcli.events import Event
@@ -46,13 +52,15 @@ from chatcli.history.scan import ScanMemos
 from chatcli.history.sticky import StickyView
 from chatcli.policy.prediction import tool_definitions
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for
+from chatcli.providers.counting import PreflightCounts, counter_for, prompt_tokens
 from chatcli.proxy.compaction_routes import CompactionRoutes
 from chatcli.proxy.failures import failure_from
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.keys import SealingConfig, SealingKeys
 from chatcli.proxy.metrics import Metrics
 from chatcli.proxy.sessions import ProxyRecord, SessionRecorder, StickyViews, session_key
 from chatcli.recovery import Client, Reply
+from chatcli.tokens.estimate import TokenEstimator
 from chatcli.wire.anthropic import AnthropicDialect
 from chatcli.wire.dialect import (
     ClientRequest,
@@ -64,20 +72,23 @@ from chatcli.wire.dialect import (
 )
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import EventItem, FinalReply, StreamItem, stream_items
+from chatcli.wire.known import KnownConversations
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.usage import RecoveryCalls, recovery_headers
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ProxyOptions", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "HEALTH", "ProxyOptions", "create_app"]
 
 logger = logging.getLogger("chatcli.proxy")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # Anthropic's own request limit
 DEFAULT_MAX_CONCURRENCY = 64  # requests in flight per client key
 
-OPENAI = OpenAIDialect()
 ANTHROPIC = AnthropicDialect()
 RESPONSES = ResponsesDialect()
+# The envelope of OpenAI's errors for a request refused before its route (the chat route's
+# own dialect, `Proxy.openai`, remembers the conversations it parsed).
+OPENAI_ERRORS = OpenAIDialect()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +105,10 @@ class ProxyOptions:
     # A client's explicit max_tokens is its ceiling: an answer cut there is returned as cut,
     # unless this lets the library escalate past it (`--escalate-past-client-limit`).
     escalate_past_client_limit: bool = False
+    # `GET /metrics` without a client key (`--public-metrics`: a scraper on a private network).
+    public_metrics: bool = False
+    # The keys of the compaction items the proxy makes (`chatcli.proxy.keys`).
+    sealing: SealingConfig = field(default_factory=SealingConfig)
 
 
 class Proxy:
@@ -107,7 +122,14 @@ class Proxy:
         # The transforms' scans of the conversations it serves: its own, bounded
         # (`chatcli.history.scan`), shared by every request's Client, dropped with the app.
         self.memos = ScanMemos()
+        # The conversations it parsed lately, so that a request reuses the message objects
+        # of the conversation's previous one (and with them the scans above): by content.
+        self.known = KnownConversations()
+        self.openai = OpenAIDialect(known=self.known)
+        # The upstream's exact counts, for the pre-flight of the requests near its window.
+        self.counts = PreflightCounts(upstream.provider)
         self.sessions = options.sessions
+        self.sealing = SealingKeys(options.sealing, self.sessions, on_error=self.store_failed)
         self.compactions = CompactionRoutes(self)
         self.cuts = StickyViews(self.sessions)
         if self.sessions is not None:
@@ -121,6 +143,7 @@ class Proxy:
         except Refused as refused:
             return self.answer_error(dialect, refused.failure, endpoint, started)
         try:
+            await self.window_asked()
             made = await self.compactions.made(request, dialect, await self.body(request))
             if made.answer is not None:
                 response = made.answer
@@ -197,9 +220,11 @@ class Proxy:
         if forwarder is None:
             forwarder = Forwarder(self.upstream, parsed, plan(parsed, self.upstream.dialect))
         window = await self.shared_window(forwarder)
+        estimator = await self.preflight(parsed, forwarder, window)
         sticky = None if session is None else await self.cuts.get(session)
         events: list[Event] = []
-        library = self.library_client(forwarder, window, events, sticky, self.recovery_for(parsed))
+        recovery = self.recovery_for(parsed)
+        library = self.library_client(forwarder, window, events, sticky, recovery, estimator)
         max_tokens = parsed.max_tokens or self.upstream.max_tokens
         dropped = forwarder.forwarding.dropped
         headers = {"x-chatcli-dropped": ",".join(dropped)} if dropped else {}
@@ -240,6 +265,19 @@ class Proxy:
             return recovery
         return replace(recovery, max_token_escalations=0)
 
+    async def preflight(
+        self, parsed: ClientRequest, forwarder: Forwarder, window: int | None
+    ) -> TokenEstimator | None:
+        """Pre-flight's estimator for `parsed`: calibrated on the upstream's exact count when
+        the request is near the window (`PreflightCounts`; a server's tokenizer is asked in
+        a worker thread); None: the library's default."""
+        if forwarder.inner is not self.upstream.provider:
+            return None  # another provider (OpenAI's own compaction): its own estimate
+        prompt = (*tool_definitions(parsed.tools), *parsed.messages)
+        if not self.counts.worth_counting(prompt, window or forwarder.context_window, self.memos):
+            return None
+        return await asyncio.to_thread(self.counts.estimator, parsed.messages, parsed.tools)
+
     def library_client(
         self,
         provider: Provider,
@@ -247,10 +285,12 @@ class Proxy:
         events: list[Event],
         sticky: StickyView | None = None,
         recovery: RecoveryConfig | None = None,
+        estimator: TokenEstimator | None = None,
     ) -> Client:
         """The library's Client for one request over `provider`, starting from the
-        conversation's `sticky` cut; its events feed the metrics, the windows the replicas
-        share, and `events` (the request's record if it fails)."""
+        conversation's `sticky` cut, pre-flighted with `estimator` (None: the library's
+        default); its events feed the metrics, the windows the replicas share, and `events`
+        (the request's record if it fails)."""
 
         def hook(event: Event) -> None:
             self.metrics.record_event(event)
@@ -267,12 +307,16 @@ class Proxy:
             context_window=window,
             sticky_view=sticky,
             memos=self.memos,
+            estimator=estimator,
         )
 
     def new_cut(
         self, session: str | None, given: StickyView | None, library: Client
     ) -> StickyView | None:
-        """The cut the request made, if any (kept for the conversation's next requests)."""
+        """The cut the request made, if any (kept for the conversation's next requests);
+        its last request is kept too, which the conversation's compaction continues."""
+        if session is not None:
+            self.compactions.sent.keep(session, library.last_sent)
         return None if session is None else self.cuts.kept(session, given, library.sticky_view)
 
     # the session store (chatcli.proxy.sessions) ------------------------------------------
@@ -280,6 +324,15 @@ class Proxy:
     def session_of(self, request: Request, parsed: ClientRequest) -> str:
         """The conversation's key: its sticky cut's and its session's."""
         return session_key(request.headers, parsed.messages)
+
+    async def window_asked(self) -> None:
+        """Ask the upstream its window again while it states none (`refresh_window` of an
+        OpenAI-compatible server: one not up when the proxy started is asked again after
+        `chatcli.providers.discovery.RETRY_S`, not left unknown until a restart)."""
+        provider = self.upstream.provider
+        refresh = getattr(provider, "refresh_window", None)
+        if refresh is not None and not getattr(provider, "context_window", None):
+            await asyncio.to_thread(refresh)
 
     async def shared_window(self, provider: Provider) -> int | None:
         """The window a replica learned, for an upstream that states none of its own."""
@@ -355,6 +408,8 @@ class Proxy:
     async def released(
         self, body: AsyncIterable[Any], client: str, endpoint: str, started: float
     ) -> AsyncIterator[Any]:
+        """`body`, releasing the client's slot however it ends: finished, failed, or closed by
+        a client that went away, even before its first chunk (tests/test_proxy_slots.py)."""
         try:
             async for chunk in body:
                 yield chunk
@@ -371,16 +426,25 @@ class Proxy:
         )
 
     async def count_tokens(self, request: Request) -> Response:
+        """`POST /v1/messages/count_tokens`: the prompt's tokens, tool definitions included,
+        counted as the upstream counts them (a round trip for Anthropic): a request in flight
+        like any other, under the key's concurrency limit."""
         started = time.perf_counter()
+        endpoint = request.scope["path"]
+        try:
+            client = self.admit(request)
+        except Refused as refused:
+            return self.answer_error(ANTHROPIC, refused.failure, endpoint, started)
         try:
             body = await self.body(request)
             parsed = ANTHROPIC.parse({**body, "max_tokens": body.get("max_tokens") or 1})
+            counter = counter_for(self.upstream.provider)
+            tokens = await asyncio.to_thread(prompt_tokens, counter, parsed.messages, parsed.tools)
         except Refused as refused:
-            return self.answer_error(ANTHROPIC, refused.failure, request.url.path, started)
-        counter = counter_for(self.upstream.provider)
-        counted = (*tool_definitions(parsed.tools), *parsed.messages)  # the prompt's tools too
-        tokens = await asyncio.to_thread(counter.count, counted)
-        self.metrics.record_request(request.url.path, 200, time.perf_counter() - started)
+            return self.answer_error(ANTHROPIC, refused.failure, endpoint, started)
+        finally:
+            self.guard.release(client)
+        self.metrics.record_request(endpoint, 200, time.perf_counter() - started)
         return JSONResponse({"input_tokens": tokens})
 
     async def models(self, request: Request) -> Response:
@@ -457,17 +521,20 @@ async def _chained(
         yield item
 
 
+HEALTH = "/healthz"  # the one route open without a client key (a load balancer's probe)
+
+
 def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = None) -> Starlette:
     """The proxy's ASGI app in front of `upstream`."""
     proxy = Proxy(upstream, guard, options or ProxyOptions())
     routes = [
-        Route("/v1/chat/completions", _bound(proxy.chat, OPENAI), methods=["POST"]),
+        Route("/v1/chat/completions", _bound(proxy.chat, proxy.openai), methods=["POST"]),
         Route("/v1/responses", _bound(proxy.chat, RESPONSES), methods=["POST"]),
         Route("/v1/responses/compact", proxy.compactions.compact, methods=["POST"]),
         Route("/v1/messages", _bound(proxy.chat, ANTHROPIC), methods=["POST"]),
         Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
         Route("/v1/models", proxy.models, methods=["GET"]),
-        Route("/healthz", proxy.health, methods=["GET"]),
+        Route(HEALTH, proxy.health, methods=["GET"]),
         Route("/metrics", proxy.metrics_text, methods=["GET"]),
     ]
     middleware = []
@@ -482,9 +549,43 @@ def create_app(upstream: Upstream, guard: Guard, options: ProxyOptions | None = 
                 allow_headers=["*"],
             )
         )
+    open_paths = {HEALTH, "/metrics"} if proxy.options.public_metrics else {HEALTH}
+    middleware.append(Middleware(_KeyRequired, proxy=proxy, open_paths=frozenset(open_paths)))
     app = Starlette(routes=routes, middleware=middleware, lifespan=proxy.lifespan)
     app.state.proxy = proxy
     return app
+
+
+class _KeyRequired:
+    """ASGI middleware in front of the routing: an HTTP request to any path but `open_paths`
+    without a client key the guard takes (when keys are configured) is a 401 in its dialect's
+    envelope, before any route runs. Being in front of every route, it covers the routes added
+    later too (`tests/test_proxy_auth.py` checks the app's routing table)."""
+
+    def __init__(self, app: ASGIApp, *, proxy: Proxy, open_paths: frozenset[str]) -> None:
+        self.app = app
+        self.proxy = proxy
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if self.proxy.guard.client(headers) is not None:
+            await self.app(scope, receive, send)
+            return
+        failure = Failure(kind=FailureKind.AUTH, status=401, message="invalid proxy API key")
+        dialect = _dialect_of(scope["path"], headers)
+        await JSONResponse(dialect.error(failure), status_code=401)(scope, receive, send)
+
+
+def _dialect_of(path: str, headers: Headers) -> Dialect:
+    """The dialect whose envelope answers a request refused before its route: Anthropic's for
+    its paths and for a client that says it speaks it, else OpenAI's."""
+    if path.startswith("/v1/messages") or "anthropic-version" in headers:
+        return ANTHROPIC
+    return OPENAI_ERRORS
 
 
 def _bound(

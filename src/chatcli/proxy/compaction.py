@@ -5,12 +5,13 @@ OpenAI answers these with an opaque, encrypted `compaction` item that the client
 sends back; only OpenAI can read it. In front of another upstream the proxy does the same
 with chatcli's own compaction (`Client.acompact`, a verified summary written by the upstream)
 and answers with a well-formed `compaction` item whose `encrypted_content` is chatcli's own
-sealed token (`Sealer`): JSON of what the compaction left (the summary, and the input items
-of the turns it kept verbatim), base64url, and an HMAC-SHA256 of it. The token is
-self-contained, so any replica opens it; the key comes from the session store
-(`SessionStore.proxy_key`), so a restarted proxy opens it too. Without a store the key is
-made when the app starts: its tokens do not survive a restart. A token that fails the check
-is the client's 400, never a crash.
+sealed token (`Sealer`): `chatcli.c2.`, the id of the key that sealed it, `.`, and a Fernet
+token (`cryptography`'s: AES-128-CBC encrypted, HMAC-SHA256 authenticated, stamped with the
+time it was made) of the JSON of what the compaction left (the summary, and the input items of
+the turns it kept verbatim). The token is self-contained, so any replica holding the key opens
+it; where the keys come from, and how they rotate, is `chatcli.proxy.keys`. A token is
+accepted for the keyring's `ttl` after it was made; one sealed with a key the proxy does not
+hold, altered, or expired is the client's 400 saying which, never a crash.
 
 What the item stands for is OpenAI's rule: the latest compaction carries everything before
 it. When a request carries one of the proxy's, `expanded` replaces it, before the request is
@@ -38,16 +39,15 @@ with a `compaction` block (`compaction_block`: the summary, then the turns kept,
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
-import hmac
 import json
 import logging
-import secrets
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
 
 from chatcli.compaction import SUMMARY_HEADER, CompactionResult, is_summary_message
 from chatcli.messages import Message
@@ -58,6 +58,7 @@ __all__ = [
     "OpenAICompaction",
     "Sealed",
     "Sealer",
+    "SealingKey",
     "compact_edit",
     "compact_threshold",
     "compaction_block",
@@ -65,9 +66,9 @@ __all__ = [
     "concerns",
     "expanded",
     "expanded_blocks",
-    "new_key",
     "openai_compaction",
     "sealed_of",
+    "sealing_kid",
     "told",
     "triggered",
     "user_messages",
@@ -78,13 +79,11 @@ Json = dict[str, Any]
 logger = logging.getLogger("chatcli.proxy")
 
 COMPACT_EDIT = "compact_20260112"  # Anthropic's compaction edit
-TOKEN_PREFIX = "chatcli.c1."  # the format's version: a token of another format is not ours
+_ANY_FORMAT = "chatcli."  # every token chatcli made, of any format
+TOKEN_PREFIX = "chatcli.c2."  # this format: a token of another is not opened
 _SYSTEM_ROLES = frozenset({"system", "developer"})
-
-
-def new_key() -> bytes:
-    """A fresh sealing key (32 random bytes)."""
-    return secrets.token_bytes(32)
+# Seconds a token may be dated after its key stopped sealing: replicas' clocks differ a little.
+_CLOCK_SKEW_S = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,11 +100,38 @@ class Sealed:
         return [*summary, *self.kept]
 
 
-@dataclass(frozen=True, slots=True)
-class Sealer:
-    """Seals and opens compaction tokens with `key` (module docstring)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SealingKey:
+    """A key of a proxy's keyring: `kid` names it in the tokens it seals, `secret` (32 random or
+    derived bytes) is the Fernet key; `sealed_until`: when it stopped sealing (None: it may
+    still), so a token dated later was not made with it."""
 
-    key: bytes
+    kid: str
+    secret: bytes
+    sealed_until: float | None = None
+
+    def __repr__(self) -> str:  # never the secret
+        return f"SealingKey(kid={self.kid!r}, sealed_until={self.sealed_until!r})"
+
+
+class Sealer:
+    """Seals compaction tokens with the first of `keys` and opens those any of them sealed, up
+    to `ttl` seconds after they were made (module docstring); `clock`: epoch seconds."""
+
+    def __init__(
+        self,
+        keys: Sequence[SealingKey],
+        *,
+        ttl: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not keys:
+            raise ValueError("a Sealer needs a key")
+        self.ttl = ttl
+        self.kids = tuple(key.kid for key in keys)
+        self._sealing = keys[0]
+        self._keys = {key.kid: key for key in keys}
+        self._clock = clock
 
     def seal(self, sealed: Sealed) -> str:
         payload = json.dumps(
@@ -113,32 +139,73 @@ class Sealer:
             separators=(",", ":"),
             ensure_ascii=False,
         ).encode()
-        body = _b64(payload)
-        return f"{TOKEN_PREFIX}{body}.{_b64(self._mac(body))}"
+        token = _fernet(self._sealing).encrypt_at_time(payload, int(self._clock()))
+        return f"{TOKEN_PREFIX}{self._sealing.kid}.{token.decode()}"
 
     def open(self, token: str, *, param: str = "input") -> Sealed:
-        """The content of `token`; a token this key did not seal is a RequestError (400)."""
-        body, _, mac = token[len(TOKEN_PREFIX) :].partition(".")
-        try:
-            given = _unb64(mac)
-            valid = hmac.compare_digest(given, self._mac(body))
-            data = json.loads(_unb64(body)) if valid else None
-        except (ValueError, binascii.Error):
-            valid, data = False, None
-        if not valid or not isinstance(data, dict):
-            raise RequestError(
-                "the compaction item's encrypted_content fails chatcli's check: it was made "
-                "by another proxy (another key) or altered",
-                param=param,
-            )
+        """The content of `token`; one that is not of this keyring, or no longer, is a
+        RequestError (400) that says why: wrong key, altered or expired."""
+        data = self._opened(token, param)
         kept = data.get("kept")
         return Sealed(
             summary=str(data.get("summary") or ""),
             kept=tuple(i for i in kept if isinstance(i, dict)) if isinstance(kept, list) else (),
         )
 
-    def _mac(self, body: str) -> bytes:
-        return hmac.new(self.key, body.encode(), hashlib.sha256).digest()
+    def _opened(self, token: str, param: str) -> dict[str, Any]:
+        if not token.startswith(TOKEN_PREFIX):
+            raise _refused(
+                "wrong format: it was made by an earlier chatcli proxy, whose items this one no "
+                "longer opens",
+                param,
+            )
+        kid, _, body = token[len(TOKEN_PREFIX) :].partition(".")
+        key = self._keys.get(kid)
+        if key is None:
+            raise _refused(
+                f"wrong key: it was sealed with a key this proxy does not hold (key id "
+                f"{kid[:40]!r}): another proxy's, or a key removed since",
+                param,
+            )
+        fernet = _fernet(key)
+        try:
+            made = fernet.extract_timestamp(body.encode())
+            data = json.loads(fernet.decrypt(body.encode()))
+        except (InvalidToken, ValueError):
+            data, made = None, 0
+        if not isinstance(data, dict):
+            raise _refused("altered: its encrypted_content fails authentication", param)
+        until = key.sealed_until
+        if until is not None and made > until + _CLOCK_SKEW_S:
+            raise _refused("altered: it is dated after its key stopped sealing", param)
+        age = self._clock() - made
+        if age > self.ttl:
+            raise _refused(
+                f"expired: it was made {age / 86400:.1f} days ago, and items are opened for "
+                f"{self.ttl / 86400:g} days (--compaction-ttl)",
+                param,
+            )
+        return data
+
+
+def _fernet(key: SealingKey) -> Fernet:
+    return Fernet(base64.urlsafe_b64encode(key.secret))
+
+
+def _refused(cause: str, param: str) -> RequestError:
+    return RequestError(f"compaction item refused, {cause}; compact again", param=param)
+
+
+def sealing_kid(body: Mapping[str, Any]) -> str | None:
+    """The key id of the token in `body`'s latest compaction item, when chatcli made it in
+    this format (None: it has none, or another's)."""
+    items = body.get("input")
+    latest = _latest_compaction(items)
+    item = items[latest] if latest is not None and isinstance(items, list) else {}
+    token = item.get("encrypted_content")
+    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+        return None
+    return token[len(TOKEN_PREFIX) :].partition(".")[0]
 
 
 def compaction_item(token: str) -> Json:
@@ -207,7 +274,7 @@ def expanded(body: Mapping[str, Any], sealer: Sealer) -> dict[str, Any]:
     assert isinstance(items, list)  # it has a compaction item
     token = items[latest].get("encrypted_content")
     param = f"input[{latest}].encrypted_content"
-    if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
+    if not isinstance(token, str) or not token.startswith(_ANY_FORMAT):
         raise RequestError(
             "this compaction item was not made by chatcli (only OpenAI can read OpenAI's), "
             "and this upstream is not OpenAI",
@@ -240,7 +307,7 @@ def openai_compaction(body: Mapping[str, Any]) -> OpenAICompaction | None:
         return None
     assert isinstance(items, list)  # it has a compaction item
     token = items[latest].get("encrypted_content")
-    if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
+    if isinstance(token, str) and token.startswith(_ANY_FORMAT):
         return None
     systems = [i for i in items[:latest] if _is_system(i)]
     kept = {**body, "input": [*systems, *items[latest + 1 :]]}
@@ -399,11 +466,3 @@ def _type(item: Any) -> str | None:
 
 def _is_system(item: Any) -> bool:
     return _type(item) == "message" and item.get("role") in _SYSTEM_ROLES
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -6,14 +6,18 @@ proxy's log says which:
 
 - **passed to OpenAI**, when the upstream is OpenAI with a model that compacts on its servers
   (`Upstream.native`, its Responses adapter): `POST /v1/responses/compact` is sent to OpenAI's
-  (`OpenAI.aresponses_compact`) and its answer returned as OpenAI sent it; a
-  `compaction_trigger` is that compaction of the input before it, answered with OpenAI's item
-  alone; a request with `context_management` or an OpenAI `compaction` item is answered
+  (`OpenAI.aresponses_compact`) and its answer returned as OpenAI sent it; a request ending
+  with a `compaction_trigger` is forwarded to OpenAI's `POST /responses` as the client sent it
+  and OpenAI's answer, whole or streamed, passed on as it came (Codex's remote compaction
+  sends the trigger there and reads the one compaction item the answer holds); a request with
+  `context_management` or an OpenAI `compaction` item is answered
   through the Responses adapter (recovery and all), `context_management` sent as the client
   gave it and the item unchanged, so OpenAI makes and reads the real item, which the answer
   begins with. A chatcli item (made before the upstream was OpenAI) is expanded first.
 - **chatcli's own compaction** against the upstream, for every other upstream, with the
-  sealed tokens of `chatcli.proxy.compaction`: a `compaction_trigger` is answered with the
+  sealed tokens of `chatcli.proxy.compaction` (its summary asked for after the
+  conversation's last request, on the upstream's prompt cache, when this replica answered
+  it: `CompactionRoutes.sent`): a `compaction_trigger` is answered with the
   compaction item alone, `context_management` over its threshold compacts before the answer
   (which begins with the item), a chatcli item is expanded into the summary it stands for; in
   front of an upstream of another dialect an Anthropic `compact_20260112` edit is served the
@@ -26,7 +30,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -40,7 +44,7 @@ from chatcli.events import Event
 from chatcli.history.sticky import StickyView
 from chatcli.messages import CompactionPart, Message, Role, StopReason, Usage
 from chatcli.providers.base import Provider
-from chatcli.providers.counting import counter_for
+from chatcli.providers.counting import counter_for, prompt_tokens
 from chatcli.providers.openai import OpenAI
 from chatcli.proxy.compaction import (
     OpenAICompaction,
@@ -53,29 +57,29 @@ from chatcli.proxy.compaction import (
     concerns,
     expanded,
     expanded_blocks,
-    new_key,
     openai_compaction,
     sealed_of,
+    sealing_kid,
     told,
     triggered,
     user_messages,
 )
 from chatcli.proxy.guard import Guard
+from chatcli.proxy.keys import SealingKeys
 from chatcli.proxy.metrics import Metrics
-from chatcli.proxy.sessions import SessionRecorder
+from chatcli.proxy.sessions import SentRequests, SessionRecorder
 from chatcli.recovery import Client, Reply
 from chatcli.wire.anthropic import AnthropicDialect
-from chatcli.wire.dialect import ClientRequest, Dialect, Failure, Refused, checked
+from chatcli.wire.dialect import ClientRequest, Dialect, Failure, Refused, checked, sse
 from chatcli.wire.forwarding import Forwarder, Upstream, passed_headers, plan
 from chatcli.wire.items import FinalReply, StreamItem
 from chatcli.wire.responses import ResponsesDialect
 from chatcli.wire.schemas import ResponsesRequest
 
-__all__ = ["COMPACTION_KEY", "CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
+__all__ = ["CompactionRoutes", "Made", "NativeForwarder", "ProxyState"]
 
 logger = logging.getLogger("chatcli.proxy")
 
-COMPACTION_KEY = "responses-compaction"  # the store's name of the compaction tokens' key
 # Failures of a summary call that are the upstream's state, not the conversation's: answered
 # as errors (the client retries) rather than with a compaction that left the conversation whole.
 _UPSTREAM_STATES = frozenset(
@@ -104,8 +108,10 @@ class ProxyState(Protocol):
     guard: Guard
     metrics: Metrics
     sessions: SessionRecorder | None
+    sealing: SealingKeys
 
     def admit(self, request: Request) -> str: ...
+    async def window_asked(self) -> None: ...
     async def body(self, request: Request) -> dict[str, Any]: ...
     async def answer(
         self,
@@ -136,7 +142,7 @@ class CompactionRoutes:
 
     def __init__(self, proxy: ProxyState) -> None:
         self.proxy = proxy
-        self._sealer: Sealer | None = None
+        self.sent = SentRequests()  # each conversation's last request, which it continues
 
     async def made(self, request: Request, dialect: Dialect, body: dict[str, Any]) -> Made:
         """What compaction makes of a chat request's `body` before it is answered."""
@@ -146,20 +152,10 @@ class CompactionRoutes:
             return await self.blocks(request, expanded_blocks(body))
         return Made(body)
 
-    async def sealer(self) -> Sealer:
-        """The key sealing compaction tokens: the store's (shared by every replica, kept across
-        restarts), else one made at start (its tokens do not survive a restart)."""
-        if self._sealer is None:
-            key = None
-            sessions = self.proxy.sessions
-            if sessions is not None:
-                try:
-                    key = await sessions.key(COMPACTION_KEY)
-                except Exception as exc:  # the store failed: serve on, with this run's key
-                    logger.error("chatcli proxy: reading the compaction key failed: %s", exc)
-                    self.proxy.store_failed(exc)
-            self._sealer = Sealer(key or new_key())
-        return self._sealer
+    async def sealer(self, body: Mapping[str, Any]) -> Sealer:
+        """The keys sealing compaction tokens (`chatcli.proxy.keys`), holding the one that
+        sealed `body`'s compaction item if the proxy has it."""
+        return await self.proxy.sealing.sealer(sealing_kid(body))
 
     async def responses(self, request: Request, body: dict[str, Any]) -> Made:
         """A Responses body with its chatcli compaction item expanded, compacted first when it
@@ -171,7 +167,7 @@ class CompactionRoutes:
         checked(ResponsesRequest, body)  # its items, before they are read here
         if self.proxy.upstream.native is not None:
             return await self.native(request, body, self.proxy.upstream.native)
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body, trigger = triggered(expanded(body, sealer))
         threshold = compact_threshold(body)
         body.pop("context_management", None)  # done here: no upstream is sent it
@@ -179,11 +175,10 @@ class CompactionRoutes:
             return Made(body)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
         if not trigger:
-            counter = counter_for(self.proxy.upstream.provider)
-            tokens = await asyncio.to_thread(counter.count, parsed.messages)
+            tokens = await _prompt_tokens(self.proxy.upstream.provider, parsed)
             if tokens < threshold:  # type: ignore[operator]
                 return Made(body)
-        sealed, reply = await self.compacted(parsed)
+        sealed, reply = await self.compacted(parsed, self.proxy.session_of(request, parsed))
         item = compaction_item(sealer.seal(sealed))
         how = "compaction_trigger" if trigger else f"context_management over {threshold} tokens"
         logger.info(
@@ -197,8 +192,8 @@ class CompactionRoutes:
     async def native(self, request: Request, body: dict[str, Any], native: OpenAI) -> Made:
         """A Responses body that concerns compaction, for an upstream that compacts on OpenAI's
         servers (module docstring): answered by OpenAI's own compaction."""
-        body, trigger = triggered(await self.opened(body))
-        if trigger:
+        body = await self.opened(body)
+        if triggered(body)[1]:  # checked where it stands, then sent as it is
             return Made(body, answer=await self.native_trigger(request, body, native))
         taken = openai_compaction(body)
         body = taken.body if taken is not None else body
@@ -224,26 +219,45 @@ class CompactionRoutes:
     async def native_trigger(
         self, request: Request, body: dict[str, Any], native: OpenAI
     ) -> Response:
-        """A `compaction_trigger` request (`body` without the trigger): OpenAI's
-        `/responses/compact` of its input, answered with OpenAI's compaction item alone."""
-        parsed = passed_headers(RESPONSES.parse({**body, "input": ""}), request.headers)
-        compacted, usage = await self.openai_compact(native, body, parsed.headers)
-        items = [i for i in compacted.get("output") or () if i.get("type") == "compaction"]
+        """A request ending with a `compaction_trigger` (`body`, as the client sent it) sent to
+        OpenAI's `POST /responses`, its answer passed on as it came (module docstring); a
+        failure before the answer began is the client's error."""
+        headers = passed_headers(RESPONSES.parse({**body, "input": ""}), request.headers).headers
         logger.info(
-            "chatcli proxy: passed to OpenAI's compaction (compaction_trigger, as "
-            "/responses/compact of %s): %d compaction item(s)",
+            "chatcli proxy: passed to OpenAI's compaction (compaction_trigger, forwarded to "
+            "/responses of %s)",
             native.model,
-            len(items),
         )
-        leading = tuple(items[-1:])
-        return await self.items_answer(replace(parsed, leading=leading), _reply(usage, calls=1))
+        try:
+            if not body.get("stream"):
+                return JSONResponse(await native.aresponses_forward(body, headers=headers))
+            events = native.aresponses_forward_events(body, headers=headers)
+            first = await anext(events, None)
+        except ProviderError as exc:
+            raise Refused(self.proxy.failed(exc)) from exc
+        return StreamingResponse(self.relayed(first, events), media_type="text/event-stream")
+
+    async def relayed(
+        self, first: dict[str, Any] | None, events: AsyncGenerator[dict[str, Any], None]
+    ) -> AsyncIterator[bytes]:
+        """OpenAI's stream events as they came (`first` already read); a failure after the
+        stream began ends it with the dialect's error event."""
+        try:
+            for event in [first] if first is not None else []:
+                yield sse(event, event["type"])
+            async for event in events:
+                yield sse(event, event["type"])
+        except ProviderError as exc:
+            yield RESPONSES.stream_error(self.proxy.failed(exc))
+        finally:
+            await events.aclose()
 
     async def opened(self, body: dict[str, Any]) -> dict[str, Any]:
         """`body` with its latest compaction item expanded when it is chatcli's (an OpenAI
         item is left as it is)."""
         if openai_compaction(body) is not None:
             return body
-        return expanded(body, await self.sealer())
+        return expanded(body, await self.sealer(body))
 
     async def openai_compact(
         self, native: OpenAI, body: dict[str, Any], headers: Mapping[str, str]
@@ -259,27 +273,31 @@ class CompactionRoutes:
         except ProviderError as exc:
             raise Refused(self.proxy.failed(exc)) from exc
 
-    async def compacted(self, parsed: ClientRequest) -> tuple[Sealed, Reply]:
-        """chatcli's own compaction of `parsed` against the upstream, what it leaves, and a
-        Reply that carries its usage. A conversation that cannot be compacted (too short, a
-        summary that failed its checks or a summary call over the window) is left whole, so
-        the client always gets its item (the next request is recovered like any other); an
-        upstream that is down, out of quota or refusing the key is the client's error."""
-        result = await self.compaction_result(parsed)
+    async def compacted(self, parsed: ClientRequest, session: str) -> tuple[Sealed, Reply]:
+        """chatcli's own compaction of `parsed` (conversation `session`) against the
+        upstream, what it leaves, and a Reply that carries its usage. A conversation that
+        cannot be compacted (too short, a summary that failed its checks or a summary call
+        over the window) is left whole, so the client always gets its item (the next request
+        is recovered like any other); an upstream that is down, out of quota or refusing the
+        key is the client's error."""
+        result = await self.compaction_result(parsed, session)
         usage = result.report.usage if result is not None else Usage()
         calls = result.report.calls if result is not None else 0
         return sealed_of(parsed, result), _reply(usage, calls=calls)
 
-    async def compaction_result(self, parsed: ClientRequest) -> CompactionResult | None:
+    async def compaction_result(
+        self, parsed: ClientRequest, session: str
+    ) -> CompactionResult | None:
         """chatcli's compaction of `parsed` against the upstream (None: left whole; see
-        `compacted`)."""
+        `compacted`), continuing conversation `session`'s last request where it is known."""
         proxy = self.proxy
         forwarder = Forwarder(proxy.upstream, parsed, plan(parsed, proxy.upstream.dialect))
         window = await proxy.shared_window(forwarder)
         library = proxy.library_client(forwarder, window, [])
         max_tokens = parsed.max_tokens or proxy.upstream.max_tokens
+        previous = self.sent.previous(session, parsed.messages)
         try:
-            return await library.acompact(parsed.messages, max_tokens=max_tokens)
+            return await library.acompact(parsed.messages, max_tokens=max_tokens, previous=previous)
         except CompactionError as exc:
             cause = exc.__cause__
             if isinstance(cause, ProviderError) and cause.info.kind in _UPSTREAM_STATES:
@@ -298,10 +316,11 @@ class CompactionRoutes:
         provider = self.proxy.upstream.provider
         window = getattr(provider, "context_window", None)
         point = trigger if trigger is not None else CompactionConfig().trigger(window or None)
-        tokens = await asyncio.to_thread(counter_for(provider).count, parsed.messages)
+        tokens = await _prompt_tokens(provider, parsed)
         if point is None or tokens < point:
             return Made(body)
-        block = compaction_block(await self.compaction_result(parsed))
+        session = self.proxy.session_of(request, parsed)
+        block = compaction_block(await self.compaction_result(parsed, session))
         if block is None:
             return Made(body)
         logger.info(
@@ -333,6 +352,7 @@ class CompactionRoutes:
         except Refused as refused:
             return proxy.answer_error(RESPONSES, refused.failure, endpoint, started)
         try:
+            await proxy.window_asked()
             body = await proxy.body(request)
             checked(ResponsesRequest, body)
             native = proxy.upstream.native
@@ -349,10 +369,10 @@ class CompactionRoutes:
 
     async def own_compact(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
         """A compact request's `CompactedResponse`, by chatcli's own compaction."""
-        sealer = await self.sealer()
+        sealer = await self.sealer(body)
         body = expanded(body, sealer)
         parsed = passed_headers(RESPONSES.parse(body), request.headers)
-        sealed, reply = await self.compacted(parsed)
+        sealed, reply = await self.compacted(parsed, self.proxy.session_of(request, parsed))
         logger.info("chatcli proxy: compacted (/responses/compact): %s", told(sealed))
         return {
             "id": f"resp_{uuid.uuid4().hex}",
@@ -403,6 +423,13 @@ def _anchored(parsed: ClientRequest, taken: OpenAICompaction, native: OpenAI) ->
         messages=(*parsed.messages[:at], anchor, *parsed.messages[at:]),
         origins=(*parsed.origins[:at], None, *parsed.origins[at:]),
     )
+
+
+async def _prompt_tokens(provider: Provider, parsed: ClientRequest) -> int:
+    """What `parsed`'s prompt counts against a compaction threshold: its messages and its tool
+    definitions, as pre-flight counts them (`chatcli.providers.counting.prompt_tokens`)."""
+    counter = counter_for(provider)
+    return await asyncio.to_thread(prompt_tokens, counter, parsed.messages, parsed.tools)
 
 
 def _reply(usage: Usage, *, calls: int) -> Reply:

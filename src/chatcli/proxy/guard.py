@@ -68,6 +68,10 @@ class Guard:
         self._active[client] += 1
         return True
 
+    def in_flight(self, client: str) -> int:
+        """The slots `client` holds now."""
+        return self._active[client]
+
     def release(self, client: str) -> None:
         self._active[client] -= 1
         if self._active[client] <= 0:

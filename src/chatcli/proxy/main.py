@@ -7,7 +7,9 @@ client keys, limits and CORS. Library settings (`CHATCLI_MAX_RECOVERY_ATTEMPTS`,
 from the environment, as for the chat. Requests are recorded in the chat's session store
 (`chatcli.store.open_store`: the SQLite file, or PostgreSQL with `CHATCLI_DATABASE_URL`,
 which replicas share) unless `--no-sessions`. `--workers N` runs N processes on the port
-(uvicorn's own process manager), each a proxy of its own, sharing the session store.
+(uvicorn's own process manager), each a proxy of its own, sharing the session store and the
+keys of the compaction items (`chatcli.proxy.keys`: configured with `--compaction-secret`,
+else the store's; with neither, the parent makes a secret and hands it to its workers).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main", "worker_app"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
-PROXY_EXTRA_MISSING = "chatcli proxy needs starlette and uvicorn: pip install 'chatcli[proxy]'"
+PROXY_EXTRA_MISSING = (
+    "chatcli proxy needs starlette, uvicorn and cryptography: pip install 'chatcli-recovery[proxy]'"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,6 +107,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the client's max_tokens is its ceiling; the answer is returned as cut)",
     )
     parser.add_argument(
+        "--compaction-secret",
+        action="append",
+        default=[],
+        metavar="SECRET",
+        help="a secret the compaction items' key is derived from (repeatable: the first seals,"
+        " all open; also CHATCLI_PROXY_COMPACTION_SECRETS, comma-separated; default: keys kept"
+        " in the session store)",
+    )
+    parser.add_argument(
+        "--compaction-ttl",
+        type=positive_int,
+        metavar="DAYS",
+        help="days a compaction item is accepted after it was made (30)",
+    )
+    parser.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="serve GET /metrics without a client key (default: every route but /healthz"
+        " needs one when client keys are set)",
+    )
+    parser.add_argument(
         "--no-sessions",
         action="store_true",
         help="record nothing in the session store (default: every request, grouped into"
@@ -118,8 +143,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         import uvicorn
 
         from chatcli.proxy.app import create_app
+        from chatcli.proxy.keys import SECRETS_ENV, new_secret
     except ImportError as exc:
-        if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
+        if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn", "cryptography"):
             raise
         print(PROXY_EXTRA_MISSING, file=sys.stderr)
         return 2
@@ -138,8 +164,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if args.workers == 1:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
         return 0
-    # Each worker process builds its own app from the same flags (`worker_app`).
+    # Each worker process builds its own app from the same flags (`worker_app`), with the
+    # same compaction keys: with no secret and no store to share them, the parent's secret.
     os.environ[_WORKER_ARGV] = json.dumps(given)
+    if args.no_sessions and not app.state.proxy.sealing.config.secrets:
+        os.environ[SECRETS_ENV] = new_secret()
     uvicorn.run(
         f"{__name__}:worker_app",
         factory=True,
@@ -157,8 +186,14 @@ _WORKER_ARGV = "CHATCLI_PROXY_WORKER_ARGV"  # the flags, for `worker_app` in eac
 def worker_app() -> Any:
     """The app of one worker process of `chatcli proxy --workers N` (uvicorn's factory)."""
     from chatcli.proxy.app import create_app
+    from chatcli.proxy.keys import SECRETS_ENV, sealing_config
 
     args = build_parser().parse_args(json.loads(os.environ[_WORKER_ARGV]))
+    if args.no_sessions and not sealing_config(args.compaction_secret, os.environ).secrets:
+        raise ConfigError(
+            "several workers must share the key of the compaction items: give one"
+            f" --compaction-secret (or set {SECRETS_ENV}), or use a session store"
+        )
     return create_app(*_configured(args, os.environ))
 
 
@@ -167,6 +202,7 @@ def _configured(
 ) -> tuple[Upstream, Guard, ProxyOptions]:
     from chatcli.proxy.app import ProxyOptions
     from chatcli.proxy.guard import Guard, parse_keys
+    from chatcli.proxy.keys import sealing_config
     from chatcli.proxy.upstream import open_upstream
 
     flags = {
@@ -185,6 +221,8 @@ def _configured(
         microcompact=MicrocompactConfig.from_env(env),
         sessions=None if args.no_sessions else _recorder(upstream, settings, env),
         escalate_past_client_limit=args.escalate_past_client_limit,
+        public_metrics=args.public_metrics,
+        sealing=sealing_config(args.compaction_secret, env, ttl_days=args.compaction_ttl),
     )
     return upstream, guard, options
 

@@ -36,8 +36,14 @@ the latest one), written in the transaction of the request that made it. So ever
 on the store starts the next request from the same cut; one whose history does not extend
 the cut one (edited, rewound) gets a fresh cut.
 
-Keys. `key` gives the secrets the replicas share (the key sealing the proxy's compaction
-tokens, `chatcli.proxy.compaction`), kept in the store.
+Last requests. chatcli's compaction of a conversation asks for its summary after the
+conversation's last request, on the upstream's prompt cache (`chatcli.compaction.warm`).
+`SentRequests` keeps, by key, the request each conversation's last answer came from
+(`Client.last_sent`), in memory only (the latest used `KNOWN_CUTS`): a replica that did not
+answer that request compacts with the rendered request instead.
+
+Keys. `key` and `keys` give the secrets the replicas share (the keys sealing the proxy's
+compaction tokens, `chatcli.proxy.keys`), kept in the store.
 
 Windows. An overflow that states the window (`OverflowDetected.limit`) is stored with
 `SessionStore.learn_window` under the upstream's name and redacted URL; each replica reads
@@ -63,6 +69,7 @@ from typing import Any
 
 from chatcli.catalog import lookup
 from chatcli.chat.stored import stored_event
+from chatcli.compaction import PreviousRequest, SentRequest
 from chatcli.cost import usage_cost
 from chatcli.events import Continued, Escalated, Event, OverflowDetected
 from chatcli.history.sticky import StickyView
@@ -76,6 +83,7 @@ __all__ = [
     "SESSION_HEADER",
     "WINDOW_REFRESH_S",
     "ProxyRecord",
+    "SentRequests",
     "SessionRecorder",
     "StickyViews",
     "fingerprint",
@@ -258,6 +266,11 @@ class SessionRecorder:
         key = await asyncio.wrap_future(self._submit(lambda: self.store.proxy_key(name, new)))
         return bytes(key)
 
+    async def keys(self, prefix: str) -> dict[str, bytes]:
+        """The shared secrets whose names begin with `prefix` (`SessionStore.proxy_keys`)."""
+        found = await asyncio.wrap_future(self._submit(lambda: self.store.proxy_keys(prefix)))
+        return dict(found)
+
     def learned(self, event: Event, model: str) -> None:
         """An event hook: an overflow that states the window is stored for every replica."""
         if not isinstance(event, OverflowDetected) or event.limit is None:
@@ -415,6 +428,32 @@ class StickyViews:
         self._cuts.move_to_end(key)
         while len(self._cuts) > self.size:
             self._cuts.popitem(last=False)
+
+
+class SentRequests:
+    """Each proxied conversation's last answered request, by its session key (module
+    docstring): in memory, the latest used `size`."""
+
+    def __init__(self, *, size: int = KNOWN_CUTS) -> None:
+        self.size = size
+        self._sent: OrderedDict[str, SentRequest] = OrderedDict()
+
+    def keep(self, key: str, sent: SentRequest | None) -> None:
+        """`sent` is conversation `key`'s last request now (None: none is known, the last
+        one made a cut or failed)."""
+        if sent is None:
+            self._sent.pop(key, None)
+            return
+        self._sent[key] = sent
+        self._sent.move_to_end(key)
+        while len(self._sent) > self.size:
+            self._sent.popitem(last=False)
+
+    def previous(self, key: str, messages: Sequence[Message]) -> PreviousRequest | None:
+        """The last request of conversation `key`, when `messages` extend what it was made
+        from (`SentRequest.previous_for`); None otherwise."""
+        sent = self._sent.get(key)
+        return None if sent is None else sent.previous_for(messages)
 
 
 def _recovery_cost(reply: Reply | None, cost: float | None) -> float | None:

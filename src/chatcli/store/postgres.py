@@ -25,7 +25,7 @@ __all__ = ["POSTGRES_EXTRA_MISSING", "PostgresDatabase", "is_postgres_url"]
 
 POSTGRES_EXTRA_MISSING = (
     "CHATCLI_DATABASE_URL names PostgreSQL, which needs psycopg and psycopg_pool: "
-    "pip install 'chatcli[postgres]'"
+    "pip install 'chatcli-recovery[postgres]'"
 )
 CONNECT_TIMEOUT_S = 10.0
 POOL_MAX_SIZE = 8  # connections per process: the proxy's writer, readers and the chat

@@ -468,6 +468,14 @@ class SessionStore:
         row = self._conn.execute("SELECT secret FROM proxy_keys WHERE name = ?", (name,))
         return bytes.fromhex(row.fetchone()[0])
 
+    def proxy_keys(self, prefix: str) -> dict[str, bytes]:
+        """The secrets the proxy replicas share whose names begin with `prefix`, by name."""
+        rows = self._conn.execute(
+            "SELECT name, secret FROM proxy_keys WHERE substr(name, 1, ?) = ?",
+            (len(prefix), prefix),
+        )
+        return {name: bytes.fromhex(secret) for name, secret in rows}
+
     def learned_windows(self, upstream: str) -> dict[str, int]:
         """The windows learned at `upstream`, by model."""
         rows = self._conn.execute(

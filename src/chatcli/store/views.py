@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ _SQL_VARIABLES = 500  # ids per IN (...) query, well under SQLite's limit
 _SOURCE_KEY_CHARS = 200
 _MIN_SHARED = 1000
 _MIN_QUOTE = 40  # a shorter sentence is stored as it is: a slice costs ~20 bytes
+KNOWN_SESSIONS = 1000  # sessions whose index a ViewIndex keeps (the latest used)
 
 
 def dump_json(value: Any) -> str:
@@ -188,11 +190,12 @@ class ViewIndex:
     """Stores and reads views by reference on one connection (see the module docstring).
 
     Its caches only speed things up: a message another process appended is looked up when a
-    view holds it, and a record is correct whatever full view it was based on."""
+    view holds it, and a record is correct whatever full view it was based on. It keeps the
+    indexes of the latest `KNOWN_SESSIONS` sessions used; one dropped is read again."""
 
     def __init__(self, conn: Database) -> None:
         self._conn = conn
-        self._sessions: dict[str, _SessionIndex] = {}
+        self._sessions: OrderedDict[str, _SessionIndex] = OrderedDict()
 
     # writing ------------------------------------------------------------------------------
 
@@ -237,7 +240,11 @@ class ViewIndex:
         self._sessions.pop(session_id, None)
 
     def _index(self, session_id: str) -> _SessionIndex:
-        return self._sessions.setdefault(session_id, _SessionIndex())
+        index = self._sessions.setdefault(session_id, _SessionIndex())
+        self._sessions.move_to_end(session_id)
+        while len(self._sessions) > KNOWN_SESSIONS:
+            self._sessions.popitem(last=False)
+        return index
 
     def _catch_up(self, session_id: str, index: _SessionIndex) -> None:
         rows = self._conn.execute(

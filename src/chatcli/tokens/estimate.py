@@ -178,6 +178,11 @@ class TokenEstimator:
             return self
         return TokenEstimator(chars_per_token=ratio, per_message=self.per_message)
 
+    def exact(self, messages: Sequence[Message]) -> int | None:
+        """The provider's own count of a request of `messages`, where one is at hand and cheap
+        (a local server's tokenizer); None here: an estimate has none."""
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MarginEstimator(TokenEstimator):

@@ -1,6 +1,6 @@
 """Exact token counts for OpenAI models, offline; the calibrated estimate for everything else.
 
-tiktoken (the `chatcli[tiktoken]` extra) downloads its BPE files from OpenAI on first use,
+tiktoken (the `chatcli-recovery[tiktoken]` extra) downloads its BPE files from OpenAI on first use,
 which fails offline. The `bpe-openai` package ships the cl100k and o200k files byte for byte,
 and tiktoken reads `<cache dir>/<sha1 of the file URL>` after checking the file's sha256
 before it would download anything. So the file is copied from `bpe-openai` into tiktoken's own

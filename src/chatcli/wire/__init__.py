@@ -6,7 +6,8 @@ formats are a layer of their own below both. Modules: `dialect` (the parsed requ
 failure value, the protocol a dialect implements), `openai_chat`, `responses`, `anthropic`
 (one wire format each), `schemas` (the request bodies, checked at the edge), `items` (the
 typed items a streamed answer is written from), `usage` (the usage a client is told),
-`forwarding` (what a request adds to each upstream call). They need pydantic, which the
+`forwarding` (what a request adds to each upstream call), `known` (the conversations a
+server parsed lately, found again by content). They need pydantic, which the
 `proxy` extra and each SDK's extra bring.
 """
 

@@ -12,9 +12,12 @@ message where it stands. One user turn may hold several tool results and text: e
 its own neutral message, in order, all with the turn's index as origin. Thinking blocks
 (with their signatures) ride on the assistant message's `provider_details`, as the
 Anthropic adapter keeps them. A `compaction` block the proxy made (`ClientRequest.leading`,
-`chatcli.proxy.compaction`) begins the answer, streamed as the API streams one
-(`BetaCompactionContentBlockDelta`); so does the upstream's own, and an answer that paused
-after it (`pause_after_compaction`) keeps its `stop_reason` "compaction".
+`chatcli.proxy.compaction`) begins the answer; the upstream's own comes where the upstream
+put it (`CompactionDelta`), every field as it came (signature, `encrypted_content`, tool
+changes), and an answer that paused after it (`pause_after_compaction`) keeps its
+`stop_reason` "compaction". Streamed, a compaction block is written as the API streams one
+and the SDKs fold it: started with its content null, its `content` and `encrypted_content`
+in one `compaction_delta` (`BetaCompactionContentBlockDelta`), stopped.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from chatcli.messages import Message, StopReason
 from chatcli.providers.anthropic import response_from_message
-from chatcli.providers.anthropic_compaction import compaction_block
+from chatcli.providers.anthropic_compaction import compaction_block, part_block
 from chatcli.providers.base import TextDelta, ToolSpec
 from chatcli.recovery import Reply
 from chatcli.wire.dialect import (
@@ -41,6 +44,7 @@ from chatcli.wire.dialect import (
     text_of,
 )
 from chatcli.wire.items import (
+    CompactionDelta,
     EventItem,
     ReasoningDelta,
     ReasoningItem,
@@ -175,18 +179,20 @@ class _Blocks:
             return [event for block in thinking for event in self.thinking(block)]
         if isinstance(item, EventItem):
             return [sse_comment(f"chatcli: {item.event.describe()}")]
-        # The upstream's compaction block, when nothing came before it: a paused answer
-        lead = [] if self.index >= 0 else compaction_block(item.reply.message)
-        blocks = [event for block in lead for event in self.compaction(block)]
+        if isinstance(item, CompactionDelta):
+            return [event for block in part_block(item.part) for event in self.compaction(block)]
         stop = {"stop_reason": STOP_REASONS[item.reply.stop_reason], "stop_sequence": None}
         ending: Json = {"type": "message_delta", "delta": stop, "usage": _usage(item.reply)}
-        return [*blocks, *self.close(), sse(ending, "message_delta")]
+        return [*self.close(), sse(ending, "message_delta")]
 
     def compaction(self, block: Mapping[str, Any]) -> list[bytes]:
-        """A `compaction` block as the API streams it: started with its content null, the
-        whole content in one `compaction_delta`, stopped."""
-        start = self.start("compaction", {"type": "compaction", "content": None})
-        delta = {"type": "compaction_delta", "content": block.get("content")}
+        """A `compaction` block as the API streams it (module docstring): every other field
+        of the block in its start."""
+        delta: Json = {"type": "compaction_delta", "content": block.get("content")}
+        if "encrypted_content" in block:
+            delta["encrypted_content"] = block["encrypted_content"]
+        opened = {k: v for k, v in block.items() if k not in ("content", "encrypted_content")}
+        start = self.start("compaction", {**opened, "content": None})
         return [*start, _block_delta(self.index, delta), *self.close()]
 
     def reasoning(self, item: ReasoningDelta) -> list[bytes]:

@@ -154,9 +154,21 @@ class Dialect(Protocol):
     def stream_error(self, failure: Failure) -> bytes: ...
 
 
-def checked(schema: type[BaseModel], body: Json) -> None:
+def checked(
+    schema: type[BaseModel], body: Json, *, passed: int = 0, listed: str = "messages"
+) -> None:
     """Refuse `body` unless it is of `schema`, its dialect's wire format
-    (`chatcli.wire.schemas`): a malformed body is the client's 400, naming the field."""
+    (`chatcli.wire.schemas`): a malformed body is the client's 400, naming the field.
+    `passed`: how many first items of the list `body[listed]` passed this check before, as
+    they are (`chatcli.wire.known`): only the others are checked, with the body's other
+    fields; a body that fails so is checked whole, for the error to name its place."""
+    if passed:
+        items = body[listed]
+        try:
+            check(schema, {**body, listed: items[passed:] or items[-1:]})
+            return
+        except InvalidBody:
+            pass
     try:
         check(schema, body)
     except InvalidBody as exc:

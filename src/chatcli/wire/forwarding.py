@@ -193,6 +193,15 @@ class Forwarder:
             m for m, o in zip(request.messages, request.origins, strict=True) if o is not None
         )
 
+    @property
+    def compaction_provider(self) -> str | None:
+        """Whose compactions the client's messages carry back to the upstream: its adapter's,
+        when the client speaks the upstream's dialect (an Anthropic client's `compaction`
+        blocks, which the Client then keeps in the view as the upstream reads them)."""
+        if not self.forwarding.same_dialect:
+            return None
+        return getattr(self.inner, "compaction_provider", None)
+
     def complete(self, request: Request) -> Response:
         return self.checked(self.inner.complete(self.shaped(request)), request)
 
@@ -260,10 +269,11 @@ class Forwarder:
     def raw_messages(self, view: Sequence[Message]) -> Iterator[Json]:
         """The view as wire messages: a client message whose neutral messages are all in the
         view, unchanged and in a row, is its raw JSON; any other is written anew."""
-        client, groups = self.request, self._groups
+        client = self.request
         if len(view) == len(self._untouched) and all(map(operator.is_, view, self._untouched)):
             yield from client.raw_messages
             return
+        groups = self._groups  # made only for a view recovery changed
         i = 0
         while i < len(view):
             origin = self._origins.get(id(view[i]))

@@ -25,6 +25,9 @@ What is not forwarded as it comes, and why:
   streams live like text (`ReasoningDelta`), before the text as the upstream sends it; an
   answer whose reasoning came only whole (a whole upstream answer) gets it before its text
   (`ReasoningItem`).
+- **The provider's compaction** (Anthropic's block, OpenAI's item: `CompactionDelta`, whole
+  and verbatim) is passed on where the upstream streamed it; one that came only whole begins
+  the answer, before its reasoning and text, as the providers put it.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatcli.events import Event
-from chatcli.providers.base import ReasoningDelta, TextDelta
+from chatcli.providers.base import CompactionDelta, ReasoningDelta, TextDelta
 from chatcli.providers.base import ToolCallDelta as EngineToolCallDelta
 from chatcli.recovery import Reply
 from chatcli.streaming import Discard
 from chatcli.streaming import StreamItem as EngineItem
 
 __all__ = [
+    "CompactionDelta",
     "EventItem",
     "FinalReply",
     "ReasoningDelta",
@@ -89,7 +93,15 @@ class FinalReply:
     reply: Reply
 
 
-StreamItem = TextDelta | ToolCallDelta | ReasoningDelta | ReasoningItem | EventItem | FinalReply
+StreamItem = (
+    TextDelta
+    | ToolCallDelta
+    | ReasoningDelta
+    | CompactionDelta
+    | ReasoningItem
+    | EventItem
+    | FinalReply
+)
 
 
 class Retracted(Exception):
@@ -112,7 +124,7 @@ async def stream_items(
     `live`, else all of it at the end; raises `Retracted` for a `Discard` of text sent. The
     engine's stream (and so the upstream's) is closed when the reader stops early."""
     streamed: list[str] = []
-    reasoned = False
+    reasoned = compacted = False
     try:
         async for item in engine:
             if isinstance(item, TextDelta):
@@ -123,11 +135,16 @@ async def stream_items(
                 if live:
                     reasoned = True
                     yield item
+            elif isinstance(item, CompactionDelta):
+                if live:
+                    compacted = True
+                    yield item
             elif isinstance(item, Discard):
                 if live and (item.text or item.reasoning):
                     raise Retracted(item.text)
             elif isinstance(item, Reply):
-                for last in final_items(item, "".join(streamed), reasoned=reasoned):
+                text = "".join(streamed)
+                for last in final_items(item, text, reasoned=reasoned, compacted=compacted):
                     yield last
                 return
             elif not isinstance(item, EngineToolCallDelta):  # tool calls: from the Reply
@@ -139,9 +156,14 @@ async def stream_items(
             await aclose()
 
 
-def final_items(reply: Reply, streamed: str, *, reasoned: bool = False) -> Iterator[StreamItem]:
-    """What the client has not been sent yet: the reasoning (unless `reasoned`: streamed),
-    the rest of the text, the tool calls, the Reply."""
+def final_items(
+    reply: Reply, streamed: str, *, reasoned: bool = False, compacted: bool = False
+) -> Iterator[StreamItem]:
+    """What the client has not been sent yet: the compaction (unless `compacted`: streamed),
+    the reasoning (unless `reasoned`), the rest of the text, the tool calls, the Reply."""
+    part = reply.message.compaction
+    if part is not None and not compacted:
+        yield CompactionDelta(part=part)
     details = reply.message.provider_details
     if details and not streamed and not reasoned:
         yield ReasoningItem(details=details)

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from chatcli.messages import Message, Role, StopReason, TextPart
 from chatcli.providers.base import TextDelta, ToolSpec
@@ -32,6 +32,7 @@ from chatcli.wire.dialect import (
     text_of,
 )
 from chatcli.wire.items import EventItem, FinalReply, StreamItem, ToolCallDelta
+from chatcli.wire.known import Known, KnownConversations
 from chatcli.wire.schemas import ChatCompletionsRequest
 from chatcli.wire.usage import answer_usage
 
@@ -83,16 +84,26 @@ _ERROR_TYPES: Mapping[FailureKind, tuple[str, str | None]] = {
 
 
 class OpenAIDialect:
-    """Chat Completions in and out (see the module docstring)."""
+    """Chat Completions in and out (see the module docstring). `known`: the conversations
+    parsed lately, whose messages a request that repeats them gets back as they were
+    parsed (`chatcli.wire.known`); None: every request is parsed whole."""
 
     name = "openai"
 
+    def __init__(self, *, known: KnownConversations | None = None) -> None:
+        self.known = known
+
     def parse(self, body: Json) -> ClientRequest:
-        checked(ChatCompletionsRequest, body)
         raw = body.get("messages")
-        if not isinstance(raw, list) or not raw:
+        known = self.known.find(raw) if self.known is not None and _listed(raw) else Known()
+        checked(ChatCompletionsRequest, body, passed=known.count)
+        if not _listed(raw):
             raise RequestError("messages must be a non-empty list", param="messages")
-        messages = tuple(_message(m, i) for i, m in enumerate(raw))
+        new = enumerate(raw[known.count :], known.count)
+        parsed = (*known.parsed, *((_message(m, i),) for i, m in new))
+        if self.known is not None:
+            self.known.keep(known, raw, parsed)
+        messages = tuple(message for (message,) in parsed)
         options = body.get("stream_options") or {}
         return ClientRequest(
             dialect=self.name,
@@ -207,6 +218,11 @@ def _usage(reply: Reply) -> Json:
     if usage.reasoning_tokens:
         out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
     return out
+
+
+def _listed(raw: Any) -> TypeGuard[list[Any]]:
+    """A non-empty list (of messages)."""
+    return isinstance(raw, list) and bool(raw)
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:

@@ -18,15 +18,7 @@ tools, images and files in a message, `previous_response_id`, `conversation`) is
 with a 400 naming it (`chatcli.wire.forwarding.plan`) instead of dropping it. The proxy keeps
 no responses, so `store` is not forwarded either (the answer's `x-chatcli-dropped` says so).
 
-Tools, as Codex sends them: a `namespace` tool groups function tools, which the model calls
-with the namespace apart (`function_call` items with `name` and `namespace`). The neutral
-view has one flat list of functions, so each is named `<namespace>__<name>` there (the flat
-name Codex itself gives a namespaced tool where a boundary cannot keep the split), and a
-call of a flat name is written back as the `name` and `namespace` the client gave
-(`Namespaced`). A tool the Responses server runs itself (`HOSTED_TOOLS`: web search, file
-search, ...) has no one to run it behind another dialect's upstream: it is left out
-(`ClientRequest.omitted`, reported in `x-chatcli-dropped`) rather than refused, so that a
-client offering one by default (Codex offers web search) still works.
+Tools: `chatcli.wire.responses_tools` (namespaces flattened, hosted tools left out).
 
 Shapes follow openai-python's types (`Response`, `ResponseStreamEvent`) and the recorded API
 stream in tests/data/sse (an `error` event then `response.failed`, for a failure after the
@@ -38,11 +30,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from chatcli.messages import Message, Role, StopReason, TextPart, ToolCall
-from chatcli.providers.base import TextDelta, ToolSpec
+from chatcli.messages import CompactionPart, Message, Role, StopReason, TextPart
+from chatcli.providers.base import TextDelta
 from chatcli.providers.openai import REASONING_KEY, parse_tool_call
 from chatcli.recovery import Reply
 from chatcli.wire.dialect import (
@@ -57,8 +49,18 @@ from chatcli.wire.dialect import (
     sse_comment,
     text_of,
 )
-from chatcli.wire.items import EventItem, FinalReply, ReasoningItem, StreamItem
+from chatcli.wire.items import CompactionDelta, EventItem, FinalReply, ReasoningItem, StreamItem
 from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.responses_tools import (
+    HOSTED_TOOLS,
+    Namespaced,
+    call_name,
+    distinct,
+    flat_name,
+    functions,
+    hosted,
+    tool_spec,
+)
 from chatcli.wire.schemas import ResponsesRequest
 from chatcli.wire.usage import answer_usage
 
@@ -87,20 +89,6 @@ SETTINGS: Mapping[str, str] = {
 }
 # Fields that only mean something to a server holding earlier responses.
 _STATEFUL = ("previous_response_id", "conversation")
-# Tool types the Responses server runs itself (openai-python's `Tool` union): another
-# dialect's upstream is not offered them (the module docstring).
-HOSTED_TOOLS = frozenset(
-    {
-        "web_search",
-        "web_search_2025_08_26",
-        "web_search_preview",
-        "web_search_preview_2025_03_11",
-        "file_search",
-        "code_interpreter",
-        "image_generation",
-        "mcp",
-    }
-)
 _ASSISTANT_ITEMS = frozenset({"function_call", "reasoning"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 _OPENAI = OpenAIDialect()
@@ -122,7 +110,7 @@ class ResponsesDialect:
         tools = body.get("tools") or []
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise RequestError("tools must be a list of objects", param="tools")
-        functions = tuple(_functions(tools))
+        declared = tuple(functions(tools))
         fields = split_fields(body, HANDLED, SETTINGS)
         return ClientRequest(
             dialect=self.name,
@@ -132,11 +120,11 @@ class ResponsesDialect:
             raw_messages=tuple(turns),
             raw_system=instructions,
             max_tokens=_max_tokens(body),
-            tools=tuple(_tool(tool, namespace) for namespace, tool in functions),
+            tools=distinct(tuple(tool_spec(tool, namespace) for namespace, tool in declared)),
             raw_tools=body.get("tools"),
             stream=bool(body.get("stream")),
             unreadable=tuple(_unreadable(body, items)),
-            omitted=tuple(f"tools[{i}] ({t['type']})" for i, t in enumerate(tools) if _hosted(t)),
+            omitted=tuple(f"tools[{i}] ({t['type']})" for i, t in enumerate(tools) if hosted(t)),
             **{**fields, "settings": _settings(fields["settings"])},
         )
 
@@ -182,6 +170,8 @@ def _events_of(events: ResponseEvents, item: StreamItem) -> Iterator[bytes]:
     elif isinstance(item, EventItem):
         yield sse_comment(f"chatcli: {item.event.describe()}")
         return
+    elif isinstance(item, CompactionDelta):
+        written = events.compaction(item.part)
     elif isinstance(item, FinalReply):
         written = events.ending(item.reply, calls=True)
     else:  # a ToolCallDelta: the calls are written whole from the Reply
@@ -232,45 +222,19 @@ def output_items(message: Message, names: Namespaced | None = None) -> list[Json
 def compaction_items(message: Message) -> list[Json]:
     """The `compaction` item OpenAI began the answer with (verbatim), which the client sends
     back: made when the proxy passes compaction to OpenAI (`chatcli.proxy.compaction_routes`)."""
-    part = message.compaction
+    return _part_items(message.compaction)
+
+
+def _part_items(part: CompactionPart | None) -> list[Json]:
     return [dict(part.provider_details)] if part is not None and part.provider == "openai" else []
-
-
-def flat_name(namespace: str, name: str) -> str:
-    """The neutral name of function `name` of a `namespace` tool: `<namespace>__<name>`, as
-    Codex flattens one (stray underscores at the seam trimmed)."""
-    return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
-
-
-@dataclass(frozen=True, slots=True)
-class Namespaced:
-    """The functions of a request's `namespace` tools: flat name -> (namespace, name)."""
-
-    split: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, raw_tools: Any) -> Namespaced:
-        tools = raw_tools if isinstance(raw_tools, list) else []
-        return cls(
-            {
-                flat_name(namespace, tool["name"]): (namespace, tool["name"])
-                for namespace, tool in _functions(tools)
-                if namespace is not None
-            }
-        )
-
-    def call_item(self, call: ToolCall) -> Json:
-        """A `function_call` output item of `call`, in the names the client gave."""
-        namespace, name = self.split.get(call.name, (None, call.name))
-        item = _call_item(call.id, name, call.arguments_json)
-        return item if namespace is None else {**item, "namespace": namespace}
 
 
 class ResponseEvents:
     """Responses stream events (`ResponseStreamEvent` wire JSON) of one answer, in order:
-    `response.created`, items (reasoning, the text message with its deltas, function calls),
-    then `response.completed` or `response.incomplete` with the whole `Response`, whose
-    `output` holds the items the stream wrote (same ids)."""
+    `response.created`, items (OpenAI's compaction item where the upstream put it, reasoning,
+    the text message with its deltas, function calls), then `response.completed` or
+    `response.incomplete` with the whole `Response`, whose `output` holds the items the stream
+    wrote (same ids)."""
 
     def __init__(self, request: ClientRequest, model: str) -> None:
         self.request, self.model = request, model
@@ -281,6 +245,7 @@ class ResponseEvents:
         self.text_item: str | None = None  # the id of the message item being written
         self.written = ""
         self.output: list[Json] = []  # the items written whole
+        self.compacted = False  # the answer's compaction item was written where it came
 
     def text(self, text: str) -> list[Json]:
         if not text:
@@ -334,12 +299,19 @@ class ResponseEvents:
         if calls:
             names = Namespaced.of(self.request.raw_tools)
             written = [names.call_item(c) for c in reply.message.tool_calls]
-            out.extend(self.items([*compaction_items(reply.message), *written]))
+            compaction = [] if self.compacted else compaction_items(reply.message)
+            out.extend(self.items([*compaction, *written]))
         output = self.output if output is None else output
         body = _response_body(self.request, reply, model=self.model, output=output, rid=self.id)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         out.append(self.event(kind, response={**body, "created_at": self.created}))
         return out
+
+    def compaction(self, part: CompactionPart) -> list[Json]:
+        """OpenAI's compaction item where it came in the answer (after any text written so
+        far, which ends its message item), verbatim."""
+        self.compacted = True
+        return [*self.start(), *self._close_text(), *self.items(_part_items(part))]
 
     def start(self) -> list[Json]:
         """`response.created` and `response.in_progress` (as the API sends them), then the
@@ -407,17 +379,6 @@ def _message_item(item_id: str, content: list[Json], status: str = "completed") 
         "role": "assistant",
         "status": status,
         "content": content,
-    }
-
-
-def _call_item(call_id: str, name: str, arguments: str) -> Json:
-    return {
-        "type": "function_call",
-        "id": f"fc_{uuid.uuid4().hex}",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": "completed",
     }
 
 
@@ -526,7 +487,7 @@ def _turn(items: list[Any], index: int) -> Message:
         text_of(i.get("content")) for i in items if (i.get("type") or "message") == "message"
     )
     calls = tuple(
-        parse_tool_call(str(i.get("call_id") or ""), _call_name(i), i.get("arguments") or "")
+        parse_tool_call(str(i.get("call_id") or ""), call_name(i), i.get("arguments") or "")
         for i in items
         if i.get("type") == "function_call"
     )
@@ -536,40 +497,4 @@ def _turn(items: list[Any], index: int) -> Message:
         parts=(TextPart(text=text),) if text else (),
         tool_calls=calls,
         provider_details={REASONING_KEY: reasoning} if reasoning else None,
-    )
-
-
-def _call_name(item: Mapping[str, Any]) -> str:
-    """A `function_call` item's neutral name: a namespaced call's flat name."""
-    name, namespace = str(item.get("name") or ""), item.get("namespace")
-    return flat_name(str(namespace), name) if namespace else name
-
-
-def _hosted(tool: Mapping[str, Any]) -> bool:
-    return tool.get("type") in HOSTED_TOOLS
-
-
-def _functions(tools: list[Any]) -> Iterator[tuple[str | None, Mapping[str, Any]]]:
-    """The function tools of `tools`, top-level (namespace None) and grouped in a
-    `namespace` tool (with its name); anything else is `_unreadable`'s or `_hosted`."""
-    for tool in tools:
-        if tool.get("type") == "function":
-            yield None, tool
-        elif tool.get("type") == "namespace":
-            if not tool.get("name"):
-                raise RequestError("each namespace tool needs a name", param="tools")
-            members = tool.get("tools")
-            for member in members if isinstance(members, list) else ():
-                if isinstance(member, dict) and member.get("type") == "function":
-                    yield str(tool["name"]), member
-
-
-def _tool(tool: Mapping[str, Any], namespace: str | None) -> ToolSpec:
-    if not tool.get("name"):
-        raise RequestError("each function tool needs a name", param="tools")
-    name = str(tool["name"])
-    return ToolSpec(
-        name=name if namespace is None else flat_name(namespace, name),
-        description=tool.get("description") or "",
-        parameters=tool.get("parameters") or {},
     )

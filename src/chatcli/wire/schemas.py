@@ -12,12 +12,23 @@ object with a string `type` (images, documents, hosted tools, namespace tools, w
 newer API adds). What is declared is checked strictly, as JSON gives it (no coercion: `"10"`
 is not a number, `true` is not 1), so that a body that passes is one the dialects can read.
 
+A field the wire format gives another role or item type is not taken where it does not
+belong (a system message's `tool_calls`, a `function_call` item's `role`), nor a block of the
+other side's turn (a `tool_use` block in a user turn): the APIs refuse them ("Additional
+properties are not allowed"), and a dialect would read them as what they are elsewhere. The
+lists follow openai-python's message and item types and Anthropic's content blocks (which
+the assistant writes: text, `tool_use`, thinking; which the user sends: `tool_result`); a
+`null` is taken as absent. Ids and names are non-empty and at most `MAX_ID_CHARS`; declared
+integers fit in 64 bits.
+
 `check` also refuses what no JSON API takes anywhere in a body, declared field or not: a
 string holding a lone surrogate (`"\\ud800"`, which cannot be written as UTF-8) and a
 non-finite number (`NaN`, `Infinity`, which Python's `json` reads but JSON has not).
 
 The models are only checked against, never used to rebuild a body: what is forwarded is the
-client's own JSON. This module needs nothing but pydantic.
+client's own JSON. This module needs nothing but pydantic. One module because the four
+request models are built from the same parts (content, the tagged unions, `Foreign`, `Id`)
+and checked by one `check`: split, each wire format would repeat them.
 """
 
 from __future__ import annotations
@@ -26,7 +37,17 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "ChatCompletionsRequest",
@@ -42,8 +63,24 @@ MAX_TOKENS = 2**31 - 1
 # Deeper than any real body (JSON schemas of tools included), well within what Python's JSON
 # writers reach from the stack they run on.
 MAX_DEPTH = 256
+# No API's id or name comes near this (OpenAI's and Anthropic's are under 100 characters).
+MAX_ID_CHARS = 256
 Tokens: TypeAlias = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Object: TypeAlias = dict[str, Any]
+Id: TypeAlias = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+Int64: TypeAlias = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+def _not_taken(value: Any) -> Any:
+    if value is None:
+        return None
+    raise PydanticCustomError(
+        "not_taken", "a field of another role or item type, which this one does not take"
+    )
+
+
+# A field the wire format gives another role or item type (module docstring).
+Foreign: TypeAlias = Annotated[Any, AfterValidator(_not_taken)]
 
 
 class InvalidBody(ValueError):
@@ -143,7 +180,7 @@ ChatContent: TypeAlias = Annotated[
 
 
 class _Function(_Wire):
-    name: str
+    name: Id
     # A string on the wire; some servers' answers give an object, which clients send back.
     arguments: Annotated[
         Annotated[str, Tag("json=str")] | Annotated[Object, Tag("json=object")],
@@ -152,7 +189,7 @@ class _Function(_Wire):
 
 
 class _FunctionCall(_Wire):
-    id: str | None = None
+    id: Id | None = None
     type: Literal["function"] = "function"
     function: _Function
 
@@ -166,30 +203,44 @@ ChatToolCall: TypeAlias = Annotated[
 ]
 
 
-class _SystemMessage(_Wire):
+class _ChatMessage(_Wire):
+    """The fields openai-python's message param types give one role or another: refused here
+    (`Foreign`), and declared again by the roles that take them."""
+
+    name: Foreign = None
+    tool_calls: Foreign = None
+    function_call: Foreign = None
+    refusal: Foreign = None
+    audio: Foreign = None
+    tool_call_id: Foreign = None
+
+
+class _SystemMessage(_ChatMessage):
     role: Literal["system", "developer"]
     content: ChatContent
     name: str | None = None
 
 
-class _UserMessage(_Wire):
+class _UserMessage(_ChatMessage):
     role: Literal["user"]
     content: ChatContent
     name: str | None = None
 
 
-class _AssistantMessage(_Wire):
+class _AssistantMessage(_ChatMessage):
     role: Literal["assistant"]
     content: ChatContent | None = None
     refusal: str | None = None
     tool_calls: list[ChatToolCall] | None = None
     name: str | None = None
+    function_call: Any = None
+    audio: Any = None
 
 
-class _ToolMessage(_Wire):
+class _ToolMessage(_ChatMessage):
     role: Literal["tool"]
     content: ChatContent
-    tool_call_id: str
+    tool_call_id: Id
 
 
 _CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -213,7 +264,7 @@ ChatMessage: TypeAlias = Annotated[
 
 
 class _FunctionSpec(_Wire):
-    name: Annotated[str, Field(min_length=1)]
+    name: Id
     description: str | None = None
     parameters: Object | None = None
     strict: bool | None = None
@@ -255,6 +306,7 @@ class ChatCompletionsRequest(_Wire):
     stream_options: _StreamOptions | None = None
     temperature: float | None = None
     top_p: float | None = None
+    seed: Int64 | None = None
     stop: (
         Annotated[
             Annotated[str, Tag("json=str")] | Annotated[list[str], Tag("json=list")],
@@ -262,7 +314,6 @@ class ChatCompletionsRequest(_Wire):
         ]
         | None
     ) = None
-    seed: int | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: _Typed | None = None
@@ -284,29 +335,65 @@ ResponsesContent: TypeAlias = Annotated[
 ]
 
 
-class _InputMessage(_Wire):
+class _Item(_Wire):
+    """The fields openai-python's input item types give one item type or another: refused
+    here (`Foreign`), and declared again by the types that take them."""
+
+    id: Id | None = None
+    status: str | None = None
+    role: Foreign = None
+    content: Foreign = None
+    phase: Foreign = None
+    arguments: Foreign = None
+    async_: Foreign = Field(None, alias="async")
+    call_id: Foreign = None
+    caller: Foreign = None
+    name: Foreign = None
+    namespace: Foreign = None
+    output: Foreign = None
+    summary: Foreign = None
+    encrypted_content: Foreign = None
+
+
+class _InputMessage(_Item):
+    """`EasyInputMessageParam`, `Message`, `ResponseOutputMessageParam`."""
+
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
     content: ResponsesContent
+    phase: str | None = None
 
 
-class _FunctionCallItem(_Wire):
+class _FunctionCallItem(_Item):
+    """`ResponseFunctionToolCallParam`."""
+
     type: Literal["function_call"]
-    call_id: str
-    name: str
+    call_id: Id
+    name: Id
     arguments: str
+    namespace: str | None = None
+    async_: Any = Field(None, alias="async")
+    caller: Any = None
 
 
-class _FunctionCallOutput(_Wire):
+class _FunctionCallOutput(_Item):
+    """`FunctionCallOutput`."""
+
     type: Literal["function_call_output"]
-    call_id: str
+    call_id: Id
     output: ResponsesContent
+    name: str | None = None
+    namespace: str | None = None
+    caller: Any = None
 
 
-class _Reasoning(_Wire):
+class _Reasoning(_Item):
+    """`ResponseReasoningItemParam`."""
+
     type: Literal["reasoning"]
     summary: list[Object] | None = None
     encrypted_content: str | None = None
+    content: Any = None
 
 
 class _Compaction(_Wire):
@@ -314,14 +401,14 @@ class _Compaction(_Wire):
 
     type: Literal["compaction"]
     encrypted_content: str
-    id: str | None = None
+    id: Id | None = None
 
 
 class _CompactionTrigger(_Wire):
     """The inline trigger (`CompactionTrigger`): compact the input before it."""
 
     type: Literal["compaction_trigger"]
-    id: str | None = None
+    id: Id | None = None
 
 
 ResponsesItem: TypeAlias = Annotated[
@@ -353,7 +440,7 @@ ResponsesItem: TypeAlias = Annotated[
 
 class _ResponsesFunctionTool(_Wire):
     type: Literal["function"]
-    name: Annotated[str, Field(min_length=1)]
+    name: Id
     description: str | None = None
     parameters: Object | None = None
     strict: bool | None = None
@@ -376,7 +463,7 @@ class _ContextManagement(_Wire):
     """One `context_management` entry (`ContextManagement`): "compaction" is the only type."""
 
     type: str
-    compact_threshold: Annotated[int, Field(ge=0)] | None = None
+    compact_threshold: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
 
 
 class ResponsesRequest(_Wire):
@@ -405,8 +492,8 @@ class ResponsesRequest(_Wire):
 
 class _ToolUse(_Wire):
     type: Literal["tool_use"]
-    id: str
-    name: str
+    id: Id
+    name: Id
     input: Object
 
 
@@ -435,38 +522,114 @@ ResultContent: TypeAlias = Annotated[
 
 class _ToolResult(_Wire):
     type: Literal["tool_result"]
-    tool_use_id: str
+    tool_use_id: Id
     content: ResultContent | None = None
     is_error: bool | None = None
 
 
-Block: TypeAlias = Annotated[
+class _ModelsBlock(_Wire):
+    """A block only the model writes (`tool_use`, thinking), outside an assistant turn."""
+
+    type: str
+
+    @model_validator(mode="after")
+    def _refused(self) -> _ModelsBlock:
+        raise PydanticCustomError(
+            "not_taken",
+            "a {kind} block is written by the model: only an assistant turn holds it",
+            {"kind": self.type},
+        )
+
+
+class _UsersBlock(_Wire):
+    """A `tool_result` block outside a user turn: the user sends the results."""
+
+    type: str
+
+    @model_validator(mode="after")
+    def _refused(self) -> _UsersBlock:
+        raise PydanticCustomError(
+            "not_taken", "a tool_result block is sent by the user: only a user turn holds it"
+        )
+
+
+_BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+_BY_TYPE = _picked(_by_type(_BLOCK_TYPES, untyped="type=text"), _BLOCK)
+UserBlock: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=text")]
+    | Annotated[_ToolResult, Tag("type=tool_result")]
+    | Annotated[_ModelsBlock, Tag("type=tool_use")]
+    | Annotated[_ModelsBlock, Tag("type=thinking")]
+    | Annotated[_ModelsBlock, Tag("type=redacted_thinking")]
+    | Annotated[_Typed, Tag("type=*")],
+    _BY_TYPE,
+]
+AssistantBlock: TypeAlias = Annotated[
     Annotated[_Text, Tag("type=text")]
     | Annotated[_ToolUse, Tag("type=tool_use")]
-    | Annotated[_ToolResult, Tag("type=tool_result")]
     | Annotated[_Thinking, Tag("type=thinking")]
     | Annotated[_RedactedThinking, Tag("type=redacted_thinking")]
+    | Annotated[_UsersBlock, Tag("type=tool_result")]
     | Annotated[_Typed, Tag("type=*")],
-    _picked(
-        _by_type(
-            frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking"}),
-            untyped="type=text",
-        ),
-        _BLOCK,
-    ),
+    _BY_TYPE,
+]
+SystemBlock: TypeAlias = Annotated[
+    Annotated[_Text, Tag("type=text")]
+    | Annotated[_ModelsBlock, Tag("type=tool_use")]
+    | Annotated[_ModelsBlock, Tag("type=thinking")]
+    | Annotated[_ModelsBlock, Tag("type=redacted_thinking")]
+    | Annotated[_UsersBlock, Tag("type=tool_result")]
+    | Annotated[_Typed, Tag("type=*")],
+    _BY_TYPE,
 ]
 
 
-class _Turn(_Wire):
-    role: Literal["user", "assistant", "system"]  # system: between turns, as Claude Code sends
+class _UserTurn(_Wire):
+    role: Literal["user"]
     content: Annotated[
-        Annotated[str, Tag("json=str")] | Annotated[list[Block], Tag("json=list")],
+        Annotated[str, Tag("json=str")] | Annotated[list[UserBlock], Tag("json=list")],
         _CONTENT,
     ]
 
 
+class _AssistantTurn(_Wire):
+    role: Literal["assistant"]
+    content: Annotated[
+        Annotated[str, Tag("json=str")] | Annotated[list[AssistantBlock], Tag("json=list")],
+        _CONTENT,
+    ]
+
+
+class _SystemTurn(_Wire):
+    """A system message between turns, as Claude Code sends one."""
+
+    role: Literal["system"]
+    content: Annotated[
+        Annotated[str, Tag("json=str")] | Annotated[list[SystemBlock], Tag("json=list")],
+        _CONTENT,
+    ]
+
+
+_TURN_ROLES = ("user", "assistant", "system")
+
+
+class _OtherTurn(_Wire):
+    """A turn of no role above: refused, naming its `role`."""
+
+    role: Literal[_TURN_ROLES]  # type: ignore[valid-type]
+
+
+Turn: TypeAlias = Annotated[
+    Annotated[_UserTurn, Tag("role=user")]
+    | Annotated[_AssistantTurn, Tag("role=assistant")]
+    | Annotated[_SystemTurn, Tag("role=system")]
+    | Annotated[_OtherTurn, Tag("role=*")],
+    _picked(_by_role(frozenset(_TURN_ROLES)), "must be a message: an object with a role"),
+]
+
+
 class _CustomTool(_Wire):
-    name: Annotated[str, Field(min_length=1)]
+    name: Id
     input_schema: Object
     description: str | None = None
 
@@ -494,7 +657,7 @@ class CountTokensRequest(_Wire):
     """`POST /v1/messages/count_tokens`: a Messages body without `max_tokens`."""
 
     model: str | None = None
-    messages: Annotated[list[_Turn], Field(min_length=1)]
+    messages: Annotated[list[Turn], Field(min_length=1)]
     system: ResultContent | None = None
     tools: list[AnthropicTool] | None = None
     tool_choice: _Typed | None = None
@@ -508,7 +671,7 @@ class MessagesRequest(CountTokensRequest):
     stream: bool | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    top_k: Int64 | None = None
     stop_sequences: list[str] | None = None
 
 

@@ -1,7 +1,7 @@
 """LangChain v1 integration: `ContextRecoveryMiddleware`, chatcli's recovery as agent middleware.
 
-Needs the `langchain` extra (`pip install 'chatcli[langchain]'`); without it, importing this
-package says so. See `.middleware` for what it does and `.convert` for how messages are
+Needs the `langchain` extra (`pip install 'chatcli-recovery[langchain]'`); without it, importing
+this package says so. See `.middleware` for what it does and `.convert` for how messages are
 translated.
 """
 

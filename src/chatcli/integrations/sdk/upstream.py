@@ -113,6 +113,8 @@ class _OnCallersClient(Adapter):
 class OpenAICall(_OnCallersClient, OpenAIBase):
     """chatcli's OpenAI adapter (Chat Completions or Responses) on the caller's SDK client."""
 
+    raw_stream_events = False  # the caller's own call streams the SDK's own events to it
+
     def __init__(
         self,
         sdk_client: Any,

@@ -14,6 +14,7 @@ from chatcli.providers.openai.common import parse_tool_call
 from chatcli.providers.openai.responses import (
     COMPACTION_FAMILIES,
     REASONING_KEY,
+    RETAINED_KEY,
     compacted_window,
     responses_input,
     responses_response,
@@ -23,6 +24,7 @@ from chatcli.providers.openai.responses import (
 __all__ = [
     "COMPACTION_FAMILIES",
     "REASONING_KEY",
+    "RETAINED_KEY",
     "Api",
     "OpenAI",
     "OpenAIBase",

@@ -7,6 +7,10 @@ classify the SDK's exceptions. The SDK client is built with `max_retries=0` beca
 version sends them), `settings.extra` on top; `Request.options` are passed to the SDK's
 `create` as they are, last (they win).
 
+A Chat Completions stream is read through the SDK's streaming response and its own SSE
+stream typed `object`, so each event is the server's JSON, folded as it is: a typed chunk
+built for every event (a token, on most servers) would cost more than the rest of the call.
+
 Prompt caching: `OpenAI` sends a `prompt_cache_key` derived from the conversation's stable
 beginning (`prompt_cache_key()`), unless the caller set one (in `settings.extra` or `options`)
 or built the adapter with `prompt_cache_key=False`.
@@ -17,8 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -44,11 +53,15 @@ from chatcli.providers.openai.responses import (
     compacted_window,
     responses_input,
     responses_response,
+    sent_item,
     supports_native_compaction,
 )
 from chatcli.redact import redact_url
 
 Api = Literal["chat", "responses"]
+# Models that take no JSON schema as their answer's format (OpenAI's structured outputs came
+# with GPT-4o).
+_NO_SCHEMA_PREFIXES = ("gpt-3.5", "gpt-4-")
 
 
 class _Accumulator(Protocol):
@@ -70,6 +83,9 @@ class _Wire:
     endpoint: Callable[[Any], Any]  # SDK client -> the resource whose `create` is called
     max_tokens_param: str
     stream_params: Mapping[str, Any]
+    # Its stream's events as the server's JSON (the SDK's raw streaming response decoded by
+    # its own SSE stream, as `object`), not a typed model built per event.
+    raw_events: bool = False
 
 
 _WIRES: dict[str, _Wire] = {
@@ -81,6 +97,7 @@ _WIRES: dict[str, _Wire] = {
         endpoint=lambda client: client.chat.completions,
         max_tokens_param="max_completion_tokens",
         stream_params={"stream": True, "stream_options": {"include_usage": True}},
+        raw_events=True,
     ),
     "responses": _Wire(
         body=_responses_body,
@@ -120,6 +137,10 @@ class OpenAIBase(Adapter):
     """
 
     api_name = "OpenAI"
+    # A Chat Completions stream read as the server's JSON (see the module docstring); an
+    # adapter on a caller's own SDK client (`chatcli.wrap`) reads the SDK's typed events,
+    # which it hands on to the caller.
+    raw_stream_events = True
 
     def __init__(
         self,
@@ -191,13 +212,17 @@ class OpenAIBase(Adapter):
         return await self._wire.endpoint(client).create(**params)
 
     def _open(self, client: Any, params: Json) -> AbstractContextManager[Any]:
-        events: AbstractContextManager[Any] = self._wire.endpoint(client).create(**params)
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_events and self.raw_stream_events:
+            return _raw_events(endpoint, params)
+        events: AbstractContextManager[Any] = endpoint.create(**params)
         return events
 
     async def _aopen(self, client: Any, params: Json) -> AbstractAsyncContextManager[Any]:
-        events: AbstractAsyncContextManager[Any] = await self._wire.endpoint(client).create(
-            **params
-        )
+        endpoint = self._wire.endpoint(client)
+        if self._wire.raw_events and self.raw_stream_events:
+            return _araw_events(endpoint, params)
+        events: AbstractAsyncContextManager[Any] = await endpoint.create(**params)
         return events
 
     def _parse(self, raw: Any) -> Response:
@@ -212,6 +237,23 @@ class OpenAIBase(Adapter):
         return incomplete_answer(
             "the event stream ended before its terminator (the answer is cut off)"
         )
+
+
+@contextmanager
+def _raw_events(endpoint: Any, params: Json) -> Iterator[Any]:
+    """The events of a streamed `create` as the JSON objects the server sent: the SDK's
+    streaming response (`with_streaming_response`), read by its own SSE stream (`Stream`)
+    typed `object`, which hands each event's JSON on as it is (in-stream errors raised as
+    the SDK raises them)."""
+    with endpoint.with_streaming_response.create(**params) as response:
+        yield response.parse(to=_sdk().Stream[object])
+
+
+@asynccontextmanager
+async def _araw_events(endpoint: Any, params: Json) -> AsyncIterator[Any]:
+    """The async `_raw_events`."""
+    async with endpoint.with_streaming_response.create(**params) as response:
+        yield await response.parse(to=_sdk().AsyncStream[object])
 
 
 class OpenAI(OpenAIBase):
@@ -262,6 +304,11 @@ class OpenAI(OpenAIBase):
         """Whose compactions this adapter reads: OpenAI's, on the Responses API only."""
         return _COMPACTION_PROVIDER if self.api == "responses" else None
 
+    def structured_output_supported(self) -> bool:
+        """Whether this model takes a JSON schema as its answer's format (structured outputs:
+        every current model; not GPT-3.5 and the GPT-4 models before GPT-4o)."""
+        return not (self.model == "gpt-4" or self.model.startswith(_NO_SCHEMA_PREFIXES))
+
     def native_compaction_supported(self) -> bool:
         """Whether this model compacts on OpenAI's servers (the Responses API only)."""
         return self.api == "responses" and supports_native_compaction(self.model)
@@ -280,6 +327,31 @@ class OpenAI(OpenAIBase):
             )
             compacted = raw.parse()
         return json.loads(raw.text), _responses_usage(compacted.usage)
+
+    async def aresponses_forward(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> Json:
+        """`POST /responses` of `body`, a request as a client sent it (a `compaction_trigger`
+        one: the proxy forwards it), for this adapter's model: the `Response` as the JSON
+        OpenAI sent."""
+        with self._errors():
+            raw = await self._aclient().responses.with_raw_response.create(
+                **_forwarded(self.model, body, headers)
+            )
+        answer: Json = json.loads(raw.text)
+        return answer
+
+    async def aresponses_forward_events(
+        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[Json, None]:
+        """`aresponses_forward` streamed: each event as the JSON OpenAI sent, in its order."""
+        with self._errors():
+            events = await self._aclient().responses.create(
+                **_forwarded(self.model, body, headers), stream=True
+            )
+            async with events:
+                async for event in events:
+                    yield sent_item(event)
 
     def compact_on_demand(self, request: Request) -> Compacted:
         """The conversation in `request` compacted now by `POST /responses/compact` (the
@@ -317,6 +389,12 @@ class OpenAI(OpenAIBase):
             return response
         message = replace(response.message, compaction=replace(part, model=model))
         return replace(response, message=message)
+
+
+def _forwarded(model: str, body: Mapping[str, Any], headers: Mapping[str, str] | None) -> Json:
+    """The SDK's `responses.create` arguments sending `body` as it is, for `model`."""
+    fields = {k: v for k, v in body.items() if k not in ("model", "stream")}
+    return {"model": model, "extra_body": fields, "extra_headers": dict(headers or {})}
 
 
 def prompt_cache_key(messages: Sequence[Message]) -> str:

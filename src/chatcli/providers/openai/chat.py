@@ -28,6 +28,7 @@ from chatcli.providers.openai.common import (
     _common_settings,
     _count,
     _failure,
+    _field,
     _text_parts,
     _usage,
     parse_tool_call,
@@ -80,11 +81,12 @@ def _chat_body(request: Request) -> Json:
 
 
 def _chat_usage(usage: Any) -> Usage:
+    """The usage of an answer: the SDK's `CompletionUsage`, or the JSON of a stream's."""
     return _usage(
         _count(usage, "prompt_tokens"),
         _count(usage, "completion_tokens"),
-        getattr(usage, "prompt_tokens_details", None),
-        getattr(usage, "completion_tokens_details", None),
+        _field(usage, "prompt_tokens_details"),
+        _field(usage, "completion_tokens_details"),
     )
 
 
@@ -146,7 +148,10 @@ def chat_response(raw: Any) -> Response:
 
 @dataclass(slots=True)
 class _ChatAccumulator:
-    """Collects `ChatCompletionChunk`s; the finish_reason chunk is the terminator."""
+    """Collects a stream's chunks: the JSON objects the server sent (the adapter's own
+    streams: no typed `ChatCompletionChunk` built per event) or SDK objects of that shape
+    (a caller's own SDK stream under `chatcli.wrap`, litellm's); the finish_reason chunk is
+    the terminator."""
 
     events: int = 0
     texts: list[str] = field(default_factory=list)
@@ -158,34 +163,41 @@ class _ChatAccumulator:
     answer_id: str | None = None
 
     def add(self, chunk: Any) -> list[StreamDelta]:
-        if not isinstance(getattr(chunk, "choices", None), list):
+        choices = _field(chunk, "choices")
+        if not isinstance(choices, list):
             raise _failure(f"a stream event that is not a JSON object with choices: {chunk!r:.200}")
-        self.took(chunk.model, chunk.id)
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _chat_usage(chunk.usage)
+        self.took(_field(chunk, "model"), _field(chunk, "id"))
+        usage = _field(chunk, "usage")
+        if usage is not None:
+            self.usage = _chat_usage(usage)
         deltas: list[StreamDelta] = []
-        for choice in chunk.choices:
-            if choice.index == 0:  # chatcli asks for one choice; ignore any other
+        for choice in choices:
+            if not _field(choice, "index"):  # the first choice: chatcli asks for one
                 deltas.extend(self._add_choice(choice))
         return deltas
 
     def _add_choice(self, choice: Any) -> list[StreamDelta]:
-        delta = choice.delta
-        deltas: list[StreamDelta] = [TextDelta(text=delta.content)] if delta.content else []
-        for call in getattr(delta, "tool_calls", None) or ():
-            pending = self.calls.setdefault(call.index, _PendingCall())
-            pending.id = call.id or pending.id
-            function = call.function
-            name, arguments = (function.name, function.arguments) if function else (None, None)
-            pending.name += name or ""
-            pending.arguments += arguments or ""
-            # The call's position among the answer's calls: the wire's index, renumbered.
-            index = sorted(self.calls).index(call.index)
-            deltas.append(
-                ToolCallDelta(index=index, id=call.id, name=name, arguments=arguments or "")
-            )
-        self.took_choice(delta.content, getattr(delta, "refusal", None), choice.finish_reason)
+        delta = _field(choice, "delta")
+        content = _field(delta, "content")
+        deltas: list[StreamDelta] = [TextDelta(text=content)] if content else []
+        for call in _field(delta, "tool_calls") or ():
+            deltas.append(self._add_call(call))
+        self.took_choice(content, _field(delta, "refusal"), _field(choice, "finish_reason"))
         return deltas
+
+    def _add_call(self, call: Any) -> ToolCallDelta:
+        """One tool call's piece: folded into its pending call, and its delta."""
+        wire_index = _field(call, "index") or 0
+        pending = self.calls.setdefault(wire_index, _PendingCall())
+        call_id = _field(call, "id")
+        pending.id = call_id or pending.id
+        function = _field(call, "function")
+        name, arguments = _field(function, "name"), _field(function, "arguments")
+        pending.name += name or ""
+        pending.arguments += arguments or ""
+        # The call's position among the answer's calls: the wire's index, renumbered.
+        index = sorted(self.calls).index(wire_index)
+        return ToolCallDelta(index=index, id=call_id, name=name, arguments=arguments or "")
 
     def took(self, model: Any, answer_id: Any) -> None:
         """What every chunk gives: the model and answer id."""

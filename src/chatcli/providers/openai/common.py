@@ -53,9 +53,17 @@ def _sdk_errors() -> Iterator[None]:
         raise_classified(exc)  # raised inside a stream (wrapped or not, by SDK version)
 
 
-def _count(obj: Any, name: str) -> int:
+def _field(obj: Any, name: str) -> Any:
+    """A field of an SDK object, or of the JSON it is made from (a raw stream's events are
+    the server's JSON: `chatcli.providers.openai.chat`); None when absent."""
+    if isinstance(obj, dict):
+        return obj.get(name)
     # SDK objects are built without validation, so fields a server omits are simply absent.
-    return int(getattr(obj, name, None) or 0)
+    return getattr(obj, name, None)
+
+
+def _count(obj: Any, name: str) -> int:
+    return int(_field(obj, name) or 0)
 
 
 def _usage(prompt: int, output: int, details: Any, out_details: Any) -> Usage:

@@ -15,10 +15,13 @@ fields, and OpenAI's native compaction.
   `context_management: [{"type": "compaction", "compact_threshold": N}]` on every request; the
   answer's encrypted `compaction` output item becomes the message's `CompactionPart` (kept
   verbatim) and is sent back first, in front of the message's other items.
+  Streamed, the item is a `CompactionDelta` where it came (at its `response.output_item.done`).
   `OpenAI.aresponses_compact` is `POST /responses/compact`, the standalone compaction (the
   proxy passes a client's compact request to it); `OpenAI.compact_on_demand` calls it for a
-  conversation, and `compacted_window` reads its output, the user messages then one compaction
-  item, as the window that replaces the conversation.
+  conversation, and `compacted_window` reads its output as the window that replaces the
+  conversation: every item as OpenAI sent it, in its order (the user messages it retained,
+  with their ids, images and files, any other item it kept, then the compaction item), each
+  item before the compaction a message that is sent back as that item (`RETAINED_KEY`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from chatcli.messages import CompactionPart, Message, Role, StopReason, ToolCall
 from chatcli.providers._common import drop_setting, schema_name, unsupported
 from chatcli.providers.base import (
     Compacted,
+    CompactionDelta,
     NativeCompaction,
     Request,
     Response,
@@ -57,6 +61,9 @@ _INCOMPLETE_STOP = {
     "content_filter": StopReason.REFUSAL,
 }
 REASONING_KEY = "openai_reasoning"
+# `Message.provider_details` key of an item `/responses/compact` returned before its compaction
+# item, sent back as it came.
+RETAINED_KEY = "openai_retained_item"
 # Model families that take `context_management` compaction on the Responses API. The compaction
 # guide (developers.openai.com/api/docs/guides/compaction) lists no models; Codex, its main user,
 # enables it for the gpt-5 family and later: others are treated as unsupported (chatcli's own
@@ -85,6 +92,9 @@ def responses_input(messages: Sequence[Message]) -> list[Json]:
 
 
 def _response_items(message: Message) -> list[Json]:
+    retained = (message.provider_details or {}).get(RETAINED_KEY)
+    if retained is not None:
+        return [dict(retained)]
     if message.tool_result is not None:
         result = message.tool_result
         return [
@@ -178,7 +188,7 @@ class _Output:
         elif item.type == "reasoning":
             self.reasoning.append(item.model_dump(mode="json", exclude_none=True))
         elif item.type == "compaction":
-            self.compaction = item.model_dump(mode="json", exclude_none=True)
+            self.compaction = sent_item(item)
 
     def _add_message(self, item: Any) -> None:
         self.text_id = item.id
@@ -229,25 +239,43 @@ def responses_response(raw: Any) -> Response:
 
 
 def compacted_window(body: Mapping[str, Any], usage: Usage, model: str) -> Compacted:
-    """A `/responses/compact` answer (its JSON `body`) as the window it makes: its user
-    messages, then its compaction item (tagged with `model`) keeping them; an answer without
-    the item raises a ProviderError."""
+    """A `/responses/compact` answer (its JSON `body`) as the window it makes (module
+    docstring): the items before its latest compaction item, then that item (tagged with
+    `model`) keeping them; an answer without the item raises a ProviderError."""
     items: list[Json] = list(body.get("output") or ())
-    kept = tuple(Message.user(_input_text(i)) for i in items if i.get("role") == "user")
-    item = next((i for i in items if i.get("type") == "compaction"), None)
-    part = _compaction_part(item, model)
+    at = max((i for i, item in enumerate(items) if item.get("type") == "compaction"), default=-1)
+    part = _compaction_part(items[at], model) if at >= 0 else None
     if part is None:
         message = "the compacted response holds no compaction item"
         raise ProviderError(ErrorInfo(kind=ErrorKind.OTHER, message=message))
+    kept = tuple(_retained(item) for item in items[:at])
     anchor = Message(role=Role.ASSISTANT, compaction=replace(part, keeps=len(kept)))
     return Compacted(window=(*kept, anchor), usage=usage)
+
+
+_RETAINED_ROLES = {"user": Role.USER, "system": Role.SYSTEM, "developer": Role.SYSTEM}
+
+
+def _retained(item: Json) -> Message:
+    """An item `/responses/compact` kept, as a message of its role and text that is sent back
+    as the item itself (`RETAINED_KEY`)."""
+    role = _RETAINED_ROLES.get(str(item.get("role")), Role.ASSISTANT)
+    parts = _text_parts(_input_text(item))
+    return Message(role=role, parts=parts, provider_details={RETAINED_KEY: dict(item)})
 
 
 def _input_text(item: Json) -> str:
     content = item.get("content")
     if isinstance(content, str):
         return content
-    return "".join(str(part.get("text", "")) for part in content or ())
+    parts = content if isinstance(content, list) else ()
+    return "".join(str(part.get("text") or "") for part in parts if isinstance(part, dict))
+
+
+def sent_item(item: Any) -> Json:
+    """An output item (an SDK model) as OpenAI sent it: every field it sent, nulls included."""
+    data: Json = item.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    return data
 
 
 def _compaction_part(item: Json | None, model: str) -> CompactionPart | None:
@@ -263,12 +291,18 @@ class _ResponsesAccumulator:
     events: int = 0
     final: Any = None
     calls: dict[int, int] = field(default_factory=dict)  # output_index -> call position
+    model: str = ""  # the answer's, from `response.created`
 
     def add(self, event: Any) -> list[StreamDelta]:
         self.events += 1
         kind = event.type
+        if kind == "response.created":
+            self.model = str(getattr(event.response, "model", None) or "")
         if kind == "response.output_text.delta":
             return [TextDelta(text=str(event.delta))]
+        if kind == "response.output_item.done" and event.item.type == "compaction":
+            part = _compaction_part(sent_item(event.item), self.model)
+            return [] if part is None else [CompactionDelta(part=part)]
         if kind == "response.output_item.added" and event.item.type == "function_call":
             index = self.calls.setdefault(event.output_index, len(self.calls))
             item = event.item

@@ -1,0 +1,188 @@
+"""The evaluation data for recognising user instructions (tests/data/instructions/) keeps its
+shape: schema, the sizes issue 31 asks for, no text shared between the held-out and the tuning
+side, and the issue's own examples on the tuning side only."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "instructions"
+LANGS = {"en", "pt", "es"}
+KINDS = {"rule", "constraint", "fact", "preference", "goal", "lift", "none"}
+INSTRUCTION_KINDS = KINDS - {"lift", "none"}
+
+ISSUE_REVERSALS = [
+    ("Never push to main.", "Pushing to main is OK now."),
+    ("Do not use the staging cluster.", "The staging cluster is back, feel free to use it."),
+    (
+        "Never deploy on Fridays.",
+        "Forget what I said about Friday deploys; we can deploy any day now.",
+    ),
+    ("Nunca faça push na main.", "Pode fazer push na main agora."),
+]
+ISSUE_SENTENCES = [
+    "Under no circumstances touch the production database.",
+    "It is forbidden to run migrations during business hours.",
+    "Customer emails are off limits for you.",
+    "Em hipótese alguma apague os backups do cliente.",
+    "Bajo ninguna circunstancia borres la base de datos de producción.",
+    "Keep spending below four thousand euros.",
+]
+
+
+@cache
+def rows(name: str) -> tuple[dict[str, Any], ...]:
+    with (DATA / name).open(encoding="utf-8") as fh:
+        return tuple(json.loads(line) for line in fh if line.strip())
+
+
+@cache
+def dense() -> dict[str, Any]:
+    with (DATA / "dense-sessions.json").open(encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def normalised(text: str) -> str:
+    """Lowercased, accents and punctuation stripped, whitespace collapsed."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(re.sub(r"[^\w\s]", " ", bare).split())
+
+
+def dense_texts() -> list[str]:
+    texts = []
+    for language in dense()["languages"].values():
+        texts += language["chatter"]
+        for item in (i for s in language["item_sets"] for i in s["items"]):
+            texts.append(item["text"])
+            if "superseded_by" in item:
+                texts.append(item["superseded_by"]["text"])
+    return texts
+
+
+def side_texts(side: str) -> list[str]:
+    """Every text on one side: sentences, lifted statements, reversal pairs, pasted lines."""
+    texts = []
+    for row in rows(f"{side}.jsonl"):
+        texts += [row["text"], row.get("lifts", "")]
+    for pair in rows(f"reversals-{side}.jsonl"):
+        texts += [pair["first"], pair["later"]]
+    texts += [row["text"] for row in rows("pasted-lines.jsonl") if row["set"] == side]
+    if side == "heldout":
+        texts += dense_texts()
+    return [t for t in texts if t]
+
+
+@pytest.mark.parametrize("side", ["heldout", "tuning"])
+def test_sentence_rows_have_the_schema(side: str) -> None:
+    ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
+    assert not [i for i, n in ids.items() if n > 1]
+    for row in rows(f"{side}.jsonl"):
+        assert {"id", "text", "lang", "kind", "style", "source"} <= row.keys(), row
+        assert row["lang"] in LANGS and row["kind"] in KINDS, row
+        assert row["text"].strip() and "\n" not in row["text"], row
+        assert row["style"] and row["source"], row
+        assert bool(row.get("lifts")) == (row["kind"] == "lift"), row
+
+
+@pytest.mark.parametrize(("side", "least"), [("heldout", 360), ("tuning", 300)])
+def test_sentence_sets_have_their_sizes(side: str, least: int) -> None:
+    kinds = Counter(row["kind"] for row in rows(f"{side}.jsonl"))
+    instructions = sum(kinds[k] for k in INSTRUCTION_KINDS)
+    assert instructions >= least
+    assert kinds["rule"] + kinds["constraint"] >= 200
+    assert kinds["none"] >= instructions + kinds["lift"]
+    langs = Counter(row["lang"] for row in rows(f"{side}.jsonl"))
+    assert min(langs[lang] for lang in LANGS) >= 0.25 * sum(langs.values())
+
+
+@pytest.mark.parametrize("side", ["heldout", "tuning"])
+def test_reversal_pairs_have_the_schema(side: str) -> None:
+    pairs = rows(f"reversals-{side}.jsonl")
+    for pair in pairs:
+        assert pair.keys() == {"id", "lang", "first", "later", "relation", "same_point"}, pair
+        assert pair["lang"] in LANGS and pair["relation"] in {"lift", "change"}, pair
+        assert normalised(pair["first"]) != normalised(pair["later"]), pair
+    same = Counter(pair["same_point"] for pair in pairs)
+    assert same[True] >= 60 and same[False] >= 30
+
+
+def test_the_issue_examples_are_tuning_only() -> None:
+    tuning_pairs = {(p["first"], p["later"]) for p in rows("reversals-tuning.jsonl")}
+    assert set(ISSUE_REVERSALS) <= tuning_pairs
+    tuning = {row["text"] for row in rows("tuning.jsonl")}
+    assert set(ISSUE_SENTENCES) <= tuning
+    heldout = {normalised(t) for t in side_texts("heldout")}
+    quoted = ISSUE_SENTENCES + [t for pair in ISSUE_REVERSALS for t in pair]
+    assert not [t for t in quoted if normalised(t) in heldout]
+
+
+def test_no_text_is_on_both_sides() -> None:
+    heldout, tuning = side_texts("heldout"), side_texts("tuning")
+    assert not set(heldout) & set(tuning)
+    assert not {normalised(t) for t in heldout} & {normalised(t) for t in tuning}
+
+
+def test_no_near_copy_is_on_both_sides() -> None:
+    """No held-out sentence shares 70% of its words with a tuning sentence."""
+    tuning = {frozenset(normalised(t).split()) for t in side_texts("tuning")}
+    heldout = {t: frozenset(normalised(t).split()) for t in side_texts("heldout")}
+    frequency = Counter(w for words in [*tuning, *heldout.values()] for w in words)
+
+    def prefix(words: frozenset[str]) -> list[str]:
+        # Prefix filtering: two sets 70% alike share a word among each one's rarest
+        # len - ceil(0.7 * len) + 1 words.
+        rarest = sorted(words, key=lambda w: (frequency[w], w))
+        return rarest[: len(words) - math.ceil(0.7 * len(words)) + 1]
+
+    index: dict[str, list[frozenset[str]]] = {}
+    for words in tuning:
+        for word in prefix(words):
+            index.setdefault(word, []).append(words)
+    for text, words in heldout.items():
+        others = {t for word in prefix(words) for t in index.get(word, ())}
+        close = [t for t in others if len(words & t) >= 0.7 * len(words | t)]
+        assert not close, text
+
+
+def test_pasted_lines_are_marked_and_sourced() -> None:
+    lines = rows("pasted-lines.jsonl")
+    assert len(lines) >= 100
+    for row in lines:
+        assert row["pasted"] is True and row["kind"] == "none", row
+        assert row["style"] in {"pasted", "injection"} and row["source"], row
+        assert row["set"] in {"heldout", "tuning"} and row["lang"] in LANGS, row
+    origins = Counter(row["origin"] for row in lines if row["style"] == "pasted")
+    assert origins["stdlib-docstring"] and origins["package-metadata"] and origins["html-page"]
+
+
+@pytest.mark.parametrize("lang", sorted(LANGS))
+def test_dense_sessions_have_their_items(lang: str) -> None:
+    language = dense()["languages"][lang]
+    chatter = language["chatter"]
+    assert len(chatter) >= 40
+    assert len(language["item_sets"]) >= 3
+    for item_set in language["item_sets"]:
+        items = item_set["items"]
+        assert len(items) == 20
+        assert sum("superseded_by" in i for i in items) == 4
+        for item in items:
+            assert item["kind"] in INSTRUCTION_KINDS
+            keeps = [(item["must_keep"], item["text"])]
+            if "superseded_by" in item:
+                later = item["superseded_by"]
+                keeps.append((later["must_keep"], later["text"]))
+                assert item["final"]["must_keep"] == later["must_keep"]
+            for keep, text in keeps:
+                assert keep.lower() in text.lower(), item
+                assert not [c for c in chatter if keep.lower() in c.lower()], keep
