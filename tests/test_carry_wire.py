@@ -3,12 +3,13 @@
 A view with the block of carried instructions (`chatcli.history.carry`) is sent through each
 adapter's official SDK to the replay server (OpenAI Chat Completions and Responses,
 Anthropic Messages, Gemini, an OpenAI-compatible server), written by the embedded llama.cpp
-adapter, and forwarded by the proxy's wire layer in the same dialect as its client (OpenAI
-Chat, Anthropic Messages: the messages written anew beside the client's raw ones). In every
-body the request put on the wire, the carried sentences are in a user turn and never in a
-system or developer message, Anthropic's `system`, Gemini's `systemInstruction` or the
-Responses API's `instructions`; the system prompt stays where it was. The answers replayed
-are the adapters' recorded streams (tests/data/sse/, sources in each file).
+adapter, and forwarded by the proxy's wire layer: in its client's dialect (OpenAI Chat,
+Anthropic Messages: the messages written anew beside the client's raw ones) and in another
+(a Responses client in front of Gemini: the adapter writes them). In every body put on the
+wire, the carried sentences are in a user turn and never in a system or developer message,
+Anthropic's `system`, Gemini's `systemInstruction` or the Responses API's `instructions`;
+the system prompt stays where it was. The answers replayed are the adapters' recorded
+streams (tests/data/sse/, sources in each file).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.wire.anthropic import AnthropicDialect
 from chatcli.wire.forwarding import Forwarder, Upstream, plan
 from chatcli.wire.openai_chat import OpenAIDialect
+from chatcli.wire.responses import ResponsesDialect
 from tests.recorded import sse_events
 from tests.replay import ReplayServer, Scripted, adapters_closed
 
@@ -194,3 +196,32 @@ def test_the_proxys_anthropic_forwarding(server: ReplayServer) -> None:
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert_user_channel([(m["role"], m["content"]) for m in body["messages"]], body["system"])
     assert json.dumps(body).count(RULE) == 1  # carried once, not repeated
+
+
+def test_the_proxys_responses_client_in_front_of_gemini(server: ReplayServer) -> None:
+    """A Responses client (Codex's dialect) in front of Gemini: another dialect, so the
+    adapter writes the whole view; the block is in a user turn, not `systemInstruction`."""
+    client = {
+        "model": "gpt-5",
+        "instructions": SYSTEM,
+        "input": [
+            {"role": m.role.value, "content": m.text}
+            for m in TRANSCRIPT
+            if m.role.value != "system"
+        ],
+    }
+    parsed = ResponsesDialect().parse(client)
+    upstream = Upstream(
+        provider=Gemini("gemini-2.5-flash", api_key="AIza-test", base_url=server.url),
+        name="gemini",
+        model="gemini-2.5-flash",
+        dialect=None,
+    )
+    forwarder = Forwarder(upstream, parsed, plan(parsed, None))
+    server.add(Scripted(events=sse_events("gemini-text.txt")))
+    messages = (parsed.messages[0], view()[1], parsed.messages[-1])
+    list(forwarder.inner.stream(forwarder.shaped(Request(messages=messages, max_tokens=200))))
+    body = server.requests[0].json()
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    assert SYSTEM in said(system)
+    assert_user_channel([(c["role"], c["parts"]) for c in body["contents"]], system)
