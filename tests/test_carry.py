@@ -65,6 +65,8 @@ def test_rules_constraints_facts_and_preferences_are_classified() -> None:
     assert classify("The deploy key ends in 7Q2.") == "fact"
     assert classify("Logs are in /var/log/app/current.") == "fact"
     assert classify("I prefer short answers.") == "preference"
+    # An -ed word that describes a noun is no story of the past.
+    assert classify("I prefer answers with code samples wrapped at 80 columns.") == "preference"
     assert classify("Use tabs.") in KINDS  # a style directive: carried, whatever its rank
     assert classify("Did you push to main?") is None
     assert classify("The weather was nice in the park.") is None
@@ -157,6 +159,21 @@ def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
         (4, "Always keep the port under 9100."),
     ]
     assert left_out == 0
+
+
+def test_sentences_typed_on_the_line_a_wrapped_paste_begins_on_are_the_users() -> None:
+    doc = (
+        "(Recursively yield all descendant nodes in the tree starting at *node*\n"
+        "(including *node* itself), in no specified order.  This is useful if you\n"
+        "only want to modify nodes in place and don't care about the context.)"
+    )
+    typed = "Never push to main. The deploy key ends in 7Q2. What does `ast.walk` do?"
+    messages = chat(f"{typed} {doc}", "Write the release notes.")
+    items = carried_items(carry_instructions(messages, last_turn(messages)).messages)[0]
+    assert [i.text for i in items] == ["Never push to main.", "The deploy key ends in 7Q2."]
+    # Pasted alone, the wrapped docstring's first line is its own: nothing is carried.
+    alone = chat(doc.replace("(", "", 1), "Write the release notes.")
+    assert carried_items(carry_instructions(alone, last_turn(alone)).messages) == ((), 0)
 
 
 def test_at_most_a_handful_of_items_come_from_one_message() -> None:

@@ -646,6 +646,9 @@ _PAST = _set(
     "usaba era fue foi tuvimos tivemos reprovei reprobe escribi entendi escrevi corrio rodou "
     "rompio ia iba"
 )
+# After an -ed word that describes a noun; subjects before one that is a past action.
+_PARTICIPLE_NEXT = _set("at by with in into as under per")
+_SUBJECTS = _set("i we you he she they it who that which someone somebody everyone nobody")
 # Past-tense endings (accents stripped): Portuguese -ou/-eu/-iu, Spanish -aron/-ieron and the
 # imperfect's first person plural.
 _PAST_ENDINGS = ("ou", "eu", "iu", "aron", "ieron", "abamos", "iamos")
@@ -781,14 +784,23 @@ _ROMANCE = _set(
 
 
 def _past(tokens: list[str]) -> bool:
-    for token in tokens:
+    for at, token in enumerate(tokens):
         if token in _PAST:
             return True
-        if len(token) >= 5 and token.endswith("ed") and token not in _RULE_ED:
+        ed = len(token) >= 5 and token.endswith("ed") and token not in _RULE_ED
+        if ed and not _participle(tokens, at):
             return True
         if len(token) >= 5 and token.endswith(_PAST_ENDINGS) and token not in ("voce",):
             return True
     return False
+
+
+def _participle(tokens: list[str], at: int) -> bool:
+    """Whether the -ed word at `at` describes the noun before it ("code wrapped at 80
+    columns", "files stored in S3"), not a subject's past action ("we wrapped it")."""
+    before = tokens[at - 1] if at else ""
+    after = tokens[at + 1] if at + 1 < len(tokens) else ""
+    return after in _PARTICIPLE_NEXT and before not in _SUBJECTS and not before.endswith("ly")
 
 
 # -- the model ---------------------------------------------------------------------------------

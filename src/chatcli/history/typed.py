@@ -29,7 +29,9 @@ blocks, then paragraphs between blank lines) and keeps the ones the user typed:
   summary line, a README's closing words). A paste often has no blank line
   around it ("Here is the log:" on the line before it): the first and last lines of the
   paste (`_EDGE_LINES` at most each) that look typed and are in the user's voice are the
-  user's own too.
+  user's own too; so are the whole sentences before a wrapped paste on the line it begins
+  on, when that line is longer than a document is wrapped at ("What does this do?
+  (Recursively yield all ...").
 
 A message with nothing pasted is typed whole, and so is a message whose only pastes are fenced
 blocks (their fences say where they begin and end). The work is linear in the message's length.
@@ -51,6 +53,8 @@ MANY_LINES = 8
 _EDGE_LINES = 2
 # A typed block around a paste is at most this long (chars).
 _ASK_CHARS = 300
+# Documents, docstrings and mail are wrapped at most this wide (chars).
+_WRAP_WIDTH = 100
 # A wrapped line is at least this long: a typed list's short lines end without punctuation too.
 _WRAP_MIN = 45
 # A message of this many paragraphs or more, most of whose lines are not worth carrying, is a
@@ -65,6 +69,8 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[^\n]*$", re.MULTILINE | r
 _BLANK = re.compile(r"\n[ \t]*\n")
 _ENDS_SENTENCE = re.compile(r"[.!?:;\"')\]»”]\s*$")
 _GOES_ON = re.compile(r"^\s*[\w(`'\"]")
+# The end of a sentence inside a line, before the next one.
+_SENTENCE_END = re.compile(r"[.!?:][\"')\]»”]*\s+(?=\S)")
 # The user's voice: what a document does not say of itself. A question, the first person, a
 # word pointing at the paste, a request to do something with it ("Summarise it."), a sentence
 # that begins with a rule word.
@@ -208,12 +214,30 @@ def _edge(block: str, *, reverse: bool, skip: int = 0) -> list[str]:
         # A line the paste's wrapping runs into (or out of) is the paste's.
         inner = ordered[at + 1]
         wrapped = _wrapped(inner, line) if reverse else _wrapped(line, inner)
+        if wrapped and not reverse:
+            typed = _typed_head(line, lines[at + 1 :])
+            own += [typed] if typed and _voiced(typed, intro=True) else []
+            break
         if len(line) > _ASK_CHARS or looks_pasted(line) or wrapped:
             break
         if not _voiced(line, intro=not reverse):
             break
         own.append(line)
     return own[::-1] if reverse else own
+
+
+def _typed_head(line: str, rest: list[str]) -> str:
+    """The whole sentences a user typed on the line a wrapped paste begins on ("What does
+    this do? (Recursively yield all nodes in the"): the line is longer than a document is
+    wrapped at (`_WRAP_WIDTH`, or its other lines' width), and the paste's start after them
+    fits that width. "" when the line is not (the paste's own first line) or holds no whole
+    sentence."""
+    width = max([_WRAP_WIDTH, *(len(other) for other in rest)])
+    ends = [m.end() for m in _SENTENCE_END.finditer(line)]
+    if not ends or len(line) <= width or len(line) - ends[-1] > width:
+        return ""
+    typed = line[: ends[-1]].strip()
+    return "" if looks_pasted(typed) else typed
 
 
 def _is_pasted(paragraph: str) -> bool:
