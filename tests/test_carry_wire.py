@@ -29,6 +29,7 @@ from chatcli.providers.llama_cpp import chat_messages as llama_messages
 from chatcli.providers.openai import OpenAI
 from chatcli.providers.openai_compat import OpenAICompatible
 from chatcli.wire.anthropic import AnthropicDialect
+from chatcli.wire.dialect import ClientRequest
 from chatcli.wire.forwarding import Forwarder, Upstream, plan
 from chatcli.wire.openai_chat import OpenAIDialect
 from chatcli.wire.responses import ResponsesDialect
@@ -145,25 +146,36 @@ def test_embedded_llama_cpp() -> None:
     assert_user_channel([(m["role"], m["content"]) for m in llama_messages(view())])
 
 
+def client_turns(*, systems: bool) -> list[dict[str, str]]:
+    """`TRANSCRIPT` as a client's messages (without the system message: `systems` False)."""
+    return [
+        {"role": m.role.value, "content": m.text}
+        for m in TRANSCRIPT
+        if systems or m.role.value != "system"
+    ]
+
+
+def forwarded(server: ReplayServer, parsed: ClientRequest, upstream: Upstream, events: str) -> Any:
+    """The body the proxy's forwarder puts on the wire for the view of `parsed` with the
+    block (the client's first and last messages around it), answered with `events`."""
+    forwarder = Forwarder(upstream, parsed, plan(parsed, upstream.dialect))
+    server.add(Scripted(events=sse_events(events)))
+    messages = (parsed.messages[0], view()[1], parsed.messages[-1])
+    list(forwarder.inner.stream(forwarder.shaped(Request(messages=messages, max_tokens=200))))
+    return server.requests[0].json()
+
+
 def test_the_proxys_openai_chat_forwarding(server: ReplayServer) -> None:
     """An OpenAI client in front of an OpenAI-compatible upstream: the client's messages go
     raw, the block is written anew, in the user's channel."""
-    client = {
-        "model": "local-model",
-        "messages": [{"role": m.role.value, "content": m.text} for m in TRANSCRIPT],
-    }
-    parsed = OpenAIDialect().parse(client)
+    parsed = OpenAIDialect().parse({"model": "local-model", "messages": client_turns(systems=True)})
     upstream = Upstream(
         provider=OpenAICompatible(server.url + "/v1", "local-model", environ={}),
         name="local",
         model="local-model",
         dialect="openai",
     )
-    forwarder = Forwarder(upstream, parsed, plan(parsed, "openai"))
-    server.add(Scripted(events=sse_events("openai-chat-text.txt")))
-    messages = (parsed.messages[0], view()[1], parsed.messages[-1])
-    list(forwarder.inner.stream(forwarder.shaped(Request(messages=messages, max_tokens=200))))
-    body = server.requests[0].json()
+    body = forwarded(server, parsed, upstream, "openai-chat-text.txt")
     assert_user_channel([(m["role"], m["content"]) for m in body["messages"]])
 
 
@@ -174,11 +186,7 @@ def test_the_proxys_anthropic_forwarding(server: ReplayServer) -> None:
         "model": "claude-haiku-4-5",
         "max_tokens": 200,
         "system": SYSTEM,
-        "messages": [
-            {"role": m.role.value, "content": m.text}
-            for m in TRANSCRIPT
-            if m.role.value != "system"
-        ],
+        "messages": client_turns(systems=False),
     }
     parsed = AnthropicDialect().parse(client)
     upstream = Upstream(
@@ -187,11 +195,7 @@ def test_the_proxys_anthropic_forwarding(server: ReplayServer) -> None:
         model="claude-haiku-4-5",
         dialect="anthropic",
     )
-    forwarder = Forwarder(upstream, parsed, plan(parsed, "anthropic"))
-    server.add(Scripted(events=sse_events("anthropic-text.txt")))
-    messages = (parsed.messages[0], view()[1], parsed.messages[-1])
-    list(forwarder.inner.stream(forwarder.shaped(Request(messages=messages, max_tokens=200))))
-    body = server.requests[0].json()
+    body = forwarded(server, parsed, upstream, "anthropic-text.txt")
     assert body["system"] == SYSTEM
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert_user_channel([(m["role"], m["content"]) for m in body["messages"]], body["system"])
@@ -201,15 +205,7 @@ def test_the_proxys_anthropic_forwarding(server: ReplayServer) -> None:
 def test_the_proxys_responses_client_in_front_of_gemini(server: ReplayServer) -> None:
     """A Responses client (Codex's dialect) in front of Gemini: another dialect, so the
     adapter writes the whole view; the block is in a user turn, not `systemInstruction`."""
-    client = {
-        "model": "gpt-5",
-        "instructions": SYSTEM,
-        "input": [
-            {"role": m.role.value, "content": m.text}
-            for m in TRANSCRIPT
-            if m.role.value != "system"
-        ],
-    }
+    client = {"model": "gpt-5", "instructions": SYSTEM, "input": client_turns(systems=False)}
     parsed = ResponsesDialect().parse(client)
     upstream = Upstream(
         provider=Gemini("gemini-2.5-flash", api_key="AIza-test", base_url=server.url),
@@ -217,11 +213,7 @@ def test_the_proxys_responses_client_in_front_of_gemini(server: ReplayServer) ->
         model="gemini-2.5-flash",
         dialect=None,
     )
-    forwarder = Forwarder(upstream, parsed, plan(parsed, None))
-    server.add(Scripted(events=sse_events("gemini-text.txt")))
-    messages = (parsed.messages[0], view()[1], parsed.messages[-1])
-    list(forwarder.inner.stream(forwarder.shaped(Request(messages=messages, max_tokens=200))))
-    body = server.requests[0].json()
+    body = forwarded(server, parsed, upstream, "gemini-text.txt")
     system = body.get("systemInstruction") or body.get("system_instruction")
     assert SYSTEM in said(system)
     assert_user_channel([(c["role"], c["parts"]) for c in body["contents"]], system)
