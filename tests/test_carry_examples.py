@@ -22,6 +22,7 @@ from chatcli.chat.session import ChatSession
 from chatcli.compaction import compact
 from chatcli.config import RecoveryConfig
 from chatcli.history.carry import (
+    CARRY_HEADING,
     CarryBudget,
     carried_items,
     carry_instructions,
@@ -100,6 +101,26 @@ def test_a_reversal_still_in_view_comes_after_the_carried_rule(rule: str, later:
     messages = [*turns(rule, *CHATTER), Message.user(later)]
     text = view_text(carry_instructions(messages, (SYSTEM, messages[-1])).messages)
     assert rule not in text or text.index(rule) < text.index(later)
+
+
+@pytest.mark.parametrize(("rule", "later"), REVERSALS)
+def test_a_reversal_of_a_rule_the_view_keeps_is_carried_first(rule: str, later: str) -> None:
+    """The rule stays in view (a pinned first request) and its reversal leaves it, with other
+    rules and lifts said after it: in a block with room for one item, the reversal is the one
+    carried, after the rule, so the view never shows the rule alone."""
+    others = [
+        "Do not touch the billing service.",
+        "Feel free to restart the workers whenever you like.",
+        "Never delete the audit logs.",
+    ]
+    messages = [*turns(rule, *CHATTER[:2], later, *others, *CHATTER[2:]), Message.user("Go on.")]
+    kept = (SYSTEM, messages[1], messages[-1])  # the pinned first request and the latest
+    one = f"[{CARRY_HEADING} (#N: my message number):]\n#9: {later}\n[9 more left out to fit]"
+    budget = CarryBudget(tokens=COUNT((Message.user(one),)), count=COUNT)
+    view = carry_instructions(messages, kept, budget=budget).messages
+    text = view_text(view)
+    assert [i.text for i in carried_items(view)[0]] == [later]
+    assert text.index(rule) < text.index(later)
 
 
 def page(lines: Sequence[str]) -> str:

@@ -3,8 +3,9 @@ pairs do.
 
 `resolve` decides which removed user sentences are carried, which later sentence replaces
 which (`_replaces`) and which later sentence that says something changed may update which
-(it shares a content word with it, else it follows it directly), without comparing every pair
-of sentences. A hypothesis property compares it with the definition, every pair compared, on
+(it shares a content word with it, else it follows it directly), and which removed sentence
+updates one still in view (an anchor: carried first), without comparing every pair of
+sentences. A hypothesis property compares it with the definition, every pair compared, on
 random conversations made of a small vocabulary, so that repeated sentences, near-duplicates,
 questions, updates and sentences that differ only in their values are common.
 """
@@ -42,23 +43,25 @@ old_item = st.builds(
 
 def naive_resolved(
     old: tuple[CarriedItem, ...], before: tuple[Message, ...], after: tuple[Message, ...]
-) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
+) -> resolving.Resolved:
     """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
-    update related to the earlier items as `_related` says, each compared with it."""
+    update related to the earlier items and anchors as `_related` says, each compared with
+    it."""
     number = Numbering(before)
     statements = [resolving._statement(i.number or 0, i, i.text) for i in old]
     statements += resolving._message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
-        items = [j for j in range(index) if statements[j].item and statements[j].item.kind]
+        items = [j for j in range(index) if resolving._kind(statements[j])]
         kindless = statement.item is not None and not statement.item.kind
         related = naive_related(statement, kindless, [statements[j] for j in items], items)
         if kindless:
             kinds = [
-                statements[j].item.kind
+                resolving._kind(statements[j])
                 for j in items
-                if resolving._replaces(statement, statements[j]) or j in related
+                if (statements[j].item and resolving._replaces(statement, statements[j]))
+                or j in related
             ]
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
@@ -82,10 +85,18 @@ def naive_resolved(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
         )
     follows: list[list[int]] = [[] for _ in kept]
+    urgent: set[int] = set()
     for later, earlier in pairs:
         if later in at and earlier in at:
             follows[at[earlier]].append(at[later])
-    return tuple(kept), tuple(tuple(f) for f in follows)
+        # What says something changed on an anchor's point (a shared word) is carried first.
+        elif later in at and statements[earlier].anchor:
+            shared = statements[later].words & statements[earlier].words
+            if statements[later].cue and shared:
+                urgent.add(at[later])
+    return resolving.Resolved(
+        items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
+    )
 
 
 def naive_related(
@@ -114,7 +125,7 @@ def naive_related(
         related = [
             j
             for e, j in zip(earlier, indexes, strict=True)
-            if e.item.kind in ("rule", "constraint")
+            if resolving._kind(e) in ("rule", "constraint") and not e.cue
         ]
     return related
 
@@ -135,7 +146,7 @@ def test_resolving_finds_what_comparing_every_pair_finds(
         after += pair if kept else []
     view = (tuple(before), tuple(after))
     fast = resolving.resolve(tuple(old), *view, Numbering(view[0]))
-    assert (fast.items, fast.follows) == naive_resolved(tuple(old), *view)
+    assert fast == naive_resolved(tuple(old), *view)
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:

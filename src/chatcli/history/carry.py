@@ -257,13 +257,15 @@ def _per_message(resolved: Resolved) -> Resolved:
             if index not in out
         ),
         dropped=resolved.dropped + len(out),
+        urgent=frozenset(new[i] for i in resolved.urgent if i in new),
     )
 
 
 def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[CarriedItem, ...], int]:
     """The items that fit the budget, in their order, and how many did not.
 
-    By rank (rules, constraints, facts, preferences; newest first within a kind), an item is
+    By rank (what updates a statement still in view, then rules, constraints, facts,
+    preferences; newest first within a kind), an item is
     taken with the later items it must go with (`Resolved.follows`, transitively), when
     they all fit what is left: rules and constraints within their share of the room, all
     within the cap. Each line is counted alone (a count is subadditive), then the whole block
@@ -277,7 +279,10 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
     assert frame is not None  # for the type checker: there are items
     left = budget.tokens - (budget.count((frame,)) - costs[0])
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
-    rank = sorted(range(len(items)), key=lambda i: (KINDS.index(items[i].kind), -i))
+    urgent = resolved.urgent
+    rank = sorted(
+        range(len(items)), key=lambda i: (i not in urgent, KINDS.index(items[i].kind), -i)
+    )
     chosen: set[int] = set()
     groups: list[set[int]] = []
     for index in rank:

@@ -17,6 +17,11 @@ transcript number; a candidate is one of a message that left the view, with its 
   one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
   that is not worth carrying on its own is carried as such an update, with the best kind of
   the items it may update.
+- **Updating what is still in view**: a sentence of a user message the view keeps that is
+  older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
+  is not carried, but a removed later sentence that says something changed and shares a
+  content word with it is carried, with its kind, before anything else (`Resolved.urgent`):
+  the view would otherwise show the rule without its reversal.
 
 Everything here is a pure function of the messages: the same messages give the same result.
 """
@@ -58,23 +63,27 @@ _NO_CUE, _CHANGE, _LIFT = 0, 1, 2
 class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
     candidate (carried unless replaced; kind "" while it is carried only as an update),
-    `words` its content words, `cue` how plainly it says something changed."""
+    `words` its content words, `cue` how plainly it says something changed, `anchor` the
+    kind of a sentence still in view that removed later ones may update ("": none)."""
 
     at: int
     item: CarriedItem | None
     text: str
     words: frozenset[str]
     cue: int
+    anchor: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resolved:
     """The items to carry, in order; for each, the indexes of the later items it must go
-    with (updates that may be on its point); how many items were dropped on the way."""
+    with (updates that may be on its point); how many items were dropped on the way; the
+    indexes of the items that update an anchor (carried first)."""
 
     items: tuple[CarriedItem, ...]
     follows: tuple[tuple[int, ...], ...]
     dropped: int = 0
+    urgent: frozenset[int] = frozenset()
 
 
 def resolve(
@@ -110,10 +119,21 @@ def resolve(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
         )
     follows: list[list[int]] = [[] for _ in kept]
+    urgent: set[int] = set()
     for later, earlier in updates:
         if later in at and earlier in at:
             follows[at[earlier]].append(at[later])
-    return Resolved(items=tuple(kept), follows=tuple(tuple(f) for f in follows))
+        elif later in at and _updates_anchor(statements[later], statements[earlier]):
+            urgent.add(at[later])
+    return Resolved(
+        items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
+    )
+
+
+def _updates_anchor(later: _Statement, earlier: _Statement) -> bool:
+    """`later` says something changed on the point of `earlier`, an anchor (a shared content
+    word: a lift that shares none is tied to every earlier rule, too loosely to rank first)."""
+    return bool(earlier.anchor) and later.cue != _NO_CUE and bool(later.words & earlier.words)
 
 
 def _with_updates(
@@ -132,6 +152,11 @@ def _with_updates(
     earlier: list[int] = []  # the items so far
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
+        if statement.anchor:  # still in view: not carried, but what updates it is
+            for word in statement.words:
+                by_word.setdefault(word, []).append(index)
+            earlier.append(index)
+            continue
         kindless = statement.item is not None and not statement.item.kind
         related = _related(statement, kindless, resolved, by_word, earlier)
         if kindless:
@@ -166,10 +191,10 @@ def _related(
     in order, the earlier only with the later), among `items` (the earlier items so far);
     none for a question. A statement that lifts a rule ("feel free", "forget what I said")
     may be on the point of the items it shares a content word with, else of every earlier
-    rule and constraint; one with a word of change ("now", "again") of those it shares a
-    word with (for a sentence carried only as an update: two words, or one that few items
-    have); any other of those it shares half their words with (two, or one that few items
-    have)."""
+    rule and constraint that says no change itself; one with a word of change ("now",
+    "again") of those it shares a word with (for a sentence carried only as an update: two
+    words, or one that few items have); any other of those it shares half their words with
+    (two, or one that few items have)."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -181,7 +206,9 @@ def _related(
             if len(having) <= _RARE_WORD:
                 rare.add(j)
     if statement.cue == _LIFT:
-        found = set(shared) or {j for j in items if _kind(statements[j]) in FIRST_TIER}
+        found = set(shared) or {
+            j for j in items if _kind(statements[j]) in FIRST_TIER and not statements[j].cue
+        }
     elif statement.cue == _CHANGE:
         found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
     else:
@@ -194,7 +221,7 @@ def _related(
 
 
 def _kind(statement: _Statement) -> str:
-    return statement.item.kind if statement.item is not None else ""
+    return statement.item.kind if statement.item is not None else statement.anchor
 
 
 class _Points:
@@ -302,12 +329,14 @@ class Reading:
             self._kinds[sentence] = kind_of(sentence)
         return self._kinds[sentence]
 
-    def statement(self, at: int, item: CarriedItem | None, text: str) -> _Statement:
+    def statement(
+        self, at: int, item: CarriedItem | None, text: str, anchor: str = ""
+    ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
             self._said[text] = (content_words(text), cue)
         words, cue = self._said[text]
-        return _Statement(at=at, item=item, text=text, words=words, cue=cue)
+        return _Statement(at=at, item=item, text=text, words=words, cue=cue, anchor=anchor)
 
 
 def _message_statements(
@@ -317,24 +346,29 @@ def _message_statements(
     reading: Reading | None = None,
 ) -> list[_Statement]:
     """Every sentence the user typed in their messages in `before`, in order: a candidate
-    item when its message left the view (its text is not in `after`'s user messages)."""
+    item when its message left the view (its text is not in `after`'s user messages), an
+    anchor when its message stays in view and is older than one that left it."""
     read = reading if reading is not None else Reading()
     texts = {m.text for m in after if m.role is Role.USER and m.carried is None}
     in_view = "\n".join(texts)
-    statements: list[_Statement] = []
+    numbered: list[tuple[int, int | None, Message]] = []
     at = 0
     for message in before:
         found = number(message)
         at = found if found is not None else at
-        if not _users_own(message):
-            continue
+        if _users_own(message):
+            numbered.append((at, found, message))
+    last_removed = max((a for a, _, m in numbered if m.text not in texts), default=0)
+    statements: list[_Statement] = []
+    for at, found, message in numbered:
         removed = message.text not in texts
         for sentence in read.sentences(message.text):
             # A kindless item is carried only as an update (`_with_updates`).
             carried = removed and sentence not in in_view
             kind = (read.kind(sentence) or "") if carried else None
             item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
-            statements.append(read.statement(at, item, sentence))
+            anchor = (read.kind(sentence) or "") if not removed and at < last_removed else ""
+            statements.append(read.statement(at, item, sentence, anchor))
     return statements
 
 
