@@ -265,11 +265,11 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
     """The items that fit the budget, in their order, and how many did not.
 
     By rank (what updates a statement still in view, then rules, constraints, facts,
-    preferences; newest first within a kind), an item is
-    taken with the later items it must go with (`Resolved.follows`, transitively), when
-    they all fit what is left: rules and constraints within their share of the room, all
-    within the cap. Each line is counted alone (a count is subadditive), then the whole block
-    is counted, and the last group taken dropped while it does not fit."""
+    preferences; newest first within a kind), an item is taken with the later items it must
+    go with (`Resolved.follows`, transitively), when they all fit what is left: rules and
+    constraints within their share of the room, all within the cap. Each line is counted
+    alone (a count is subadditive), then the whole block is counted, and the last group
+    taken dropped while it does not fit."""
     items = resolved.items
     if budget is None or not items:
         return items, 0
