@@ -43,6 +43,7 @@ AGENT_N_CTX = 16384  # tests/servers.py's `llama_16k`
 MODEL_NAME = "chatcli-tiny"
 SHORT_SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 MAX_OUTPUT_TOKENS = 256  # what Claude Code asks for (CLAUDE_CODE_MAX_OUTPUT_TOKENS)
+REAL_MODEL_ATTEMPTS = 3  # runs of a sampling model, until one ends on its own
 RUN_TIMEOUT_S = 180.0  # one `claude -p`: a hang fails the test, never the suite
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "claude-code" / "messages-request.json"
@@ -169,19 +170,31 @@ def test_a_real_model_answers_claude_code_and_ends_on_its_own(
     # definitions (about 4,200 of SmolLM2's tokens) swamp a 135M model, which then loops
     # until the output limit (seen: "create a new CLAUDE.md file with code that will help you
     # create a new CLAUDE.md file ..."): here a short system prompt of the user's and no tools.
-    result, _ = run_claude(
-        claude,
-        smollm2_proxy,
-        tmp_path / "home",
-        "Say hello.",
-        args=("--system-prompt", SHORT_SYSTEM_PROMPT, "--tools", ""),
-    )
-    assert result["is_error"] is False, shown(result)
-    assert result["stop_reason"] == "end_turn", shown(result)
-    assert result["num_turns"] == 1 and is_english(result["result"]), shown(result)
-    usage = result["usage"]
-    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
-    assert 0 < prompt + usage["output_tokens"] < SMOLLM2.context_length, shown(result)
+    # Claude Code still sends its environment (working directory, OS version, date) as a
+    # system message after the user's, which the model samples an answer to: a few runs in
+    # twenty run on to the output limit (13 of 16 ended, replayed with other directories and
+    # dates). What the proxy does holds on every run: a cut answer reaches Claude Code as
+    # cut, an ended one as ended; and one of a few runs ends on its own in English.
+    results = []
+    for attempt in range(REAL_MODEL_ATTEMPTS):
+        result, _ = run_claude(
+            claude,
+            smollm2_proxy,
+            tmp_path / f"home-{attempt}",
+            "Say hello.",
+            args=("--system-prompt", SHORT_SYSTEM_PROMPT, "--tools", ""),
+        )
+        results.append(shown(result))
+        if result["is_error"]:
+            assert "output token maximum" in result["result"], shown(result)  # said as cut
+            continue
+        assert result["stop_reason"] == "end_turn" and result["num_turns"] == 1, shown(result)
+        usage = result["usage"]
+        prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+        assert 0 < prompt + usage["output_tokens"] < SMOLLM2.context_length, shown(result)
+        if is_english(result["result"]):  # not a bare "Today's date is 2026-12-06."
+            break
+    assert not result["is_error"] and is_english(result["result"]), results
 
 
 def test_claude_code_with_its_default_settings_is_answered(
