@@ -62,6 +62,7 @@ __all__ = [
     "lifts",
     "looks_pasted",
     "normalised",
+    "only_lifts",
     "sentences",
     "value_spans",
 ]
@@ -846,13 +847,32 @@ def _model() -> _Model:
 def kind_of(sentence: str) -> str | None:
     """What a user's sentence is worth carrying as: "rule", "constraint", "fact",
     "preference", or None (see the module docstring; a goal is a fact, a lift a rule)."""
+    found = _read(sentence)
+    return None if found is None else kind_for(found, _model().beliefs(found))
+
+
+def only_lifts(sentence: str) -> bool:
+    """Whether a rule `kind_of` finds is one only as a lift: without the model's belief in a
+    lift, it would not be one ("Pushing to main is OK now."). Such a
+    sentence says something only of the rule it lifts ("Sooner or later the prompt no longer
+    fits ..." lifts nothing): carrying takes it with an earlier item it may be on the point
+    of, never alone (`chatcli.history.statements`)."""
+    found = _read(sentence)
+    if found is None:
+        return False
+    beliefs = _model().beliefs(found)
+    return beliefs["rule"] + beliefs["constraint"] < _RULE_MASS
+
+
+def _read(sentence: str) -> frozenset[str] | None:
+    """The features of a sentence `kind_of` weighs; None when it is not the user's to carry
+    (pasted-looking, addressed to AI systems, a conversational move)."""
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
     if " ".join(_TOKEN.findall(normalised(plain))) in _MOVES:
         return None
-    found = features(plain)
-    return kind_for(found, _model().beliefs(found))
+    return features(plain)
 
 
 def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:

@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import content_words, cue_of, kind_of, sentences
+from chatcli.history.instructions import content_words, cue_of, kind_of, only_lifts, sentences
 from chatcli.history.truncate import is_real_user_request
 from chatcli.history.typed import typed_parts
 from chatcli.messages import CarriedItem, Message, Role
@@ -325,8 +325,11 @@ class Reading:
         return self._sentences[text]
 
     def kind(self, sentence: str) -> str | None:
+        """A sentence's kind (`kind_of`); "" for a rule only as a lift (`only_lifts`),
+        carried only with an item it may be on the point of."""
         if sentence not in self._kinds:
-            self._kinds[sentence] = kind_of(sentence)
+            kind = kind_of(sentence)
+            self._kinds[sentence] = "" if kind == "rule" and only_lifts(sentence) else kind
         return self._kinds[sentence]
 
     def statement(
