@@ -124,6 +124,24 @@ def test_a_rule_reversed_in_a_message_still_in_view_is_not_carried() -> None:
     assert out.messages == last_turn(messages)
 
 
+def test_narration_with_a_word_of_lifting_is_not_carried_alone_nor_chained() -> None:
+    # The tiny model's training text (tests/test_proxy_sticky_llama.py): "no longer" is how a
+    # lift may begin, but this lifts nothing; and the narration sharing its words is no
+    # update of it. Alone it is not carried; after a rule, it may be that rule's lift (when
+    # unsure, both are carried) but the lines sharing its words are not carried with it.
+    story = (
+        "Sooner or later the prompt no longer fits the context window and the server refuses it.",
+        "8: the context window and the server refuses it.",
+        "14: all of it is sent again on the next request.",
+        "20: the prompt grows and all of it is sent again on the next request.",
+    )
+    messages = chat(*story, "What is the last thing I asked?")
+    assert carry_instructions(messages, last_turn(messages)).messages == last_turn(messages)
+    messages = chat("Never push to main.", *story, "What is the last thing I asked?")
+    items, _ = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    assert [i.text for i in items] == ["Never push to main.", story[0]]
+
+
 def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
     call = ToolCall(id="c1", name="fetch", arguments={"url": "https://example.com"})
     messages = (

@@ -52,17 +52,22 @@ def naive_resolved(
     statements += resolving._message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)
     pairs: list[tuple[int, int]] = []
+    updates_only: set[int] = set()  # kindless statements carried only as an update
     for index, statement in enumerate(statements):
-        items = [j for j in range(index) if resolving._kind(statements[j])]
+        items = [
+            j for j in range(index) if resolving._kind(statements[j]) and j not in updates_only
+        ]
         kindless = statement.item is not None and not statement.item.kind
         related = naive_related(statement, kindless, [statements[j] for j in items], items)
         if kindless:
-            kinds = [
+            said_again = [
                 resolving._kind(statements[j])
                 for j in items
-                if (statements[j].item and resolving._replaces(statement, statements[j]))
-                or j in related
+                if statements[j].item and resolving._replaces(statement, statements[j])
             ]
+            kinds = said_again + [resolving._kind(statements[j]) for j in related]
+            if not said_again:
+                updates_only.add(index)
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
         if statements[index].item is not None and statements[index].item.kind:

@@ -16,7 +16,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   the item's words), both are carried, in order, and the earlier item only with the later
   one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
   that is not worth carrying on its own is carried as such an update, with the best kind of
-  the items it may update.
+  the items it may update; it is not an item later sentences may update in turn (a chain of
+  narration sharing words, each "updating" the one before, would be carried whole).
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
   older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
   is not carried, but a removed later sentence that says something changed and shares a
@@ -159,18 +160,23 @@ def _with_updates(
             continue
         kindless = statement.item is not None and not statement.item.kind
         related = _related(statement, kindless, resolved, by_word, earlier)
+        update_only = False
         if kindless:
             assert statement.item is not None  # for the type checker: kindless says so
             ranks = [best_text.get(statement.text, len(KINDS))]
             ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
+            said_again = min(ranks)  # the kind of an item it says again, if any
             ranks += [KINDS.index(k) for j in related if (k := _kind(resolved[j]))]
             rank = min(ranks)
+            update_only = said_again == len(KINDS)
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
         item = resolved[index].item
         if item is None or not item.kind:
             continue
         pairs += [(index, j) for j in related]
+        if update_only:  # not an item later sentences may update or say again in turn
+            continue
         rank, shape = KINDS.index(item.kind), points.shape[index]
         best[shape] = min(best.get(shape, rank), rank)
         best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
