@@ -852,13 +852,15 @@ def kind_of(sentence: str) -> str | None:
 
 
 def only_lifts(sentence: str) -> bool:
-    """Whether a rule `kind_of` finds is one only as a lift: without the model's belief in a
-    lift, it would not be one ("Pushing to main is OK now."). Such a
+    """Whether a rule `kind_of` finds is one only as a lift: it says plainly that something
+    no longer holds (`lifts`), and without the model's belief in a lift it would not be a
+    rule ("Pushing to main is OK now."; a change that states the new value or rule, "the
+    threshold is now $5,000", "switch to American spelling", is not). Such a
     sentence says something only of the rule it lifts ("Sooner or later the prompt no longer
     fits ..." lifts nothing): carrying takes it with an earlier item it may be on the point
     of, never alone (`chatcli.history.statements`)."""
     found = _read(sentence)
-    if found is None:
+    if found is None or cue_of(sentence) != "lift":
         return False
     beliefs = _model().beliefs(found)
     return beliefs["rule"] + beliefs["constraint"] < _RULE_MASS
