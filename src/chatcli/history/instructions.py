@@ -859,8 +859,10 @@ def only_lifts(sentence: str) -> bool:
     sentence says something only of the rule it lifts ("Sooner or later the prompt no longer
     fits ..." lifts nothing): carrying takes it with an earlier item it may be on the point
     of, never alone (`chatcli.history.statements`)."""
+    if cue_of(sentence) != "lift":
+        return False
     found = _read(sentence)
-    if found is None or cue_of(sentence) != "lift":
+    if found is None:
         return False
     beliefs = _model().beliefs(found)
     return beliefs["rule"] + beliefs["constraint"] < _RULE_MASS
