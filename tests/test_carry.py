@@ -19,6 +19,7 @@ from chatcli.compaction import SUMMARY_HEADER, compact
 from chatcli.config import RecoveryConfig
 from chatcli.history.carry import (
     CARRY_HEADING,
+    KINDS,
     CarriedItem,
     CarryBudget,
     carried_items,
@@ -64,9 +65,12 @@ def test_rules_constraints_facts_and_preferences_are_classified() -> None:
     assert classify("The deploy key ends in 7Q2.") == "fact"
     assert classify("Logs are in /var/log/app/current.") == "fact"
     assert classify("I prefer short answers.") == "preference"
-    assert classify("Use tabs.") == "preference"
+    # An -ed word that describes a noun is no story of the past.
+    assert classify("I prefer answers with code samples wrapped at 80 columns.") == "preference"
+    assert classify("Use tabs.") in KINDS  # a style directive: carried, whatever its rank
     assert classify("Did you push to main?") is None
     assert classify("The weather was nice in the park.") is None
+    assert classify("Go on.") is None  # it only moves the turn on
 
 
 def test_removed_user_messages_are_carried_verbatim_with_numbers_after_the_systems() -> None:
@@ -77,13 +81,23 @@ def test_removed_user_messages_are_carried_verbatim_with_numbers_after_the_syste
     )
     out = carry_instructions(messages, last_turn(messages))
     assert out.messages[0] == SYSTEM
-    assert is_carry_block(out.messages[1]) and out.messages[1].role is Role.SYSTEM
+    # The user's channel: a user message quoting the user, never a system message.
+    assert is_carry_block(out.messages[1]) and out.messages[1].role is Role.USER
     assert out.messages[2:] == messages[-2:]
     text = block_text(out.messages)
     assert text.startswith(f"[{CARRY_HEADING}")
-    assert "- #2 (rule): Never push to main.\n- #4 (fact): The deploy key ends in 7Q2." in text
+    assert text.endswith("\n#2: Never push to main.\n#4: The deploy key ends in 7Q2.")
     assert "How is the build" not in text  # a question is not carried
+    items, _ = carried_items(out.messages)
+    assert [(i.number, i.kind) for i in items] == [(2, "rule"), (4, "fact")]
     assert out.report.injected
+
+
+def test_the_blocks_fixed_text_is_one_short_line() -> None:
+    messages = chat("Never push to main.", "Write the release notes.")
+    view = carry_instructions(messages, last_turn(messages)).messages
+    intro = block_text(view).split("\n", 1)[0]
+    assert COUNT((Message.user(intro),)) - COUNT((Message.user(""),)) <= 15
 
 
 def test_a_rule_reversed_later_is_carried_in_its_latest_form_only() -> None:
@@ -94,16 +108,38 @@ def test_a_rule_reversed_later_is_carried_in_its_latest_form_only() -> None:
         "You may push to main now.",
         "Write the release notes.",
     )
-    text = block_text(carry_instructions(messages, last_turn(messages)).messages)
+    view = carry_instructions(messages, last_turn(messages)).messages
+    text = block_text(view)
     assert "Never push to main" not in text and "4,200" not in text
-    assert "- #6 (constraint): Correction: the budget cap is 5,000 EUR. (replaces #4)" in text
-    assert "- #8 (rule): You may push to main now. (replaces #2)" in text
+    items, _ = carried_items(view)
+    assert [(i.number, i.kind, i.text, i.replaces) for i in items] == [
+        (6, "constraint", "Correction: the budget cap is 5,000 EUR.", (4,)),
+        (8, "rule", "You may push to main now.", (2,)),
+    ]
 
 
 def test_a_rule_reversed_in_a_message_still_in_view_is_not_carried() -> None:
     messages = chat("Never push to main.", "You may push to main now, go ahead.")
     out = carry_instructions(messages, last_turn(messages))
     assert out.messages == last_turn(messages)
+
+
+def test_narration_with_a_word_of_lifting_is_not_carried_alone_nor_chained() -> None:
+    # The tiny model's training text (tests/test_proxy_sticky_llama.py): "no longer" is how a
+    # lift may begin, but this lifts nothing; and the narration sharing its words is no
+    # update of it. Alone it is not carried; after a rule, it may be that rule's lift (when
+    # unsure, both are carried) but the lines sharing its words are not carried with it.
+    story = (
+        "Sooner or later the prompt no longer fits the context window and the server refuses it.",
+        "8: the context window and the server refuses it.",
+        "14: all of it is sent again on the next request.",
+        "20: the prompt grows and all of it is sent again on the next request.",
+    )
+    messages = chat(*story, "What is the last thing I asked?")
+    assert carry_instructions(messages, last_turn(messages)).messages == last_turn(messages)
+    messages = chat("Never push to main.", *story, "What is the last thing I asked?")
+    items, _ = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    assert [i.text for i in items] == ["Never push to main.", story[0]]
 
 
 def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
@@ -133,15 +169,37 @@ def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
         "Write the release notes.",
     )
     items, left_out = carried_items(carry_instructions(messages, last_turn(messages)).messages)
-    assert [i.text for i in items if i.number == 2] == [
-        "Never push to main.",
-        "The deploy key ends in 7Q2.",
+    # The user's words around the paste are carried (the ask before and after it), never
+    # the paste: the fenced config, the log's lines.
+    assert [(i.number, i.text) for i in items] == [
+        (2, "Never push to main."),
+        (2, "The deploy key ends in 7Q2."),
+        (4, "Always keep the port under 9100."),
     ]
-    # Past a handful of items, a message holds pasted material: rules first, then as said.
-    pasted = [i for i in items if i.number == 4]
-    assert len(pasted) == 12 and pasted[-1].text == "Always keep the port under 9100."
-    assert [i.text for i in pasted[:3]] == [log.splitlines()[n] for n in range(3)]
-    assert left_out == 41 - 12
+    assert left_out == 0
+
+
+def test_sentences_typed_on_the_line_a_wrapped_paste_begins_on_are_the_users() -> None:
+    doc = (
+        "(Recursively yield all descendant nodes in the tree starting at *node*\n"
+        "(including *node* itself), in no specified order.  This is useful if you\n"
+        "only want to modify nodes in place and don't care about the context.)"
+    )
+    typed = "Never push to main. The deploy key ends in 7Q2. What does `ast.walk` do?"
+    messages = chat(f"{typed} {doc}", "Write the release notes.")
+    items = carried_items(carry_instructions(messages, last_turn(messages)).messages)[0]
+    assert [i.text for i in items] == ["Never push to main.", "The deploy key ends in 7Q2."]
+    # Pasted alone, the wrapped docstring's first line is its own: nothing is carried.
+    alone = chat(doc.replace("(", "", 1), "Write the release notes.")
+    assert carried_items(carry_instructions(alone, last_turn(alone)).messages) == ((), 0)
+
+
+def test_at_most_a_handful_of_items_come_from_one_message() -> None:
+    rules = "\n".join(f"- Never touch module_{n}.py." for n in range(20))
+    messages = chat(f"My rules:\n{rules}", "Write the release notes.")
+    items, left_out = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    assert [i.text for i in items] == [f"Never touch module_{n}.py." for n in range(12)]
+    assert left_out == 8
 
 
 def test_the_block_is_kept_and_merged_through_later_rounds() -> None:
@@ -174,11 +232,11 @@ def test_over_its_share_rules_outrank_facts_and_the_block_says_how_many_were_lef
     kinds = [i.kind for i in items]
     assert kinds.count("rule") == 2 and left_out == 40 - kinds.count("fact") > 0
     assert items[-3].text == facts[-1]  # newest facts first within the kind
-    assert f"[{left_out:,} more left out to fit" in block_text(out.messages)
+    assert block_text(out.messages).endswith(f"\n[{left_out:,} more left out to fit]")
 
 
 def test_carrying_makes_room_for_the_block_inside_the_levels_target() -> None:
-    filler = "Here is some context about the project. " * 40
+    filler = "Here is some context about the project. " * 15
     users = [f"{filler} Rule {n}: never touch module_{n}.py." for n in range(30)]
     messages = (*chat(*users), Message.user("Now write the summary."))
     retention = Retention(room=4_000, count=COUNT)

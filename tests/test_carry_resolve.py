@@ -1,10 +1,13 @@
-"""Resolving carried statements (chatcli.history.carry): the fast way finds what all pairs do.
+"""Resolving carried statements (chatcli.history.statements): the fast way finds what all
+pairs do.
 
-`_resolved` decides which removed user sentences are carried and which later sentence
-replaces which (`_replaces`) without comparing every pair of sentences. A hypothesis property
-compares it with the definition, every pair compared, on random conversations made of a small
-vocabulary, so that repeated sentences, near-duplicates, questions and sentences that differ
-only in their values are common.
+`resolve` decides which removed user sentences are carried, which later sentence replaces
+which (`_replaces`) and which later sentence that says something changed may update which
+(it shares a content word with it, else it follows it directly), and which removed sentence
+updates one still in view (an anchor: carried first), without comparing every pair of
+sentences. A hypothesis property compares it with the definition, every pair compared, on
+random conversations made of a small vocabulary, so that repeated sentences, near-duplicates,
+questions, updates and sentences that differ only in their values are common.
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatcli.history import carry
+from chatcli.history import statements as resolving
 from chatcli.history.carry import KINDS, CarriedItem, Numbering
 from chatcli.messages import Message
 
 WORDS = ("push", "main", "deploy", "budget", "server", "port", "tabs", "logs")
-LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ")
+LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ", "Now ", "Forget ")
 VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12")
 
 sentence = st.builds(
@@ -40,38 +43,96 @@ old_item = st.builds(
 
 def naive_resolved(
     old: tuple[CarriedItem, ...], before: tuple[Message, ...], after: tuple[Message, ...]
-) -> tuple[CarriedItem, ...]:
-    """`_resolved` as defined: every pair of statements compared with `_replaces`."""
+) -> resolving.Resolved:
+    """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
+    update related to the earlier items and anchors as `_related` says, each compared with
+    it."""
     number = Numbering(before)
-    statements = [carry._statement(i.number or 0, i, i.text) for i in old]
-    statements += carry._message_statements(before, after, number)
+    statements = [resolving._statement(i.number or 0, i, i.text) for i in old]
+    statements += resolving._message_statements(before, after, number)
     statements.sort(key=lambda s: s.at)
+    pairs: list[tuple[int, int]] = []
+    updates_only: set[int] = set()  # kindless statements carried only as an update
     for index, statement in enumerate(statements):
-        if statement.item is None or statement.item.kind:
-            continue
-        kinds = [
-            other.item.kind
-            for other in statements[:index]
-            if other.item is not None and other.item.kind and carry._replaces(statement, other)
+        items = [
+            j for j in range(index) if resolving._kind(statements[j]) and j not in updates_only
         ]
-        item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
-        statements[index] = replace(statement, item=item)
+        kindless = statement.item is not None and not statement.item.kind
+        related = naive_related(statement, kindless, [statements[j] for j in items], items)
+        if kindless:
+            said_again = [
+                resolving._kind(statements[j])
+                for j in items
+                if statements[j].item and resolving._replaces(statement, statements[j])
+            ]
+            kinds = said_again + [resolving._kind(statements[j]) for j in related]
+            if not said_again:
+                updates_only.add(index)
+            item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
+            statements[index] = replace(statement, item=item)
+        if statements[index].item is not None and statements[index].item.kind:
+            pairs += [(index, j) for j in related]
     kept: list[CarriedItem] = []
+    at: dict[int, int] = {}
     for index, statement in enumerate(statements):
         if statement.item is None or any(
-            carry._replaces(later, statement) for later in statements[index + 1 :]
+            resolving._replaces(later, statement) for later in statements[index + 1 :]
         ):
             continue
         replaced = {
             other.at
             for other in statements[:index]
             if other.item is not None and other.at and other.at != statement.at
-            if carry._replaces(statement, other)
+            if resolving._replaces(statement, other)
         }
+        at[index] = len(kept)
         kept.append(
             replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
         )
-    return tuple(kept)
+    follows: list[list[int]] = [[] for _ in kept]
+    urgent: set[int] = set()
+    for later, earlier in pairs:
+        if later in at and earlier in at:
+            follows[at[earlier]].append(at[later])
+        # What says something changed on an anchor's point (a shared word) is carried first.
+        elif later in at and statements[earlier].anchor:
+            shared = statements[later].words & statements[earlier].words
+            if statements[later].cue and shared:
+                urgent.add(at[later])
+    return resolving.Resolved(
+        items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
+    )
+
+
+def naive_related(
+    statement: resolving._Statement,
+    kindless: bool,
+    earlier: list[resolving._Statement],
+    indexes: list[int],
+) -> list[int]:
+    """The earlier items (`earlier`, at `indexes`) an update is related to, as defined."""
+    if statement.text.endswith("?"):
+        return []
+    having = {w: sum(1 for e in earlier if w in e.words) for w in statement.words}
+    related = []
+    for e, j in zip(earlier, indexes, strict=True):
+        shared = statement.words & e.words
+        rare = any(having[w] <= resolving._RARE_WORD for w in shared)
+        if statement.cue == resolving._LIFT:
+            ok = bool(shared)
+        elif statement.cue == resolving._CHANGE:
+            ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
+        else:
+            ok = bool(shared) and (len(shared) >= 2 or rare) and 2 * len(shared) >= len(e.words)
+        if ok:
+            related.append(j)
+    if statement.cue == resolving._LIFT and not related:
+        related = [
+            j
+            for e, j in zip(earlier, indexes, strict=True)
+            if resolving._kind(e) in ("rule", "constraint") and not e.cue
+        ]
+    return related
 
 
 @settings(max_examples=300, deadline=None)
@@ -89,14 +150,12 @@ def test_resolving_finds_what_comparing_every_pair_finds(
         before += pair
         after += pair if kept else []
     view = (tuple(before), tuple(after))
-    fast = carry._resolved(tuple(old), *view, Numbering(view[0]))
+    fast = resolving.resolve(tuple(old), *view, Numbering(view[0]))
     assert fast == naive_resolved(tuple(old), *view)
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
-    log = "\n".join(f"Worker {n % 3} served request {n} in {n} ms." for n in range(2000))
-    before = (Message.user(log), Message.assistant("Noted."), Message.user("Go on."))
-    items = carry._resolved((), before, before[1:], Numbering(before))
-    assert [i.text for i in items] == [
-        f"Worker {n % 3} served request {n} in {n} ms." for n in (1997, 1998, 1999)
-    ]
+    lines = [f"The port of worker {n % 3} is {9000 + n}." for n in range(2000)]
+    before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
+    items = resolving.resolve((), before, before[-2:], Numbering(before)).items
+    assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]

@@ -22,12 +22,14 @@ from chatcli.errors import ContextRecoveryError
 from chatcli.events import (
     Continued,
     Escalated,
+    InstructionsCarried,
     LevelApplied,
     LevelSkipped,
     MaxTokensFitted,
     OverflowDetected,
     PreflightRecovery,
 )
+from chatcli.history.carry import is_carry_block
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.recovery import Client, Reply
@@ -171,7 +173,11 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     seed = RecoveryConfig(retention="seed")
     roomy = WindowedProvider(window=32_000)
     level2 = Client(roomy, seed, microcompact=None).send(agent_session()).view
-    assert len(level2) == 10
+    # 11: the system prompt, the block carrying "Follow-up 95: also check the refund path."
+    # (a removed user message's bare imperative about the world: carried, in the user's
+    # channel, by the data conventions of tests/data/instructions/README.md), then 9 kept.
+    assert len(level2) == 11
+    assert is_carry_block(level2[1])
     full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(250))
     provider = WindowedProvider(window=roomy.count(level2) + 1_000, answer=lambda _: full)
     # The flat estimate lets pre-flight send level 2; the default shape estimate predicts that
@@ -179,7 +185,16 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     client = Client(provider, seed, microcompact=None, estimator=TokenEstimator())
     reply = client.send(agent_session(), max_tokens=1_000)
     assert reply.calls == 3  # level 2 (answer cut), continuation (overflow), level 3 (rest)
-    assert kinds(reply)[3:] == [Escalated, Continued, OverflowDetected, LevelApplied]
+    # Level 2 carried the block (InstructionsCarried); level 3 keeps it with the same item,
+    # so it reports nothing newly carried.
+    assert kinds(reply)[3:] == [
+        InstructionsCarried,
+        Escalated,
+        Continued,
+        OverflowDetected,
+        LevelApplied,
+    ]
+    assert sum(is_carry_block(m) for m in reply.view) == 1
     assert reply.events[-1].level == 3  # type: ignore[attr-defined]
     assert reply.view == provider.requests[-1].messages[:-2]  # minus partial + continuation
     assert_recovered(reply, provider, answer=full)

@@ -393,7 +393,8 @@ def test_a_carried_instructions_block_is_stored_as_the_sentences_it_quotes(
 ) -> None:
     """The block quotes user sentences verbatim (with quotes, a backslash and non-ASCII
     text among them): each view, the block changing as messages leave it, reads back as it
-    was sent, and the block costs a few bytes per sentence, not a copy of them."""
+    was sent, items and all, and the block costs a few bytes per sentence (a slice, and its
+    item as data: number, kind, where the text shows it), not a copy of them."""
     names = ["".join("bcdfghjklm"[int(d)] + "ou" for d in f"{i:02d}") for i in range(40)]
     said = [
         f'Never deploy "{name}" from C:\\{name}ra\\{name}ti before 18:00 on {name}su, café. '
@@ -415,10 +416,11 @@ def test_a_carried_instructions_block_is_stored_as_the_sentences_it_quotes(
             store.record_request(sid, tag="chat", model="m", usage=Usage(), view=view)
             views.append(view)
         block = next(m for m in views[-1] if is_carry_block(m))
-        assert block.text.count("\n- #") >= 70 and '"' in block.text
+        assert block.text.count("\n#") >= 70 and '"' in block.text
         assert [store.view(sid, r.id) for r in store.requests(sid)] == views
         blocks = sum(len(v[0].text) for v in views if is_carry_block(v[0]))
-        assert _view_bytes(store) < blocks / 2  # stored whole, they took more than `blocks`
+        # Stored whole, text and items, they took twice `blocks`.
+        assert _view_bytes(store) < blocks * 3 / 4
     with SessionStore(location) as reopened:
         assert reopened.latest_view(sid) == views[-1]
 

@@ -15,6 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "Carried",
+    "CarriedItem",
     "CompactionPart",
     "Message",
     "Role",
@@ -93,6 +95,32 @@ class CompactionPart:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CarriedItem:
+    """One sentence of the user's, quoted verbatim from an earlier message: its transcript
+    message `number` (None when unknown), its `kind` (one of `chatcli.history.carry.KINDS`),
+    its `text`, and the numbers of the messages whose statements it replaces."""
+
+    number: int | None
+    kind: str
+    text: str
+    replaces: tuple[int, ...] = ()
+
+    def line(self) -> str:
+        """The item as the carried block shows it: `#N: text` (the text alone without N)."""
+        return self.text if self.number is None else f"#{self.number}: {self.text}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Carried:
+    """What a message of carried instructions quotes (`chatcli.history.carry`), as data: its
+    `items` in order, and how many more were `left_out` to fit. The message's text is these
+    rendered once; what reads the block (the next carry, the store, /context) reads this."""
+
+    items: tuple[CarriedItem, ...]
+    left_out: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A request by the assistant to run a tool.
 
@@ -136,7 +164,8 @@ class Message:
 
     A `tool` message carries exactly one `tool_result`; an `assistant` message may carry
     `tool_calls` besides its text parts. `text` is the text content (for a tool message, the
-    result's content). An assistant message may begin with a provider's `compaction`.
+    result's content). An assistant message may begin with a provider's `compaction`. A user
+    message chatcli wrote to quote the user's earlier words holds what it quotes in `carried`.
     """
 
     role: Role
@@ -145,12 +174,15 @@ class Message:
     tool_result: ToolResult | None = None
     provider_details: Details | None = None
     compaction: CompactionPart | None = None
+    carried: Carried | None = None
 
     def __post_init__(self) -> None:
         if (self.role is Role.TOOL) != (self.tool_result is not None):
             raise ValueError("a tool message needs exactly one tool_result, others none")
         if (self.tool_calls or self.compaction) and self.role is not Role.ASSISTANT:
             raise ValueError("only assistant messages carry tool_calls or a compaction")
+        if self.carried is not None and self.role is not Role.USER:
+            raise ValueError("only user messages quote the user's earlier words")
 
     @classmethod
     def system(cls, text: str) -> Message:

@@ -9,7 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chatcli.messages import CompactionPart, Message, Role, TextPart, ToolCall, ToolResult, Usage
+from chatcli.messages import (
+    Carried,
+    CarriedItem,
+    CompactionPart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 __all__ = ["message_from_dict", "message_to_dict", "usage_from_dict", "usage_to_dict"]
 
@@ -45,6 +55,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
                 "keeps": c.keeps or None,
             }
         )
+    if message.carried is not None:
+        out["carried"] = _carried_to_dict(message.carried, message.text)
     return out
 
 
@@ -52,12 +64,13 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     """Rebuild a message; a malformed mapping raises ValueError saying what is wrong."""
     try:
         result = data.get("tool_result")
+        parts = tuple(
+            TextPart(text=p["text"], provider_details=p.get("details"))
+            for p in data.get("parts", ())
+        )
         return Message(
             role=Role(data["role"]),
-            parts=tuple(
-                TextPart(text=p["text"], provider_details=p.get("details"))
-                for p in data.get("parts", ())
-            ),
+            parts=parts,
             tool_calls=tuple(_call_from_dict(c) for c in data.get("tool_calls", ())),
             tool_result=None
             if result is None
@@ -69,8 +82,9 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             ),
             provider_details=data.get("details"),
             compaction=_compaction_from_dict(data.get("compaction")),
+            carried=_carried_from_dict(data.get("carried"), "".join(p.text for p in parts)),
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"not a chatcli message: {exc!r} in {dict(data)!r:.200}") from exc
 
 
@@ -84,6 +98,40 @@ def _compaction_from_dict(data: Mapping[str, Any] | None) -> CompactionPart | No
         provider_details=data["details"],
         keeps=int(data.get("keeps", 0)),
     )
+
+
+def _carried_to_dict(carried: Carried, text: str) -> dict[str, Any]:
+    """The carried items, each `[number, kind, start, end]`: its sentence is `text[start:end]`
+    (the message's text shows every item; stored once, not twice), or `[number, kind,
+    sentence]` when the text does not hold it; then the numbers it replaces, if any."""
+    items: list[list[Any]] = []
+    at = 0
+    for item in carried.items:
+        start = text.find(item.text, at)
+        where: list[Any] = [item.text] if start < 0 else [start, start + len(item.text)]
+        at = at if start < 0 else start + len(item.text)
+        replaces = [list(item.replaces)] if item.replaces else []
+        items.append([item.number, item.kind, *where, *replaces])
+    return _drop_none({"items": items, "left_out": carried.left_out or None})
+
+
+def _carried_from_dict(data: Mapping[str, Any] | None, text: str) -> Carried | None:
+    if data is None:
+        return None
+    items: list[CarriedItem] = []
+    for number, kind, *rest in data["items"]:
+        spanned = len(rest) >= 2 and isinstance(rest[0], int)
+        sentence = text[rest[0] : rest[1]] if spanned else rest[0]
+        replaces = rest[2 if spanned else 1 :]
+        items.append(
+            CarriedItem(
+                number=None if number is None else int(number),
+                kind=kind,
+                text=sentence,
+                replaces=tuple(int(n) for n in (replaces[0] if replaces else ())),
+            )
+        )
+    return Carried(items=tuple(items), left_out=int(data.get("left_out", 0)))
 
 
 def usage_to_dict(usage: Usage) -> dict[str, int]:

@@ -23,16 +23,17 @@ ids) or the head of their text, which every cut keeps.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from chatcli.compaction import is_summary_message
 from chatcli.events import Event, LevelApplied
-from chatcli.history.carry import CarriedItem, Numbering, carried_items, is_carry_block
+from chatcli.history.carry import KINDS, CarriedItem, Numbering, carried_items
 from chatcli.history.microcompact import STUB_PREFIX
 from chatcli.history.retain import cut_message_number
 from chatcli.history.truncate import is_compaction_notice
-from chatcli.messages import Message, Role
+from chatcli.messages import Carried, Message, Role
 from chatcli.recovery import RecoveryPolicy, Send
 from chatcli.tokens.estimate import TokenEstimator
 
@@ -235,11 +236,20 @@ def _added(message: Message, stages: _Stages, *, from_working: bool) -> str:
         return "compaction summary"
     if is_compaction_notice(message):
         return f"compaction notice ({by})"
-    if is_carry_block(message):
-        return f"carried instructions ({by})"
+    if message.carried is not None:
+        return f"carried instructions: {_what_is_carried(message.carried)} ({by})"
     if message.tool_result is not None:
         return "synthetic tool result (pairing repair)"
     return f"added by {by}"
+
+
+def _what_is_carried(carried: Carried) -> str:
+    """What the block holds, from its items: "2 rules, 1 fact" (and how many were left out)."""
+    counts = Counter(item.kind for item in carried.items)
+    said = [f"{counts[k]} {k}{'' if counts[k] == 1 else 's'}" for k in KINDS if counts[k]]
+    if carried.left_out:
+        said.append(f"{carried.left_out:,} left out")
+    return ", ".join(said)
 
 
 def _row(

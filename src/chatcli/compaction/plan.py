@@ -266,4 +266,5 @@ def carry_budget(messages: tuple[Message, ...], plan: Plan) -> CarryBudget:
     """The carried block's share (`RecoveryConfig.carry_pct`) of the budget, or of the view
     before compaction when the window is unknown."""
     room = plan.budget if plan.budget is not None else plan.estimator.count(messages)
-    return CarryBudget(tokens=room * plan.recovery.carry_pct // 100, count=plan.estimator.count)
+    tokens = room * plan.recovery.carry_pct // 100
+    return CarryBudget(tokens=tokens, count=plan.estimator.count, room=room)

@@ -33,11 +33,18 @@ from chatcli.compaction.report import CompactionReport, CompactionResult, usage_
 from chatcli.compaction.shrink import fitted
 from chatcli.compaction.summarise import SummaryOverflow, replanned, summarise
 from chatcli.compaction.summary import summary_text
-from chatcli.compaction.verify import check_summary, latest_request, missing, required, validate
+from chatcli.compaction.verify import (
+    check_summary,
+    latest_request,
+    missing,
+    pins,
+    required,
+    validate,
+)
 from chatcli.compaction.warm import rendered_tokens, summarise_warm
 from chatcli.config import CompactionConfig, RecoveryConfig
 from chatcli.errors import CannotSummarise, CompactionError
-from chatcli.history.carry import carry_instructions
+from chatcli.history.carry import carry_instructions, is_carry_block
 from chatcli.history.pairing import repair_tool_pairing
 from chatcli.history.truncate import Number
 from chatcli.messages import Message
@@ -180,14 +187,18 @@ def _accept(
     """Verify and validate the summary (checked against `source`, the text it was written
     from); the new view, or CompactionError with nothing changed."""
     check_summary(summary, source)
-    instructions, request = required(parts.middle, latest_request(parts.middle + parts.tail))
+    kept = (*parts.systems, *parts.tail)
+    items, follows, request = required(
+        messages, kept, latest_request(parts.middle + parts.tail), plan.numbering
+    )
     # What the removed user messages said is carried; what is carried needs no pin.
-    carried = _carried(messages, (*parts.systems, *parts.tail), plan)
-    systems = carried[: len(carried) - len(parts.tail)]
-    pinned = missing(summary + "\n" + "\n".join(m.text for m in systems), instructions)
+    block = _carried(messages, kept, plan)
+    stated = "\n".join([summary, *(m.text for m in (*parts.systems, *block))])
+    pinned = pins(items, follows, stated, request)
     request = request if request and missing(summary, (request,)) else ""
     text = summary_text(summary, pinned, request, parts.middle, plan.numbering)
-    view = (*systems, Message.user(text), *parts.tail)
+    # The summary first, then the user's own words, then the kept turns: read in that order.
+    view = (*parts.systems, Message.user(text), *block, *parts.tail)
     report = CompactionReport(
         messages_before=len(messages),
         messages_after=len(view),
@@ -205,10 +216,12 @@ def _accept(
 
 
 def _carried(
-    messages: tuple[Message, ...], view: tuple[Message, ...], plan: Plan
+    messages: tuple[Message, ...], kept: tuple[Message, ...], plan: Plan
 ) -> tuple[Message, ...]:
-    """`view` with what the user messages it leaves out said carried (`chatcli.history.carry`)."""
+    """The block of what the user messages `kept` leaves out said (`chatcli.history.carry`),
+    if any."""
     if not plan.recovery.carry_pct:
-        return view
+        return ()
     budget = carry_budget(messages, plan)
-    return carry_instructions(messages, view, budget=budget, numbering=plan.numbering).messages
+    view = carry_instructions(messages, kept, budget=budget, numbering=plan.numbering).messages
+    return tuple(m for m in view if is_carry_block(m))

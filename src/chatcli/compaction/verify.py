@@ -1,11 +1,14 @@
 """The checks a summary and the new view pass before a compaction is accepted.
 
-- **The task and the user's rules survive.** The user's explicit instructions in the
-  summarised span (imperative sentences and always / never / don't / must rules, in English,
-  Portuguese or Spanish: `chatcli.history.instructions`), those an earlier summary pinned,
-  and the latest user request when it is summarised (`required`) are looked up in the
-  summary, case, punctuation and spacing ignored (`missing`). Whatever is missing is pinned
-  verbatim after the summary. No model call is needed for that.
+- **The task and the user's rules survive.** What the user said in the summarised span that
+  carrying would keep (rules, limits, facts, preferences, in English, Portuguese or Spanish:
+  `chatcli.history.carry`, resolved as it resolves them: the latest form only, an update
+  kept with what it may update), what an earlier summary pinned or an earlier carried block
+  held, and the latest user request when it is summarised (`required`) are looked up in the
+  summary and the carried block, case, punctuation and spacing ignored (`missing`). Whatever
+  is missing is pinned verbatim after the summary, with every later statement that may
+  update it (`pins`): a pinned rule is never shown without its reversal. No model call is
+  needed for that.
 - **The summary is a handoff summary** (`check_summary`): not nonsense (most of its words
   occur in the conversation or the prompt) and most of the fixed sections as headings. A
   refusal or free text has none, and its words occur in the conversation too, so only the
@@ -30,12 +33,17 @@ from chatcli.compaction.prompt import SUMMARY_SECTIONS, SYSTEM_PROMPT
 from chatcli.compaction.report import CompactionReport
 from chatcli.compaction.summary import is_summary_message, pinned_items
 from chatcli.errors import CannotSummarise, CompactionError
-from chatcli.history.instructions import extract_instructions
+from chatcli.history.carry import (
+    CarriedItem,
+    carried_items,
+    resolved_statements,
+    with_their_updates,
+)
 from chatcli.history.pairing import repair_tool_pairing
-from chatcli.history.truncate import is_real_user_request
+from chatcli.history.truncate import Number, is_real_user_request
 from chatcli.messages import Message
 
-__all__ = ["check_summary", "latest_request", "missing", "required", "validate"]
+__all__ = ["check_summary", "latest_request", "missing", "pins", "required", "validate"]
 
 # A summary whose words mostly do not occur in the conversation or the prompt is nonsense.
 _MIN_KNOWN_WORDS = 0.3
@@ -51,20 +59,37 @@ _QUOTED_CHARS = 80
 _HEADING_MARKS = re.compile(r"^[\s#*_>-]*(?:\d+[.)]\s*)?")
 
 
-def required(middle: tuple[Message, ...], latest: Message | None) -> tuple[tuple[str, ...], str]:
-    """(the instructions that must survive, the latest request text if it is summarised)."""
-    instructions: dict[str, None] = {}
-    for message in middle:
-        if is_summary_message(message):
-            items = pinned_items(message.text)
-        elif is_real_user_request(message):
-            items = extract_instructions(message.text)
-        else:
-            continue
-        instructions.update(dict.fromkeys(items))
-    request = latest.text if latest is not None and any(m is latest for m in middle) else ""
-    inside_request = set(extract_instructions(request))
-    return tuple(i for i in instructions if i not in inside_request), request
+def required(
+    messages: tuple[Message, ...],
+    kept: tuple[Message, ...],
+    latest: Message | None,
+    numbering: Number | None = None,
+) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...], str]:
+    """(what must survive of what the user said in the messages `kept` leaves out, in order,
+    with the later ones each must go with (`resolved_statements`); the latest request's text
+    if it is summarised, else "")."""
+    kept_ids = {id(m) for m in kept}
+    left = [m for m in messages if id(m) not in kept_ids]
+    earlier = [
+        CarriedItem(number=None, kind="rule", text=text)
+        for message in left
+        if is_summary_message(message)
+        for text in pinned_items(message.text)
+    ]
+    earlier += carried_items(left)[0]
+    items, follows = resolved_statements(messages, kept, earlier=earlier, numbering=numbering)
+    request = latest.text if latest is not None and any(m is latest for m in left) else ""
+    return tuple(item.text for item in items), follows, request
+
+
+def pins(
+    items: tuple[str, ...], follows: tuple[tuple[int, ...], ...], stated: str, request: str
+) -> tuple[str, ...]:
+    """The `items` that `stated` (the summary, the system messages, the carried block) does
+    not state, each with the later ones it must go with, in order; none the latest `request`
+    holds (it is pinned whole, last)."""
+    wanted = [i for i, item in enumerate(items) if item not in request and missing(stated, (item,))]
+    return tuple(items[i] for i in with_their_updates(wanted, follows) if items[i] not in request)
 
 
 def latest_request(messages: Sequence[Message]) -> Message | None:

@@ -3,52 +3,67 @@
 A recovery level, microcompaction or compaction removes user messages from the view; the
 rules and exact values they held would go with them. `carry_instructions` compares the view
 before and after such a transform and carries, verbatim, the sentences of the *removed user
-messages* that are instructions (the lexicon of `chatcli.history.instructions`) or hold exact
-values (amounts, numbers with units, dates, times, versions, paths, URLs, codes), into one
-system message right after the view's system messages::
+messages* that are rules, constraints, facts or preferences (`classify`, whose vocabulary is
+`chatcli.history.instructions`) into one message of the user's own, quoting them::
 
-    [Instructions and facts from earlier in this conversation: ...]
-    - #3 (rule): Never push to main.
-    - #41 (constraint): The budget cap is 5,000 EUR. (replaces #9)
-    [1 more left out to fit the context window; the transcript keeps it.]
+    [What I said earlier, verbatim (#N: my message number):]
+    #3: Never push to main.
+    #41: The budget cap is 5,000 EUR.
+    [1 more left out to fit]
 
 `#N` is the message's number in the transcript (as /history numbers them, from 1). Rules:
 
-- Only the user's own words: never tool results, assistant text or a compaction summary (a
-  model wrote those; a tool result can be attacker-controlled).
-- The latest form only: a later user sentence about the same point (it has the earlier one's
-  content words, values and rule words aside) replaces the earlier one; a carried sentence
-  says which ones it replaces. One replaced by a sentence still in the view is not carried.
-  Sentences with the same content words are the same point whatever their values, so a log
-  whose lines differ only in numbers resolves to its last line; resolving compares only
-  sentences that can be on the same point (`_Points`), so it stays near-linear in the
-  sentences of a long paste.
-- Pasted data is not the user's instructions: fenced code blocks are never carried, and at
-  most `_MESSAGE_ITEMS` items come from one message (rules first, then as said; a user states
-  a handful at a time, so a message with more holds a pasted log or document); the rest are
-  counted as left out.
-- A share of the room (`CarryBudget`): over it, rules outrank constraints, constraints facts,
-  facts preferences, newest first within a kind; the block says how many were left out.
-- No decay: a view that has the block keeps its items through later transforms (merged into
-  the new block, never nested); items replaced later, or said again in the view, leave it.
+- **The user's channel.** The block is a user message (`Message.carried` holds its items as
+  data: whatever reads the block reads that, never its text), placed after the system
+  messages (and a provider's compaction) and after any kept message older than all it
+  quotes (a pinned first request), so the view reads in the order things were said. Never a
+  system message: carried words have no more authority than when the user sent them.
+  Providers that want roles to alternate merge it with the next user turn (their adapters
+  do).
+- **Only the user's own words**: never tool results, assistant text or a compaction summary
+  (a model wrote those; a tool result can be attacker-controlled), and only what the user
+  typed, not what they pasted (`chatcli.history.typed`: documents, logs, code, pages, mail
+  are data). At most `_MESSAGE_ITEMS` items come from one message (rules first, then as
+  said); the rest are counted as left out.
+- **The latest form, and never a rule without its reversal** (`chatcli.history.statements`):
+  a later user sentence clearly on the same point replaces the earlier one, which is then
+  not carried (nor one replaced by a sentence still in the view); one that may be on its
+  point (it lifts a rule in other words, says something changed, shares half its words) is
+  carried with it, in order, and the earlier one only with it, within the budget too.
+- **Small windows** (`CarryBudget`): the block's fixed text is one short line; rules and
+  constraints come first and may use up to half of the room (`CarryBudget.room`), facts
+  and preferences share what the cap (`CarryBudget.tokens`) leaves; newest first within a
+  kind; the block says how many were left out.
+- **No decay**: a view that has the block keeps its items through later transforms (merged
+  into the new block, never nested); items replaced later, or said again in the view, leave
+  it.
 
 Invariants (tested with hypothesis): the input is never mutated; the same input gives the same
 output; the only change to the view is the block (so tool pairs, the system messages and
 their order, and the latest user request are as the transform left them); nothing is carried
-that no removed user message said.
+that no removed user message said. Every function is pure: the same messages give the same
+block, with no state kept between calls.
 """
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import RULE_WORDS, is_instruction, sentences
+from chatcli.history.instructions import kind_of
+from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
-from chatcli.history.truncate import is_real_user_request
-from chatcli.messages import Message, Role
+from chatcli.history.retain import cut_message_number
+from chatcli.history.statements import (
+    FIRST_TIER,
+    KINDS,
+    Number,
+    Reading,
+    Resolved,
+    closure,
+    resolve,
+)
+from chatcli.messages import Carried, CarriedItem, Message, Role, TextPart
 
 __all__ = [
     "CARRY_HEADING",
@@ -61,103 +76,30 @@ __all__ = [
     "carrying",
     "classify",
     "is_carry_block",
+    "resolved_statements",
+    "with_their_updates",
 ]
 
-CARRY_HEADING = "Instructions and facts from earlier in this conversation"
-# Highest priority first: what a tight block keeps.
-KINDS = ("rule", "constraint", "fact", "preference")
-_BLOCK_START = f"[{CARRY_HEADING}"
-_INTRO = (
-    f"{_BLOCK_START}: the user's own words from messages no longer in view, verbatim, oldest "
-    "first; #N is the message's number in the transcript. A later statement on the same point "
-    "replaces an earlier one.]"
-)
-# A compaction summary is a user message a model wrote (`chatcli.compaction.SUMMARY_HEADER`).
-_MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
+CARRY_HEADING = "What I said earlier, verbatim"
+_INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
-# The most items carried from one message: a user states a handful of rules at a time, and a
-# message with more holds pasted material (a log, a document), not the user's instructions.
+# The most items carried from one message: a user states a handful of rules at a time.
 _MESSAGE_ITEMS = 12
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
+# Rules and constraints may take at most this share of the room.
+FIRST_TIER_ROOM = 0.5
 
 Count = Callable[[Sequence[Message]], int]
-
-_VALUE = re.compile(
-    "|".join(
-        (
-            r"https?://\S+",
-            r"\b[\w.+-]+@[\w-]+\.[\w.]+",
-            r"(?:~|\.{1,2})?/[\w.@-]+(?:/[\w.@-]+)+",
-            r"\b[\w-]+(?:/[\w.-]+)+",
-            r"\b[\w-]+\.(?:py|js|ts|tsx|json|ya?ml|toml|md|txt|sh|go|rs|java|c|h|cpp|sql|csv|"
-            r"ini|cfg|conf|env|lock|html|css)\b",
-            r"\bv?\d+\.\d+(?:\.\d+)+\b|\bv\d+(?:\.\d+)?\b",
-            r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b",
-            r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b",
-            r"\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
-            r"[$€£¥]\s?\d[\d,.]*",
-            r"\b\d[\d,.]*\s?(?:%|eur|usd|gbp|brl|chf|jpy|euros?|dollars?|reais|ms|s|sec|"
-            r"seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|[kmgt]i?b|px|cm|mm|"
-            r"km|kg|g|m|lines?|chars?|characters|tokens?|words?|requests?|rps|qps|users?|"
-            r"retries|times|cores?|threads?|replicas?|workers?|items?|steps?|rows?|files?)\b",
-            r"\b\d{1,3}(?:,\d{3})+\b|\b\d{3,}\b",
-            r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{2,}\b",
-        )
-    ),
-    re.IGNORECASE,
-)
-_LIMIT = re.compile(
-    r"(?<!\w)(?:at most|at least|no more than|no less than|not more than|up to|maximum|max|"
-    r"minimum|min|limit|limits|cap|capped|budget|deadline|before|by|within|under|exceed|"
-    r"only|less than|more than|no máximo|no mínimo|até|prazo|antes de|como máximo|"
-    r"como mínimo|plazo|límite|limite|apenas|somente|solo|sólo)(?!\w)",
-    re.IGNORECASE,
-)
-_PREFERENCE = re.compile(
-    r"(?<!\w)(?:prefer|i like|i'd rather|i would rather|i want|i'd like|prefiro|prefiero)(?!\w)",
-    re.IGNORECASE,
-)
-# Content words: of three letters or more, or a number left after values were masked
-# ("Server 3 ..." is another point than "Server 4 ...").
-_WORD = re.compile(r"[^\W\d_]{3,}|\b\d+\b")
-_STOP_WORDS = (
-    "the and for are is was were this that with from into now our your you not but can may "
-    "will all any also then than just please its it's use using it's them they their there "
-    "here what when which who how about again instead anymore actually okay still let let's "
-    "has have had been being too very que para com por una uno los las del por não sim"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-_ITEM = re.compile(
-    r"^- (?:#(\d+) )?\((rule|constraint|fact|preference)\): (.*?)(?: \(replaces ([#\d, ]+)\))?$"
-)
-_LEFT_OUT = re.compile(r"^\[(\d[\d,]*) more left out")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CarriedItem:
-    """One carried sentence: its transcript message `number` (None when unknown), its `kind`
-    (one of `KINDS`), its `text` verbatim, and the numbers of the sentences it replaces."""
-
-    number: int | None
-    kind: str
-    text: str
-    replaces: tuple[int, ...] = ()
-
-    def line(self) -> str:
-        where = "" if self.number is None else f"#{self.number} "
-        replaced = ", ".join(f"#{n}" for n in self.replaces)
-        return f"- {where}({self.kind}): {self.text}" + (
-            f" (replaces {replaced})" if replaced else ""
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarryBudget:
-    """The block's room: at most `tokens` by `count` (the same count the transform used)."""
+    """The block's room: at most `tokens` (the cap) by `count` (the same count the transform
+    used); rules and constraints at most half of `room`, the view's room, when it is known."""
 
     tokens: int
     count: Count
+    room: int | None = None
 
 
 class Numbering:
@@ -180,48 +122,23 @@ class Numbering:
 
 
 def classify(sentence: str) -> str | None:
-    """The kind of a user's sentence worth carrying, or None: a rule (always, never, must,
-    ...), a constraint (a limit with an exact value), a fact (an exact value), a preference
-    (an imperative or "I prefer"). Questions are not carried."""
-    if sentence.endswith("?"):
-        return None
-    plain = sentence.replace("’", "'")
-    value = _VALUE.search(plain) is not None
-    if RULE_WORDS.search(plain) and not (value and _LIMIT.search(plain)):
-        return "rule"
-    if value and _LIMIT.search(plain):
-        return "constraint"
-    if value:
-        return "fact"
-    if is_instruction(plain) or _PREFERENCE.search(plain):
-        return "preference"
-    return None
+    """The kind of a user's sentence worth carrying, or None: a rule (a prohibition, an
+    obligation, or the lifting of one), a constraint (a limit with a quantity), a fact (an
+    exact value or a goal), a preference (an imperative or "I prefer"); see
+    `chatcli.history.instructions.kind_of`. Questions, pasted-looking lines and words
+    addressed to AI assistants are not carried."""
+    return kind_of(sentence)
 
 
 def is_carry_block(message: Message) -> bool:
     """Whether `message` is the block of carried instructions."""
-    return message.role is Role.SYSTEM and message.text.startswith(_BLOCK_START)
+    return message.carried is not None
 
 
 def carried_items(view: Sequence[Message]) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items of the block in `view` (none without one) and how many it says were left out."""
-    block = next((m for m in view if is_carry_block(m)), None)
-    if block is None:
-        return (), 0
-    items, left_out = [], 0
-    for line in block.text.splitlines()[1:]:
-        item, more = _ITEM.match(line), _LEFT_OUT.match(line)
-        if item is not None:
-            number = int(item.group(1)) if item.group(1) else None
-            replaces = tuple(int(n) for n in re.findall(r"\d+", item.group(4) or ""))
-            items.append(
-                CarriedItem(
-                    number=number, kind=item.group(2), text=item.group(3), replaces=replaces
-                )
-            )
-        elif more is not None:
-            left_out = int(more.group(1).replace(",", ""))
-    return tuple(items), left_out
+    """The items of the block in `view` (none without one) and how many were left out."""
+    carried = next((m.carried for m in view if m.carried is not None), None)
+    return ((), 0) if carried is None else (carried.items, carried.left_out)
 
 
 def carry_instructions(
@@ -229,19 +146,21 @@ def carry_instructions(
     after: Sequence[Message],
     *,
     budget: CarryBudget | None = None,
-    numbering: Callable[[Message], int | None] | None = None,
+    numbering: Number | None = None,
+    reading: Reading | None = None,
 ) -> TransformResult:
     """`after` (the view a transform made of `before`) with the block of what the removed
     user messages said (see the module docstring). `numbering` gives a message's transcript
     number (default: its place in `before`, right when `before` is the transcript). Without a
-    `budget`, nothing is left out."""
+    `budget`, nothing is left out. `reading` keeps what reading the user's words found for
+    the next call on the same messages (`chatcli.history.statements.Reading`)."""
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
     old, old_left_out = carried_items(before)
-    candidates, pasted = _per_message(_resolved(old, before, after, number))
-    chosen, left_out = _within(candidates, budget)
-    left_out += old_left_out + pasted
-    view = _with_block(after, _block(chosen, left_out))
+    resolved = _per_message(resolve(old, before, after, number, reading))
+    chosen, left_out = _within(resolved, budget)
+    left_out += old_left_out + resolved.dropped
+    view = _with_block(after, _block(chosen, left_out), number)
     injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
 
@@ -251,26 +170,32 @@ def carrying(
     messages: Sequence[Message],
     *,
     budget: CarryBudget | None = None,
-    numbering: Callable[[Message], int | None] | None = None,
+    numbering: Number | None = None,
+    reading: Reading | None = None,
 ) -> TransformResult:
     """`transform` of `messages`, with what it removed carried (`carry_instructions`). When
     the block changes, the transform runs again with the block in its input, so that the
-    block's room comes out of what the transform keeps (a level keeps the system messages
-    and fits the rest around them); at most `_CARRY_PASSES` runs, the block of the last one
-    carried from what that run removed."""
+    block's room comes out of what the transform keeps (a level keeps the block like the
+    system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
+    of the last one carried from what that run removed. The passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
+    read = reading if reading is not None else Reading()
     result = transform(messages)
-    carried = carry_instructions(messages, result.messages, budget=budget, numbering=number)
+    carried = carry_instructions(
+        messages, result.messages, budget=budget, numbering=number, reading=read
+    )
     left_out = carried_items(messages)[1]
     for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
         block = next((m for m in carried.messages if is_carry_block(m)), None)
         if block is None or block in messages:
             break
         # The left-out count the input had: this pass counts what it leaves out itself.
-        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out))
+        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out), number)
         result = transform(seeded)
-        again = carry_instructions(seeded, result.messages, budget=budget, numbering=number)
+        again = carry_instructions(
+            seeded, result.messages, budget=budget, numbering=number, reading=read
+        )
         if again.messages == carried.messages:
             break
         carried = again
@@ -280,281 +205,140 @@ def carrying(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Statement:
-    """A sentence in time: `at` orders statements (transcript number), `item` is set for a
-    candidate (carried unless replaced), `words` its content words."""
-
-    at: int
-    item: CarriedItem | None
-    text: str
-    words: frozenset[str]
-
-
-def _resolved(
-    old: tuple[CarriedItem, ...],
-    before: tuple[Message, ...],
-    after: tuple[Message, ...],
-    number: Callable[[Message], int | None],
-) -> tuple[CarriedItem, ...]:
-    """The candidates (the old block's items and the removed user messages' sentences worth
-    carrying) that no later user sentence replaces, in order, each with what it replaces."""
-    statements = [_statement(i.number or 0, i, i.text) for i in old]
-    statements += _message_statements(before, after, number)
-    statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
-    points = _Points(statements)
-    statements = _with_reversals(statements, points)
-    kept: list[CarriedItem] = []
-    for index, statement in enumerate(statements):
-        if statement.item is None or points.replaced_later(index):
-            continue
-        replaced = {
-            statements[j].at
-            for j in points.replaced_by(index)
-            if statements[j].item is not None and statements[j].at
-            if statements[j].at != statement.at
-        }
-        kept.append(
-            replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
-        )
-    return tuple(kept)
+def resolved_statements(
+    before: Sequence[Message],
+    after: Sequence[Message],
+    *,
+    earlier: Sequence[CarriedItem] = (),
+    numbering: Number | None = None,
+) -> tuple[tuple[CarriedItem, ...], tuple[tuple[int, ...], ...]]:
+    """What the user messages of `before` that `after` leaves out said, worth keeping, with
+    `earlier` items (said before them all), resolved as the block resolves them (the latest
+    form only; an update kept with what it may update), in order, all of them (no budget),
+    and for each one the indexes of the later ones that must go with it. What a compaction
+    pins after its summary is chosen from these, so that a pinned rule is never shown
+    without its reversal."""
+    before = tuple(before)
+    number = numbering if numbering is not None else Numbering(before)
+    resolved = resolve(tuple(earlier), before, tuple(after), number)
+    return resolved.items, resolved.follows
 
 
-def _with_reversals(statements: list[_Statement], points: _Points) -> list[_Statement]:
-    """The statements with the kindless ones (removed sentences carried only when they
-    replace one) made items of the kind they replace ("You may push to main now." after
-    "Never push to main."), or plain statements when they replace none."""
-    resolved = list(statements)
-    best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
-    best_text: dict[str, int] = {}
-    for index, statement in enumerate(statements):
-        if statement.item is not None and not statement.item.kind:
-            ranks = [best_text.get(statement.text, len(KINDS))]
-            ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
-            rank = min(ranks)
-            item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
-            resolved[index] = replace(statement, item=item)
-        item = resolved[index].item
-        if item is not None and item.kind:
-            rank, shape = KINDS.index(item.kind), points.shape[index]
-            best[shape] = min(best.get(shape, rank), rank)
-            best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
-    return resolved
+def with_their_updates(chosen: Sequence[int], follows: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The indexes `chosen`, with every later one they must go with (`resolved_statements`),
+    in order."""
+    found: set[int] = set()
+    for index in chosen:
+        found |= closure(index, follows)
+    return tuple(sorted(found))
 
 
-class _Points:
-    """Which statements replace which (`_replaces`), found without comparing every pair.
-
-    Statements with the same content words are one *shape*: within a shape, a statement
-    replaces every earlier one unless it is a question or the shape has fewer than two words
-    (then only the same text does). Between shapes, only pairs that can cover (`_covers`)
-    are compared, found by prefix filtering (as similarity joins do): a log whose lines
-    differ only in numbers is one shape, and common words are seldom a prefix."""
-
-    def __init__(self, statements: list[_Statement]) -> None:
-        self._statements = statements
-        shapes: dict[frozenset[str], int] = {}
-        self.shape = [shapes.setdefault(s.words, len(shapes)) for s in statements]
-        words = list(shapes)
-        self._members: list[list[int]] = [[] for _ in words]
-        self._texts: dict[str, list[int]] = {}
-        for index, statement in enumerate(statements):
-            self._members[self.shape[index]].append(index)
-            self._texts.setdefault(statement.text, []).append(index)
-        # covers[a]: the other shapes whose statements a (non-question) statement of shape a
-        # replaces; covered[a]: the other shapes that replace shape a's statements.
-        self._covers: list[list[int]] = [[] for _ in words]
-        self._covered: list[list[int]] = [[] for _ in words]
-        for a, b in _covering(words):
-            self._covers[a].append(b)
-            self._covered[b].append(a)
-        self._own = [len(w) >= 2 for w in words]  # a shape whose statements replace each other
-        # The last non-question statement of each shape, and of a shape or those covering it.
-        last = [max((i for i in m if not _asks(statements[i])), default=-1) for m in self._members]
-        self._last_covering = [
-            max([last[s] if self._own[s] else -1, *(last[c] for c in self._covered[s])])
-            for s in range(len(words))
-        ]
-
-    def shapes_replaced(self, index: int) -> list[int]:
-        """The shapes whose statements the one at `index` replaces (same text aside)."""
-        if _asks(self._statements[index]):
-            return []
-        shape = self.shape[index]
-        return [shape, *self._covers[shape]] if self._own[shape] else self._covers[shape]
-
-    def replaced_later(self, index: int) -> bool:
-        """Whether a later statement replaces the one at `index`."""
-        return self._texts[self._statements[index].text][-1] > index or (
-            self._last_covering[self.shape[index]] > index
-        )
-
-    def replaced_by(self, index: int) -> list[int]:
-        """The indexes of the earlier statements the one at `index` replaces."""
-        found = set(self._texts[self._statements[index].text])
-        for shape in self.shapes_replaced(index):
-            members = self._members[shape]
-            found.update(members[: bisect_left(members, index)])
-        return sorted(j for j in found if j < index)
-
-
-def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
-    """The pairs (a, b) of shapes where `a` covers `b` (`_covers`).
-
-    Prefix filtering: order all words rarest first; sets that share at least `s` words share
-    their first common word within the first `len - s + 1` words of each. Covering needs
-    `s` of at least four fifths of `b` and half of `a`, so `b` is indexed by its first
-    `len - ceil(4 len / 5) + 1` words and `a` looks up its first `len - ceil(len / 2) + 1`;
-    a shape of fewer than two words covers none and is covered by none."""
-    frequency: dict[str, int] = {}
-    for words in shapes:
-        for word in words:
-            frequency[word] = frequency.get(word, 0) + 1
-    rarest = [sorted(words, key=lambda w: (frequency[w], w)) for words in shapes]
-    index: dict[str, list[int]] = {}
-    for b, ordered in enumerate(rarest):
-        if len(ordered) >= 2:
-            for word in ordered[: len(ordered) - (4 * len(ordered) + 4) // 5 + 1]:
-                index.setdefault(word, []).append(b)
-    pairs: list[tuple[int, int]] = []
-    for a, ordered in enumerate(rarest):
-        if len(ordered) >= 2:
-            found = {b for word in ordered[: len(ordered) // 2 + 1] for b in index.get(word, ())}
-            pairs += [(a, b) for b in sorted(found - {a}) if _covers(shapes[a], shapes[b])]
-    return pairs
-
-
-def _message_statements(
-    before: tuple[Message, ...], after: tuple[Message, ...], number: Callable[[Message], int | None]
-) -> list[_Statement]:
-    """Every sentence of the user's messages in `before`, in order: a candidate item when its
-    message left the view (its text is not in `after`'s user messages)."""
-    texts = {m.text for m in after if m.role is Role.USER}
-    in_view = "\n".join(texts)
-    statements: list[_Statement] = []
-    at = 0
-    for message in before:
-        found = number(message)
-        at = found if found is not None else at
-        if not _users_own(message):
-            continue
-        removed = message.text not in texts
-        for chunk, fenced in _fenced(message.text):
-            for sentence in sentences(chunk):
-                # A kindless item is carried only when it replaces one (`_with_reversals`).
-                carried = removed and not fenced and sentence not in in_view
-                kind = (classify(sentence) or "") if carried else None
-                item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
-                statements.append(_statement(at, item, sentence))
-    return statements
-
-
-def _fenced(text: str) -> Iterator[tuple[str, bool]]:
-    """`text` in parts, in order, each with whether it is a fenced code block (an unclosed
-    fence runs to the end, as in Markdown)."""
-    at = 0
-    for fence in _FENCE.finditer(text):
-        yield text[at : fence.start()], False
-        yield fence.group(), True
-        at = fence.end()
-    yield text[at:], False
-
-
-def _per_message(items: tuple[CarriedItem, ...]) -> tuple[tuple[CarriedItem, ...], int]:
+def _per_message(resolved: Resolved) -> Resolved:
     """The items, at most `_MESSAGE_ITEMS` of one message (by kind, then as said), and how
     many were left out."""
+    items = resolved.items
     by_message: dict[int, list[int]] = {}
     for index, item in enumerate(items):
         if item.number is not None:
             by_message.setdefault(item.number, []).append(index)
-    over = [
+    out = {
         index
         for indexes in by_message.values()
         for index in sorted(indexes, key=lambda i: KINDS.index(items[i].kind))[_MESSAGE_ITEMS:]
-    ]
-    out = set(over)
-    return tuple(item for index, item in enumerate(items) if index not in out), len(out)
+    }
+    if not out:
+        return resolved
+    new = {old: n for n, old in enumerate(i for i in range(len(items)) if i not in out)}
+    return Resolved(
+        items=tuple(item for index, item in enumerate(items) if index not in out),
+        follows=tuple(
+            tuple(new[j] for j in follows if j in new)
+            for index, follows in enumerate(resolved.follows)
+            if index not in out
+        ),
+        dropped=resolved.dropped + len(out),
+        urgent=frozenset(new[i] for i in resolved.urgent if i in new),
+    )
 
 
-def _users_own(message: Message) -> bool:
-    return is_real_user_request(message) and not message.text.startswith(_MODEL_WRITTEN)
+def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[CarriedItem, ...], int]:
+    """The items that fit the budget, in their order, and how many did not.
 
-
-def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
-    plain = _VALUE.sub(" ", text.replace("’", "'"))
-    plain = RULE_WORDS.sub(" ", plain)
-    words = frozenset(w for w in _WORD.findall(plain.lower()) if w not in _STOP)
-    return _Statement(at=at, item=item, text=text, words=words)
-
-
-def _replaces(later: _Statement, earlier: _Statement) -> bool:
-    """`later` is on the same point as `earlier`: the same sentence, or one with most of its
-    content words (a question asks, it replaces nothing)."""
-    if later.text == earlier.text:
-        return True
-    return not _asks(later) and _covers(later.words, earlier.words)
-
-
-def _asks(statement: _Statement) -> bool:
-    return statement.text.endswith("?")
-
-
-def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
-    """A sentence with the words `later` is on the point of one with the words `earlier`: it
-    has most of them (at least two), and they have half their words in common."""
-    if len(earlier) < 2:
-        return False
-    shared = len(later & earlier)
-    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
-
-
-def _within(
-    items: tuple[CarriedItem, ...], budget: CarryBudget | None
-) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items that fit the budget (by kind, then newest first) in their order, and how many
-    did not. Each line is counted alone (a count is subadditive), then the whole block is
-    counted, and the lowest-ranked item dropped while it does not fit."""
+    By rank (what updates a statement still in view, then rules, constraints, facts,
+    preferences; newest first within a kind), an item is taken with the later items it must
+    go with (`Resolved.follows`, transitively), when they all fit what is left: rules and
+    constraints within their share of the room, all within the cap. Each line is counted
+    alone (a count is subadditive), then the whole block is counted, and the last group
+    taken dropped while it does not fit."""
+    items = resolved.items
     if budget is None or not items:
         return items, 0
-    rank = sorted(range(len(items)), key=lambda i: (KINDS.index(items[i].kind), -i))
-    bare = budget.count((Message.system(""),))
+    bare = budget.count((Message.user(""),))
+    costs = [budget.count((Message.user(item.line()),)) - bare for item in items]
     frame = _block(items[:1], len(items))
     assert frame is not None  # for the type checker: there are items
-    left = budget.tokens - budget.count((frame,)) + budget.count((Message.system(items[0].line()),))
-    chosen: list[int] = []
+    left = budget.tokens - (budget.count((frame,)) - costs[0])
+    first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
+    urgent = resolved.urgent
+    rank = sorted(
+        range(len(items)), key=lambda i: (i not in urgent, KINDS.index(items[i].kind), -i)
+    )
+    chosen: set[int] = set()
+    groups: list[set[int]] = []
     for index in rank:
-        cost = budget.count((Message.system(items[index].line()),)) - bare
-        if cost <= left:
-            chosen.append(index)
+        if index in chosen:
+            continue
+        group = closure(index, resolved.follows) - chosen
+        cost = sum(costs[i] for i in group)
+        first = sum(costs[i] for i in group if items[i].kind in FIRST_TIER)
+        if cost <= left and first <= first_left:
+            chosen |= group
+            groups.append(group)
             left -= cost
-    while chosen:  # bounded: one item fewer each time
+            first_left -= first
+    while groups:  # bounded: one group fewer each time
         block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen))
         if block is not None and budget.count((block,)) <= budget.tokens:
             break
-        chosen.pop()
+        chosen -= groups.pop()
     return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
+    """The block quoting `items`: its text is rendered here, once; `carried` keeps them."""
     if not items:
         return None
     lines = [_INTRO, *(item.line() for item in items)]
     if left_out:
-        them = "it" if left_out == 1 else "them"
-        lines.append(
-            f"[{left_out:,} more left out to fit the context window; the transcript keeps {them}.]"
-        )
-    return Message.system("\n".join(lines))
+        lines.append(f"[{left_out:,} more left out to fit]")
+    carried = Carried(items=items, left_out=left_out)
+    return Message(role=Role.USER, parts=(TextPart(text="\n".join(lines)),), carried=carried)
 
 
-def _with_block(view: tuple[Message, ...], block: Message | None) -> tuple[Message, ...]:
-    """`view` with its block (if any) replaced by `block`, placed after the leading system
-    messages."""
+def _with_block(
+    view: tuple[Message, ...], block: Message | None, number: Number
+) -> tuple[Message, ...]:
+    """`view` with its block (if any) replaced by `block`: after the leading system messages
+    and anchors (a provider's compaction, which must come before what follows it), and after
+    the messages right after them that are older than everything it quotes (a pinned first
+    request), so that the view reads in the order things were said."""
     rest = tuple(m for m in view if not is_carry_block(m))
-    if block is None:
+    if block is None or block.carried is None:
         return rest
-    at = next((i for i, m in enumerate(rest) if m.role is not Role.SYSTEM), len(rest))
+    numbers = [i.number for i in block.carried.items if i.number is not None]
+    oldest = min(numbers, default=0)
+    at = 0
+    while at < len(rest) and (
+        rest[at].role is Role.SYSTEM or is_anchor(rest[at]) or _older(rest[at], oldest, number)
+    ):
+        at += 1
     return (*rest[:at], block, *rest[at:])
+
+
+def _older(message: Message, than: int, number: Number) -> bool:
+    found = number(message)
+    found = found if found is not None else cut_message_number(message.text)
+    return found is not None and found < than
 
 
 def _summary(items: tuple[CarriedItem, ...], left_out: int) -> str:

@@ -1,104 +1,931 @@
-"""The user's instructions in a text: the instruction lexicon, one place for every use.
+"""The user's instructions in a text: the instruction vocabulary, one place for every use.
 
 Compaction verifies that a summary kept the user's explicit instructions
-(`chatcli.compaction`), and carrying (`chatcli.history.carry`) moves them into the view when
-their messages leave it: both read them with `extract_instructions` and `is_instruction`,
-in English, Portuguese and Spanish.
+(`chatcli.compaction`), and carrying (`chatcli.history.carry`) moves the user's rules, limits,
+facts and preferences into the view when their messages leave it: both read them here, in
+English, Portuguese and Spanish (`_LEXICONS`: every phrase this module knows).
+
+`kind_of` names what one sentence, typed by the user, is worth carrying as:
+
+- a **rule**: a standing prohibition or obligation however it is phrased ("Never ...", "must",
+  "under no circumstances", "it is forbidden", "only ever", "X is off limits", "ask me before
+  X", a rule stated as a fact: "the prod DB is read-only for you"), and a statement that lifts
+  or changes one ("pushing to main is OK now");
+- a **constraint**: a hard limit with a quantity, in digits or words ("keep spending below
+  four thousand euros", "due at 11:59pm on Sunday");
+- a **fact**: an exact value or a stable fact of the user's world (a code, a host, a version, a
+  date, a person and their role), and a **goal** (the end state wanted), carried as a fact;
+- a **preference**: a soft wish about style or approach ("I'd go with tabs").
+
+Not worth carrying: questions (about rules too), narration and habits ("I never understood
+..."), reported speech, opinions, status and bug reports, thanks and chatter, one-off requests
+for the turn at hand; lines that look pasted rather than typed (`looks_pasted`: code, log
+lines, markup); and words addressed to AI systems in the third person ("AI assistants reading
+this: ..."), which a user does not write to their own assistant but a page written to hijack
+one does. Telling these apart takes more than a list of words, so `kind_of` reads a sentence
+as *features* (`features`: which groups of the vocabulary it holds, and where, its first
+words, its words) and weighs them with a linear model (`instruction_model.json`, trained by
+`scripts/train_instruction_model.py` on the tuning sentences of tests/data/instructions, never
+on the held-out ones). `_RULE_MASS`: the share of the model's belief in a rule, a constraint
+or a lift that makes a sentence one: a rule missed is lost, a sentence carried needlessly
+costs a line.
+
+`is_instruction` (what compaction pins) is the older, plainer reading: an imperative, or a rule
+or limit word. `changes` tells a statement that says something changed ("now", "again", "no
+longer", "forget", ...). Everything here is deterministic and linear in the sentence.
+
+One module because it is one concern's vocabulary, kept in one place: the phrases, the
+patterns that read them and the features made of them change together.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from itertools import pairwise
 
-__all__ = ["RULE_WORDS", "extract_instructions", "is_instruction", "sentences"]
+__all__ = [
+    "RULE_WORDS",
+    "changes",
+    "content_words",
+    "cue_of",
+    "extract_instructions",
+    "features",
+    "is_instruction",
+    "kind_of",
+    "lifts",
+    "looks_pasted",
+    "normalised",
+    "only_lifts",
+    "sentences",
+    "value_spans",
+]
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+# A sentence ends at a full stop, a question or an exclamation mark, or a line's end; clauses
+# joined by a semicolon stay one sentence ("Never push to main; open a PR.").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Lexicon:
-    """How one language states an instruction (phrases are comma-separated, lower case).
-
-    `polite`: words that may come before an imperative ("please"). `starts`: first words of an
-    imperative sentence, verbs and negations ("Use tabs.", "Não altere o main.py."); a first
-    word followed by a comma does not count ("No, está bien."). `rules`: phrases that make any
-    sentence a rule ("Tests must pass.", "Quero que você responda em português.").
-    """
-
-    polite: str
-    starts: str
-    rules: str
-
-
-# chatcli's users write English, Portuguese and Spanish.
-# Imperatives in Portuguese and Spanish are listed in the forms used to address the assistant
-# (você / tú / usted). Pro-drop makes some of them look like third-person statements ("Usa
-# Python 3.11."): such a sentence may be pinned needlessly, which costs a line, while a lost
-# rule costs the user's trust.
-_LEXICONS = {
-    "en": _Lexicon(
-        polite="please, pls, kindly",
-        starts="add, always, answer, avoid, build, call, change, check, commit, create, delete, "
-        "do, document, don't, dont, ensure, explain, fix, follow, format, give, ignore, "
-        "implement, include, install, keep, leave, limit, list, make, move, name, never, note, "
-        "prefer, print, put, read, refactor, remember, remove, rename, replace, reply, respond, "
-        "return, run, send, show, skip, sort, start, stop, tell, translate, try, update, use, "
-        "wait, write",
-        rules="always, never, don't, dont, do not, must, must not, mustn't, should not, "
-        "shouldn't, make sure, ensure, avoid, only, i want you to, i'd like you to, "
-        "i would like you to, i need you to, i expect you to, you need to, you have to",
-    ),
-    "pt": _Lexicon(
-        polite="por favor, por gentileza",
-        starts="adicione, altere, apague, atualize, certifique-se, coloque, comece, confira, "
+# Every phrase, by group and language (comma-separated, lower case; a phrase matches as whole
+# words, any spacing between them, with or without accents). The groups:
+#   polite: words before an imperative ("please"); starts: first words of an imperative;
+#   negations: a first word that makes an imperative a prohibition ("No borres ...");
+#   not_rules: openings that look like a ban but are not ("no problem");
+#   bans / musts / asks: prohibitions, obligations, "ask me before";
+#   lifts: lifting or changing a rule; changed: a word saying something changed;
+#   limits (before a quantity), deadlines (before a date or time), numbers, dates, units;
+#   likes: a preference; goals: an end state;
+#   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction;
+#   standing: a rule's scope ("every", "cada"); conditional, questions, first_person, you:
+#   who speaks and how; tags: a question tag at the end ("okay?", "¿me entendés?");
+#   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.").
+_LEXICONS: dict[str, dict[str, str]] = {
+    "en": {
+        "polite": "please, pls, kindly, plz",
+        "starts": "add, allow, always, answer, apply, ask, avoid, back, bake, build, bump, call, "
+        "change, check, clarify, clean, close, commit, configure, confirm, connect, consider, "
+        "copy, create, debug, delete, deploy, describe, disable, do, document, don't, dont, "
+        "drop, edit, email, enable, ensure, escalate, explain, export, fix, follow, format, "
+        "generate, give, go, guide, handle, hold, ignore, implement, import, include, inform, "
+        "install, keep, leave, let, limit, list, log, look, make, mark, merge, mention, "
+        "migrate, move, name, never, note, notify, open, pass, pause, pin, post, prefer, print, "
+        "prioritize, push, put, read, rebase, record, reduce, refactor, refer, register, "
+        "reject, release, remember, remove, rename, reply, report, reset, respect, respond, "
+        "restart, rethink, return, review, rewrite, round, run, save, send, set, share, ship, "
+        "show, skip, sort, split, squash, start, stay, stick, stop, store, submit, switch, "
+        "take, talk, target, tell, test, touch, track, translate, treat, try, turn, update, "
+        "upgrade, upload, use, validate, verify, wait, warn, write",
+        "negations": "no, never, don't, dont, do not",
+        "not_rules": "no problem, no worries, no thanks, no thank you, no idea, no way, no rush, "
+        "no hurry, no luck, no change, no changes, no",
+        "bans": "never, don't, dont, do not, not allowed, not permitted, not authorized, "
+        "forbidden, prohibited, banned, off limits, off-limits, out of bounds, "
+        "under no circumstances, in no case, on no account, at no time, no matter what, "
+        "no-go, not for touching, hands off, stay away, keep away, refrain, avoid, must not, "
+        "mustn't, shall not, should not, shouldn't, you may not, you can't, you cannot, "
+        "you can not, you are not, you're not, is not to, are not to, not to be, not even",
+        "musts": "always, must, has to, have to, need to, needs to, shall, required, requires, "
+        "mandatory, compulsory, obligatory, make sure, ensure, be sure to, remember to, "
+        "don't forget, it is essential, only, only ever, exclusively, solely, nothing else, "
+        "at all times, every time, without exception, without fail, is to be, are to be, "
+        "you are to, read-only, read only, locked, reserved for, restricted to, limited to, "
+        "strictly, no exceptions, i want you to, i'd like you to, i would like you to, "
+        "i need you to, i expect you to",
+        "asks": "ask before, ask me, check with me, ask first, talk to me first, "
+        "ask for approval, needs my approval, need my approval, without asking, without my, "
+        "without approval, without permission",
+        "lifts": "is fine now, are fine now, is ok now, are ok now, is okay now, fine now, "
+        "ok now, okay now, feel free, fair game, go ahead, allowed again, is allowed, "
+        "are allowed, is lifted, are lifted, lifted, is over, no longer, not anymore, "
+        "anymore, any more, don't need, do not need, doesn't apply, does not apply, ignore my, "
+        "ignore what i said, ignore the earlier, forget what i said, forget about, is yours, "
+        "are yours, all yours, i trust you, back on, is back, are back, free now, acceptable, "
+        "from now on, from today, starting today, after all, as needed, whatever you need, "
+        "granted, you can now, can now, you may, you can",
+        "changed": "now, again, instead, actually, correction, update, updated, changed, "
+        "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
+        "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
+        "forget, ignore, disregard, fine, ok, okay, allowed, permitted, free to, back, rather, "
+        "make it",
+        "limits": "at most, at least, no more than, no less than, not more than, "
+        "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
+        "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
+        "exceeds, exceeding, less than, more than, fewer than, lower than, higher than, "
+        "greater than, shorter than, longer than, tops, threshold, at or below, at or above",
+        "deadlines": "deadline, due, before, by, after, until, till, no later than, "
+        "no earlier than, from",
+        "numbers": "zero, one, two, three, four, five, six, seven, eight, nine, ten, eleven, "
+        "twelve, thirteen, fourteen, fifteen, sixteen, seventeen, eighteen, nineteen, "
+        "twenty, thirty, forty, fifty, sixty, seventy, eighty, ninety, hundred, thousand, "
+        "million, billion, dozen, half, a couple of, a few",
+        "dates": "monday, tuesday, wednesday, thursday, friday, saturday, sunday, tomorrow, "
+        "tonight, noon, midnight, eod, end of day, end of the day, end of the week, "
+        "end of the month, next week, january, february, march, april, june, july, august, "
+        "september, october, november, december",
+        "units": "euro, euros, eur, dollar, dollars, usd, pound, pounds, gbp, cent, cents, "
+        "percent, per cent, second, seconds, minute, minutes, hour, hours, day, days, week, "
+        "weeks, month, months, year, years, line, lines, character, characters, word, words, "
+        "token, tokens, request, requests, retry, retries, attempt, attempts, file, files, "
+        "item, items, user, users, step, steps, call, calls, page, pages, paragraph, "
+        "paragraphs, megabyte, megabytes, gigabyte, gigabytes, person, people, times",
+        "likes": "prefer, prefers, preferred, i'd rather, would rather, rather than, i like, "
+        "i love, i'd go with, personally, would be nice, if possible, where possible, "
+        "kinda like, would appreciate, is easier, not a hard rule, i want, i'd like, "
+        "my preference",
+        "goals": "end state, end goal, goal, goals, objective, target is, aim to, we aim, "
+        "what i want, at the end i want, i want the, i want a, by the end, the plan is",
+        "reported": "says, said, say that, keeps saying, keep saying, noted that, "
+        "indicated that, has indicated, told me, tells me, mentioned, according to, claims, "
+        "insists",
+        "narrative": "yesterday, last year, last week, last month, last semester, "
+        "last quarter, last time, ago, previous, previously, before this, back in, used to, "
+        "was, were, had, did, got, went, told, happened",
+        "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, for me, to me, "
+        "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
+        "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
+        "is killing me, so confusing, is weird",
+        "status": "error, errors, fails, failed, failing, crash, crashes, crashed, timeout, "
+        "timeouts, exception, returns, stuck, broken, doesn't work, does not work, "
+        "not working, works now, it works, passes, passed, green, finished, concluded, "
+        "is up, pending, matched, nothing happens, wont work, won't work",
+        "thanks": "thanks, thank you, thx, cool, nice, perfect, great, lol, brb, hello, "
+        "good morning, ugh",
+        "requests": "can you, could you, would you, will you, can u, help me, explain me, "
+        "tell me, show me, look at, take a look, draft, summarise, summarize",
+        "notes": "note, notes, note to self, meeting notes, todo, to do, bug, idea, done, fyi, "
+        "retro, stats, question, question for later, numbers, status",
+        "standing": "every, each, any, all, whenever, every time, in every, before every, "
+        "before each, all new",
+        "conditional": "if, when, whenever, unless",
+        "questions": "should, shall, is, are, do, does, did, can, could, would, will, must, "
+        "may, have, has, what, what's, whats, why, how, which, who, where, when",
+        "first_person": "i, i'm, im, i've, i'd, we, we're, we've, my, let me, let's, lets, let us",
+        "you": "you, your, you're, yourself",
+        "tags": "okay, ok, right, yes, alright, please",
+        "moves": "go on, carry on, keep going, continue, next, next step, next one, try again, "
+        "go, proceed, do it, do that, sure, yes, yep, ok, okay, done, stop, wait, hold on, "
+        "again, go ahead, good, great, thanks, thank you",
+    },
+    "pt": {
+        "polite": "por favor, por gentileza, porfa",
+        "starts": "adicione, altere, apague, atualize, certifique-se, coloque, comece, confira, "
         "considere, corrija, crie, deixe, documente, escreva, evite, execute, explique, faça, "
-        "formate, garanta, gere, ignore, implemente, inclua, jamais, leia, lembre, lembre-se, "
-        "liste, mantenha, mostre, mude, não, nunca, pare, prefira, remova, renomeie, responda, "
-        "rode, sempre, siga, traduza, troque, use, usa, utilize, verifique",
-        rules="sempre, nunca, jamais, não deve, não devem, não pode, não podem, deve, devem, "
-        "tem que, têm que, você precisa, certifique-se, garanta que, evite, somente, apenas, "
-        "quero que, preciso que, gostaria que, é proibido",
-    ),
-    "es": _Lexicon(
-        polite="por favor",
-        starts="actualiza, agrega, añade, asegúrate, asegurate, borra, cambia, comprueba, "
-        "considera, corrige, corrija, crea, deja, documenta, elimina, empieza, envía, escribe, "
-        "escriba, evita, explica, explique, genera, haga, haz, ignora, implementa, incluye, "
-        "jamás, lee, mantén, mantenga, muestra, no, nunca, pon, prefiere, quita, recuerda, "
-        "renombra, responde, responda, revisa, siempre, traduce, usa, use, utiliza, verifica",
-        rules="siempre, nunca, jamás, jamas, no debes, no debe, no deben, debes, debe, deben, "
-        "tienes que, hay que, asegúrate, asegurate, evita, solo, sólo, solamente, únicamente, "
-        "quiero que, necesito que, me gustaría que, está prohibido",
-    ),
+        "formate, garanta, gere, ignore, implemente, inclua, leia, lembre, lembre-se, liste, "
+        "mantenha, mostre, mude, pare, prefira, remova, renomeie, responda, rode, siga, "
+        "traduza, troque, use, usa, utilize, verifique, fique, envie, trabalhe, fixe, fixa, "
+        "roda, sobe, suba, responde, escreve, manda, mande, fala, faz, para, pergunte, avise, "
+        "aguarde, espere",
+        "negations": "não, nunca, jamais, nada de, nenhum, nenhuma, nem",
+        "not_rules": "não, nunca mais",
+        "bans": "nunca, jamais, não deve, não devem, não pode, não podem, não é permitido, "
+        "não são permitidos, não está permitido, não está autorizado, proibido, proibida, "
+        "proibidos, proibidas, vedado, vedada, em hipótese alguma, em hipótese nenhuma, "
+        "em nenhuma hipótese, sob nenhuma circunstância, sob hipótese alguma, em caso algum, "
+        "em nenhum caso, de jeito nenhum, de forma alguma, de modo algum, nem pensar, "
+        "fora dos limites, fora de limites, fora do seu escopo, fora de cogitação, intocável, "
+        "nada de, ninguém, não é pra, não eh pra, não mexa, não toque, evite, evitar, para de, "
+        "pare de, nunca mais, nem sequer",
+        "musts": "sempre, deve, devem, deverá, tem que, têm que, tem de, têm de, tens de, "
+        "temos de, precisa, precisam, é obrigatório, obrigatório, obrigatória, "
+        "obrigatoriamente, certifique-se, garanta, lembre-se, somente, apenas, só, "
+        "exclusivamente, unicamente, sem exceção, de leitura, só leitura, quero que, "
+        "preciso que, gostaria que, reservado para, restrito a, limitado a",
+        "asks": "me pergunte, pergunta-me, me perguntar, me avisa, me avise, sem me avisar, "
+        "sem me perguntar, passa por mim, sem autorização, sem pedido",
+        "lifts": "pode, podem, já pode, já podes, pode voltar a, está liberado, está liberada, "
+        "liberado, liberada, liberou, tudo bem agora, está ok agora, esqueça o que eu disse, "
+        "esqueça, esquece, ignore o que eu disse, desconsidere, não precisa mais, "
+        "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
+        "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
+        "é sua, é seu",
+        "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
+        "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
+        "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
+        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre",
+        "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
+        "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
+        "não passe de, limite, teto, máximo, mínimo, orçamento, dentro de, inferior a, "
+        "superior a, não mais de",
+        "deadlines": "prazo, antes de, antes da, antes das, antes do, depois de, a partir de, "
+        "até o, até a, até as, até dia, entrega",
+        "numbers": "zero, dois, duas, três, quatro, cinco, seis, sete, oito, nove, dez, onze, "
+        "doze, treze, quatorze, catorze, quinze, dezesseis, dezessete, dezoito, dezenove, "
+        "vinte, trinta, quarenta, cinquenta, sessenta, setenta, oitenta, noventa, cem, "
+        "cento, duzentos, trezentos, quatrocentos, quinhentos, mil, milhão, milhões, bilhão, "
+        "meia, meio, dúzia",
+        "dates": "segunda, terça, quarta, quinta, sexta, sábado, domingo, amanhã, meio-dia, "
+        "meia-noite, janeiro, fevereiro, março, abril, maio, junho, julho, agosto, setembro, "
+        "outubro, novembro, dezembro, fim do dia, fim do mês, semana que vem",
+        "units": "euro, euros, real, reais, dólar, dólares, por cento, segundo, segundos, "
+        "minuto, minutos, hora, horas, dia, dias, semana, semanas, mês, meses, ano, anos, "
+        "linha, linhas, caractere, caracteres, palavra, palavras, tentativa, tentativas, "
+        "arquivo, arquivos, usuário, usuários, pessoa, pessoas, vezes, páginas, frases",
+        "likes": "prefiro, eu prefiro, preferir, gosto, gosto de, eu gosto, gostava, curto, "
+        "se puder, se der, não é regra, mais do que, minha preferência",
+        "goals": "nosso objetivo, o objetivo, meu objetivo, objetivo final, a meta, nossa meta, "
+        "o alvo, o plano é, quero terminar, quero chegar, quero acabar, quero esse, "
+        "quero um, quero uma",
+        "reported": "diz que, disse que, falou que, vive dizendo, diz sempre, comentou, falou",
+        "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
+        "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
+        "reprovei, derrubou, caiu",
+        "opinion": "acho, acho que, sinceramente, pra mim, para mim, na minha opinião, "
+        "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
+        "ridículo, porcaria, horrível, eu sei, superestimado",
+        "status": "erro, falha, falhou, travou, não funciona, funcionou, funcionando normal, "
+        "deu isso, subiu, terminou, pronto, passou",
+        "thanks": "obrigado, obrigada, valeu, brigadão, vlw, bom dia, socorro, show",
+        "requests": "me explica, explica-me, podes explicar, você pode, vc pode, consegue, "
+        "me ajuda, me revisa, me faz, olha esse, olha isso",
+        "notes": "lembrete, obs, feito, pergunta, reunião, números, pendente",
+        "standing": "todo, toda, todos, todas, cada, qualquer, sempre que, toda vez, antes de cada",
+        "conditional": "se, quando, caso",
+        "questions": "qual, quais, por que, porque, pq, como, quando, onde, o que, quem, "
+        "será, tem, quanto, quantos, quantas, preciso, tenho, pode, podes",
+        "first_person": "eu, a gente, nós, meu, minha, deixa eu, deixa-me, me deixa",
+        "you": "você, voce, vc, tu, ti, te, seu, sua",
+        "tags": "entendeu, entendido, tá, ta, né, ne, sim, ok",
+        "moves": "continua, continue, segue, pode seguir, próximo, próxima, vai, manda ver, "
+        "tenta de novo, beleza, ok, sim, valeu, isso, pode ser, certo",
+    },
+    "es": {
+        "polite": "por favor, porfa, porfavor",
+        "starts": "actualiza, agrega, añade, asegúrate, asegurate, borra, cambia, comprueba, "
+        "considera, corrige, corrija, crea, deja, documenta, elimina, empieza, envía, "
+        "escribe, escriba, evita, explica, explique, genera, haga, haz, ignora, implementa, "
+        "incluye, lee, mantén, mantenga, muestra, pon, prefiere, quita, recuerda, renombra, "
+        "responde, responda, revisa, traduce, usa, use, usá, utiliza, verifica, quédate, "
+        "limita, trabaja, conéctate, conectate, pasa, contesta, manda, sigue, pregunta, "
+        "avisa, espera, corre, ejecuta, sube",
+        "negations": "no, nunca, jamás, jamas, ni, nada de, ningún, ninguna",
+        "not_rules": "no, no hay problema, no pasa nada, no gracias, ni idea",
+        "bans": "nunca, jamás, jamas, no debes, no debe, no deben, no puedes, no podés, "
+        "no puede, no pueden, no se puede, no se permite, no está permitido, "
+        "no están permitidos, prohibido, prohibida, prohibidos, prohibidas, vedado, "
+        "zona vedada, bajo ninguna circunstancia, bajo ningún concepto, por ningún motivo, "
+        "en ningún caso, en ninguna circunstancia, de ninguna manera, de ningún modo, "
+        "ni se te ocurra, ni lo mires, ni hablar, fuera de tu alcance, fuera de los límites, "
+        "fuera de límites, nadie, evita, evitar, no toques, deja de, ni siquiera, "
+        "nada de",
+        "musts": "siempre, debes, debe, deben, deberás, tienes que, tenés que, tiene que, "
+        "tienen que, hay que, es obligatorio, obligatorio, obligatoria, obligatoriamente, "
+        "asegúrate, asegurate, recuerda, solo, sólo, solamente, únicamente, exclusivamente, "
+        "sin excepción, en todo momento, solo lectura, de solo lectura, de lectura, "
+        "quiero que, necesito que, me gustaría que, reservado para, restringido a, "
+        "limitado a",
+        "asks": "pregúntame, preguntame, pregunta antes, consúltame, consultame, "
+        "me la consultas, avísame, avisame, sin preguntar, sin autorización, sin ticket",
+        "lifts": "puedes, podés, pueden, ya puedes, ya podés, ya se puede, puedes volver a, "
+        "está bien ahora, ya está bien, olvida lo que dije, olvida, olvídate, "
+        "ignora lo que dije, no hace falta, ya no, ya no es, ya no hay, ya no aplica, volvió, "
+        "está de vuelta, queda permitido, está permitido, es tuyo, es tuya, quedó libre, "
+        "a partir de ahora, desde hoy, ahora sí, sin problema, nomás, adelante, "
+        "dieron el ok, visto bueno",
+        "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
+        "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
+        "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
+        "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre",
+        "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
+        "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
+        "no pasar de, no pases de, límite, tope, máximo, mínimo, presupuesto, dentro de, "
+        "inferior a, superior a, no más de",
+        "deadlines": "plazo, antes de, antes del, después de, a partir de, hasta el, "
+        "hasta las, hasta la, entrega, se entrega",
+        "numbers": "cero, dos, tres, cuatro, cinco, seis, siete, ocho, nueve, diez, once, doce, "
+        "trece, catorce, quince, dieciséis, diecisiete, dieciocho, diecinueve, veinte, "
+        "treinta, cuarenta, cincuenta, sesenta, setenta, ochenta, noventa, cien, ciento, "
+        "doscientos, trescientos, cuatrocientos, quinientos, mil, millón, millones, media, "
+        "medio, docena",
+        "dates": "lunes, martes, miércoles, jueves, viernes, sábado, domingo, mañana, "
+        "mediodía, medianoche, enero, febrero, marzo, abril, mayo, junio, julio, agosto, "
+        "septiembre, octubre, noviembre, diciembre, fin de mes, la semana que viene",
+        "units": "euro, euros, dólar, dólares, peso, pesos, por ciento, segundo, segundos, "
+        "minuto, minutos, hora, horas, día, días, semana, semanas, mes, meses, año, años, "
+        "línea, líneas, carácter, caracteres, palabra, palabras, intento, intentos, archivo, "
+        "archivos, usuario, usuarios, persona, personas, veces, páginas, diapositivas, "
+        "créditos",
+        "likes": "prefiero, yo prefiero, preferir, me gusta, me gustan, me copa, "
+        "me viene mejor, si puedes, si podés, en lugar de, antes que, no es regla",
+        "goals": "nuestro objetivo, el objetivo, mi objetivo, la meta, nuestra meta, meta final, "
+        "el plan es, lo que quiero, quiero cerrar, quiero terminar, quiero un, quiero una",
+        "reported": "dice que, dijo que, comentó que, dice siempre, siempre dice, "
+        "vive diciendo, comentó",
+        "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
+        "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
+        "reprobé",
+        "opinion": "la verdad, honestamente, encuentro que, para mí, creo que, me parece, "
+        "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
+        "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
+        "status": "no anda, no funciona, falla, falló, termina, terminó, listo, quedó, "
+        "rebotando, tirando, ocurre, error",
+        "thanks": "gracias, genial, buenísimo, buenos días, hola, auxilio, mil gracias",
+        "requests": "me explicas, me revisás, me revisas, me haces, puedes convertir, "
+        "me ayudas, mira esto",
+        "notes": "recordatorio, ojo, pendiente, hecho, duda, reunión, cifras",
+        "standing": "todo, toda, todos, todas, cada, cualquier, cualquiera, siempre que, "
+        "antes de cada",
+        "conditional": "si, cuando, en caso de",
+        "questions": "cual, cuales, qué, que, quién, quien, dónde, donde, cuándo, cuando, "
+        "cuánto, cuantos, cuantas, hay, ha, se puede, puedo, tengo, es obligatorio",
+        "first_person": "yo, nosotros, nosotras, mi, mis, déjame, dejame, dejáme",
+        "you": "tú, tu, ti, vos, usted, te",
+        "tags": "me entendés, me entendes, me entendiste, entendido, vale, sí, si, po",
+        "moves": "sigue, seguí, continúa, continua, dale, siguiente, próximo, otra vez, "
+        "intenta de nuevo, listo, ok, sí, vale, bueno, perfecto, eso",
+    },
 }
 
 
-def _phrases(field: str) -> tuple[str, ...]:
-    return tuple(
-        phrase.strip()
-        for lexicon in _LEXICONS.values()
-        for phrase in getattr(lexicon, field).split(",")
-    )
+def _set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
 
 
-def _alternation(phrases: tuple[str, ...]) -> str:
+def _strip_accents(text: str) -> str:
+    if text.isascii():
+        return text
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
+
+
+# The combining marks NFKD splits accented letters into.
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def _phrases(group: str) -> tuple[str, ...]:
+    """A group's phrases in every language, as written and without accents."""
+    found: dict[str, None] = {}
+    for lexicon in _LEXICONS.values():
+        for phrase in lexicon[group].split(","):
+            if phrase.strip():
+                found[phrase.strip()] = None
+                found[_strip_accents(phrase.strip())] = None
+    return tuple(found)
+
+
+def _alternation(phrases: Iterable[str]) -> str:
     """A regex matching any of `phrases` as whole words, any spacing between their words."""
     longest_first = sorted(set(phrases), key=len, reverse=True)
     return "|".join(r"\s+".join(map(re.escape, p.split())) for p in longest_first)
 
 
+def _words(*groups: str) -> re.Pattern[str]:
+    phrases = [p for group in groups for p in _phrases(group)]
+    return re.compile(rf"(?<![\w'-])(?:{_alternation(phrases)})(?![\w'-])", re.IGNORECASE)
+
+
+def _opening(group: str) -> re.Pattern[str]:
+    return re.compile(rf"^(?:{_alternation(_phrases(group))})(?![\w'-])", re.IGNORECASE)
+
+
+_NOT_WORD = re.compile(r"[^\w'-]+")
+
+
+def _padded(text: str) -> str:
+    """`text` in lower case, without accents, every mark but apostrophes and hyphens a
+    space, between spaces: a phrase is in it when its own padded form is (`_Phrases`)."""
+    plain = _strip_accents(text.replace("’", "'")).lower()
+    return " " + " ".join(_NOT_WORD.sub(" ", plain).split()) + " "
+
+
+@dataclass(frozen=True, slots=True)
+class _Phrases:
+    """Phrases found by set lookups rather than a regex of alternatives (what reading every
+    sentence of a long session costs): one-word phrases in `words`, longer ones padded
+    (" do not ") under their first word in `longer`."""
+
+    words: frozenset[str]
+    longer: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, *groups: str, leaving: frozenset[str] = frozenset()) -> _Phrases:
+        padded = {_padded(p) for g in groups for p in _phrases(g) if p not in leaving}
+        padded.discard("  ")
+        longer: dict[str, list[str]] = {}
+        for phrase in sorted(p for p in padded if p.count(" ") > 2):
+            longer.setdefault(phrase.split()[0], []).append(phrase)
+        words = frozenset(p.strip() for p in padded if p.count(" ") == 2)
+        return cls(words=words, longer={w: tuple(ps) for w, ps in longer.items()})
+
+    def within(self, padded: str, tokens: frozenset[str]) -> bool:
+        if not self.words.isdisjoint(tokens):
+            return True
+        return any(p in padded for t in tokens & self.longer.keys() for p in self.longer[t])
+
+    def opens(self, padded: str) -> bool:
+        first = padded[1 : padded.find(" ", 1)]
+        return first in self.words or any(padded.startswith(p) for p in self.longer.get(first, ()))
+
+    def removed(self, padded: str) -> str:
+        """`padded` without these phrases."""
+        for token in set(padded.split()) & self.longer.keys():
+            for phrase in self.longer[token]:
+                while phrase in padded:  # bounded: each pass removes one
+                    padded = padded.replace(phrase, " ")
+        return " " + " ".join(t for t in padded.split() if t not in self.words) + " "
+
+
+# Any prohibition or obligation phrase.
+RULE_WORDS = _words("bans", "musts")
 _POLITE = re.compile(rf"^(?:{_alternation(_phrases('polite'))})(?!\w)[\s,:]*", re.IGNORECASE)
 _STARTS = frozenset(_phrases("starts"))
-RULE_WORDS = re.compile(rf"(?<!\w)(?:{_alternation(_phrases('rules'))})(?!\w)", re.IGNORECASE)
+_NEGATIONS = _opening("negations")
+_NOT_RULES = re.compile(
+    rf"^(?:{_alternation(_phrases('not_rules'))})(?:[\s,.!:;]*$|\s*[,.!:;])", re.IGNORECASE
+)
+_RULES = _Phrases.of("bans", "musts")
+_LIFTS = _Phrases.of("lifts")
+_CHANGED = _Phrases.of("changed")
+# The words that make a limit, but its nouns ("the budget", "the cap"): what a limit is about.
+_LIMIT_NOUNS = _set(
+    "budget cap capped limit limited limite límite teto tope ceiling threshold orçamento "
+    "orcamento presupuesto maximum minimum max min máximo mínimo maximo minimo deadline prazo "
+    "plazo entrega due"
+)
+_LIMIT_LINKS = _Phrases.of("limits", "deadlines", leaving=_LIMIT_NOUNS)
+# Any word a limit can begin with: a sentence without one has no limit (`_LIMITED`).
+_LIMIT_ANY = _Phrases.of("limits", "deadlines")
+# Cue groups whose presence anywhere in a sentence is a feature (`features`).
+_CUES = {
+    group: _Phrases.of(group)
+    for group in sorted(
+        _set(
+            "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
+            "standing you"
+        )
+    )
+}
+# Cue groups that count only as a sentence's opening.
+_OPENINGS = {
+    group: _Phrases.of(group)
+    for group in sorted(_set("requests notes conditional questions first_person negations"))
+}
+_MOVES = frozenset(_strip_accents(p) for p in _phrases("moves"))
+_TAG = re.compile(
+    rf"(?:[,;]\s*|\s+)(?:{_alternation(_phrases('tags'))})\s*[?!.]*\s*$", re.IGNORECASE
+)
+
+# Content words (`content_words`): of three letters or more, or a number; and the words that
+# say nothing of what a statement is about.
+_WORD = re.compile(r"[^\W\d_]{3,}|\b\d+\b")
+_STOP_TEXT = """
+    the and for are is was were this that these those with from into onto our your you not but
+    can may will would could should all any also then than just please its it's use using them
+    they their there here what when which who whom how about again instead anymore actually
+    okay still let let's has have had been being too very get got make made does did doing
+    done want need like sure thing things something anything everything some one ones such
+    each other more most much many only own same so yet ever even well way time now over out
+    off per via etc she her his him hers theirs ours yours mine myself yourself itself
+    que para com por uma uns umas dos das nos nas pelo pela pelos pelas isso isto este esta
+    esse essa estes estas esses essas aqui agora mais muito muita não sim você vocês ele ela
+    eles elas nós seu sua seus suas meu minha meus minhas como quando onde qual quais ser
+    estar está são foi tem ter fazer faz pode deve também sempre nunca ainda já então porque
+    una unos unas los las del les con sin sem esto eso ese esa esos esas aquí ahora más muy usted
+    mucho mucha muchos muchas poco poca
+    ustedes ellos ellas nosotros nuestro nuestra cual cuales cuando donde hacer hace puede
+    debe también siempre nunca todavía entonces porque pero sino está están fue hay
+"""
+_STOP_WORDS = frozenset(_strip_accents(word) for word in _STOP_TEXT.split())
+
+# Exact values: what a user cannot expect a summary to keep character for character.
+_VALUE = re.compile(
+    "|".join(
+        (
+            r"https?://\S+",
+            r"\b[\w.+-]+@[\w-]+\.[\w.]+",
+            r"(?:~|\.{1,2})?/[\w.@-]+(?:/[\w.@-]+)+",
+            r"\b[\w-]+(?:/[\w.-]+)+",
+            r"\b[\w-]+\.(?:py|js|ts|tsx|json|ya?ml|toml|md|txt|sh|go|rs|java|c|h|cpp|sql|csv|"
+            r"ini|cfg|conf|env|lock|html|css|nvmrc)\b",
+            r"\b[\w-]+\.(?:internal|intra|interno|lan|local|com|net|org|io|dev|br|mx|cl|ar|es|"
+            r"pt)\b",
+            r"\bv?\d+\.\d+(?:\.\d+)+\b|\bv\d+(?:\.\d+)?\b",
+            r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b|\b\d{1,2}h\d{0,2}\b",
+            r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b",
+            r"\b\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|"
+            r"dec)[a-z]*\b",
+            r"\b\d{1,2} de (?:jan|fev|mar|abr|mai|jun|jul|ago|set|out|nov|dez|ene|feb|abr|may|"
+            r"ago|sep|oct|dic)[a-zç]*\b",
+            r"[$€£¥]\s?\d[\d,.]*\s?[kmb]?\b",
+            r"\b\d[\d,.]*\s?(?:%|[kmb]\b|eur|usd|gbp|brl|chf|jpy|euros?|dollars?|reais|ms|s|sec|"
+            r"seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|[kmgt]i?b|px|cm|mm|"
+            r"km|kg|g|m|lines?|chars?|characters|tokens?|words?|requests?|rps|qps|users?|"
+            r"retries|times|cores?|threads?|replicas?|workers?|items?|steps?|rows?|files?)\b",
+            r"\b\d{1,3}(?:,\d{3})+\b|\b\d{3,}\b|\b\d+(?:[.,]\d+)?\b",
+            r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{2,}\b",
+        )
+    ),
+    re.IGNORECASE,
+)
+# Kept apart from `_VALUE`: a small bare number is a quantity for a limit, not an exact value.
+_BARE_NUMBER = re.compile(r"^\d{1,2}(?:[.,]\d+)?$")
+_NUMBERS = _alternation(_phrases("numbers"))
+_WORDED_VALUE = re.compile(
+    rf"(?<![\w-])(?:{_NUMBERS})(?:[\s-]+(?:and |e |y )?(?:{_NUMBERS}))*\s+"
+    rf"(?:{_alternation(_phrases('units'))})(?![\w-])",
+    re.IGNORECASE,
+)
+# A limit word, then up to three words, then a quantity (digits, number words or a date); a
+# deadline word, then a date or a time ("by Friday", "before 10:00", not "by two spaces"); a
+# quantity, then "max" ("400 lines max").
+_BETWEEN = r"(?:[\s,:]+[\w'’-]+){0,3}?[\s,:]+(?:the |a |an |o |os |as |el |la |los |las )?"
+_WHEN = rf"(?:\d|(?:{_alternation(_phrases('dates'))})(?![\w-]))"
+_QUANTITY = rf"(?:[$€£¥]\s?\d|(?:{_NUMBERS})(?![\w-])|{_WHEN})"
+_LIMITED = re.compile(
+    rf"(?<![\w-])(?:{_alternation(_phrases('limits'))})(?![\w-]){_BETWEEN}{_QUANTITY}"
+    rf"|(?<![\w-])(?:{_alternation(_phrases('deadlines'))})(?![\w-]){_BETWEEN}{_WHEN}"
+    rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,3}}"
+    r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho)\b",
+    re.IGNORECASE,
+)
+# Words addressed to AI systems in the third person: a page written to hijack one, not a user.
+_AI = (
+    r"(?:ai|a\.i\.|llms?|gpts?|chatbots?|language models?|ai models?|ai assistants?|"
+    r"ai agents?|ias?|modelos? de (?:linguagem|lenguaje)|assistentes? de ia|asistentes? de ia|"
+    r"agentes? de ia|copilots?|claude|chatgpt|gemini)"
+)
+_ANY_AI = (
+    rf"(?:{_AI}|(?:automated |coding |code |automatic |automáticos? |automaticos? |de código )?"
+    r"(?:assistants?|agents?|bots?|models?|assistentes?|asistentes?|agentes?)"
+    r"(?: automáticos?| automaticos?| de código| de codigo)?)"
+)
+_READING = (
+    r"(?:reading|processing|parsing|summari[sz]ing|crawling|scraping|indexing|that reads?|"
+    r"who reads?|that see|which reads?|lendo|que lê|que leem|leyendo|que lee|que lean|"
+    r"que leen)"
+)
+_TO_AI = re.compile(
+    rf"^\W*(?:hidden |system |important |oculta |importante )?(?:note|message|attention|"
+    r"instructions?|notice|nota|atenção|atencao|atención|atencion|instrução|instrucao|"
+    r"instrucción|instruccion|aviso)?(?:\s+(?:oculta|importante|for|to|para))*[\s,:]*"
+    rf"(?:all|any|every|dear|hey|the|todos os|todas as|todos los|todas las|os|as|los|las|"
+    rf"cualquier|qualquer|querida|querido)?\s*{_ANY_AI}\b[^.!?]{{0,40}}?:"
+    rf"|\b{_ANY_AI}\b[^.!?]{{0,30}}?\b{_READING}\b"
+    rf"|\bif you(?:'re| are) an? {_ANY_AI}\b|\b(?:note|attention|instructions?|message|notice)"
+    rf" (?:to|for) (?:all |any )?{_ANY_AI}\b|\bse (?:você )?(?:for|é) uma? {_ANY_AI}\b"
+    rf"|\bsi eres una? {_ANY_AI}\b|^\W*(?:querida|querido|dear) {_ANY_AI}\b"
+    rf"|^\W*(?:\w+ )?(?:note|notice|instructions?|message|nota|aviso)\s*:\s*(?:the |all |any )?"
+    rf"{_ANY_AI}\b",
+    re.IGNORECASE,
+)
+# Words without which nothing is addressed to an AI system (`_TO_AI` is not read then).
+_AI_WORDS = _set(
+    "ai i a llm llms gpt gpts chatbot chatbots bot bots model models modelo modelos assistant "
+    "assistants assistente assistentes asistente asistentes agent agents agente agentes "
+    "copilot copilots claude chatgpt gemini ia ias"
+)
+
+
+def _to_ai(sentence: str) -> bool:
+    """Whether `sentence` addresses AI systems in the third person (`_TO_AI`)."""
+    return not _AI_WORDS.isdisjoint(_padded(sentence).split()) and bool(_TO_AI.search(sentence))
+
+
+# What a line of code, a log, markup or a mail header looks like (`looks_pasted`).
+_PASTED_LINE = re.compile(
+    "|".join(
+        (
+            r"^\s*(?:async\s+)?def\s+\w+\s*\(|^\s*class\s+\w+\s*[(:]|"
+            r"^\s*import\s+[\w.]+(?:\s+as\s+\w+)?\s*$|^\s*from\s+[\w.]+\s+import\s+[\w*(]|"
+            r"^\s*(?:function|const|let|var)\s+\w+\s*[=(]|"
+            r"^\s*(?:public|private|protected|static)\s+[\w<>\[\]]+\s+\w+|"
+            r"^\s*#(?:include|define|ifdef|ifndef|endif|!)|^\s*(?:>>>|\.\.\.)\s|^\s*\$ \w|"
+            r"^\s*(?://|/\*|\*/|<!--)|^\s*(?:if|elif|while|with|for|except|try|else|finally)\b"
+            r"[^:]*:\s*$|^\s*[a-z_][\w.]*(?:\[[^\]]*\])?\s*[-+*/|&]?=\s*\S|"
+            r"^\s*[rbuf]?(?:\"\"\"|''')|^\s*[rbu]?['\"].*['\"]\s*,?\s*(?:#.*)?$",
+            r"[{}]\s*$|\)\s*;\s*$|^\s*[})\]]|\)\s*:\s*$|==|!=|=>|&&|\|\||\+=",
+            r"^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|^\s*\[?\d{2}:\d{2}:\d{2}|"
+            r"^\s*\w{3} +\d{1,2} \d{2}:\d{2}:\d{2}|\[\d{2}/\w{3}/\d{4}|"
+            r"\[(?:INFO|DEBUG|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\]|"
+            r"^\s*(?:INFO|DEBUG|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b[:\s-]",
+            r"^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|"
+            r"^\s*at [\w.$<>]+\(|^\s*\w+(?:Error|Exception|Warning):|^\s*Caused by:",
+            r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>|&(?:nbsp|amp|lt|gt|quot|#\d+);|<!DOCTYPE",
+            r"^\s*#{1,6}\s|^\s*[=\-~^*]{3,}\s*$|^\s*\|.*\|\s*$|^\s*\.\. [\w-]+::|::\s*$|"
+            r"^\s*:[\w ]+:|!\[[^\]]*\]\(|\[[^\]]+\]\((?:https?:|/|#)",
+            r"^\s*>|^On .{4,80} wrote:$|^(?:From|To|Cc|Bcc|Subject|Sent|Date|Reply-To): |"
+            r"^-{2,} ?(?:Original|Forwarded) [Mm]essage",
+            r"^(?: {4,}|\t)\S|^\s*\*\w[\w ]*\*\s",
+        )
+    ),
+    re.MULTILINE,
+)
+
+# -- reading a sentence: features ------------------------------------------------------------
+
+# Words whose -ed ending is a rule's, not a past tense; past forms that end otherwise.
+_RULE_ED = _set(
+    "required allowed prohibited locked reserved restricted limited needed protected banned "
+    "approved permitted authorized generated"
+)
+_PAST = _set(
+    "was were had did got went told said ran broke wrote left came found made took saw knew "
+    "thought felt lost won sent spent forgot understood tinha tenia habia estava estaba usava "
+    "usaba era fue foi tuvimos tivemos reprovei reprobe escribi entendi escrevi corrio rodou "
+    "rompio ia iba"
+)
+# After an -ed word that describes a noun; subjects before one that is a past action.
+_PARTICIPLE_NEXT = _set("at by with in into as under per")
+_SUBJECTS = _set("i we you he she they it who that which someone somebody everyone nobody")
+# Past-tense endings (accents stripped): Portuguese -ou/-eu/-iu, Spanish -aron/-ieron and the
+# imperfect's first person plural.
+_PAST_ENDINGS = ("ou", "eu", "iu", "aron", "ieron", "abamos", "iamos")
+_NEVER_PAST = re.compile(
+    r"\b(?:never|nunca|jamais|jamas)\s+(?:\w+ed|had|got|went|ran|did|was|were|came|told|said|"
+    r"tuvimos|tuve|tivemos|tive|habia|tinha|iba|ia|fui|fue|foi|entendi|recebeu|respondeu|"
+    r"respondio|corrio|rodou|usabamos|usavamos|llego|chegou)\b"
+)
+_ONLY_NUMBER = re.compile(
+    r"\b(?:only|solo|so|somente|apenas)\s+(?:the\s+)?(?:\d+|one|two|three|four|five|dos|tres|"
+    r"duas|dois)\b(?!\s*(?:max|at most))"
+)
+_LABEL = re.compile(r"^([a-z][a-z /-]{1,30}):")
+# A modal of obligation or prohibition: a rule whoever it is said of ("Tests must pass").
+_MODAL = re.compile(
+    r"\b(?:must|mustn't|has to|have to|needs to|shall|required|requires|mandatory|compulsory|"
+    r"is to be|are to be|not allowed|forbidden|prohibited|deve|devem|tem que|tem de|precisa|"
+    r"obrigatorio|obrigatoria|proibido|proibida|debe|deben|tiene que|tienen que|hay que|"
+    r"obligatorio|obligatoria|prohibido|prohibida)\b"
+)
+# A deadline's own words: a date after them is a limit, not a fact.
+_DUE = re.compile(r"\b(?:due|deadline|no later than|prazo|plazo|entrega|entregar|se entrega)\b")
+# A date or a time of day, in words or digits ("on Monday", "a las 9", "às 15h").
+_WHEN_WORDS = re.compile(
+    rf"(?<![\w-])(?:{_alternation(_strip_accents(p) for p in _phrases('dates'))})(?![\w-])"
+    r"|\b(?:at|a las|as|às|a la|ao|al) \d{1,2}(?::\d{2}|h\d{0,2})?\b|\b\d{1,2}h\d{0,2}\b"
+)
+# "is", "are" and their kin: what a fact is stated with.
+_COPULA = re.compile(
+    r"\b(?:is|are|es|e|esta|son|sao|fica|queda|se llama|se chama|called|named|runs|uses|"
+    r"usa|usamos|corre|roda)\b"
+)
+# "I always forget ...", "Siempre confundo ...": a habit, told.
+_HABIT = re.compile(
+    r"^(?:i|we|eu|a gente|nos|yo|nosotros)\b.{0,20}\b(?:always|never|sempre|nunca|siempre)\b"
+)
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_CAPS = re.compile(r"\b[A-ZÁÉÍÓÚÂÊÔÃÕÇÑ]{3,}\b")
+_NAME = re.compile(r"(?<=\w )[A-Z][a-z]{2,}")
+_LIST_MARK = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+")
+# The contexts a rule word is read in (`features`: a rule word and its context, together).
+_CONTEXTS = tuple(
+    sorted(
+        _set(
+            "narrative opinion reported first_person habit you question_end status past "
+            "imperative infinitive negations conditional requests"
+        )
+    )
+)
+_RULE_CUES = ("bans", "musts", "asks", "limited", "lifts")
+
+
+def normalised(sentence: str) -> str:
+    """`sentence` as the features read it: lower case, without accents, list marks, emphasis
+    and code marks, spaces collapsed."""
+    text = sentence.replace("’", "'").replace("`", "").replace("*", "").replace("_", " ")
+    text = _LIST_MARK.sub("", _strip_accents(text).lower())
+    return " ".join(text.replace("¿", " ").replace("¡", " ").split())
+
+
+def features(sentence: str) -> frozenset[str]:
+    """What the model reads of a sentence: the vocabulary's groups it holds ("c:bans"), its
+    shape (a question, a list item, an imperative, a past tense, a value, a limit), each rule
+    group together with its context ("x:bans&narrative"), its first words and its words."""
+    plain = normalised(sentence)
+    text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
+    tokens = _TOKEN.findall(text)
+    padded = _padded(text)
+    words = frozenset(padded.split())
+    found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    found |= {f"c:{group}" for group, cue in _OPENINGS.items() if cue.opens(padded)}
+    found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
+    context = [c for c in _CONTEXTS if f"c:{c}" in found]
+    for cue in _RULE_CUES:
+        if f"c:{cue}" in found:
+            found |= {f"x:{cue}&{c}" for c in context}
+    first = tokens[0] if tokens else ""
+    found |= {f"first={first}", f"first2={' '.join(tokens[:2])}"}
+    found |= {f"w={t}" for t in tokens}
+    found |= {f"b={a}_{b}" for a, b in pairwise(tokens)}
+    found |= {f"s={t[-3:]}" for t in tokens if len(t) >= 5}
+    found |= {f"sfx={t[-2:]}" for t in tokens[:4] if len(t) >= 5}
+    found.add(f"len={min(len(tokens) // 5, 6)}")
+    return frozenset(found)
+
+
+def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set[str]:
+    """The features of a sentence's form (see `features`; `limit_word`: the sentence holds a
+    word a limit begins with, without which `_LIMITED` need not be read)."""
+    shape = {
+        "c:qmark": "?" in text,
+        "c:question_end": text.endswith("?"),
+        "c:imperative": bool(tokens) and tokens[0] in _STARTS,
+        "c:infinitive": bool(tokens) and _infinitive(tokens[0], tokens),
+        "c:limited": limit_word and _LIMITED.search(text) is not None,
+        "c:value": bool(value_spans(sentence)),
+        "c:when": _WHEN_WORDS.search(text) is not None,
+        "c:copula": _COPULA.search(text) is not None,
+        "c:name": _NAME.search(sentence) is not None,
+        "c:caps": _CAPS.search(sentence) is not None,
+        "c:modal": _MODAL.search(text) is not None,
+        "c:due": _DUE.search(text) is not None,
+        "c:digit": any(c.isdigit() for c in text),
+        "c:bullet": _LIST_MARK.match(sentence) is not None,
+        "c:past": _past(tokens),
+        "c:never_past": _NEVER_PAST.search(text) is not None,
+        "c:only_number": _ONLY_NUMBER.search(text) is not None,
+        "c:habit": _HABIT.match(text) is not None,
+        "c:i_not": re.match(r"^(?:i|we|eu|yo|a gente|nos)\s+(?:don't|do not|dont|nao|no)\b", text)
+        is not None,
+    }
+    found = {name for name, present in shape.items() if present}
+    label = _LABEL.match(text)
+    if label is not None:
+        found.add(f"label={label.group(1).strip()}")
+    return found
+
+
+def _infinitive(word: str, tokens: list[str]) -> bool:
+    """A Portuguese or Spanish infinitive opening a rule ("Rodar os testes", "Validar después
+    de cada cambio"): not an English word that ends alike ("Server 3 ...")."""
+    if len(word) < 4 or not word.endswith(("ar", "er", "ir")) or word in _NOT_INFINITIVES:
+        return False
+    return any(token in _ROMANCE for token in tokens[1:])
+
+
+_NOT_INFINITIVES = _set("por mar bar car par lugar hogar ayer mujer poder ser estar")
+# Function words of Portuguese and Spanish, none of them English.
+_ROMANCE = _set(
+    "de do da dos das del el la los las o os as em en no na nos nas com con para por um uma "
+    "un una que sem sin ao al pelo pela se"
+)
+
+
+def _past(tokens: list[str]) -> bool:
+    for at, token in enumerate(tokens):
+        if token in _PAST:
+            return True
+        ed = len(token) >= 5 and token.endswith("ed") and token not in _RULE_ED
+        if ed and not _participle(tokens, at):
+            return True
+        if len(token) >= 5 and token.endswith(_PAST_ENDINGS) and token not in ("voce",):
+            return True
+    return False
+
+
+def _participle(tokens: list[str], at: int) -> bool:
+    """Whether the -ed word at `at` describes the noun before it ("code wrapped at 80
+    columns", "files stored in S3"), not a subject's past action ("we wrapped it")."""
+    before = tokens[at - 1] if at else ""
+    after = tokens[at + 1] if at + 1 < len(tokens) else ""
+    return after in _PARTICIPLE_NEXT and before not in _SUBJECTS and not before.endswith("ly")
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+# A sentence is a rule (or a constraint) when the model's belief in a rule, a constraint or a
+# lift is at least this, or when the vocabulary states one plainly (`_plain_rule`): chosen on
+# the tuning set's cross-validation (benchmarks/README.md), for recall first.
+_RULE_MASS = 0.35
+_MODEL_FILE = "instruction_model.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Model:
+    """A linear model over `features`: a score per class is its bias plus the weights of the
+    features present; the class beliefs are their softmax."""
+
+    classes: tuple[str, ...]
+    bias: tuple[float, ...]
+    weights: dict[str, tuple[float, ...]]
+
+    def beliefs(self, found: frozenset[str]) -> dict[str, float]:
+        scores = list(self.bias)
+        for feature in found:
+            for index, weight in enumerate(self.weights.get(feature, ())):
+                scores[index] += weight
+        top = max(scores)
+        exps = [math.exp(s - top) for s in scores]
+        total = sum(exps)
+        return {c: e / total for c, e in zip(self.classes, exps, strict=True)}
+
+
+@cache
+def _model() -> _Model:
+    """The model shipped with the package (`scripts/train_instruction_model.py` writes it)."""
+    data = json.loads(resources.files(__package__).joinpath(_MODEL_FILE).read_text("utf-8"))
+    return _Model(
+        classes=tuple(data["classes"]),
+        bias=tuple(data["bias"]),
+        weights={f: tuple(w) for f, w in data["weights"].items()},
+    )
+
+
+def kind_of(sentence: str) -> str | None:
+    """What a user's sentence is worth carrying as: "rule", "constraint", "fact",
+    "preference", or None (see the module docstring; a goal is a fact, a lift a rule)."""
+    found = _read(sentence)
+    return None if found is None else kind_for(found, _model().beliefs(found))
+
+
+def only_lifts(sentence: str) -> bool:
+    """Whether a rule `kind_of` finds is one only as a lift: it says plainly that something
+    no longer holds (`lifts`), and without the model's belief in a lift it would not be a
+    rule ("Pushing to main is OK now."; a change that states the new value or rule, "the
+    threshold is now $5,000", "switch to American spelling", is not). Such a
+    sentence says something only of the rule it lifts ("Sooner or later the prompt no longer
+    fits ..." lifts nothing): carrying takes it with an earlier item it may be on the point
+    of, never alone (`chatcli.history.statements`)."""
+    if cue_of(sentence) != "lift":
+        return False
+    found = _read(sentence)
+    if found is None:
+        return False
+    beliefs = _model().beliefs(found)
+    return beliefs["rule"] + beliefs["constraint"] < _RULE_MASS
+
+
+def _read(sentence: str) -> frozenset[str] | None:
+    """The features of a sentence `kind_of` weighs; None when it is not the user's to carry
+    (pasted-looking, addressed to AI systems, a conversational move)."""
+    plain = sentence.strip()
+    if not plain or looks_pasted(plain) or _to_ai(plain):
+        return None
+    if " ".join(_TOKEN.findall(normalised(plain))) in _MOVES:
+        return None
+    return features(plain)
+
+
+def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:
+    """The kind of a sentence with the features `found`, given the model's `beliefs` in each
+    class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it)."""
+    if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= _RULE_MASS:
+        return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
+    best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
+    if best in ("none", "fact"):
+        return _plainly(found) or ("fact" if best == "fact" else None)
+    return "fact" if best == "goal" else best
+
+
+def _plainly(found: frozenset[str]) -> str | None:
+    """What the vocabulary states plainly, whatever the model says of words it has not seen
+    (when it sees no rule: nothing, or a fact), when nothing of a question, a story, an
+    opinion, a report or a note is there: a limit with a rule word or a directive (a
+    constraint), a rule word with a directive or a modal of obligation (a rule), an
+    imperative (at least a preference), an exact value or a date after "is" (a fact)."""
+    if found & _NOT_PLAINLY:
+        return None
+    rule = found & {"c:bans", "c:musts", "c:asks"}
+    directive = found & {"c:imperative", "c:infinitive", "c:negations", "c:you", "c:bullet"}
+    if "c:limited" in found and (rule or directive or "c:due" in found):
+        return "constraint"
+    if rule and (directive or "c:caps" in found or "c:modal" in found):
+        return "rule"
+    if found & {"c:imperative", "c:infinitive"}:
+        return "preference"
+    if "c:value" in found or ("c:when" in found and "c:copula" in found):
+        return "fact"
+    return None
+
+
+# What keeps the vocabulary from stating anything plainly (`_plainly`).
+_NOT_PLAINLY = _set(
+    "c:question_end c:qmark c:reported c:narrative c:past c:never_past c:opinion c:habit "
+    "c:i_not c:status c:thanks c:notes c:only_number c:first_person c:requests"
+)
+
+
+# -- the plainer readings ----------------------------------------------------------------------
 
 
 def extract_instructions(text: str) -> tuple[str, ...]:
     """The user's explicit instructions in `text`: imperative sentences and rule sentences.
 
     A sentence is an instruction when it starts with an imperative (after an optional
-    "please" / "por favor") or states a rule (always, never, don't, must, make sure, "I want
-    you to", sempre, nunca, não deve, siempre, no debes, ...: see `_LEXICONS`), in English,
+    "please" / "por favor") or holds a rule or a limit word (`RULE_WORDS`), in English,
     Portuguese or Spanish. Questions are not instructions. Deterministic; order kept,
     duplicates dropped.
     """
@@ -117,8 +944,73 @@ def sentences(text: str) -> tuple[str, ...]:
 
 def is_instruction(sentence: str) -> bool:
     """Whether one sentence is an imperative or states a rule (see `extract_instructions`)."""
-    plain = sentence.replace("’", "'")
-    if RULE_WORDS.search(plain):
-        return True
-    words = _POLITE.sub("", plain.lstrip("¡¿ ")).lower().split()
-    return bool(words) and words[0].rstrip(":") in _STARTS
+    plain = sentence.replace("’", "'").strip()
+    if _to_ai(plain):
+        return False
+    opening = _POLITE.sub("", plain.lstrip("¡¿ "))
+    if _NOT_RULES.match(opening):
+        return False
+    words = opening.lower().split(maxsplit=1)
+    first = words[0].rstrip(":,") if words else ""
+    negated = _NEGATIONS.match(opening) is not None
+    return RULE_WORDS.search(plain) is not None or first in _STARTS or negated
+
+
+def changes(sentence: str) -> bool:
+    """Whether a sentence says that something changed or is lifted ("now", "again", "no
+    longer", "instead", "forget", "feel free", ...)."""
+    return cue_of(sentence) != ""
+
+
+def lifts(sentence: str) -> bool:
+    """Whether a sentence says plainly that a rule or a value no longer holds ("feel free",
+    "forget what I said about", "is fine now", "you may ... again", "já pode", "ya puedes")."""
+    return cue_of(sentence) == "lift"
+
+
+def cue_of(sentence: str) -> str:
+    """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
+    change: "now", "again", "instead"), or ""."""
+    padded = _padded(sentence)
+    words = frozenset(padded.split())
+    if _LIFTS.within(padded, words):
+        return "lift"
+    return "change" if _CHANGED.within(padded, words) else ""
+
+
+def looks_pasted(line: str) -> bool:
+    """Whether a line looks pasted rather than typed: code, a log line, a stack trace, markup
+    (HTML, Markdown or reST structure), a quoted mail line or header, an indented block."""
+    return _PASTED_LINE.search(line) is not None
+
+
+def value_spans(sentence: str) -> tuple[tuple[int, int], ...]:
+    """Where `sentence` holds exact values (amounts, numbers with units, dates, times,
+    versions, paths, URLs, codes); a bare small number alone is not one."""
+    found = [m.span() for m in _VALUE.finditer(sentence) if not _BARE_NUMBER.match(m.group())]
+    found += [m.span() for m in _WORDED_VALUE.finditer(sentence)]
+    return tuple(sorted(found))
+
+
+def content_words(sentence: str) -> frozenset[str]:
+    """What a sentence is about: its words of three letters or more (stemmed, without
+    accents), and its small numbers ("Server 3 ..." is another point than "Server 4 ..."),
+    without its exact values, rule and limit words, words of change and function words. Two
+    statements on the same point share most of them."""
+    plain = sentence.replace("’", "'").strip()
+    for start, end in reversed(value_spans(plain)):
+        plain = plain[:start] + " " + plain[end:]
+    padded = _padded(plain)
+    for phrases in (_RULES, _LIFTS, _CHANGED, _LIMIT_LINKS):
+        padded = phrases.removed(padded)
+    return frozenset(_stem(word) for word in _WORD.findall(padded) if word not in _STOP_WORDS)
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to tell two wordings of one point: an English inflection
+    removed, then the first five letters ("deploys", "deploying" -> "deplo")."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:5]

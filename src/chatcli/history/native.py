@@ -8,9 +8,10 @@ say so before anything counts or cuts it:
 
 - For the provider and model that made it, the latest compaction replaces the span before
   it: every non-system message before its message is dropped, but the ones the provider
-  returned with it (`CompactionPart.keeps`), and its message is split into the compaction
-  alone and the rest of the answer (so a recovery level can keep the one without the other;
-  the adapters send them back as one answer).
+  returned with it (`CompactionPart.keeps`) and chatcli's block of carried instructions
+  (moved after it: the provider reads nothing before its compaction), and its message is
+  split into the compaction alone and the rest of the answer (so a recovery level can keep
+  the one without the other; the adapters send them back as one answer).
 - Any other compaction is removed, with the messages it keeps: it is never shown to another
   provider or model. The span before it, which the transcript keeps whole, is sent instead,
   and chatcli's own compaction summarises it when it is too big (the fallback the strategy
@@ -44,8 +45,12 @@ def owns(message: Message, provider: str | None, model: str | None) -> bool:
 
 
 def is_anchor(message: Message) -> bool:
-    """A compaction alone in its message (as `native_view` leaves it): it stands for the whole
-    span before it, so the recovery levels keep it like a system message, never cut it."""
+    """A compaction alone in its message (as `native_view` leaves it), which stands for the
+    whole span before it, or chatcli's block of carried instructions
+    (`chatcli.history.carry`), which quotes what left the view: the recovery levels keep
+    either like a system message, never cut it."""
+    if message.carried is not None:
+        return True
     return message.compaction is not None and not message.parts and not message.tool_calls
 
 
@@ -86,6 +91,8 @@ def _view(
             continue
         if i == latest:
             kept.extend(_split(message))
+            # chatcli's carried block quotes what the span said: it goes on after it.
+            kept.extend(m for m in before[: start or 0] if m.carried is not None)
         elif message.compaction is not None:
             kept.extend(_without_compaction(message))
         else:

@@ -210,8 +210,9 @@ def truncate_assistant_messages(messages: Sequence[Message], max_chars: int) -> 
 
 
 def is_real_user_request(message: Message) -> bool:
-    """Whether `message` is a user request: text that is not a continuation prompt."""
-    if message.role is not Role.USER:
+    """Whether `message` is a user request: text that is not a continuation prompt, nor
+    chatcli's quote of what the user said earlier (`Message.carried`)."""
+    if message.role is not Role.USER or message.carried is not None:
         return False
     text = message.text.lstrip()
     return bool(text) and not text.startswith(CONTINUATION_PREFIX)

@@ -14,6 +14,7 @@ from chatcli.history.numbers import transcript_numbers
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
 from chatcli.history.retain import recover
+from chatcli.history.statements import Reading
 from chatcli.history.truncate import LEVEL_NAMES, Number, is_compaction_notice
 from chatcli.messages import Message, total_chars
 from chatcli.policy.journal import Journal
@@ -57,6 +58,7 @@ class Views:
         repaired = repair_tool_pairing(budgeted.messages, memos=policy.memos)
         self._results: list[TransformResult] = [repaired]
         self._retention = prediction.retention() if config.retention == "fit" else None
+        self._reading = Reading()  # the levels of this request read the same user messages
 
     def at(self, level: int) -> TransformResult:
         self._follow_prediction()
@@ -71,12 +73,13 @@ class Views:
             return recover(previous, level, config, retention, number)
         count = retention.count if retention is not None else self._prediction.count
         room = retention.room if retention is not None else count(previous)
-        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count)
+        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count, room=room)
         return carrying(
             lambda m: recover(m, level, config, retention, number),
             previous,
             budget=budget,
             numbering=self._numbering,
+            reading=self._reading,
         )
 
     def _follow_prediction(self) -> None:

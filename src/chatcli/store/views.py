@@ -19,10 +19,12 @@ message's body, and only the middle (the cut marker) in `body`; a cut result is 
 twice.
 
 A part that quotes transcript messages by number (the carried-instructions block,
-`chatcli.history.carry`, holds whole sentences of user messages, each after `#N (kind): `)
-is stored as `quotes`: a JSON list of its text in order, each piece a string or `[seq, start,
-end]`, a slice of message `seq`'s stored body where the quoted sentence was found; a block
-that changes is stored again at a few bytes per sentence, not as a copy of them.
+`chatcli.history.carry`, whose `carried` items are whole sentences of user messages, each
+with its message's number, shown in its text too) is stored as `quotes`: a JSON list of its
+stored body in order, each piece a string or `[seq, start, end]`, a slice of message `seq`'s
+stored body where a quoted sentence was found; a block that changes is stored again at a few
+bytes per sentence, not as a copy of them. What it quotes is read from its `carried` items,
+never from its text.
 
 `ViewIndex` does the bookkeeping for one connection: it finds each message of a view in the
 transcript (by a digest of its stored JSON body, the exact string the transcript row holds),
@@ -34,12 +36,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatcli.serialize import message_from_dict
 from chatcli.store.db import Database
 
 __all__ = [
@@ -63,10 +65,6 @@ _SQL_VARIABLES = 500  # ids per IN (...) query, well under SQLite's limit
 # `_MIN_SHARED` chars: below that a reference saves less than it costs to follow.
 _SOURCE_KEY_CHARS = 200
 _MIN_SHARED = 1000
-# A quoted sentence in a part's stored JSON: `#N (kind): ` then the sentence, up to the end
-# of its line (an escaped newline) or of the JSON string.
-_QUOTE = re.compile(r'#(\d+) \([a-z]+\): ((?:[^"\\]|\\[^n])+)')
-_REPLACES = re.compile(r" \(replaces #[\d, #]+\)$")
 _MIN_QUOTE = 40  # a shorter sentence is stored as it is: a slice costs ~20 bytes
 KNOWN_SESSIONS = 1000  # sessions whose index a ViewIndex keeps (the latest used)
 
@@ -288,25 +286,29 @@ class ViewIndex:
         return (seq, head, tail) if head + tail >= _MIN_SHARED else (None, 0, 0)
 
     def _quotes(self, session_id: str, body: str) -> str | None:
-        """`body` as JSON pieces quoting the transcript messages it names (`_QUOTE`), or None
-        when that is not shorter."""
-        found = list(_QUOTE.finditer(body))
-        if not found:
+        """`body` as JSON pieces quoting the transcript messages its `carried` items come
+        from (each sentence wherever the body holds it, as JSON writes it), or None when it
+        quotes none or that is not shorter."""
+        quoted = _quoted_sentences(body)
+        if not quoted:
             return None
-        sources = self._message_bodies(session_id, {int(m[1]) for m in found})
+        sources = self._message_bodies(session_id, {seq for seq, _ in quoted})
+        spans: list[tuple[int, int, list[int]]] = []  # (start, end) in body, the slice
+        for seq, sentence in quoted:
+            start = sources.get(seq, "").find(sentence)
+            if start < 0:
+                continue
+            slice_ = [seq, start, start + len(sentence)]
+            at = body.find(sentence)
+            while at >= 0:  # bounded: each find starts past the last one
+                spans.append((at, at + len(sentence), slice_))
+                at = body.find(sentence, at + len(sentence))
         pieces: list[str | list[int]] = []
         at = 0
-        for match in found:
-            seq, sentence = int(match[1]), match[2]
-            source = sources.get(seq, "")
-            start = source.find(sentence)
-            if start < 0:
-                sentence = _REPLACES.sub("", sentence)
-                start = source.find(sentence)
-            if start < 0 or len(sentence) < _MIN_QUOTE:
-                continue
-            pieces += [body[at : match.start(2)], [seq, start, start + len(sentence)]]
-            at = match.start(2) + len(sentence)
+        for start, end, slice_ in sorted(spans, key=lambda span: span[0]):
+            if start >= at:  # one sentence inside another: the first found is used
+                pieces += [body[at:start], slice_]
+                at = end
         pieces.append(body[at:])
         text = dump_json([p for p in pieces if p != ""])
         return text if len(text) < len(body) else None
@@ -392,6 +394,20 @@ def _indexed(index: _SessionIndex, seq: int, body: str) -> None:
     if len(body) >= _MIN_SHARED:
         index.starts[body[:_SOURCE_KEY_CHARS]] = seq
     index.upto = seq
+
+
+def _quoted_sentences(body: str) -> list[tuple[int, str]]:
+    """(transcript seq, the sentence as the stored JSON writes it) of each item a stored
+    message's `carried` value holds, long enough to be worth a slice."""
+    if '"carried":' not in body:
+        return []
+    message = message_from_dict(json.loads(body))
+    items = message.carried.items if message.carried is not None else ()
+    return [
+        (item.number, dump_json(item.text)[1:-1])
+        for item in items
+        if item.number is not None and len(item.text) >= _MIN_QUOTE
+    ]
 
 
 def _unquoted(pieces: list[Any], sources: dict[int, str]) -> str:

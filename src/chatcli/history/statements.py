@@ -1,0 +1,422 @@
+"""What the user's sentences say in time: which later sentence replaces which, which may update
+which (`resolve`), for carrying (`chatcli.history.carry`) and compaction's pins.
+
+A *statement* is one sentence the user typed (`chatcli.history.typed`), at its message's
+transcript number; a candidate is one of a message that left the view, with its kind
+(`classify`: `KINDS`, "" while it is carried only as an update of an earlier item).
+
+- **Replacing** (`_replaces`): a later statement clearly on the same point as an earlier one
+  (the same sentence, or most of its content words, values and rule words aside) replaces
+  it: the earlier one is not carried. Statements with the same content words are one *shape*
+  whatever their values, so a log whose lines differ only in numbers resolves to its last
+  line; only pairs that can cover are compared (`_Points`, prefix filtering, as similarity
+  joins do), so resolving stays near-linear in the sentences of a long session.
+- **Updating** (`_related`): when it is unclear whether a later statement is on the point of
+  an earlier item (it lifts a rule in other words, it says something changed, it shares half
+  the item's words), both are carried, in order, and the earlier item only with the later
+  one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
+  that is not worth carrying on its own is carried as such an update, with the best kind of
+  the items it may update; it is not an item later sentences may update in turn (a chain of
+  narration sharing words, each "updating" the one before, would be carried whole).
+- **Updating what is still in view**: a sentence of a user message the view keeps that is
+  older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
+  is not carried, but a removed later sentence that says something changed and shares a
+  content word with it is carried, with its kind, before anything else (`Resolved.urgent`):
+  the view would otherwise show the rule without its reversal.
+
+Everything here is a pure function of the messages: the same messages give the same result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from chatcli.history.instructions import content_words, cue_of, kind_of, only_lifts, sentences
+from chatcli.history.truncate import is_real_user_request
+from chatcli.history.typed import typed_parts
+from chatcli.messages import CarriedItem, Message, Role
+
+__all__ = ["KINDS", "Reading", "Resolved", "closure", "resolve"]
+
+# Highest priority first: what a tight block keeps.
+KINDS = ("rule", "constraint", "fact", "preference")
+# Rules and constraints: the first tier.
+FIRST_TIER = frozenset(KINDS[:2])
+# A compaction summary is a user message a model wrote (`chatcli.compaction.SUMMARY_HEADER`).
+_MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
+# Related earlier items looked at per content word (the newest): bounds resolving a long
+# session whose words recur.
+_RELATED_PER_WORD = 32
+# A content word at most this many earlier items have is rare enough to tie a change to them.
+_RARE_WORD = 2
+
+Number = Callable[[Message], int | None]
+
+
+# How plainly a statement says something changed (`_Statement.cue`): not at all, with a word
+# of change ("now", "again"), or lifting a rule ("feel free", "forget what I said").
+_NO_CUE, _CHANGE, _LIFT = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Statement:
+    """A sentence in time: `at` orders statements (transcript number), `item` is set for a
+    candidate (carried unless replaced; kind "" while it is carried only as an update),
+    `words` its content words, `cue` how plainly it says something changed, `anchor` the
+    kind of a sentence still in view that removed later ones may update ("": none)."""
+
+    at: int
+    item: CarriedItem | None
+    text: str
+    words: frozenset[str]
+    cue: int
+    anchor: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """The items to carry, in order; for each, the indexes of the later items it must go
+    with (updates that may be on its point); how many items were dropped on the way; the
+    indexes of the items that update an anchor (carried first)."""
+
+    items: tuple[CarriedItem, ...]
+    follows: tuple[tuple[int, ...], ...]
+    dropped: int = 0
+    urgent: frozenset[int] = frozenset()
+
+
+def resolve(
+    old: tuple[CarriedItem, ...],
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    number: Number,
+    reading: Reading | None = None,
+) -> Resolved:
+    """The candidates (the old block's items and the removed user messages' sentences worth
+    carrying) that no later user sentence replaces, in order, each with what it replaces and
+    the later items it must be carried with. `reading` keeps what reading found for the next
+    call on the same messages (none: read afresh)."""
+    read = reading if reading is not None else Reading()
+    statements = [read.statement(i.number or 0, i, i.text) for i in old]
+    statements += _message_statements(before, after, number, read)
+    statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
+    points = _Points(statements)
+    statements, updates = _with_updates(statements, points)
+    kept: list[CarriedItem] = []
+    at: dict[int, int] = {}  # statement index -> kept index
+    for index, statement in enumerate(statements):
+        if statement.item is None or not statement.item.kind or points.replaced_later(index):
+            continue
+        replaced = {
+            statements[j].at
+            for j in points.replaced_by(index)
+            if statements[j].item is not None and statements[j].at
+            if statements[j].at != statement.at
+        }
+        at[index] = len(kept)
+        kept.append(
+            replace(statement.item, replaces=tuple(sorted(replaced | set(statement.item.replaces))))
+        )
+    follows: list[list[int]] = [[] for _ in kept]
+    urgent: set[int] = set()
+    for later, earlier in updates:
+        if later in at and earlier in at:
+            follows[at[earlier]].append(at[later])
+        elif later in at and _updates_anchor(statements[later], statements[earlier]):
+            urgent.add(at[later])
+    return Resolved(
+        items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
+    )
+
+
+def _updates_anchor(later: _Statement, earlier: _Statement) -> bool:
+    """`later` says something changed on the point of `earlier`, an anchor (a shared content
+    word: a lift that shares none is tied to every earlier rule, too loosely to rank first)."""
+    return bool(earlier.anchor) and later.cue != _NO_CUE and bool(later.words & earlier.words)
+
+
+def _with_updates(
+    statements: list[_Statement], points: _Points
+) -> tuple[list[_Statement], list[tuple[int, int]]]:
+    """The statements with the kindless ones (removed sentences carried only as updates)
+    made items of the best kind they may update, or plain statements when they update none;
+    and the pairs (later, earlier) of an update and an item it may be on the point of.
+
+    A statement updates the ones it replaces (`_Points`), and the earlier items it may be on
+    the point of (`_related`): a question updates nothing."""
+    resolved = list(statements)
+    best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
+    best_text: dict[str, int] = {}
+    by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
+    earlier: list[int] = []  # the items so far
+    pairs: list[tuple[int, int]] = []
+    for index, statement in enumerate(statements):
+        if statement.anchor:  # still in view: not carried, but what updates it is
+            for word in statement.words:
+                by_word.setdefault(word, []).append(index)
+            earlier.append(index)
+            continue
+        kindless = statement.item is not None and not statement.item.kind
+        related = _related(statement, kindless, resolved, by_word, earlier)
+        update_only = False
+        if kindless:
+            assert statement.item is not None  # for the type checker: kindless says so
+            ranks = [best_text.get(statement.text, len(KINDS))]
+            ranks += [best.get(s, len(KINDS)) for s in points.shapes_replaced(index)]
+            said_again = min(ranks)  # the kind of an item it says again, if any
+            ranks += [KINDS.index(k) for j in related if (k := _kind(resolved[j]))]
+            rank = min(ranks)
+            update_only = said_again == len(KINDS)
+            item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
+            resolved[index] = replace(statement, item=item)
+        item = resolved[index].item
+        if item is None or not item.kind:
+            continue
+        pairs += [(index, j) for j in related]
+        if update_only:  # not an item later sentences may update or say again in turn
+            continue
+        rank, shape = KINDS.index(item.kind), points.shape[index]
+        best[shape] = min(best.get(shape, rank), rank)
+        best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
+        for word in statement.words:
+            by_word.setdefault(word, []).append(index)
+        earlier.append(index)
+    return resolved, pairs
+
+
+def _related(
+    statement: _Statement,
+    kindless: bool,
+    statements: list[_Statement],
+    by_word: dict[str, list[int]],
+    items: list[int],
+) -> list[int]:
+    """The earlier items `statement` may be on the point of (when unsure, both are carried,
+    in order, the earlier only with the later), among `items` (the earlier items so far);
+    none for a question. A statement that lifts a rule ("feel free", "forget what I said")
+    may be on the point of the items it shares a content word with, else of every earlier
+    rule and constraint that says no change itself; one with a word of change ("now",
+    "again") of those it shares a word with (for a sentence carried only as an update: two
+    words, or one that few items have); any other of those it shares half their words with
+    (two, or one that few items have)."""
+    if _asks(statement):
+        return []
+    shared: dict[int, int] = {}
+    rare: set[int] = set()
+    for word in statement.words:
+        having = by_word.get(word, ())
+        for j in having[-_RELATED_PER_WORD:]:
+            shared[j] = shared.get(j, 0) + 1
+            if len(having) <= _RARE_WORD:
+                rare.add(j)
+    if statement.cue == _LIFT:
+        found = set(shared) or {
+            j for j in items if _kind(statements[j]) in FIRST_TIER and not statements[j].cue
+        }
+    elif statement.cue == _CHANGE:
+        found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
+    else:
+        found = {
+            j
+            for j, n in shared.items()
+            if (n >= 2 or j in rare) and 2 * n >= len(statements[j].words)
+        }
+    return sorted(found)
+
+
+def _kind(statement: _Statement) -> str:
+    return statement.item.kind if statement.item is not None else statement.anchor
+
+
+class _Points:
+    """Which statements replace which (`_replaces`), found without comparing every pair.
+
+    Statements with the same content words are one *shape*: within a shape, a statement
+    replaces every earlier one unless it is a question or the shape has fewer than two words
+    (then only the same text does). Between shapes, only pairs that can cover (`_covers`)
+    are compared, found by prefix filtering (as similarity joins do): a log whose lines
+    differ only in numbers is one shape, and common words are seldom a prefix."""
+
+    def __init__(self, statements: list[_Statement]) -> None:
+        self._statements = statements
+        shapes: dict[frozenset[str], int] = {}
+        self.shape = [shapes.setdefault(s.words, len(shapes)) for s in statements]
+        words = list(shapes)
+        self._members: list[list[int]] = [[] for _ in words]
+        self._texts: dict[str, list[int]] = {}
+        for index, statement in enumerate(statements):
+            self._members[self.shape[index]].append(index)
+            self._texts.setdefault(statement.text, []).append(index)
+        # covers[a]: the other shapes whose statements a (non-question) statement of shape a
+        # replaces; covered[a]: the other shapes that replace shape a's statements.
+        self._covers: list[list[int]] = [[] for _ in words]
+        self._covered: list[list[int]] = [[] for _ in words]
+        for a, b in _covering(words):
+            self._covers[a].append(b)
+            self._covered[b].append(a)
+        self._own = [len(w) >= 2 for w in words]  # a shape whose statements replace each other
+        # The last non-question statement of each shape, and of a shape or those covering it.
+        last = [max((i for i in m if not _asks(statements[i])), default=-1) for m in self._members]
+        self._last_covering = [
+            max([last[s] if self._own[s] else -1, *(last[c] for c in self._covered[s])])
+            for s in range(len(words))
+        ]
+
+    def shapes_replaced(self, index: int) -> list[int]:
+        """The shapes whose statements the one at `index` replaces (same text aside)."""
+        if _asks(self._statements[index]):
+            return []
+        shape = self.shape[index]
+        return [shape, *self._covers[shape]] if self._own[shape] else self._covers[shape]
+
+    def replaced_later(self, index: int) -> bool:
+        """Whether a later statement replaces the one at `index`."""
+        return self._texts[self._statements[index].text][-1] > index or (
+            self._last_covering[self.shape[index]] > index
+        )
+
+    def replaced_by(self, index: int) -> list[int]:
+        """The indexes of the earlier statements the one at `index` replaces."""
+        found = set(self._texts[self._statements[index].text])
+        for shape in self.shapes_replaced(index):
+            members = self._members[shape]
+            found.update(members[: bisect_left(members, index)])
+        return sorted(j for j in found if j < index)
+
+
+def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
+    """The pairs (a, b) of shapes where `a` covers `b` (`_covers`).
+
+    Prefix filtering: order all words rarest first; sets that share at least `s` words share
+    their first common word within the first `len - s + 1` words of each. Covering needs
+    `s` of at least four fifths of `b` and half of `a`, so `b` is indexed by its first
+    `len - ceil(4 len / 5) + 1` words and `a` looks up its first `len - ceil(len / 2) + 1`;
+    a shape of fewer than two words covers none and is covered by none."""
+    frequency: dict[str, int] = {}
+    for words in shapes:
+        for word in words:
+            frequency[word] = frequency.get(word, 0) + 1
+    rarest = [sorted(words, key=lambda w: (frequency[w], w)) for words in shapes]
+    index: dict[str, list[int]] = {}
+    for b, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            for word in ordered[: len(ordered) - (4 * len(ordered) + 4) // 5 + 1]:
+                index.setdefault(word, []).append(b)
+    pairs: list[tuple[int, int]] = []
+    for a, ordered in enumerate(rarest):
+        if len(ordered) >= 2:
+            found = {b for word in ordered[: len(ordered) // 2 + 1] for b in index.get(word, ())}
+            pairs += [(a, b) for b in sorted(found - {a}) if _covers(shapes[a], shapes[b])]
+    return pairs
+
+
+class Reading:
+    """What reading the user's words found, kept for the words read again (the passes of one
+    `carrying`, the levels of one request): a message's typed sentences, a sentence's kind,
+    its content words and cue. Owned by its caller and dropped with it; every entry is a pure
+    function of its text, so a reading changes no result, only what it costs."""
+
+    def __init__(self) -> None:
+        self._sentences: dict[str, tuple[str, ...]] = {}
+        self._kinds: dict[str, str | None] = {}
+        self._said: dict[str, tuple[frozenset[str], int]] = {}
+
+    def sentences(self, text: str) -> tuple[str, ...]:
+        """The sentences the user typed in a message's `text` (`typed_parts`)."""
+        if text not in self._sentences:
+            typed = typed_parts(text)
+            self._sentences[text] = tuple(s for part in typed for s in sentences(part))
+        return self._sentences[text]
+
+    def kind(self, sentence: str) -> str | None:
+        """A sentence's kind (`kind_of`); "" for a rule only as a lift (`only_lifts`),
+        carried only with an item it may be on the point of."""
+        if sentence not in self._kinds:
+            kind = kind_of(sentence)
+            self._kinds[sentence] = "" if kind == "rule" and only_lifts(sentence) else kind
+        return self._kinds[sentence]
+
+    def statement(
+        self, at: int, item: CarriedItem | None, text: str, anchor: str = ""
+    ) -> _Statement:
+        if text not in self._said:
+            cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
+            self._said[text] = (content_words(text), cue)
+        words, cue = self._said[text]
+        return _Statement(at=at, item=item, text=text, words=words, cue=cue, anchor=anchor)
+
+
+def _message_statements(
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    number: Number,
+    reading: Reading | None = None,
+) -> list[_Statement]:
+    """Every sentence the user typed in their messages in `before`, in order: a candidate
+    item when its message left the view (its text is not in `after`'s user messages), an
+    anchor when its message stays in view and is older than one that left it."""
+    read = reading if reading is not None else Reading()
+    texts = {m.text for m in after if m.role is Role.USER and m.carried is None}
+    in_view = "\n".join(texts)
+    numbered: list[tuple[int, int | None, Message]] = []
+    at = 0
+    for message in before:
+        found = number(message)
+        at = found if found is not None else at
+        if _users_own(message):
+            numbered.append((at, found, message))
+    last_removed = max((a for a, _, m in numbered if m.text not in texts), default=0)
+    statements: list[_Statement] = []
+    for at, found, message in numbered:
+        removed = message.text not in texts
+        for sentence in read.sentences(message.text):
+            # A kindless item is carried only as an update (`_with_updates`).
+            carried = removed and sentence not in in_view
+            kind = (read.kind(sentence) or "") if carried else None
+            item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
+            anchor = (read.kind(sentence) or "") if not removed and at < last_removed else ""
+            statements.append(read.statement(at, item, sentence, anchor))
+    return statements
+
+
+def _users_own(message: Message) -> bool:
+    return is_real_user_request(message) and not message.text.startswith(_MODEL_WRITTEN)
+
+
+def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
+    return Reading().statement(at, item, text)
+
+
+def _replaces(later: _Statement, earlier: _Statement) -> bool:
+    """`later` is on the same point as `earlier`: the same sentence, or one with most of its
+    content words (a question asks, it replaces nothing)."""
+    if later.text == earlier.text:
+        return True
+    return not _asks(later) and _covers(later.words, earlier.words)
+
+
+def _asks(statement: _Statement) -> bool:
+    return statement.text.endswith("?")
+
+
+def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
+    """A sentence with the words `later` is on the point of one with the words `earlier`: it
+    has most of them (at least two), and they have half their words in common."""
+    if len(earlier) < 2:
+        return False
+    shared = len(later & earlier)
+    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+
+
+def closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
+    """`index` and every later item it must go with, directly or through another."""
+    found = {index}
+    stack = [index]
+    while stack:  # bounded: each index is pushed once
+        for later in follows[stack.pop()]:
+            if later not in found:
+                found.add(later)
+                stack.append(later)
+    return found
