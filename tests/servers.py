@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import httpx
@@ -151,15 +151,7 @@ def smollm2_model() -> Path:
 def smollm2_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's server on SmolLM2-135M-Instruct: its 8,192-token window, its makers'
     sampling (a fixed seed), answers that end on their own."""
-    sampling = ("--temp", str(SMOLLM2.temperature), "--top-p", str(SMOLLM2.top_p))
-    with _llama_server(
-        smollm2_model,
-        tmp_path_factory,
-        SMOLLM2.context_length,
-        sampling,
-        alias=SMOLLM2_NAME,
-        threads=None,
-    ) as base_url:
+    with _smollm2_server(smollm2_model, tmp_path_factory, seed=1) as base_url:
         yield base_url
 
 
@@ -170,17 +162,23 @@ def smollm2_sampling_server(
     """`smollm2_server` without a fixed seed: each answer an independent sample, for tests
     that give a sampling model a few runs (with a fixed seed, the same prompt gets the same
     answer every run)."""
+    with _smollm2_server(smollm2_model, tmp_path_factory, seed=None) as base_url:
+        yield base_url
+
+
+def _smollm2_server(
+    model: Path, tmp_path_factory: pytest.TempPathFactory, *, seed: int | None
+) -> AbstractContextManager[str]:
     sampling = ("--temp", str(SMOLLM2.temperature), "--top-p", str(SMOLLM2.top_p))
-    with _llama_server(
-        smollm2_model,
+    return _llama_server(
+        model,
         tmp_path_factory,
         SMOLLM2.context_length,
         sampling,
         alias=SMOLLM2_NAME,
         threads=None,
-        seed=None,
-    ) as base_url:
-        yield base_url
+        seed=seed,
+    )
 
 
 @contextmanager
