@@ -171,14 +171,13 @@ smoke_openai() {
     "$1/bin/python" - "$llama/v1" "$model_name" "$window" <<'EOF'
 import sys
 from chatcli import Client, Message, OpenAICompatible, Reply
-from chatcli.providers.discovery import known_server_window
 
 url, model, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
 provider = OpenAICompatible(base_url=url, model=model, discover_window=True)
-found = known_server_window(url, model)
-assert found is not None and found.tokens == window, found
 client = Client(provider)
 whole = client.send([Message.user("Hello")], max_tokens=8).message.text
+found = provider.server_window  # what discovery asked the server before the first request
+assert found is not None and found.tokens == window, found
 streamed = [i for i in client.stream([Message.user("Hello")], max_tokens=8) if isinstance(i, Reply)]
 assert whole and streamed[0].message.text, (whole, streamed)
 print(f"window {found.tokens} from {found.source}; whole {whole!r}; streamed {streamed[0].message.text!r}")
