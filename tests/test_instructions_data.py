@@ -10,6 +10,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -112,29 +113,45 @@ def test_sentence_sets_have_their_sizes(side: str, least: int) -> None:
     assert min(langs[lang] for lang in LANGS) >= 0.25 * sum(langs.values())
 
 
-@pytest.mark.parametrize(
-    ("side", "least", "rules", "nones", "balanced", "english", "others"),
-    [
-        # The second set: as many nones as instructions, mostly English.
-        ("heldout2", 300, 170, 300, True, 0.55, 0.18),
-        # The third set: about half English, a quarter each Portuguese and Spanish.
-        ("heldout3", 350, 260, 330, False, 0.45, 0.22),
-    ],
-)
-def test_later_heldout_sets_have_their_sizes(
-    side: str, least: int, rules: int, nones: int, balanced: bool, english: float, others: float
-) -> None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sizes:
+    """The least a later held-out set holds: instructions, rules and constraints, nones (and
+    whether the nones must also outnumber the instructions), and each language's share."""
+
+    instructions: int
+    rules: int
+    nones: int
+    balanced: bool
+    english: float
+    others: float
+
+
+LATER_SIZES = {
+    # The second set: as many nones as instructions, mostly English.
+    "heldout2": Sizes(
+        instructions=300, rules=170, nones=300, balanced=True, english=0.55, others=0.18
+    ),
+    # The third set: about half English, a quarter each Portuguese and Spanish.
+    "heldout3": Sizes(
+        instructions=350, rules=260, nones=330, balanced=False, english=0.45, others=0.22
+    ),
+}
+
+
+@pytest.mark.parametrize("side", sorted(LATER_SIZES))
+def test_later_heldout_sets_have_their_sizes(side: str) -> None:
+    least = LATER_SIZES[side]
     kinds = Counter(row["kind"] for row in rows(f"{side}.jsonl"))
     instructions = sum(kinds[k] for k in INSTRUCTION_KINDS)
-    assert instructions >= least
-    assert kinds["rule"] + kinds["constraint"] >= rules
+    assert instructions >= least.instructions
+    assert kinds["rule"] + kinds["constraint"] >= least.rules
     assert not kinds["lift"]
-    assert kinds["none"] >= nones
-    assert kinds["none"] >= instructions or not balanced
+    assert kinds["none"] >= least.nones
+    assert kinds["none"] >= instructions or not least.balanced
     langs = Counter(row["lang"] for row in rows(f"{side}.jsonl"))
     total = sum(langs.values())
-    assert langs["en"] >= english * total
-    assert min(langs["pt"], langs["es"]) >= others * total
+    assert langs["en"] >= least.english * total
+    assert min(langs["pt"], langs["es"]) >= least.others * total
     prefix = side.removeprefix("heldout")
     assert all(row["id"].startswith(f"h{prefix}-{row['lang']}-") for row in rows(f"{side}.jsonl"))
 
