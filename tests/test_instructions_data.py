@@ -1,7 +1,7 @@
 """The evaluation data for recognising user instructions (tests/data/instructions/) keeps its
 shape: schema, the sizes issue 31 asks for, no text shared between the held-out sets and the
-tuning side (nor between the two held-out sets), and the issue's own examples on the tuning side
-only."""
+tuning side (nor between one held-out set and an earlier one), and the issue's own examples on
+the tuning side only."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ DATA = Path(__file__).parent / "data" / "instructions"
 LANGS = {"en", "pt", "es"}
 KINDS = {"rule", "constraint", "fact", "preference", "goal", "lift", "none"}
 INSTRUCTION_KINDS = KINDS - {"lift", "none"}
+# In the order they were written: each held-out set is kept apart from every earlier side.
+SIDES = ["tuning", "heldout", "heldout2", "heldout3"]
+HELDOUT_SIDES = SIDES[1:]
+# Least (same point, different point) reversal pairs per side.
+PAIR_LEAST = {"tuning": (60, 30), "heldout": (60, 30), "heldout2": (25, 13), "heldout3": (25, 13)}
 
 ISSUE_REVERSALS = [
     ("Never push to main.", "Pushing to main is OK now."),
@@ -84,7 +90,7 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", ["heldout", "heldout2", "tuning"])
+@pytest.mark.parametrize("side", SIDES)
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -107,20 +113,50 @@ def test_sentence_sets_have_their_sizes(side: str, least: int) -> None:
     assert min(langs[lang] for lang in LANGS) >= 0.25 * sum(langs.values())
 
 
-def test_second_heldout_set_has_its_sizes() -> None:
-    kinds = Counter(row["kind"] for row in rows("heldout2.jsonl"))
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sizes:
+    """The least a later held-out set holds: instructions, rules and constraints, nones (and
+    whether the nones must also outnumber the instructions), and each language's share."""
+
+    instructions: int
+    rules: int
+    nones: int
+    balanced: bool
+    english: float
+    others: float
+
+
+LATER_SIZES = {
+    # The second set: as many nones as instructions, mostly English.
+    "heldout2": Sizes(
+        instructions=300, rules=170, nones=300, balanced=True, english=0.55, others=0.18
+    ),
+    # The third set: about half English, a quarter each Portuguese and Spanish.
+    "heldout3": Sizes(
+        instructions=350, rules=260, nones=330, balanced=False, english=0.45, others=0.22
+    ),
+}
+
+
+@pytest.mark.parametrize("side", sorted(LATER_SIZES))
+def test_later_heldout_sets_have_their_sizes(side: str) -> None:
+    least = LATER_SIZES[side]
+    kinds = Counter(row["kind"] for row in rows(f"{side}.jsonl"))
     instructions = sum(kinds[k] for k in INSTRUCTION_KINDS)
-    assert instructions >= 300
-    assert kinds["rule"] + kinds["constraint"] >= 170
-    assert kinds["none"] >= max(300, instructions + kinds["lift"])
-    langs = Counter(row["lang"] for row in rows("heldout2.jsonl"))
+    assert instructions >= least.instructions
+    assert kinds["rule"] + kinds["constraint"] >= least.rules
+    assert not kinds["lift"]
+    assert kinds["none"] >= least.nones
+    assert kinds["none"] >= instructions or not least.balanced
+    langs = Counter(row["lang"] for row in rows(f"{side}.jsonl"))
     total = sum(langs.values())
-    assert langs["en"] >= 0.55 * total
-    assert min(langs["pt"], langs["es"]) >= 0.18 * total
-    assert all(row["id"].startswith(f"h2-{row['lang']}-") for row in rows("heldout2.jsonl"))
+    assert langs["en"] >= least.english * total
+    assert min(langs["pt"], langs["es"]) >= least.others * total
+    prefix = side.removeprefix("heldout")
+    assert all(row["id"].startswith(f"h{prefix}-{row['lang']}-") for row in rows(f"{side}.jsonl"))
 
 
-@pytest.mark.parametrize("side", ["heldout", "heldout2", "tuning"])
+@pytest.mark.parametrize("side", SIDES)
 def test_reversal_pairs_have_the_schema(side: str) -> None:
     pairs = rows(f"reversals-{side}.jsonl")
     for pair in pairs:
@@ -128,7 +164,7 @@ def test_reversal_pairs_have_the_schema(side: str) -> None:
         assert pair["lang"] in LANGS and pair["relation"] in {"lift", "change"}, pair
         assert normalised(pair["first"]) != normalised(pair["later"]), pair
     same = Counter(pair["same_point"] for pair in pairs)
-    least_same, least_other = (25, 13) if side == "heldout2" else (60, 30)
+    least_same, least_other = PAIR_LEAST[side]
     assert same[True] >= least_same and same[False] >= least_other
     assert {pair["lang"] for pair in pairs} == LANGS
 
@@ -138,12 +174,12 @@ def test_the_issue_examples_are_tuning_only() -> None:
     assert set(ISSUE_REVERSALS) <= tuning_pairs
     tuning = {row["text"] for row in rows("tuning.jsonl")}
     assert set(ISSUE_SENTENCES) <= tuning
-    heldout = {normalised(t) for t in side_texts("heldout") + side_texts("heldout2")}
+    heldout = {normalised(t) for side in HELDOUT_SIDES for t in side_texts(side)}
     quoted = ISSUE_SENTENCES + [t for pair in ISSUE_REVERSALS for t in pair]
     assert not [t for t in quoted if normalised(t) in heldout]
 
 
-SIDE_PAIRS = [("heldout", "tuning"), ("heldout2", "tuning"), ("heldout2", "heldout")]
+SIDE_PAIRS = [(side, earlier) for i, side in enumerate(SIDES) for earlier in SIDES[:i]]
 
 
 @pytest.mark.parametrize(("side", "other"), SIDE_PAIRS)
