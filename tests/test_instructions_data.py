@@ -10,6 +10,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,7 @@ def test_second_tuning_set_has_its_sizes() -> None:
     assert not shared, shared
 
 
-def sources(data: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> set[str]:
+def sources(data: Iterable[dict[str, Any]]) -> set[str]:
     """The groups and sources of some sentence rows, `written` aside."""
     return {row[key] for row in data for key in ("group", "source")} - {"written"}
 
