@@ -1,7 +1,7 @@
 """The evaluation data for recognising user instructions (tests/data/instructions/) keeps its
 shape: schema, the sizes issue 31 asks for, no text shared between the held-out sets and the
-tuning side (nor between one held-out set and an earlier one), and the issue's own examples on
-the tuning side only."""
+tuning side (both tuning sets; nor between one held-out set and an earlier one), and the
+issue's own examples on the tuning side only."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,6 +27,10 @@ SIDES = ["tuning", "heldout", "heldout2", "heldout3"]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
 PAIR_LEAST = {"tuning": (60, 30), "heldout": (60, 30), "heldout2": (25, 13), "heldout3": (25, 13)}
+# The sentence files of each side of the separation checks.
+SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl")} | {
+    side: (f"{side}.jsonl",) for side in HELDOUT_SIDES
+}
 
 ISSUE_REVERSALS = [
     ("Never push to main.", "Pushing to main is OK now."),
@@ -80,7 +85,7 @@ def dense_texts() -> list[str]:
 def side_texts(side: str) -> list[str]:
     """Every text on one side: sentences, lifted statements, reversal pairs, pasted lines."""
     texts = []
-    for row in rows(f"{side}.jsonl"):
+    for row in (row for name in SENTENCE_FILES[side] for row in rows(name)):
         texts += [row["text"], row.get("lifts", "")]
     for pair in rows(f"reversals-{side}.jsonl"):
         texts += [pair["first"], pair["later"]]
@@ -90,7 +95,7 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", SIDES)
+@pytest.mark.parametrize("side", ["tuning", "tuning2", *HELDOUT_SIDES])
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -154,6 +159,32 @@ def test_later_heldout_sets_have_their_sizes(side: str) -> None:
     assert min(langs["pt"], langs["es"]) >= least.others * total
     prefix = side.removeprefix("heldout")
     assert all(row["id"].startswith(f"h{prefix}-{row['lang']}-") for row in rows(f"{side}.jsonl"))
+
+
+def test_second_tuning_set_has_its_sizes() -> None:
+    """About half English, under half `none`, few lifts, at most a tenth mined, new sources."""
+    data = rows("tuning2.jsonl")
+    kinds = Counter(row["kind"] for row in data)
+    langs = Counter(row["lang"] for row in data)
+    assert len(data) >= 900 and kinds["lift"] <= 30
+    assert 0.4 * len(data) <= kinds["none"] <= 0.5 * len(data)
+    assert langs["en"] >= 0.45 * len(data)
+    assert min(langs["pt"], langs["es"]) >= 0.22 * len(data)
+    assert all(row["id"].startswith(f"t2-{row['lang']}-") for row in data)
+    written = [row for row in data if row["source"] == "written"]
+    assert len(data) - len(written) <= 0.1 * len(data)
+    voices = {row["group"] for row in written}
+    assert len(voices) >= 16 and all(re.fullmatch(r"voice:\w\w-t2-[\w-]+", v) for v in voices)
+    # No mined file or thread of an earlier set, and no voice of one.
+    earlier = [row for side in SIDES for name in SENTENCE_FILES[side] for row in rows(name)]
+    earlier = [row for row in earlier if not row["id"].startswith("t2-")]
+    shared = sources(data) & sources(earlier)
+    assert not shared, shared
+
+
+def sources(data: Iterable[dict[str, Any]]) -> set[str]:
+    """The groups and sources of some sentence rows, `written` aside."""
+    return {row[key] for row in data for key in ("group", "source")} - {"written"}
 
 
 @pytest.mark.parametrize("side", SIDES)
