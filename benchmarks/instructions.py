@@ -1,9 +1,9 @@
 """How well a classifier recognises the user's instructions, on data it was not written from.
 
-`python benchmarks/instructions.py [--set heldout|heldout2|tuning] [--classifier module:function]
-[--show-errors]` scores a sentence classifier (`text -> kind or None`, by default
-`chatcli.history.carry.classify`) on tests/data/instructions/ (how the data was made, and its
-label conventions: that directory's README.md). It prints:
+`python benchmarks/instructions.py [--set heldout|heldout2|heldout3|tuning|tuning2]
+[--classifier module:function] [--show-errors]` scores a sentence classifier (`text -> kind
+or None`, by default `chatcli.history.carry.classify`) on tests/data/instructions/ (how the
+data was made, and its label conventions: that directory's README.md). It prints:
 
 - **Sentences**: precision and recall per kind, overall and per language, a "rule+constraint"
   row (a rule taken for a constraint or the reverse still counts: both are carried first), an
@@ -262,7 +262,8 @@ def reversal_tables(pairs: Sequence[dict[str, Any]]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("heldout", "heldout2", "tuning"), default="heldout")
+    sets = ("heldout", "heldout2", "heldout3", "tuning", "tuning2")
+    parser.add_argument("--set", choices=sets, default="heldout")
     parser.add_argument("--classifier", default="chatcli.history.carry:classify")
     parser.add_argument("--show-errors", action="store_true", help="list every misjudged sentence")
     return parser.parse_args(argv)
