@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ REVERSALS = (
     ),
     ("Nunca faça push na main.", "Pode fazer push na main agora."),
 )
+# A list mark before a sentence: not the user's words, and not quoted when carried.
+_LIST_MARK = re.compile(r"^(?:[-*•>]|\d+\.)\s+")
 REPLIES = {
     "en": ("OK.", "Got it.", "Sure.", "Done.", "Makes sense.", "On it."),
     "pt": ("Ok.", "Entendi.", "Certo.", "Feito.", "Beleza.", "Já vou."),
@@ -292,8 +295,9 @@ def tuning_sets(data: Path, seed: int = 31) -> list[ItemSet]:
 
 
 def _key(text: str) -> str:
-    """A whole sentence as its own key: its text without the final punctuation."""
-    return text.strip().rstrip(".!?")
+    """A whole sentence as its own key: its text without a list mark ("- ", "* ", "1. ": a
+    carried sentence is quoted without it) and without the final punctuation."""
+    return _LIST_MARK.sub("", text.strip()).rstrip(".!?")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
