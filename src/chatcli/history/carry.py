@@ -156,10 +156,21 @@ def carry_instructions(
     the next call on the same messages (`chatcli.history.statements.Reading`)."""
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
-    old, old_left_out = carried_items(before)
-    resolved = _per_message(resolve(old, before, after, number, reading))
-    chosen, left_out = _within(resolved, budget)
-    left_out += old_left_out + resolved.dropped
+    return _carry(before, after, carried_items(before)[1], budget, number, reading)
+
+
+def _carry(
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    old_left_out: int,
+    budget: CarryBudget | None,
+    number: Number,
+    reading: Reading | None,
+) -> TransformResult:
+    """`carry_instructions`, counting `old_left_out` as left out before (the count of the
+    block of the input the caller started from)."""
+    resolved = _per_message(resolve(carried_items(before)[0], before, after, number, reading))
+    chosen, left_out = _within(resolved, budget, old_left_out + resolved.dropped)
     view = _with_block(after, _block(chosen, left_out), number)
     injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
@@ -177,7 +188,9 @@ def carrying(
     the block changes, the transform runs again with the block in its input, so that the
     block's room comes out of what the transform keeps (a level keeps the block like the
     system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
-    of the last one carried from what that run removed. The passes share one `reading`."""
+    of the last one carried from what that run removed, within the room that run left it
+    (the tokens of the block it kept): a block that grew after the last run would put the
+    view over the transform's target. The passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
     read = reading if reading is not None else Reading()
@@ -186,16 +199,16 @@ def carrying(
         messages, result.messages, budget=budget, numbering=number, reading=read
     )
     left_out = carried_items(messages)[1]
-    for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
+    for last in range(1, _CARRY_PASSES):  # bounded: a handful of passes
         block = next((m for m in carried.messages if is_carry_block(m)), None)
         if block is None or block in messages:
             break
-        # The left-out count the input had: this pass counts what it leaves out itself.
-        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out), number)
+        # The block as the view shows it, so that the transform fits the rest around what
+        # it will send; the left-out count the input had: this pass counts its own.
+        seeded = _with_block(messages, block, number)
         result = transform(seeded)
-        again = carry_instructions(
-            seeded, result.messages, budget=budget, numbering=number, reading=read
-        )
+        kept = _within_kept(block, budget) if last == _CARRY_PASSES - 1 else budget
+        again = _carry(seeded, result.messages, left_out, kept, number, read)
         if again.messages == carried.messages:
             break
         carried = again
@@ -203,6 +216,13 @@ def carrying(
     return TransformResult(
         messages=carried.messages, report=replace(report, name=result.report.name)
     )
+
+
+def _within_kept(block: Message, budget: CarryBudget | None) -> CarryBudget | None:
+    """`budget` no larger than `block` (the room a transform that kept it left for it)."""
+    if budget is None:
+        return budget
+    return replace(budget, tokens=min(budget.tokens, budget.count((block,))))
 
 
 def resolved_statements(
@@ -261,8 +281,11 @@ def _per_message(resolved: Resolved) -> Resolved:
     )
 
 
-def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items that fit the budget, in their order, and how many did not.
+def _within(
+    resolved: Resolved, budget: CarryBudget | None, left_out: int
+) -> tuple[tuple[CarriedItem, ...], int]:
+    """The items that fit the budget, in their order, and how many were left out (those
+    that did not, and `left_out` more, left out before).
 
     By rank (what updates a statement still in view, then rules, constraints, facts,
     preferences; newest first within a kind), an item is taken with the later items it must
@@ -272,10 +295,10 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
     taken dropped while it does not fit."""
     items = resolved.items
     if budget is None or not items:
-        return items, 0
+        return items, left_out
     bare = budget.count((Message.user(""),))
     costs = [budget.count((Message.user(item.line()),)) - bare for item in items]
-    frame = _block(items[:1], len(items))
+    frame = _block(items[:1], len(items) + left_out)
     assert frame is not None  # for the type checker: there are items
     left = budget.tokens - (budget.count((frame,)) - costs[0])
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
@@ -297,11 +320,11 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
             left -= cost
             first_left -= first
     while groups:  # bounded: one group fewer each time
-        block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen))
+        block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out)
         if block is not None and budget.count((block,)) <= budget.tokens:
             break
         chosen -= groups.pop()
-    return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen)
+    return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
