@@ -116,6 +116,8 @@ def naive_related(
     having = {w: sum(1 for e in earlier if w in e.words) for w in statement.words}
     related = []
     for e, j in zip(earlier, indexes, strict=True):
+        if e.text == statement.text:
+            continue  # said again, not updated
         shared = statement.words & e.words
         rare = any(having[w] <= resolving._RARE_WORD for w in shared)
         if statement.cue == resolving._LIFT:
@@ -159,3 +161,20 @@ def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
     before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
     items = resolving.resolve((), before, before[-2:], Numbering(before)).items
     assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]
+
+
+def test_a_lift_said_again_by_the_block_of_an_earlier_pass_still_goes_with_its_rule() -> None:
+    """A lift sharing no word with the rule may lift every earlier rule. When a pass reads
+    the messages again with the block of the pass before in its input, the lift is both an
+    old item and its message's sentence: the two are one sentence said again, and the lift
+    still goes with the rule (the rule was once carried without it)."""
+    rule, lift = "Always answer in English.", "From now on, reply to me in Portuguese."
+    users = ("Hello there.", rule, "Thanks.", lift, "Go on.", "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    first = resolving.resolve((), *view, Numbering(view[0]))
+    assert [i.text for i in first.items] == [rule, lift] and first.follows == ((1,), ())
+    again = resolving.resolve(first.items, *view, Numbering(view[0]))
+    assert [i.text for i in again.items] == [rule, lift] and again.follows == ((1,), ())

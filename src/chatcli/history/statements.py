@@ -200,7 +200,8 @@ def _related(
     rule and constraint that says no change itself; one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
     words, or one that few items have); any other of those it shares half their words with
-    (two, or one that few items have)."""
+    (two, or one that few items have). The same sentence said earlier (an old block's item,
+    quoted from the message read again) is not among them: it is said again, not updated."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -208,6 +209,8 @@ def _related(
     for word in statement.words:
         having = by_word.get(word, ())
         for j in having[-_RELATED_PER_WORD:]:
+            if statements[j].text == statement.text:
+                continue  # the same sentence said again (an old block's item): not its update
             shared[j] = shared.get(j, 0) + 1
             if len(having) <= _RARE_WORD:
                 rare.add(j)
