@@ -26,8 +26,9 @@ phrase) is in the view (any message). Shapes:
   view whenever the rule is, after it.
 
 Strategies: chatcli's levels 2 and 3 (fit, `target_pct=100`, the default `carry_pct` unless
-`--carry-pct`), microcompaction, chatcli's compaction with a scripted summary (headings only, or
-quoting every instruction), LangChain's `trim_messages`, keeping the last 30%. Run:
+`--carry-pct`, of what the level keeps, as the ladder sizes the block), microcompaction,
+chatcli's compaction with a scripted summary (headings only, or quoting every instruction),
+LangChain's `trim_messages`, keeping the last 30%. Run:
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/fidelity.py [--seeds 3] [--tokens 40000]
         [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning]
@@ -64,7 +65,7 @@ from chatcli.history.carry import (
     is_carry_block,
 )
 from chatcli.history.microcompact import microcompact
-from chatcli.history.retain import Retention, retain
+from chatcli.history.retain import Retention, level_target, retain
 from chatcli.messages import Message, Role
 from chatcli.providers.base import Request
 from chatcli.tokens.exact import CountingEstimator
@@ -411,7 +412,8 @@ def level(n: int, counter: CachedCounter, carry_pct: int | None) -> Strategy:
         config = RecoveryConfig(target_pct=100, nuclear_pct=100 if n == 2 else 60)
         pct = config.carry_pct if carry_pct is None else carry_pct
         retention = Retention(room=budget, count=counter.count)
-        carry = CarryBudget(tokens=budget * pct // 100, count=counter.count, room=budget)
+        room = level_target(n, config, budget)  # what the level keeps: the block's room
+        carry = CarryBudget(tokens=room * pct // 100, count=counter.count, room=room, limit=room)
         number = Numbering(transcript)
         return list(
             carrying(

@@ -30,10 +30,12 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
   not carried (nor one replaced by a sentence still in the view); one that may be on its
   point (it lifts a rule in other words, says something changed, shares half its words) is
   carried with it, in order, and the earlier one only with it, within the budget too.
-- **Small windows** (`CarryBudget`): the block's fixed text is one short line; rules and
-  constraints come first and may use up to half of the room (`CarryBudget.room`), facts
-  and preferences share what the cap (`CarryBudget.tokens`) leaves; newest first within a
-  kind; the block says how many were left out.
+- **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
+  what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
+  on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
+  use up to `FIRST_TIER_ROOM` (three quarters) of the room, facts and preferences share what
+  the cap (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how
+  many were left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
   into the new block, never nested); items replaced later, or said again in the view, leave
   it.
@@ -86,8 +88,9 @@ _INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
 _CARRY_PASSES = 3
 # The most items carried from one message: a user states a handful of rules at a time.
 _MESSAGE_ITEMS = 12
-# Rules and constraints may take at most this share of the room.
-FIRST_TIER_ROOM = 0.5
+# Rules and constraints may take at most this share of the room: chosen on the tuning
+# sentences with the cap (docs/configuration.md).
+FIRST_TIER_ROOM = 0.75
 
 Count = Callable[[Sequence[Message]], int]
 
@@ -95,11 +98,16 @@ Count = Callable[[Sequence[Message]], int]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarryBudget:
     """The block's room: at most `tokens` (the cap) by `count` (the same count the transform
-    used); rules and constraints at most half of `room`, the view's room, when it is known."""
+    used); rules and constraints at most `FIRST_TIER_ROOM` of `room`, what the view keeps,
+    when it is known. `limit`: the most the view with its block may count, when the block
+    must come out of it (a level's target): where the rest of the view leaves less than
+    `tokens` (a level cannot cut below its system messages and the latest request), the
+    block gets what it leaves (`carrying`)."""
 
     tokens: int
     count: Count
     room: int | None = None
+    limit: int | None = None
 
 
 class Numbering:
@@ -189,40 +197,57 @@ def carrying(
     block's room comes out of what the transform keeps (a level keeps the block like the
     system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
     of the last one carried from what that run removed, within the room that run left it
-    (the tokens of the block it kept): a block that grew after the last run would put the
-    view over the transform's target. The passes share one `reading`."""
+    (`_room_left`): the block comes out of the transform's target, never on top of it. The
+    passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
     read = reading if reading is not None else Reading()
-    result = transform(messages)
-    carried = carry_instructions(
-        messages, result.messages, budget=budget, numbering=number, reading=read
-    )
     left_out = carried_items(messages)[1]
-    for last in range(1, _CARRY_PASSES):  # bounded: a handful of passes
-        block = next((m for m in carried.messages if is_carry_block(m)), None)
-        if block is None or block in messages:
+    seeded = messages
+    result = transform(messages)
+    carried = _carry(messages, result.messages, left_out, budget, number, read)
+    for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
+        block = _block_in(carried.messages)
+        if block is None or block in seeded:
             break
         # The block as the view shows it, so that the transform fits the rest around what
-        # it will send; the left-out count the input had: this pass counts its own.
+        # it will send; the left-out count the input had: each pass counts its own.
         seeded = _with_block(messages, block, number)
         result = transform(seeded)
-        kept = _within_kept(block, budget) if last == _CARRY_PASSES - 1 else budget
-        again = _carry(seeded, result.messages, left_out, kept, number, read)
+        again = _carry(seeded, result.messages, left_out, budget, number, read)
         if again.messages == carried.messages:
             break
         carried = again
+    room = _room_left(seeded, result.messages, budget)
+    block = _block_in(carried.messages)
+    if room is not None and block is not None and room.count((block,)) > room.tokens:
+        carried = _carry(seeded, result.messages, left_out, room, number, read)
     report = result.report.then(carried.report)
     return TransformResult(
         messages=carried.messages, report=replace(report, name=result.report.name)
     )
 
 
-def _within_kept(block: Message, budget: CarryBudget | None) -> CarryBudget | None:
-    """`budget` no larger than `block` (the room a transform that kept it left for it)."""
+def _room_left(
+    seeded: tuple[Message, ...], view: tuple[Message, ...], budget: CarryBudget | None
+) -> CarryBudget | None:
+    """`budget` within the room a transform of `seeded` left its block in `view`: no more
+    than the block it fitted the rest around (a larger one would push the rest over its
+    target), nor than `budget.limit` less the rest."""
     if budget is None:
-        return budget
-    return replace(budget, tokens=min(budget.tokens, budget.count((block,))))
+        return None
+    tokens = budget.tokens
+    fitted = _block_in(seeded)
+    if fitted is not None:
+        tokens = min(tokens, budget.count((fitted,)))
+    if budget.limit is not None:
+        rest = budget.count(tuple(m for m in view if not is_carry_block(m)))
+        tokens = min(tokens, budget.limit - rest)
+    return replace(budget, tokens=max(tokens, 0))
+
+
+def _block_in(messages: Sequence[Message]) -> Message | None:
+    return next((m for m in messages if is_carry_block(m)), None)
 
 
 def resolved_statements(
