@@ -72,10 +72,12 @@ class Views:
         number = self._numbering
         if level < _FIRST_FIT_LEVEL or not config.carry_pct:
             return recover(previous, level, config, retention, number)
-        count = retention.count if retention is not None else self._prediction.count
-        # What the level keeps: the block comes out of it, never on top of it.
-        room = level_target(level, config, retention.room) if retention else count(previous)
-        limit = room if retention else None
+        if retention is not None:  # what the level keeps: the block comes out of it
+            count, room = retention.count, level_target(level, config, retention.room)
+            limit: int | None = room
+        else:
+            count = self._prediction.count
+            room, limit = count(previous), None
         budget = CarryBudget(
             tokens=room * config.carry_pct // 100, count=count, room=room, limit=limit
         )
