@@ -26,8 +26,9 @@ phrase) is in the view (any message). Shapes:
   view whenever the rule is, after it.
 
 Strategies: chatcli's levels 2 and 3 (fit, `target_pct=100`, the default `carry_pct` unless
-`--carry-pct`), microcompaction, chatcli's compaction with a scripted summary (headings only, or
-quoting every instruction), LangChain's `trim_messages`, keeping the last 30%. Run:
+`--carry-pct`, of what the level keeps, as the ladder sizes the block), microcompaction,
+chatcli's compaction with a scripted summary (headings only, or quoting every instruction),
+LangChain's `trim_messages`, keeping the last 30%. Run:
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/fidelity.py [--seeds 3] [--tokens 40000]
         [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning]
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +65,7 @@ from chatcli.history.carry import (
     is_carry_block,
 )
 from chatcli.history.microcompact import microcompact
-from chatcli.history.retain import Retention, retain
+from chatcli.history.retain import Retention, level_target, retain
 from chatcli.messages import Message, Role
 from chatcli.providers.base import Request
 from chatcli.tokens.exact import CountingEstimator
@@ -90,6 +92,8 @@ REVERSALS = (
     ),
     ("Nunca faça push na main.", "Pode fazer push na main agora."),
 )
+# A list mark before a sentence: not the user's words, and not quoted when carried.
+_LIST_MARK = re.compile(r"^(?:[-*•>]|\d+\.)\s+")
 REPLIES = {
     "en": ("OK.", "Got it.", "Sure.", "Done.", "Makes sense.", "On it."),
     "pt": ("Ok.", "Entendi.", "Certo.", "Feito.", "Beleza.", "Já vou."),
@@ -292,8 +296,9 @@ def tuning_sets(data: Path, seed: int = 31) -> list[ItemSet]:
 
 
 def _key(text: str) -> str:
-    """A whole sentence as its own key: its text without the final punctuation."""
-    return text.strip().rstrip(".!?")
+    """A whole sentence as its own key: its text without a list mark ("- ", "* ", "1. ": a
+    carried sentence is quoted without it) and without the final punctuation."""
+    return _LIST_MARK.sub("", text.strip()).rstrip(".!?")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -407,7 +412,8 @@ def level(n: int, counter: CachedCounter, carry_pct: int | None) -> Strategy:
         config = RecoveryConfig(target_pct=100, nuclear_pct=100 if n == 2 else 60)
         pct = config.carry_pct if carry_pct is None else carry_pct
         retention = Retention(room=budget, count=counter.count)
-        carry = CarryBudget(tokens=budget * pct // 100, count=counter.count, room=budget)
+        room = level_target(n, config, budget)  # what the level keeps: the block's room
+        carry = CarryBudget(tokens=room * pct // 100, count=counter.count, room=room, limit=room)
         number = Numbering(transcript)
         return list(
             carrying(

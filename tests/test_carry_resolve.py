@@ -48,9 +48,7 @@ def naive_resolved(
     update related to the earlier items and anchors as `_related` says, each compared with
     it."""
     number = Numbering(before)
-    statements = [resolving._statement(i.number or 0, i, i.text) for i in old]
-    statements += resolving._message_statements(before, after, number)
-    statements.sort(key=lambda s: s.at)
+    statements = resolving._statements(old, before, after, number, resolving.Reading())
     pairs: list[tuple[int, int]] = []
     updates_only: set[int] = set()  # kindless statements carried only as an update
     for index, statement in enumerate(statements):
@@ -159,3 +157,33 @@ def test_lines_that_differ_only_in_their_values_are_one_point() -> None:
     before = (*map(Message.user, lines), Message.assistant("Noted."), Message.user("Go on."))
     items = resolving.resolve((), before, before[-2:], Numbering(before)).items
     assert [i.text for i in items] == [lines[n] for n in (1997, 1998, 1999)]
+
+
+def test_a_lift_said_twice_still_goes_with_the_rule_it_may_lift() -> None:
+    """A lift sharing no word with the rule may lift every earlier rule; said a second time,
+    the later one replaces the first and goes with the rule."""
+    rule, lift = "Always answer in English.", "From now on, reply to me in Portuguese."
+    users = ("Hello there.", rule, "Thanks.", lift, "Go on.", lift, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    assert [(i.number, i.text) for i in resolved.items] == [(4, rule), (12, lift)]
+    assert resolved.follows == ((1,), ())
+
+
+def test_an_old_blocks_item_quoting_a_message_read_again_is_read_once() -> None:
+    """A later pass of carrying reads the same messages with the block of the pass before in
+    its input: what it quotes is each sentence once, with the relations of the first pass (a
+    word two copies share was once no rare one, and a limit lost its later change)."""
+    limit, change = "Two retries at most for the uploader.", "The uploader may try five times."
+    users = ("Hello there.", limit, "Thanks.", "Go on.", change, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    first = resolving.resolve((), *view, Numbering(view[0]))
+    assert [i.text for i in first.items] == [limit, change] and first.follows == ((1,), ())
+    again = resolving.resolve(first.items, *view, Numbering(view[0]))
+    assert again == first

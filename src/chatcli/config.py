@@ -59,11 +59,13 @@ class RecoveryConfig:
     `target_pct` / `nuclear_pct` percent of the room the window leaves, when the window is
     known (`chatcli.history.retain`); "seed" keeps the seed's fixed counts. The counts
     (`emergency_keep_messages` at level 2) are the floor of "fit" and all of "seed".
-    `carry_pct`: the most of the room (percent) the instructions and facts of removed user
-    messages may take in the view (`chatcli.history.carry`: rules and constraints first, up to
-    half of the room, facts and preferences in what is left); 0 carries nothing. The block
-    takes only what it holds: the cap binds in small windows, where it was chosen
-    (benchmarks/fidelity.py on the tuning sentences, docs/configuration.md).
+    `carry_pct`: the most (percent) of what a level keeps that the instructions and facts of
+    removed user messages may take in the view (`chatcli.history.carry`: rules and
+    constraints first, up to three quarters of it, facts and preferences in what is left; the
+    block comes out of the level's target, never on top of it; in a compaction, a share of
+    its budget); 0 carries nothing. The block takes only what it holds: the cap binds in
+    small windows, where it was chosen (benchmarks/fidelity.py on the tuning sentences,
+    docs/configuration.md).
 
     `compaction` (`CHATCLI_COMPACTION`) chooses who compacts: "auto" (the default) the
     provider on its own servers where the model supports it, chatcli's own verified compaction
@@ -82,7 +84,7 @@ class RecoveryConfig:
     retention: str = "fit"
     target_pct: int = 75
     nuclear_pct: int = 40
-    carry_pct: int = 50
+    carry_pct: int = 85
     compaction: str = "auto"
     context_editing: tuple[str, ...] = ()
 

@@ -9,6 +9,7 @@ were no fallback, and the request's own recovery levels deal with the view.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from chatcli.compaction.plan import Plan, carry_budget
@@ -38,10 +39,13 @@ def fall_back(
     the failure was the model's summary (the report says so).
     """
     for level in (1, 2, 3):
+        budget = carry_budget(messages, plan)
+        if level == 3:  # the last one: its block gets what the rest leaves of the budget
+            budget = replace(budget, limit=plan.budget)
         result = carrying(
             partial(apply_recovery_level, level=level, config=plan.recovery, number=plan.numbering),
             messages,
-            budget=carry_budget(messages, plan),
+            budget=budget,
             numbering=plan.numbering,
         )
         tokens = plan.estimator.count(result.messages)

@@ -30,10 +30,12 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
   not carried (nor one replaced by a sentence still in the view); one that may be on its
   point (it lifts a rule in other words, says something changed, shares half its words) is
   carried with it, in order, and the earlier one only with it, within the budget too.
-- **Small windows** (`CarryBudget`): the block's fixed text is one short line; rules and
-  constraints come first and may use up to half of the room (`CarryBudget.room`), facts
-  and preferences share what the cap (`CarryBudget.tokens`) leaves; newest first within a
-  kind; the block says how many were left out.
+- **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
+  what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
+  on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
+  use up to `FIRST_TIER_ROOM` (three quarters) of the room, facts and preferences share what
+  the cap (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how
+  many were left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
   into the new block, never nested); items replaced later, or said again in the view, leave
   it.
@@ -86,8 +88,9 @@ _INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
 _CARRY_PASSES = 3
 # The most items carried from one message: a user states a handful of rules at a time.
 _MESSAGE_ITEMS = 12
-# Rules and constraints may take at most this share of the room.
-FIRST_TIER_ROOM = 0.5
+# Rules and constraints may take at most this share of the room: chosen on the tuning
+# sentences with the cap (docs/configuration.md).
+FIRST_TIER_ROOM = 0.75
 
 Count = Callable[[Sequence[Message]], int]
 
@@ -95,11 +98,16 @@ Count = Callable[[Sequence[Message]], int]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarryBudget:
     """The block's room: at most `tokens` (the cap) by `count` (the same count the transform
-    used); rules and constraints at most half of `room`, the view's room, when it is known."""
+    used); rules and constraints at most `FIRST_TIER_ROOM` of `room`, what the view keeps,
+    when it is known. `limit`: the most the view with its block may count, when the block
+    must come out of it (a level's target): where the rest of the view leaves less than
+    `tokens` (a level cannot cut below its system messages and the latest request), the
+    block gets what it leaves (`carrying`)."""
 
     tokens: int
     count: Count
     room: int | None = None
+    limit: int | None = None
 
 
 class Numbering:
@@ -156,10 +164,21 @@ def carry_instructions(
     the next call on the same messages (`chatcli.history.statements.Reading`)."""
     before, after = tuple(before), tuple(after)
     number = numbering if numbering is not None else Numbering(before)
-    old, old_left_out = carried_items(before)
-    resolved = _per_message(resolve(old, before, after, number, reading))
-    chosen, left_out = _within(resolved, budget)
-    left_out += old_left_out + resolved.dropped
+    return _carry(before, after, carried_items(before)[1], budget, number, reading)
+
+
+def _carry(
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    old_left_out: int,
+    budget: CarryBudget | None,
+    number: Number,
+    reading: Reading | None,
+) -> TransformResult:
+    """`carry_instructions`, counting `old_left_out` as left out before (the count of the
+    block of the input the caller started from)."""
+    resolved = _per_message(resolve(carried_items(before)[0], before, after, number, reading))
+    chosen, left_out = _within(resolved, budget, old_left_out + resolved.dropped)
     view = _with_block(after, _block(chosen, left_out), number)
     injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
@@ -177,32 +196,58 @@ def carrying(
     the block changes, the transform runs again with the block in its input, so that the
     block's room comes out of what the transform keeps (a level keeps the block like the
     system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
-    of the last one carried from what that run removed. The passes share one `reading`."""
+    of the last one carried from what that run removed, within the room that run left it
+    (`_room_left`): the block comes out of the transform's target, never on top of it. The
+    passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
     read = reading if reading is not None else Reading()
-    result = transform(messages)
-    carried = carry_instructions(
-        messages, result.messages, budget=budget, numbering=number, reading=read
-    )
     left_out = carried_items(messages)[1]
+    seeded = messages
+    result = transform(messages)
+    carried = _carry(messages, result.messages, left_out, budget, number, read)
     for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
-        block = next((m for m in carried.messages if is_carry_block(m)), None)
-        if block is None or block in messages:
+        block = _block_in(carried.messages)
+        if block is None or block in seeded:
             break
-        # The left-out count the input had: this pass counts what it leaves out itself.
-        seeded = _with_block(messages, _block(carried_items((block,))[0], left_out), number)
+        # The block as the view shows it, so that the transform fits the rest around what
+        # it will send; the left-out count the input had: each pass counts its own.
+        seeded = _with_block(messages, block, number)
         result = transform(seeded)
-        again = carry_instructions(
-            seeded, result.messages, budget=budget, numbering=number, reading=read
-        )
+        again = _carry(seeded, result.messages, left_out, budget, number, read)
         if again.messages == carried.messages:
             break
         carried = again
+    room = _room_left(seeded, result.messages, budget)
+    block = _block_in(carried.messages)
+    if room is not None and block is not None and room.count((block,)) > room.tokens:
+        carried = _carry(seeded, result.messages, left_out, room, number, read)
     report = result.report.then(carried.report)
     return TransformResult(
         messages=carried.messages, report=replace(report, name=result.report.name)
     )
+
+
+def _room_left(
+    seeded: tuple[Message, ...], view: tuple[Message, ...], budget: CarryBudget | None
+) -> CarryBudget | None:
+    """`budget` within the room a transform of `seeded` left its block in `view`: no more
+    than the block it fitted the rest around (a larger one would push the rest over its
+    target), nor than `budget.limit` less the rest."""
+    if budget is None:
+        return None
+    tokens = budget.tokens
+    fitted = _block_in(seeded)
+    if fitted is not None:
+        tokens = min(tokens, budget.count((fitted,)))
+    if budget.limit is not None:
+        rest = budget.count(tuple(m for m in view if not is_carry_block(m)))
+        tokens = min(tokens, budget.limit - rest)
+    return replace(budget, tokens=max(tokens, 0))
+
+
+def _block_in(messages: Sequence[Message]) -> Message | None:
+    return next((m for m in messages if is_carry_block(m)), None)
 
 
 def resolved_statements(
@@ -261,8 +306,11 @@ def _per_message(resolved: Resolved) -> Resolved:
     )
 
 
-def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[CarriedItem, ...], int]:
-    """The items that fit the budget, in their order, and how many did not.
+def _within(
+    resolved: Resolved, budget: CarryBudget | None, left_out: int
+) -> tuple[tuple[CarriedItem, ...], int]:
+    """The items that fit the budget, in their order, and how many were left out (those
+    that did not, and `left_out` more, left out before).
 
     By rank (what updates a statement still in view, then rules, constraints, facts,
     preferences; newest first within a kind), an item is taken with the later items it must
@@ -272,10 +320,10 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
     taken dropped while it does not fit."""
     items = resolved.items
     if budget is None or not items:
-        return items, 0
+        return items, left_out
     bare = budget.count((Message.user(""),))
     costs = [budget.count((Message.user(item.line()),)) - bare for item in items]
-    frame = _block(items[:1], len(items))
+    frame = _block(items[:1], len(items) + left_out)
     assert frame is not None  # for the type checker: there are items
     left = budget.tokens - (budget.count((frame,)) - costs[0])
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
@@ -297,11 +345,11 @@ def _within(resolved: Resolved, budget: CarryBudget | None) -> tuple[tuple[Carri
             left -= cost
             first_left -= first
     while groups:  # bounded: one group fewer each time
-        block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen))
+        block = _block(tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out)
         if block is not None and budget.count((block,)) <= budget.tokens:
             break
         chosen -= groups.pop()
-    return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen)
+    return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:

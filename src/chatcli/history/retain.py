@@ -74,6 +74,7 @@ __all__ = [
     "Count",
     "Retention",
     "cut_message_number",
+    "level_target",
     "recover",
     "retain",
 ]
@@ -131,10 +132,7 @@ def retain(
     number: Number | None = None,
 ) -> TransformResult:
     """Level 2 or 3 by tokens; see the module docstring."""
-    if level not in (2, 3):
-        raise ValueError(f"retention applies to levels 2 and 3, not {level!r}")
-    pct = config.target_pct if level == 2 else config.nuclear_pct
-    target = retention.room * pct // 100
+    target = level_target(level, config, retention.room)
     fitted = _fit(tuple(messages), target, retention, number, notice=level == 3)
     seed = apply_recovery_level(messages, level, config, number)
     if not _keeps_seed_tail(fitted.messages, _non_system(seed.messages)) and (
@@ -143,6 +141,14 @@ def retain(
         return _with_goal(seed, tuple(messages), retention, target)
     report = replace(fitted.report, name=f"level {level}: {LEVEL_NAMES[level]} (fit)")
     return TransformResult(messages=fitted.messages, report=report)
+
+
+def level_target(level: int, config: RecoveryConfig, room: int) -> int:
+    """The tokens level 2 or 3 keeps of `room` by "fit": `target_pct` or `nuclear_pct` of it
+    (the carried block's room: it comes out of what the level keeps)."""
+    if level not in (2, 3):
+        raise ValueError(f"retention applies to levels 2 and 3, not {level!r}")
+    return room * (config.target_pct if level == 2 else config.nuclear_pct) // 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -99,9 +99,7 @@ def resolve(
     the later items it must be carried with. `reading` keeps what reading found for the next
     call on the same messages (none: read afresh)."""
     read = reading if reading is not None else Reading()
-    statements = [read.statement(i.number or 0, i, i.text) for i in old]
-    statements += _message_statements(before, after, number, read)
-    statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
+    statements = _statements(old, before, after, number, read)
     points = _Points(statements)
     statements, updates = _with_updates(statements, points)
     kept: list[CarriedItem] = []
@@ -348,6 +346,28 @@ class Reading:
         return _Statement(at=at, item=item, text=text, words=words, cue=cue, anchor=anchor)
 
 
+def _statements(
+    old: tuple[CarriedItem, ...],
+    before: tuple[Message, ...],
+    after: tuple[Message, ...],
+    number: Number,
+    reading: Reading,
+) -> list[_Statement]:
+    """The old block's items and the user's sentences (`_message_statements`), in order. An
+    old item that quotes a sentence of a message read again (a later pass of carrying reads
+    the same messages with the block in its input) is that sentence, read once: two copies
+    would each be an earlier sentence sharing the words of what comes later, and a word two
+    sentences have is no rare one."""
+    said = _message_statements(before, after, number, reading)
+    again = {(s.item.number, s.text) for s in said if s.item is not None}
+    statements = [
+        reading.statement(i.number or 0, i, i.text) for i in old if (i.number, i.text) not in again
+    ]
+    statements += said
+    statements.sort(key=lambda s: s.at)  # stable: old items first at a tie
+    return statements
+
+
 def _message_statements(
     before: tuple[Message, ...],
     after: tuple[Message, ...],
@@ -383,10 +403,6 @@ def _message_statements(
 
 def _users_own(message: Message) -> bool:
     return is_real_user_request(message) and not message.text.startswith(_MODEL_WRITTEN)
-
-
-def _statement(at: int, item: CarriedItem | None, text: str) -> _Statement:
-    return Reading().statement(at, item, text)
 
 
 def _replaces(later: _Statement, earlier: _Statement) -> bool:

@@ -13,7 +13,7 @@ from chatcli.history.carry import CarryBudget, carried_items, carrying, is_carry
 from chatcli.history.numbers import transcript_numbers
 from chatcli.history.pairing import interrupted_result, repair_tool_pairing
 from chatcli.history.result import TransformResult
-from chatcli.history.retain import recover
+from chatcli.history.retain import level_target, recover
 from chatcli.history.statements import Reading
 from chatcli.history.truncate import LEVEL_NAMES, Number, is_compaction_notice
 from chatcli.messages import Message, total_chars
@@ -33,9 +33,10 @@ class Views:
     what fits the room the prediction knows (`chatcli.history.retain`): they are computed
     again when it changes (a window or a calibration learned from an overflow). What the user
     messages they drop said is carried into the view (`chatcli.history.carry`), within
-    `RecoveryConfig.carry_pct` of the room (of the view before the level when the window is
-    unknown), numbered by `numbering` (the transcript's message numbers), which the levels'
-    markers name too."""
+    `RecoveryConfig.carry_pct` of what the level keeps (`level_target`; of the view before the
+    level when the window is unknown), and out of it: the view with the block stays within
+    the level's target. Items are numbered by `numbering` (the transcript's message numbers),
+    which the levels' markers name too."""
 
     def __init__(
         self,
@@ -71,9 +72,15 @@ class Views:
         number = self._numbering
         if level < _FIRST_FIT_LEVEL or not config.carry_pct:
             return recover(previous, level, config, retention, number)
-        count = retention.count if retention is not None else self._prediction.count
-        room = retention.room if retention is not None else count(previous)
-        budget = CarryBudget(tokens=room * config.carry_pct // 100, count=count, room=room)
+        if retention is not None:  # what the level keeps: the block comes out of it
+            count, room = retention.count, level_target(level, config, retention.room)
+            limit: int | None = room
+        else:
+            count = self._prediction.count
+            room, limit = count(previous), None
+        budget = CarryBudget(
+            tokens=room * config.carry_pct // 100, count=count, room=room, limit=limit
+        )
         return carrying(
             lambda m: recover(m, level, config, retention, number),
             previous,

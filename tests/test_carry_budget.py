@@ -1,0 +1,98 @@
+"""The carried block's room (chatcli.history.carry): it comes out of what a level keeps, never
+on top of it, in small windows too; rules and limits first; an earlier statement never shown
+without the later one that changes it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from chatcli import Client
+from chatcli.compaction import compact
+from chatcli.config import CompactionConfig, RecoveryConfig
+from chatcli.history.carry import CarryBudget, carried_items, carrying, is_carry_block
+from chatcli.history.retain import Retention, level_target, retain
+from chatcli.messages import Message, Role
+from chatcli.tokens.estimate import TokenEstimator
+from tests.carry_cases import DENSE_FACTS, DENSE_RULES, DENSE_UPDATES, dense_session
+from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer
+from tests.fakes import WindowedProvider
+
+COUNT = TokenEstimator().count
+
+
+def level_view(messages: Sequence[Message], level: int, room: int) -> tuple[Message, ...]:
+    """Level `level` by tokens in `room`, carrying as the ladder does: the block's room is
+    what the level keeps, and the view with the block stays within it."""
+    config = RecoveryConfig()
+    retention = Retention(room=room, count=COUNT)
+    target = level_target(level, config, room)
+    tokens = target * config.carry_pct // 100
+    budget = CarryBudget(tokens=tokens, count=COUNT, room=target, limit=target)
+    return carrying(lambda m: retain(m, level, config, retention), messages, budget=budget).messages
+
+
+def assert_no_statement_without_its_update(view: Sequence[Message]) -> None:
+    text = "\n".join(m.text for m in view)
+    for earlier, later in DENSE_UPDATES:
+        if earlier in text:
+            assert text.rfind(later) > text.rfind(earlier), (earlier, later)
+
+
+@pytest.mark.parametrize("level", [2, 3])
+@pytest.mark.parametrize("turns", [60, 130])
+def test_a_levels_view_with_its_block_is_within_the_levels_target(level: int, turns: int) -> None:
+    """Across rooms of 150 to 1,500 tokens: a block that changed in the last pass, or whose
+    left-out line grew, once put the view over the target by a few tokens, and a block sized
+    by the whole room put level 3's over its target by up to half the room."""
+    messages = dense_session(turns)
+    rooms = range(150, 1_500, 11)
+    carried = 0
+    for room in rooms:
+        view = level_view(messages, level, room)
+        assert COUNT(view) <= level_target(level, RecoveryConfig(), room), room
+        assert sum(is_carry_block(m) for m in view) <= 1
+        assert_no_statement_without_its_update(view)
+        carried += bool(carried_items(view)[0])
+    assert carried > len(rooms) // 2
+
+
+@pytest.mark.parametrize("window", [400, 600, 1_000, 1_400])
+def test_a_dense_session_in_a_small_window_keeps_its_rules_through_the_client(
+    window: int,
+) -> None:
+    """130 one-line turns, 12 of them worth carrying, sent in a window of 400 to 1,400
+    tokens: one call (pre-flight recovery), every rule and limit in the view, the values
+    changed later only with their change, nothing over the window."""
+    provider = WindowedProvider(window=window)
+    reply = Client(provider, microcompact=None).send(dense_session(), max_tokens=100)
+    assert reply.calls == 1
+    sent = provider.requests[-1].messages
+    assert provider.count(sent) + 100 <= window
+    text = "\n".join(m.text for m in sent)
+    assert all(rule in text for rule in DENSE_RULES)
+    assert sum(fact in text for fact in DENSE_FACTS) >= 3
+    assert_no_statement_without_its_update(sent)
+    assert DENSE_UPDATES[1][0] not in text  # replaced by its correction: not carried
+    blocks = [m for m in sent if is_carry_block(m)]
+    assert len(blocks) == 1 and blocks[0].role is Role.USER
+
+
+@pytest.mark.parametrize("window", [150, 196, 219, 300, 500, 800])
+def test_a_compactions_fallback_fits_its_budget_with_the_block(window: int) -> None:
+    """A summary that does not fit: the fallback's last level keeps the block within what its
+    view leaves of the budget (a block of the whole share once put it over the budget)."""
+    summary = SECTIONS_TEMPLATE.format(goal="-", rules="-")
+    result = compact(
+        ScriptedSummarizer([summary]),
+        dense_session(),
+        window=window,
+        config=CompactionConfig(keep_turns=2),
+        fallback=True,
+    )
+    assert result.report.fallback is not None
+    assert result.report.tokens_after <= window
+    assert_no_statement_without_its_update(result.messages)
+    if window >= 300:
+        assert carried_items(result.messages)[0]
