@@ -61,7 +61,7 @@ class RecoveryConfig:
     (`emergency_keep_messages` at level 2) are the floor of "fit" and all of "seed".
     `carry_pct`: the most (percent) of what a level keeps that the instructions and facts of
     removed user messages may take in the view (`chatcli.history.carry`: rules and
-    constraints first, up to three quarters of it, facts and preferences in what is left; the
+    constraints first, up to half of it, facts and preferences in what is left; the
     block comes out of the level's target, never on top of it; in a compaction, a share of
     its budget); 0 carries nothing. The block takes only what it holds: the cap binds in
     small windows, where it was chosen (benchmarks/fidelity.py on the tuning sentences,

@@ -33,7 +33,7 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
 - **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
   what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
   on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
-  use up to `FIRST_TIER_ROOM` (three quarters) of the room, facts and preferences share what
+  use up to `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what
   the cap (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how
   many were left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
@@ -90,7 +90,7 @@ _CARRY_PASSES = 3
 _MESSAGE_ITEMS = 12
 # Rules and constraints may take at most this share of the room: chosen on the tuning
 # sentences with the cap (docs/configuration.md).
-FIRST_TIER_ROOM = 0.75
+FIRST_TIER_ROOM = 0.5
 
 Count = Callable[[Sequence[Message]], int]
 
