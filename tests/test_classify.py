@@ -16,7 +16,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from chatcli.errors import (
@@ -826,6 +826,7 @@ corpus_bodies = st.sampled_from([r["body"] for r in RECORDS])
     ),
     status=st.none() | st.integers(0, 999),
 )
+@example(value={"code": "²"}, status=None)  # a digit int() cannot read (found by hypothesis)
 def test_never_raises_and_is_deterministic(value: object, status: int | None) -> None:
     info = classify_error(value, status=status)
     assert isinstance(info.kind, ErrorKind)

@@ -123,7 +123,7 @@ class Evidence:
         """A status/code/type field: an HTTP status when numeric, else a code word."""
         if isinstance(value, bool):
             return
-        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdecimal()):
             number = int(value)
             if 100 <= number <= 599 and self.status is None:
                 self.status = number
