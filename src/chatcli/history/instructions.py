@@ -24,11 +24,11 @@ lines, markup); and words addressed to AI systems in the third person ("AI assis
 this: ..."), which a user does not write to their own assistant but a page written to hijack
 one does. Telling these apart takes more than a list of words, so `kind_of` reads a sentence
 as *features* (`features`: which groups of the vocabulary it holds, and where, its first
-words, its words) and weighs them with a linear model (`instruction_model.json`, trained by
-`scripts/train_instruction_model.py` on the tuning sentences of tests/data/instructions, never
-on the held-out ones). `_RULE_MASS`: the share of the model's belief in a rule, a constraint
-or a lift that makes a sentence one: a rule missed is lost, a sentence carried needlessly
-costs a line.
+words, its words and their four-letter pieces) and weighs them with a linear model
+(`instruction_model.json`, trained by `scripts/train_instruction_model.py` on the tuning side
+of tests/data/instructions, never on the held-out set). `_RULE_MASS`: the share of the
+model's belief in a rule, a constraint or a lift that makes a sentence one: a rule missed is
+lost, a sentence carried needlessly costs a line.
 
 `is_instruction` (what compaction pins) is the older, plainer reading: an imperative, or a rule
 or limit word. `changes` tells a statement that says something changed ("now", "again", "no
@@ -44,7 +44,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -713,7 +713,8 @@ def normalised(sentence: str) -> str:
 def features(sentence: str) -> frozenset[str]:
     """What the model reads of a sentence: the vocabulary's groups it holds ("c:bans"), its
     shape (a question, a list item, an imperative, a past tense, a value, a limit), each rule
-    group together with its context ("x:bans&narrative"), its first words and its words."""
+    group together with its context ("x:bans&narrative"), its first words, its words and
+    their four-letter pieces."""
     plain = normalised(sentence)
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
     tokens = _TOKEN.findall(text)
@@ -732,8 +733,18 @@ def features(sentence: str) -> frozenset[str]:
     found |= {f"b={a}_{b}" for a, b in pairwise(tokens)}
     found |= {f"s={t[-3:]}" for t in tokens if len(t) >= 5}
     found |= {f"sfx={t[-2:]}" for t in tokens[:4] if len(t) >= 5}
+    found |= {f"g={gram}" for token in tokens for gram in _grams(f" {token} ")}
     found.add(f"len={min(len(tokens) // 5, 6)}")
     return frozenset(found)
+
+
+def _grams(word: str) -> Iterator[str]:
+    """The four-letter pieces of a word padded with spaces (" no " too): what is read of a
+    word the model has not seen, from its parts (an inflection, a typo, a missing accent)."""
+    return (word[i : i + _GRAM] for i in range(max(len(word) - _GRAM + 1, 1)))
+
+
+_GRAM = 4
 
 
 def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set[str]:
@@ -807,9 +818,14 @@ def _participle(tokens: list[str], at: int) -> bool:
 # -- the model ---------------------------------------------------------------------------------
 
 # A sentence is a rule (or a constraint) when the model's belief in a rule, a constraint or a
-# lift is at least this, or when the vocabulary states one plainly (`_plain_rule`): chosen on
-# the tuning set's cross-validation (benchmarks/README.md), for recall first.
-_RULE_MASS = 0.35
+# lift is at least this, or when the vocabulary states one plainly (`_plainly`): chosen on
+# the tuning side's cross-validation (benchmarks/README.md): past it precision gains less than
+# recall loses.
+_RULE_MASS = 0.4
+# The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) is not
+# asked: "Hold on, I need to double-check that number" has a directive and a word of need, and
+# is chatter (chosen on the same cross-validation).
+_SURELY_NONE = 0.6
 _MODEL_FILE = "instruction_model.json"
 
 
@@ -886,7 +902,8 @@ def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:
         return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
     best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
     if best in ("none", "fact"):
-        return _plainly(found) or ("fact" if best == "fact" else None)
+        plainly = _plainly(found) if beliefs["none"] < _SURELY_NONE else None
+        return plainly or ("fact" if best == "fact" else None)
     return "fact" if best == "goal" else best
 
 
