@@ -662,7 +662,9 @@ _ONLY_NUMBER = re.compile(
     r"\b(?:only|solo|so|somente|apenas)\s+(?:the\s+)?(?:\d+|one|two|three|four|five|dos|tres|"
     r"duas|dois)\b(?!\s*(?:max|at most))"
 )
-_LABEL = re.compile(r"^([a-z][a-z /-]{1,30}):")
+# A line's label ("rule 3:", "regra:", "note:", "todo:"): read as a feature, the rest as the
+# sentence, so that "Rule 3: never touch X" opens as "never touch X" does.
+_LABEL = re.compile(r"^([a-z][a-z0-9 /#-]{1,30}):\s*")
 # A modal of obligation or prohibition: a rule whoever it is said of ("Tests must pass").
 _MODAL = re.compile(
     r"\b(?:must|mustn't|has to|have to|needs to|shall|required|requires|mandatory|compulsory|"
@@ -715,13 +717,16 @@ def features(sentence: str) -> frozenset[str]:
     shape (a question, a list item, an imperative, a past tense, a value, a limit), each rule
     group together with its context ("x:bans&narrative"), its first words, its words and
     their four-letter pieces."""
-    plain = normalised(sentence)
+    whole = normalised(sentence)
+    label = _LABEL.match(whole)
+    plain = whole[label.end() :] if label is not None and label.end() < len(whole) else whole
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
     tokens = _TOKEN.findall(text)
     padded = _padded(text)
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
-    found |= {f"c:{group}" for group, cue in _OPENINGS.items() if cue.opens(padded)}
+    openings = {padded, _padded(whole)}  # a label may open it too: "TODO: ..."
+    found |= {f"c:{g}" for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
@@ -733,15 +738,17 @@ def features(sentence: str) -> frozenset[str]:
     found |= {f"b={a}_{b}" for a, b in pairwise(tokens)}
     found |= {f"s={t[-3:]}" for t in tokens if len(t) >= 5}
     found |= {f"sfx={t[-2:]}" for t in tokens[:4] if len(t) >= 5}
-    found |= {f"g={gram}" for token in tokens for gram in _grams(f" {token} ")}
+    found |= {f"g={gram}" for token in tokens if len(token) > 2 for gram in _grams(f" {token} ")}
     found.add(f"len={min(len(tokens) // 5, 6)}")
+    if label is not None:
+        found.add(f"label={re.sub(r'[0-9]+', '#', label.group(1).strip())}")
     return frozenset(found)
 
 
 def _grams(word: str) -> Iterator[str]:
-    """The four-letter pieces of a word padded with spaces (" no " too): what is read of a
-    word the model has not seen, from its parts (an inflection, a typo, a missing accent)."""
-    return (word[i : i + _GRAM] for i in range(max(len(word) - _GRAM + 1, 1)))
+    """The four-letter pieces of a word padded with spaces: what is read of a word the model
+    has not seen, from its parts (an inflection, a typo, a missing accent)."""
+    return (word[i : i + _GRAM] for i in range(len(word) - _GRAM + 1))
 
 
 _GRAM = 4
@@ -772,11 +779,7 @@ def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set
         "c:i_not": re.match(r"^(?:i|we|eu|yo|a gente|nos)\s+(?:don't|do not|dont|nao|no)\b", text)
         is not None,
     }
-    found = {name for name, present in shape.items() if present}
-    label = _LABEL.match(text)
-    if label is not None:
-        found.add(f"label={label.group(1).strip()}")
-    return found
+    return {name for name, present in shape.items() if present}
 
 
 def _infinitive(word: str, tokens: list[str]) -> bool:
