@@ -27,6 +27,7 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,27 +61,62 @@ def read(data: Path, names: Sequence[str]) -> list[Row]:
     return rows
 
 
-def fit(rows: Sequence[Row]) -> tuple[list[float], Weights]:
-    """Bias and weights fitted to `rows` (see the module docstring)."""
+def _columns(rows: Sequence[Row]) -> tuple[list[str], list[list[int]]]:
+    """The features kept (seen in at least `MIN_COUNT` sentences) and each row's columns."""
     seen = Counter(f for row in rows for f in features(row["text"]))
     names = sorted(f for f, n in seen.items() if n >= MIN_COUNT)
     column = {f: i for i, f in enumerate(names)}
-    present = np.zeros((len(rows), len(names)))
-    for i, row in enumerate(rows):
-        present[i, [column[f] for f in features(row["text"]) if f in column]] = 1.0
+    return names, [[column[f] for f in features(row["text"]) if f in column] for row in rows]
+
+
+def fit(rows: Sequence[Row]) -> tuple[list[float], Weights]:
+    """Bias and weights fitted to `rows` (see the module docstring)."""
+    names, columns = _columns(rows)
+    sparse = _Sparse.of(columns)
     gold = np.zeros((len(rows), len(CLASSES)))
     gold[np.arange(len(rows)), [CLASSES.index(row["kind"]) for row in rows]] = 1.0
     weights = np.zeros((len(names), len(CLASSES)))
     bias = np.zeros(len(CLASSES))
     for _ in range(STEPS):  # bounded: a fixed number of steps
-        scores = present @ weights + bias
+        scores = sparse.times(weights) + bias
         scores -= scores.max(axis=1, keepdims=True)
         chances = np.exp(scores)
         chances /= chances.sum(axis=1, keepdims=True)
         error = chances - gold
-        weights -= RATE * (present.T @ error + L2 * weights) / len(rows)
+        weights -= RATE * (sparse.back(error, len(names)) + L2 * weights) / len(rows)
         bias -= RATE * error.mean(axis=0)
     return bias.tolist(), {f: weights[i].tolist() for i, f in enumerate(names)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sparse:
+    """Rows of binary features as their columns, for the two products training needs."""
+
+    flat: Any
+    row: Any
+    starts: Any
+
+    @classmethod
+    def of(cls, columns: Sequence[list[int]]) -> _Sparse:
+        lengths = [len(cols) for cols in columns]
+        if min(lengths) == 0:  # every sentence has a length feature, kept
+            raise ValueError("a sentence without a feature kept")
+        return cls(
+            flat=np.fromiter((c for cols in columns for c in cols), dtype=np.int64),
+            row=np.repeat(np.arange(len(columns)), lengths),
+            starts=np.cumsum([0, *lengths[:-1]]),
+        )
+
+    def times(self, table: Any) -> Any:
+        """The rows times `table`: the sum of its rows at each row's columns."""
+        return np.add.reduceat(table[self.flat], self.starts, axis=0)
+
+    def back(self, error: Any, width: int) -> Any:
+        """The rows transposed times `error` (`width` columns)."""
+        spread = error[self.row]
+        return np.stack(
+            [np.bincount(self.flat, spread[:, j], width) for j in range(error.shape[1])], axis=1
+        ).astype(error.dtype)
 
 
 def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> dict[str, float]:
