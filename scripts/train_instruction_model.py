@@ -119,6 +119,16 @@ class _Sparse:
         ).astype(error.dtype)
 
 
+def _rounded(bias: list[float], weights: Weights) -> tuple[list[float], Weights]:
+    """The model as shipped: weights rounded to `DIGITS` digits, features left with none."""
+    kept = {
+        f: [round(w, DIGITS) for w in ws]
+        for f, ws in weights.items()
+        if any(abs(w) >= 10**-DIGITS for w in ws)
+    }
+    return [round(b, DIGITS) for b in bias], kept
+
+
 def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> dict[str, float]:
     scores = list(bias)
     for feature in found:
@@ -130,20 +140,26 @@ def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> d
     return {kind: e / total for kind, e in zip(CLASSES, exps, strict=True)}
 
 
+THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
+
+
 def cross_validate(rows: Sequence[Row]) -> None:
     """Hold out whole source groups in turn, and print the precision and recall of
-    `kind_for` (the model and the plain readings, as `kind_of` decides) on each kind."""
+    `kind_for` (the model and the plain readings, as `kind_of` decides) on each kind, then
+    those of rules and constraints at each rule-mass threshold in `THRESHOLDS`."""
     groups = sorted({row["group"] for row in rows} - {"examples"})
     random.Random(SEED).shuffle(groups)
-    judged: list[tuple[str, str]] = []
+    judged: list[tuple[str, list[str]]] = []
     for fold in range(FOLDS):
         held = set(groups[fold::FOLDS])
-        bias, weights = fit([r for r in rows if r["group"] not in held])
+        bias, weights = _rounded(*fit([r for r in rows if r["group"] not in held]))
         for row in (r for r in rows if r["group"] in held and r["kind"] != "lift"):
             found = features(row["text"])
-            said = kind_for(found, beliefs(bias, weights, found)) or "none"
+            chances = beliefs(bias, weights, found)
+            said = [kind_for(found, chances) or "none"]  # at kind_of's own rule mass
+            said += [kind_for(found, chances, rule_mass=m) or "none" for m in THRESHOLDS]
             gold = row["kind"]
-            judged.append((gold, "fact" if gold == "goal" and said != "none" else said))
+            judged.append((gold, ["fact" if gold == "goal" and s != "none" else s for s in said]))
     print("| kind | precision | recall |\n|---|---:|---:|")
     for name, kinds in (
         ("rule+constraint", {"rule", "constraint"}),
@@ -152,10 +168,18 @@ def cross_validate(rows: Sequence[Row]) -> None:
         ("fact (goals too)", {"fact", "goal"}),
         ("preference", {"preference"}),
     ):
-        taken = [gold for gold, kind in judged if kind in kinds]
-        hits = sum(1 for gold in taken if gold in kinds)
-        total = sum(1 for gold, _ in judged if gold in kinds)
-        print(f"| {name} | {hits / max(len(taken), 1):.1%} | {hits / max(total, 1):.1%} |")
+        print(f"| {name} | {_scores(judged, kinds, 0)} |")
+    print("\n| rule mass | rule+constraint precision | recall |\n|---:|---:|---:|")
+    for at, mass in enumerate(THRESHOLDS, start=1):
+        print(f"| {mass} | {_scores(judged, {'rule', 'constraint'}, at)} |")
+
+
+def _scores(judged: Sequence[tuple[str, list[str]]], kinds: set[str], at: int) -> str:
+    """Precision and recall on `kinds` of the `at`-th decision of each judged sentence."""
+    taken = [gold for gold, said in judged if said[at] in kinds]
+    hits = sum(1 for gold in taken if gold in kinds)
+    total = sum(1 for gold, _ in judged if gold in kinds)
+    return f"{hits / max(len(taken), 1):.1%} | {hits / max(total, 1):.1%}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,17 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = read(args.data, args.files)
     if args.cv:
         cross_validate(rows)
-    bias, weights = fit(rows)
-    kept = {
-        f: [round(w, DIGITS) for w in ws]
-        for f, ws in weights.items()
-        if any(abs(w) >= 10**-DIGITS for w in ws)
-    }
+    bias, kept = _rounded(*fit(rows))
     model = {
         "about": "chatcli.history.instructions.kind_of's weights; written by "
         "scripts/train_instruction_model.py from tests/data/instructions/" + ", ".join(args.files),
         "classes": list(CLASSES),
-        "bias": [round(b, DIGITS) for b in bias],
+        "bias": bias,
         "weights": kept,
     }
     args.out.write_text(json.dumps(model, ensure_ascii=False, sort_keys=True, indent=0) + "\n")

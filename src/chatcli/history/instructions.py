@@ -898,10 +898,13 @@ def _read(sentence: str) -> frozenset[str] | None:
     return features(plain)
 
 
-def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:
+def kind_for(
+    found: frozenset[str], beliefs: dict[str, float], *, rule_mass: float = _RULE_MASS
+) -> str | None:
     """The kind of a sentence with the features `found`, given the model's `beliefs` in each
-    class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it)."""
-    if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= _RULE_MASS:
+    class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it,
+    at other values of `rule_mass` too)."""
+    if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= rule_mass:
         return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
     best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
     if best in ("none", "fact"):
