@@ -825,9 +825,11 @@ def _participle(tokens: list[str], at: int) -> bool:
 # the tuning side's cross-validation (benchmarks/README.md): past it precision gains less than
 # recall loses.
 _RULE_MASS = 0.4
-# The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) is not
-# asked: "Hold on, I need to double-check that number" has a directive and a word of need, and
-# is chatter (chosen on the same cross-validation).
+# The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) of a rule
+# or a preference is not taken: "Hold on, I need to double-check that number" has a directive
+# and a word of need, and is chatter (chosen on the same cross-validation). An exact value or
+# a date stated plainly stays a fact whatever the model says ("La reunión es el lunes a las
+# 9.": a value its change must be carried with, the reversal pairs of the tuning side).
 _SURELY_NONE = 0.6
 _MODEL_FILE = "instruction_model.json"
 
@@ -908,7 +910,9 @@ def kind_for(
         return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
     best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
     if best in ("none", "fact"):
-        plainly = _plainly(found) if beliefs["none"] < _SURELY_NONE else None
+        plainly = _plainly(found)
+        if plainly != "fact" and beliefs["none"] >= _SURELY_NONE:
+            plainly = None
         return plainly or ("fact" if best == "fact" else None)
     return "fact" if best == "goal" else best
 
