@@ -1,7 +1,9 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
-Reads the **tuning** sentences of tests/data/instructions (never the held-out ones: how the
-sets were made is in that directory's README.md), reads each one with
+Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the two tuning sets, and
+the first two held-out sets, retired to the tuning side after their last measurements; never
+`heldout3.jsonl`, the held-out set now: how the sets were made is in that directory's
+README.md), reads each one with
 `chatcli.history.instructions.features`, fits a multinomial logistic regression (classes:
 rule, constraint, fact, preference, goal, lift, none; L2-regularised, full-batch gradient
 descent from zero with numpy, the dev extra: the same data always gives the same weights) and
@@ -25,6 +27,7 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,37 +46,87 @@ RATE = 0.5
 SEED = 31
 DIGITS = 3
 FOLDS = 5
+# The tuning side: the held-out sets 1 and 2 joined it once measured twice each (the limit).
+TUNING_FILES = ("tuning.jsonl", "tuning2.jsonl", "heldout.jsonl", "heldout2.jsonl")
 
 Row = dict[str, Any]
 Weights = dict[str, list[float]]
 
 
-def read(data: Path) -> list[Row]:
-    with (data / "tuning.jsonl").open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def read(data: Path, names: Sequence[str]) -> list[Row]:
+    rows: list[Row] = []
+    for name in names:
+        with (data / name).open(encoding="utf-8") as fh:
+            rows += [json.loads(line) for line in fh if line.strip()]
+    return rows
+
+
+def _columns(rows: Sequence[Row]) -> tuple[list[str], list[list[int]]]:
+    """The features kept (seen in at least `MIN_COUNT` sentences) and each row's columns."""
+    seen = Counter(f for row in rows for f in features(row["text"]))
+    names = sorted(f for f, n in seen.items() if n >= MIN_COUNT)
+    column = {f: i for i, f in enumerate(names)}
+    return names, [[column[f] for f in features(row["text"]) if f in column] for row in rows]
 
 
 def fit(rows: Sequence[Row]) -> tuple[list[float], Weights]:
     """Bias and weights fitted to `rows` (see the module docstring)."""
-    seen = Counter(f for row in rows for f in features(row["text"]))
-    names = sorted(f for f, n in seen.items() if n >= MIN_COUNT)
-    column = {f: i for i, f in enumerate(names)}
-    present = np.zeros((len(rows), len(names)))
-    for i, row in enumerate(rows):
-        present[i, [column[f] for f in features(row["text"]) if f in column]] = 1.0
+    names, columns = _columns(rows)
+    sparse = _Sparse.of(columns)
     gold = np.zeros((len(rows), len(CLASSES)))
     gold[np.arange(len(rows)), [CLASSES.index(row["kind"]) for row in rows]] = 1.0
     weights = np.zeros((len(names), len(CLASSES)))
     bias = np.zeros(len(CLASSES))
     for _ in range(STEPS):  # bounded: a fixed number of steps
-        scores = present @ weights + bias
+        scores = sparse.times(weights) + bias
         scores -= scores.max(axis=1, keepdims=True)
         chances = np.exp(scores)
         chances /= chances.sum(axis=1, keepdims=True)
         error = chances - gold
-        weights -= RATE * (present.T @ error + L2 * weights) / len(rows)
+        weights -= RATE * (sparse.back(error, len(names)) + L2 * weights) / len(rows)
         bias -= RATE * error.mean(axis=0)
     return bias.tolist(), {f: weights[i].tolist() for i, f in enumerate(names)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sparse:
+    """Rows of binary features as their columns, for the two products training needs."""
+
+    flat: Any
+    row: Any
+    starts: Any
+
+    @classmethod
+    def of(cls, columns: Sequence[list[int]]) -> _Sparse:
+        lengths = [len(cols) for cols in columns]
+        if min(lengths) == 0:  # every sentence has a length feature, kept
+            raise ValueError("a sentence without a feature kept")
+        return cls(
+            flat=np.fromiter((c for cols in columns for c in cols), dtype=np.int64),
+            row=np.repeat(np.arange(len(columns)), lengths),
+            starts=np.cumsum([0, *lengths[:-1]]),
+        )
+
+    def times(self, table: Any) -> Any:
+        """The rows times `table`: the sum of its rows at each row's columns."""
+        return np.add.reduceat(table[self.flat], self.starts, axis=0)
+
+    def back(self, error: Any, width: int) -> Any:
+        """The rows transposed times `error` (`width` columns)."""
+        spread = error[self.row]
+        return np.stack(
+            [np.bincount(self.flat, spread[:, j], width) for j in range(error.shape[1])], axis=1
+        ).astype(error.dtype)
+
+
+def _rounded(bias: list[float], weights: Weights) -> tuple[list[float], Weights]:
+    """The model as shipped: weights rounded to `DIGITS` digits, features left with none."""
+    kept = {
+        f: [round(w, DIGITS) for w in ws]
+        for f, ws in weights.items()
+        if any(abs(w) >= 10**-DIGITS for w in ws)
+    }
+    return [round(b, DIGITS) for b in bias], kept
 
 
 def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> dict[str, float]:
@@ -87,20 +140,26 @@ def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> d
     return {kind: e / total for kind, e in zip(CLASSES, exps, strict=True)}
 
 
+THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
+
+
 def cross_validate(rows: Sequence[Row]) -> None:
     """Hold out whole source groups in turn, and print the precision and recall of
-    `kind_for` (the model and the plain readings, as `kind_of` decides) on each kind."""
+    `kind_for` (the model and the plain readings, as `kind_of` decides) on each kind, then
+    those of rules and constraints at each rule-mass threshold in `THRESHOLDS`."""
     groups = sorted({row["group"] for row in rows} - {"examples"})
     random.Random(SEED).shuffle(groups)
-    judged: list[tuple[str, str]] = []
+    judged: list[tuple[str, list[str]]] = []
     for fold in range(FOLDS):
         held = set(groups[fold::FOLDS])
-        bias, weights = fit([r for r in rows if r["group"] not in held])
+        bias, weights = _rounded(*fit([r for r in rows if r["group"] not in held]))
         for row in (r for r in rows if r["group"] in held and r["kind"] != "lift"):
             found = features(row["text"])
-            said = kind_for(found, beliefs(bias, weights, found)) or "none"
+            chances = beliefs(bias, weights, found)
+            said = [kind_for(found, chances) or "none"]  # at kind_of's own rule mass
+            said += [kind_for(found, chances, rule_mass=m) or "none" for m in THRESHOLDS]
             gold = row["kind"]
-            judged.append((gold, "fact" if gold == "goal" and said != "none" else said))
+            judged.append((gold, ["fact" if gold == "goal" and s != "none" else s for s in said]))
     print("| kind | precision | recall |\n|---|---:|---:|")
     for name, kinds in (
         ("rule+constraint", {"rule", "constraint"}),
@@ -109,10 +168,18 @@ def cross_validate(rows: Sequence[Row]) -> None:
         ("fact (goals too)", {"fact", "goal"}),
         ("preference", {"preference"}),
     ):
-        said = [gold for gold, kind in judged if kind in kinds]
-        hits = sum(1 for gold in said if gold in kinds)
-        total = sum(1 for gold, _ in judged if gold in kinds)
-        print(f"| {name} | {hits / max(len(said), 1):.1%} | {hits / max(total, 1):.1%} |")
+        print(f"| {name} | {_scores(judged, kinds, 0)} |")
+    print("\n| rule mass | rule+constraint precision | recall |\n|---:|---:|---:|")
+    for at, mass in enumerate(THRESHOLDS, start=1):
+        print(f"| {mass} | {_scores(judged, {'rule', 'constraint'}, at)} |")
+
+
+def _scores(judged: Sequence[tuple[str, list[str]]], kinds: set[str], at: int) -> str:
+    """Precision and recall on `kinds` of the `at`-th decision of each judged sentence."""
+    taken = [gold for gold, said in judged if said[at] in kinds]
+    hits = sum(1 for gold in taken if gold in kinds)
+    total = sum(1 for gold, _ in judged if gold in kinds)
+    return f"{hits / max(len(taken), 1):.1%} | {hits / max(total, 1):.1%}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -120,21 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--cv", action="store_true", help="cross-validate first")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--files", nargs="+", default=TUNING_FILES)
     args = parser.parse_args(argv)
-    rows = read(args.data)
+    rows = read(args.data, args.files)
     if args.cv:
         cross_validate(rows)
-    bias, weights = fit(rows)
-    kept = {
-        f: [round(w, DIGITS) for w in ws]
-        for f, ws in weights.items()
-        if any(abs(w) >= 10**-DIGITS for w in ws)
-    }
+    bias, kept = _rounded(*fit(rows))
     model = {
         "about": "chatcli.history.instructions.kind_of's weights; written by "
-        "scripts/train_instruction_model.py from tests/data/instructions/tuning.jsonl",
+        "scripts/train_instruction_model.py from tests/data/instructions/" + ", ".join(args.files),
         "classes": list(CLASSES),
-        "bias": [round(b, DIGITS) for b in bias],
+        "bias": bias,
         "weights": kept,
     }
     args.out.write_text(json.dumps(model, ensure_ascii=False, sort_keys=True, indent=0) + "\n")

@@ -50,7 +50,7 @@ def agent_session(size: int = 200, rounds_after: int = 4) -> list[Message]:
     step = 0
     while len(messages) < size - 1 - 2 * rounds_after:
         if step % 12 == 11:
-            messages.append(Message.user(f"Follow-up {step}: also check the refund path."))
+            messages.append(Message.user(f"Follow-up {step}: never skip the refund path tests."))
         else:
             messages += tool_round(step)
         step += 1
@@ -173,9 +173,9 @@ def test_a_continuation_that_overflows_is_recovered_too() -> None:
     seed = RecoveryConfig(retention="seed")
     roomy = WindowedProvider(window=32_000)
     level2 = Client(roomy, seed, microcompact=None).send(agent_session()).view
-    # 11: the system prompt, the block carrying "Follow-up 95: also check the refund path."
-    # (a removed user message's bare imperative about the world: carried, in the user's
-    # channel, by the data conventions of tests/data/instructions/README.md), then 9 kept.
+    # 11: the system prompt, the block carrying "Follow-up 95: never skip the refund path
+    # tests." (a removed user message's standing rule, carried in the user's channel), then
+    # 9 kept.
     assert len(level2) == 11
     assert is_carry_block(level2[1])
     full = "".join(f"{i}. Move the refund logic into refunds.py.\n" for i in range(250))

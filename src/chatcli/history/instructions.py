@@ -24,11 +24,11 @@ lines, markup); and words addressed to AI systems in the third person ("AI assis
 this: ..."), which a user does not write to their own assistant but a page written to hijack
 one does. Telling these apart takes more than a list of words, so `kind_of` reads a sentence
 as *features* (`features`: which groups of the vocabulary it holds, and where, its first
-words, its words) and weighs them with a linear model (`instruction_model.json`, trained by
-`scripts/train_instruction_model.py` on the tuning sentences of tests/data/instructions, never
-on the held-out ones). `_RULE_MASS`: the share of the model's belief in a rule, a constraint
-or a lift that makes a sentence one: a rule missed is lost, a sentence carried needlessly
-costs a line.
+words, its words and their four-letter pieces) and weighs them with a linear model
+(`instruction_model.json`, trained by `scripts/train_instruction_model.py` on the tuning side
+of tests/data/instructions, never on the held-out set). `_RULE_MASS`: the share of the
+model's belief in a rule, a constraint or a lift that makes a sentence one: a rule missed is
+lost, a sentence carried needlessly costs a line.
 
 `is_instruction` (what compaction pins) is the older, plainer reading: an imperative, or a rule
 or limit word. `changes` tells a statement that says something changed ("now", "again", "no
@@ -44,7 +44,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -662,7 +662,9 @@ _ONLY_NUMBER = re.compile(
     r"\b(?:only|solo|so|somente|apenas)\s+(?:the\s+)?(?:\d+|one|two|three|four|five|dos|tres|"
     r"duas|dois)\b(?!\s*(?:max|at most))"
 )
-_LABEL = re.compile(r"^([a-z][a-z /-]{1,30}):")
+# A line's label ("rule 3:", "regra:", "note:", "todo:"): read as a feature, the rest as the
+# sentence, so that "Rule 3: never touch X" opens as "never touch X" does.
+_LABEL = re.compile(r"^([a-z][a-z0-9 /#-]{1,30}):\s*")
 # A modal of obligation or prohibition: a rule whoever it is said of ("Tests must pass").
 _MODAL = re.compile(
     r"\b(?:must|mustn't|has to|have to|needs to|shall|required|requires|mandatory|compulsory|"
@@ -713,14 +715,18 @@ def normalised(sentence: str) -> str:
 def features(sentence: str) -> frozenset[str]:
     """What the model reads of a sentence: the vocabulary's groups it holds ("c:bans"), its
     shape (a question, a list item, an imperative, a past tense, a value, a limit), each rule
-    group together with its context ("x:bans&narrative"), its first words and its words."""
-    plain = normalised(sentence)
+    group together with its context ("x:bans&narrative"), its first words, its words and
+    their four-letter pieces."""
+    whole = normalised(sentence)
+    label = _LABEL.match(whole)
+    plain = whole[label.end() :] if label is not None and label.end() < len(whole) else whole
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
     tokens = _TOKEN.findall(text)
     padded = _padded(text)
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
-    found |= {f"c:{group}" for group, cue in _OPENINGS.items() if cue.opens(padded)}
+    openings = {padded, _padded(whole)}  # a label may open it too: "TODO: ..."
+    found |= {f"c:{g}" for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
@@ -732,8 +738,20 @@ def features(sentence: str) -> frozenset[str]:
     found |= {f"b={a}_{b}" for a, b in pairwise(tokens)}
     found |= {f"s={t[-3:]}" for t in tokens if len(t) >= 5}
     found |= {f"sfx={t[-2:]}" for t in tokens[:4] if len(t) >= 5}
+    found |= {f"g={gram}" for token in tokens if len(token) > 2 for gram in _grams(f" {token} ")}
     found.add(f"len={min(len(tokens) // 5, 6)}")
+    if label is not None:
+        found.add(f"label={re.sub(r'[0-9]+', '#', label.group(1).strip())}")
     return frozenset(found)
+
+
+def _grams(word: str) -> Iterator[str]:
+    """The four-letter pieces of a word padded with spaces: what is read of a word the model
+    has not seen, from its parts (an inflection, a typo, a missing accent)."""
+    return (word[i : i + _GRAM] for i in range(len(word) - _GRAM + 1))
+
+
+_GRAM = 4
 
 
 def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set[str]:
@@ -761,11 +779,7 @@ def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set
         "c:i_not": re.match(r"^(?:i|we|eu|yo|a gente|nos)\s+(?:don't|do not|dont|nao|no)\b", text)
         is not None,
     }
-    found = {name for name, present in shape.items() if present}
-    label = _LABEL.match(text)
-    if label is not None:
-        found.add(f"label={label.group(1).strip()}")
-    return found
+    return {name for name, present in shape.items() if present}
 
 
 def _infinitive(word: str, tokens: list[str]) -> bool:
@@ -807,9 +821,16 @@ def _participle(tokens: list[str], at: int) -> bool:
 # -- the model ---------------------------------------------------------------------------------
 
 # A sentence is a rule (or a constraint) when the model's belief in a rule, a constraint or a
-# lift is at least this, or when the vocabulary states one plainly (`_plain_rule`): chosen on
-# the tuning set's cross-validation (benchmarks/README.md), for recall first.
-_RULE_MASS = 0.35
+# lift is at least this, or when the vocabulary states one plainly (`_plainly`): chosen on
+# the tuning side's cross-validation (benchmarks/README.md): past it precision gains less than
+# recall loses.
+_RULE_MASS = 0.4
+# The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) of a rule
+# or a preference is not taken: "Hold on, I need to double-check that number" has a directive
+# and a word of need, and is chatter (chosen on the same cross-validation). An exact value or
+# a date stated plainly stays a fact whatever the model says ("La reunión es el lunes a las
+# 9.": a value its change must be carried with, the reversal pairs of the tuning side).
+_SURELY_NONE = 0.6
 _MODEL_FILE = "instruction_model.json"
 
 
@@ -879,14 +900,20 @@ def _read(sentence: str) -> frozenset[str] | None:
     return features(plain)
 
 
-def kind_for(found: frozenset[str], beliefs: dict[str, float]) -> str | None:
+def kind_for(
+    found: frozenset[str], beliefs: dict[str, float], *, rule_mass: float = _RULE_MASS
+) -> str | None:
     """The kind of a sentence with the features `found`, given the model's `beliefs` in each
-    class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it)."""
-    if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= _RULE_MASS:
+    class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it,
+    at other values of `rule_mass` too)."""
+    if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= rule_mass:
         return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
     best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
     if best in ("none", "fact"):
-        return _plainly(found) or ("fact" if best == "fact" else None)
+        plainly = _plainly(found)
+        if plainly != "fact" and beliefs["none"] >= _SURELY_NONE:
+            plainly = None
+        return plainly or ("fact" if best == "fact" else None)
     return "fact" if best == "goal" else best
 
 
