@@ -725,7 +725,7 @@ def features(sentence: str) -> frozenset[str]:
     padded = _padded(text)
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
-    openings = {padded, _padded(whole)}  # a label may open it too: "TODO: ..."
+    openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
     found |= {f"c:{g}" for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
