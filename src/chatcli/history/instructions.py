@@ -922,9 +922,11 @@ def _plainly(found: frozenset[str]) -> str | None:
     (when it sees no rule: nothing, or a fact), when nothing of a question, a story, an
     opinion, a report or a note is there: a limit with a rule word or a directive (a
     constraint), a rule word with a directive or a modal of obligation (a rule), an
-    imperative (at least a preference), an exact value or a date after "is" (a fact)."""
-    if found & _NOT_PLAINLY:
-        return None
+    imperative (at least a preference), an exact value (even in the first person), or a date
+    or a goal word with "is" (a fact)."""
+    blocked = found & _NOT_PLAINLY
+    if blocked:  # an exact value said in the first person is still one ("We are moving OPS-12")
+        return "fact" if blocked == {"c:first_person"} and "c:value" in found else None
     rule = found & {"c:bans", "c:musts", "c:asks"}
     directive = found & {"c:imperative", "c:infinitive", "c:negations", "c:you", "c:bullet"}
     if "c:limited" in found and (rule or directive or "c:due" in found):
@@ -933,7 +935,7 @@ def _plainly(found: frozenset[str]) -> str | None:
         return "rule"
     if found & {"c:imperative", "c:infinitive"}:
         return "preference"
-    if "c:value" in found or ("c:when" in found and "c:copula" in found):
+    if "c:value" in found or ("c:copula" in found and found & {"c:when", "c:goals"}):
         return "fact"
     return None
 
