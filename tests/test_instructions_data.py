@@ -34,7 +34,7 @@ PAIR_LEAST = {
     "heldout4": (30, 15),
 }
 # The sentence files of each side of the separation checks.
-SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl")} | {
+SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl")} | {
     side: (f"{side}.jsonl",) for side in HELDOUT_SIDES
 }
 
@@ -101,7 +101,7 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", ["tuning", "tuning2", *HELDOUT_SIDES])
+@pytest.mark.parametrize("side", ["tuning", "tuning2", "tuning3", *HELDOUT_SIDES])
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -198,24 +198,29 @@ def test_fourth_heldout_set_has_its_kinds_voices_and_sources() -> None:
     assert all(row["group"].startswith("mined:") for row in mined)
 
 
-def test_second_tuning_set_has_its_sizes() -> None:
+@pytest.mark.parametrize(
+    ("name", "least", "voices_least"), [("tuning2", 900, 16), ("tuning3", 1000, 20)]
+)
+def test_later_tuning_sets_have_their_sizes(name: str, least: int, voices_least: int) -> None:
     """About half English, under half `none`, few lifts, at most a tenth mined, new sources."""
-    data = rows("tuning2.jsonl")
+    data = rows(f"{name}.jsonl")
+    prefix = f"t{name[-1]}-"
     kinds = Counter(row["kind"] for row in data)
     langs = Counter(row["lang"] for row in data)
-    assert len(data) >= 900 and kinds["lift"] <= 30
+    assert len(data) >= least and kinds["lift"] <= 30
     assert 0.4 * len(data) <= kinds["none"] <= 0.5 * len(data)
     assert langs["en"] >= 0.45 * len(data)
     assert min(langs["pt"], langs["es"]) >= 0.22 * len(data)
-    assert all(row["id"].startswith(f"t2-{row['lang']}-") for row in data)
+    assert all(row["id"].startswith(f"{prefix}{row['lang']}-") for row in data)
     written = [row for row in data if row["source"] == "written"]
     assert len(data) - len(written) <= 0.1 * len(data)
     voices = {row["group"] for row in written}
-    assert len(voices) >= 16 and all(re.fullmatch(r"voice:\w\w-t2-[\w-]+", v) for v in voices)
-    # No mined file or thread of an earlier set, and no voice of one.
-    earlier = [row for side in SIDES for name in SENTENCE_FILES[side] for row in rows(name)]
-    earlier = [row for row in earlier if not row["id"].startswith("t2-")]
-    shared = sources(data) & sources(earlier)
+    assert len(voices) >= voices_least
+    assert all(re.fullmatch(rf"voice:\w\w-{prefix}[\w-]+", v) for v in voices)
+    # No mined file or thread of another set, and no voice of one.
+    others = [row for side in SIDES for name in SENTENCE_FILES[side] for row in rows(name)]
+    others = [row for row in others if not row["id"].startswith(prefix)]
+    shared = sources(data) & sources(others)
     assert not shared, shared
 
 
