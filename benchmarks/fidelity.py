@@ -16,8 +16,10 @@ phrase) is in the view (any message). Shapes:
   not know chatcli's vocabulary; held out: never tuned on), in English, Portuguese and Spanish,
   three item sets each, sessions of two sizes (windows of about 500 to 2,000 tokens).
   `--dense-data tuning` builds the same shape from the tuning sentences instead (what the
-  defaults were chosen on). A superseded item counts by its update's key; its old value shown
-  without its update after it is counted apart ("stale").
+  defaults were chosen on), `--dense-data heldout4` from another sentence set and its
+  reversal pairs (`--dense-seeds N`: N times the item sets). A superseded item counts by
+  its update's key; its old value shown without its update after it is counted apart
+  ("stale").
 - **pasted**: "Never use the word BANANA; the deploy code is ZX-4471.", then turns pasting
   standard-library docstrings (and, once, a web page's text with a line written to hijack an
   assistant): both values must survive, and nothing of the pastes may be carried ("false").
@@ -31,7 +33,8 @@ chatcli's compaction with a scripted summary (headings only, or quoting every in
 LangChain's `trim_messages`, keeping the last 30%. Run:
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/fidelity.py [--seeds 3] [--tokens 40000]
-        [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning]
+        [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning|heldout4]
+        [--dense-seeds 1]
 """
 
 from __future__ import annotations
@@ -256,13 +259,20 @@ def heldout_sets(data: Path) -> list[ItemSet]:
     return sets
 
 
-def tuning_sets(data: Path, seed: int = 31) -> list[ItemSet]:
-    """Item sets of the dense shape's make-up built from the tuning sentences (what the
-    defaults were chosen on): per language, three sets of 6 rules, 4 constraints, 5 facts, 2
-    goals and 3 preferences, four of the rules or values superseded by a tuning reversal
-    pair; the chatter is the language's sentences labelled `none`. Keys are whole sentences."""
-    rows = _jsonl(data / "tuning.jsonl")
-    pairs = [p for p in _jsonl(data / "reversals-tuning.jsonl") if p["same_point"]]
+def sentence_sets(data: Path, name: str, seeds: int = 1) -> list[ItemSet]:
+    """Item sets of the dense shape's make-up built from a sentence set (`name`.jsonl and
+    its pairs, reversals-`name`.jsonl; "tuning": what the defaults were chosen on): per
+    language and seed, three sets of 6 rules, 4 constraints, 5 facts, 2 goals and 3
+    preferences, four of the rules or values superseded by a same-point pair; the chatter is
+    the language's sentences labelled `none`. Keys are whole sentences."""
+    rows = _jsonl(data / f"{name}.jsonl")
+    pairs = [p for p in _jsonl(data / f"reversals-{name}.jsonl") if p["same_point"]]
+    return [s for seed in range(31, 31 + seeds) for s in _sentence_sets(rows, pairs, seed)]
+
+
+def _sentence_sets(
+    rows: list[dict[str, Any]], pairs: list[dict[str, Any]], seed: int
+) -> list[ItemSet]:
     rng = random.Random(seed)
     sets: list[ItemSet] = []
     wanted = {"rule": 6, "constraint": 4, "fact": 5, "goal": 2, "preference": 3}
@@ -630,7 +640,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=40_000)
     parser.add_argument("--shapes", default="chat,agent,dense,pasted,reversals")
-    parser.add_argument("--dense-data", choices=("heldout", "tuning"), default="heldout")
+    parser.add_argument(
+        "--dense-data",
+        default="heldout",
+        help="heldout (dense-sessions.json) or a sentence set: tuning, heldout3, heldout4, ...",
+    )
+    parser.add_argument("--dense-seeds", type=int, default=1, help="item sets of a sentence set")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--carry-pct", type=int, default=None)
     parser.add_argument("--only", default="", help="run only the strategies naming this")
@@ -655,7 +670,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.only,
             )
     if "dense" in shapes:
-        sets = heldout_sets(args.data) if args.dense_data == "heldout" else tuning_sets(args.data)
+        sets = (
+            heldout_sets(args.data)
+            if args.dense_data == "heldout"
+            else sentence_sets(args.data, args.dense_data, args.dense_seeds)
+        )
         table(
             f"### dense ({args.dense_data} items)",
             lambda: [

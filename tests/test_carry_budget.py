@@ -11,7 +11,14 @@ import pytest
 from chatcli import Client
 from chatcli.compaction import compact
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.history.carry import CarryBudget, carried_items, carrying, is_carry_block
+from chatcli.history import carry
+from chatcli.history.carry import (
+    CarryBudget,
+    carried_items,
+    carry_instructions,
+    carrying,
+    is_carry_block,
+)
 from chatcli.history.retain import Retention, level_target, retain
 from chatcli.messages import Message, Role
 from chatcli.tokens.estimate import TokenEstimator
@@ -96,3 +103,30 @@ def test_a_compactions_fallback_fits_its_budget_with_the_block(window: int) -> N
     assert_no_statement_without_its_update(result.messages)
     if window >= 300:
         assert carried_items(result.messages)[0]
+
+
+# Two rules of the tuning set (t2-en-0009, t-en-0216).
+SURER, WEAKER = (
+    "Don't install packages into the base conda environment.",
+    "Don't touch the shader graph files, the artists own those.",
+)
+
+
+@pytest.mark.parametrize(("sure", "kept"), [(SURER, SURER), (WEAKER, WEAKER)])
+def test_a_tight_block_keeps_the_rule_the_recogniser_is_surer_of(
+    monkeypatch: pytest.MonkeyPatch, sure: str, kept: str
+) -> None:
+    """Rules' share of the room holds one of two: the one read more surely is carried,
+    older or newer (chatter misread as a rule yields to the user's rules)."""
+    monkeypatch.setattr(carry, "certainty", lambda text: 0.95 if text == sure else 0.55)
+    messages = (
+        Message.user(SURER),
+        Message.assistant("Noted."),
+        Message.user(WEAKER),
+        Message.assistant("Noted."),
+        Message.user("What is next on the list?"),
+    )
+    one = COUNT((Message.user(f"#3: {WEAKER}"),)) - COUNT((Message.user(""),))
+    budget = CarryBudget(tokens=1_000, count=COUNT, room=2 * one + 1)
+    view = carry_instructions(messages, messages[-1:], budget=budget).messages
+    assert [item.text for item in carried_items(view)[0]] == [kept]

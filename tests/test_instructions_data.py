@@ -23,12 +23,18 @@ LANGS = {"en", "pt", "es"}
 KINDS = {"rule", "constraint", "fact", "preference", "goal", "lift", "none"}
 INSTRUCTION_KINDS = KINDS - {"lift", "none"}
 # In the order they were written: each held-out set is kept apart from every earlier side.
-SIDES = ["tuning", "heldout", "heldout2", "heldout3"]
+SIDES = ["tuning", "heldout", "heldout2", "heldout3", "heldout4"]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
-PAIR_LEAST = {"tuning": (60, 30), "heldout": (60, 30), "heldout2": (25, 13), "heldout3": (25, 13)}
+PAIR_LEAST = {
+    "tuning": (60, 30),
+    "heldout": (60, 30),
+    "heldout2": (25, 13),
+    "heldout3": (25, 13),
+    "heldout4": (30, 15),
+}
 # The sentence files of each side of the separation checks.
-SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl")} | {
+SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl")} | {
     side: (f"{side}.jsonl",) for side in HELDOUT_SIDES
 }
 
@@ -95,7 +101,7 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", ["tuning", "tuning2", *HELDOUT_SIDES])
+@pytest.mark.parametrize("side", ["tuning", "tuning2", "tuning3", *HELDOUT_SIDES])
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -140,6 +146,10 @@ LATER_SIZES = {
     "heldout3": Sizes(
         instructions=350, rules=260, nones=330, balanced=False, english=0.45, others=0.22
     ),
+    # The fourth set: about half English, a quarter each Portuguese and Spanish.
+    "heldout4": Sizes(
+        instructions=400, rules=290, nones=280, balanced=False, english=0.45, others=0.22
+    ),
 }
 
 
@@ -161,24 +171,56 @@ def test_later_heldout_sets_have_their_sizes(side: str) -> None:
     assert all(row["id"].startswith(f"h{prefix}-{row['lang']}-") for row in rows(f"{side}.jsonl"))
 
 
-def test_second_tuning_set_has_its_sizes() -> None:
+# The fourth held-out set: least rows of each kind, and `none` rows that are not hard negatives.
+FOURTH_KINDS = {
+    "rule": 200,
+    "constraint": 90,
+    "fact": 50,
+    "preference": 40,
+    "goal": 20,
+    "none": 280,
+}
+SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
+
+
+def test_fourth_heldout_set_has_its_kinds_voices_and_sources() -> None:
+    """Each kind's least count, mostly hard negatives, 22 voices, 20 mined rows of 12 sources."""
+    data = rows("heldout4.jsonl")
+    kinds = Counter(row["kind"] for row in data)
+    assert len(data) >= 650
+    assert all(kinds[kind] >= least for kind, least in FOURTH_KINDS.items()), kinds
+    nones = [row for row in data if row["kind"] == "none"]
+    assert sum(row["style"] not in SOFT_NONE_STYLES for row in nones) >= 210
+    voices = {row["group"] for row in data if row["source"] == "written"}
+    assert len(voices) >= 22 and all(re.fullmatch(r"voice:\w\w-h4-[\w-]+", v) for v in voices)
+    mined = [row for row in data if row["source"] != "written"]
+    assert len(mined) >= 20 and len({row["source"] for row in mined}) >= 12
+    assert all(row["group"].startswith("mined:") for row in mined)
+
+
+@pytest.mark.parametrize(
+    ("name", "least", "voices_least"), [("tuning2", 900, 16), ("tuning3", 1000, 20)]
+)
+def test_later_tuning_sets_have_their_sizes(name: str, least: int, voices_least: int) -> None:
     """About half English, under half `none`, few lifts, at most a tenth mined, new sources."""
-    data = rows("tuning2.jsonl")
+    data = rows(f"{name}.jsonl")
+    prefix = f"t{name[-1]}-"
     kinds = Counter(row["kind"] for row in data)
     langs = Counter(row["lang"] for row in data)
-    assert len(data) >= 900 and kinds["lift"] <= 30
+    assert len(data) >= least and kinds["lift"] <= 30
     assert 0.4 * len(data) <= kinds["none"] <= 0.5 * len(data)
     assert langs["en"] >= 0.45 * len(data)
     assert min(langs["pt"], langs["es"]) >= 0.22 * len(data)
-    assert all(row["id"].startswith(f"t2-{row['lang']}-") for row in data)
+    assert all(row["id"].startswith(f"{prefix}{row['lang']}-") for row in data)
     written = [row for row in data if row["source"] == "written"]
     assert len(data) - len(written) <= 0.1 * len(data)
     voices = {row["group"] for row in written}
-    assert len(voices) >= 16 and all(re.fullmatch(r"voice:\w\w-t2-[\w-]+", v) for v in voices)
-    # No mined file or thread of an earlier set, and no voice of one.
-    earlier = [row for side in SIDES for name in SENTENCE_FILES[side] for row in rows(name)]
-    earlier = [row for row in earlier if not row["id"].startswith("t2-")]
-    shared = sources(data) & sources(earlier)
+    assert len(voices) >= voices_least
+    assert all(re.fullmatch(rf"voice:\w\w-{prefix}[\w-]+", v) for v in voices)
+    # No mined file or thread of another set, and no voice of one.
+    others = [row for side in SIDES for name in SENTENCE_FILES[side] for row in rows(name)]
+    others = [row for row in others if not row["id"].startswith(prefix)]
+    shared = sources(data) & sources(others)
     assert not shared, shared
 
 
@@ -218,6 +260,15 @@ def test_no_text_is_on_both_sides(side: str, other: str) -> None:
     heldout, tuning = side_texts(side), side_texts(other)
     assert not set(heldout) & set(tuning)
     assert not {normalised(t) for t in heldout} & {normalised(t) for t in tuning}
+
+
+@pytest.mark.parametrize(("side", "other"), SIDE_PAIRS)
+def test_no_source_is_on_both_sides(side: str, other: str) -> None:
+    """No voice, mined file or thread of a held-out set is in an earlier side."""
+    later = [row for name in SENTENCE_FILES[side] for row in rows(name)]
+    earlier = [row for name in SENTENCE_FILES[other] for row in rows(name)]
+    shared = sources(later) & sources(earlier)
+    assert not shared, shared
 
 
 @pytest.mark.parametrize(("side", "other"), SIDE_PAIRS)

@@ -34,8 +34,9 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
   what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
   on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
   use up to `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what
-  the cap (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how
-  many were left out.
+  the cap (`CarryBudget.tokens`) leaves; within a tier the sentences the recogniser is
+  surest of come first (chatter misread as a rule yields); the block says how many were
+  left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
   into the new block, never nested); items replaced later, or said again in the view, leave
   it.
@@ -52,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import kind_of
+from chatcli.history.instructions import certainty, kind_of
 from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.retain import cut_message_number
@@ -91,6 +92,10 @@ _MESSAGE_ITEMS = 12
 # Rules and constraints may take at most this share of the room: chosen on the tuning
 # sentences with the cap (docs/configuration.md).
 FIRST_TIER_ROOM = 0.5
+# How finely the recogniser's certainty orders a tier's items (`_rank`): among those about
+# as sure, the newest first. Chosen on dense sessions of retired held-out sentences
+# (benchmarks/README.md).
+_SURE_STEPS = 5
 
 Count = Callable[[Sequence[Message]], int]
 
@@ -312,12 +317,12 @@ def _within(
     """The items that fit the budget, in their order, and how many were left out (those
     that did not, and `left_out` more, left out before).
 
-    By rank (what updates a statement still in view, then rules, constraints, facts,
-    preferences; newest first within a kind), an item is taken with the later items it must
-    go with (`Resolved.follows`, transitively), when they all fit what is left: rules and
-    constraints within their share of the room, all within the cap. Each line is counted
-    alone (a count is subadditive), then the whole block is counted, and the last group
-    taken dropped while it does not fit."""
+    By rank (`_rank`: what updates a statement still in view, then rules and constraints,
+    facts, preferences; the surest first within a tier), an item is taken with the later
+    items it must go with (`Resolved.follows`, transitively), when they all fit what is
+    left: rules and constraints within their share of the room, all within the cap. Each
+    line is counted alone (a count is subadditive), then the whole block is counted, and
+    the last group taken dropped while it does not fit."""
     items = resolved.items
     if budget is None or not items:
         return items, left_out
@@ -328,9 +333,7 @@ def _within(
     left = budget.tokens - (budget.count((frame,)) - costs[0])
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
     urgent = resolved.urgent
-    rank = sorted(
-        range(len(items)), key=lambda i: (i not in urgent, KINDS.index(items[i].kind), -i)
-    )
+    rank = sorted(range(len(items)), key=lambda i: _rank(items[i], i in urgent, i))
     chosen: set[int] = set()
     groups: list[set[int]] = []
     for index in rank:
@@ -350,6 +353,17 @@ def _within(
             break
         chosen -= groups.pop()
     return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out
+
+
+def _rank(item: CarriedItem, urgent: bool, index: int) -> tuple[bool, int, int, int, int]:
+    """Where an item comes in what a tight block keeps: what updates a statement still in
+    view; then by tier (rules and constraints, facts, preferences); within a tier, the
+    surest first (`certainty`, in `_SURE_STEPS` steps: a sentence of chatter misread as a
+    rule yields to the user's rules, and so does a sentence carried only as an update,
+    unless its rule is kept), then rules before constraints, then the newest."""
+    kind = KINDS.index(item.kind)
+    tier = 0 if item.kind in FIRST_TIER else kind
+    return (not urgent, tier, -round(certainty(item.text) * _SURE_STEPS), kind, -index)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:

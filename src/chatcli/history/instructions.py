@@ -52,6 +52,7 @@ from itertools import pairwise
 
 __all__ = [
     "RULE_WORDS",
+    "certainty",
     "changes",
     "content_words",
     "cue_of",
@@ -952,6 +953,13 @@ _RULE_MASS = 0.4
 # 9.": a value its change must be carried with, the reversal pairs of the tuning side).
 _SURELY_NONE = 0.6
 _MODEL_FILE = "instruction_model.json"
+# The model's classes each kind `kind_of` gives stands for (`certainty`).
+_CLASSES_OF = {
+    "rule": ("rule", "constraint", "lift"),
+    "constraint": ("rule", "constraint", "lift"),
+    "fact": ("fact", "goal"),
+    "preference": ("preference",),
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -990,6 +998,19 @@ def kind_of(sentence: str) -> str | None:
     "preference", or None (see the module docstring; a goal is a fact, a lift a rule)."""
     found = _read(sentence)
     return None if found is None else kind_for(found, _model().beliefs(found))
+
+
+def certainty(sentence: str) -> float:
+    """How surely a user's sentence is what `kind_of` reads it as, from 0 to 1: the model's
+    belief in the classes of that kind (a rule, a constraint or a lift for a rule or a
+    constraint; a fact or a goal for a fact; a preference); 0 for one it does not carry. What
+    a tight block keeps first (`chatcli.history.carry`)."""
+    found = _read(sentence)
+    if found is None:
+        return 0.0
+    beliefs = _model().beliefs(found)
+    kind = kind_for(found, beliefs)
+    return sum(beliefs[c] for c in _CLASSES_OF.get(kind or "", ()))
 
 
 def only_lifts(sentence: str) -> bool:
