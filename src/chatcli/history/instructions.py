@@ -681,8 +681,10 @@ _WHEN_WORDS = re.compile(
     rf"(?<![\w-])(?:{_alternation(_strip_accents(p) for p in _phrases('dates'))})(?![\w-])"
     r"|\b(?:at|a las|as|às|a la|ao|al) \d{1,2}(?::\d{2}|h\d{0,2})?\b|\b\d{1,2}h\d{0,2}\b"
 )
-# "is", "are" and their kin: what a fact is stated with.
+# "is", "are" and their kin: what a fact is stated with (not "here is", which shows what
+# follows: "Here is the config:").
 _COPULA = re.compile(
+    r"(?<!here )(?<!aqui )(?<!aca )"
     r"\b(?:is|are|es|e|esta|son|sao|fica|queda|se llama|se chama|called|named|runs|uses|"
     r"usa|usamos|corre|roda)\b"
 )
@@ -714,18 +716,22 @@ _RANGE = re.compile(
     r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?\s*(?:-|to|a|ate|until|till|e|y)\s*"
     r"\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?\b"
 )
-# A passive, present or future: how a rule is stated as a fact ("secrets are never copied").
+# A passive, present or future: how a rule is stated as a fact ("secrets are never copied",
+# "está proibido ...").
 _PASSIVE = re.compile(
-    r"\b(?:is|are|be|been|being|get|gets|es|son|sao|e|sera|seran)\s+(?:never\s+|always\s+|"
+    r"\b(?:is|are|be|been|being|get|gets|es|son|sao|e|sera|seran|esta|estan|estao|fica|"
+    r"ficam|queda|quedan)\s+(?:never\s+|always\s+|"
     r"only\s+|not\s+|nunca\s+|siempre\s+|sempre\s+|solo\s+|so\s+)?"
     r"\w+(?:ed|en|ado|ada|ados|adas|ido|ida|idos|idas)\b"
 )
-# Where a norm holds ("here", "in this codebase", "acá", "nesta equipa", "full stop").
+# Where a norm holds ("here", "in this codebase", "acá", "nesta equipa", "full stop"; not
+# "here is the config").
 _NORM = re.compile(
-    r"\b(?:here|around here|in this (?:team|codebase|repo|repository|project|company|house|"
+    r"\b(?:(?:here|aqui|aca)(?! is| are|'s| esta| estao| tienes| tens| va| vai| van| vao)|"
+    r"around here|in this (?:team|codebase|repo|repository|project|company|house|"
     r"assignment|course|class|office|shop|firm)|on this (?:team|project|repo)|at (?:our|this) "
     r"(?:company|firm|shop|office|brokerage|clinic|school)|in our (?:team|company|repo|"
-    r"codebase|shop|office)|full stop|period|no exceptions|aqui|aca|ca na|nesta|neste|nesse|"
+    r"codebase|shop|office)|full stop|period|no exceptions|ca na|nesta|neste|nesse|"
     r"nessa|en esta|en este|en nuestra|en nuestro|na nossa|no nosso|por aqui|por aca)\b"
 )
 # Someone else's words, reported ("QA keeps telling everyone that ...", "sostiene que").
@@ -750,6 +756,8 @@ _WILL = re.compile(
     r"\b(?:will|would|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|sera|habria|"
     r"vas a|va a)\b|\b\w+(?:ria|rian|remos)\b"
 )
+# "No longer" read as one word: its "no" bans nothing (`features`).
+_NO_LONGER = re.compile(r"\bno longer\b")
 # A clause's first word, after a comma, a semicolon or a colon (`_around`).
 _CLAUSE = re.compile(r"[,;:]\s*([a-z']+)")
 # The word after an adverb of frequency or restriction (`_around`).
@@ -787,7 +795,7 @@ def features(sentence: str) -> frozenset[str]:
     label = _LABEL.match(whole)
     plain = whole[label.end() :] if label is not None and label.end() < len(whole) else whole
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
-    tokens = _TOKEN.findall(text)
+    tokens = _TOKEN.findall(_NO_LONGER.sub("nolonger", text))  # no "no" of a ban
     padded = _padded(text)
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
