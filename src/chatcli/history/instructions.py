@@ -81,7 +81,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 #   lifts: lifting or changing a rule; changed: a word saying something changed;
 #   limits (before a quantity), deadlines (before a date or time), numbers, dates, units;
 #   likes: a preference; goals: an end state;
-#   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction;
+#   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction
+#   (opinion_opening: an opinion only as a sentence's opening, "To me, ..." not "back to me");
 #   standing: a rule's scope ("every", "cada"); conditional, questions, first_person, you:
 #   who speaks and how; tags: a question tag at the end ("okay?", "¿me entendés?");
 #   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.").
@@ -166,10 +167,11 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
         "was, were, had, did, got, went, told, happened",
-        "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, for me, to me, "
+        "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
         "is killing me, so confusing, is weird",
+        "opinion_opening": "for me, to me",
         "status": "error, errors, fails, failed, failing, crash, crashes, crashed, timeout, "
         "timeouts, exception, returns, stuck, broken, doesn't work, does not work, "
         "not working, works now, it works, passes, passed, green, finished, concluded, "
@@ -255,9 +257,10 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
         "reprovei, derrubou, caiu",
-        "opinion": "acho, acho que, sinceramente, pra mim, para mim, na minha opinião, "
+        "opinion": "acho, acho que, sinceramente, na minha opinião, "
         "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
         "ridículo, porcaria, horrível, eu sei, superestimado",
+        "opinion_opening": "pra mim, para mim",
         "status": "erro, falha, falhou, travou, não funciona, funcionou, funcionando normal, "
         "deu isso, subiu, terminou, pronto, passou",
         "thanks": "obrigado, obrigada, valeu, brigadão, vlw, bom dia, socorro, show",
@@ -339,9 +342,10 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
         "reprobé",
-        "opinion": "la verdad, honestamente, encuentro que, para mí, creo que, me parece, "
+        "opinion": "la verdad, honestamente, encuentro que, creo que, me parece, "
         "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
         "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
+        "opinion_opening": "para mí",
         "status": "no anda, no funciona, falla, falló, termina, terminó, listo, quedó, "
         "rebotando, tirando, ocurre, error",
         "thanks": "gracias, genial, buenísimo, buenos días, hola, auxilio, mil gracias",
@@ -482,8 +486,12 @@ _CUES = {
 # Cue groups that count only as a sentence's opening.
 _OPENINGS = {
     group: _Phrases.of(group)
-    for group in sorted(_set("requests notes conditional questions first_person negations"))
+    for group in sorted(
+        _set("requests notes conditional questions first_person negations opinion_opening")
+    )
 }
+# The feature each opening group gives: its own, but an opinion's opening is an opinion.
+_OPENED = {group: f"c:{group}" for group in _OPENINGS} | {"opinion_opening": "c:opinion"}
 _MOVES = frozenset(_strip_accents(p) for p in _phrases("moves"))
 _TAG = re.compile(
     rf"(?:[,;]\s*|\s+)(?:{_alternation(_phrases('tags'))})\s*[?!.]*\s*$", re.IGNORECASE
@@ -800,7 +808,7 @@ def features(sentence: str) -> frozenset[str]:
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
     openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
-    found |= {f"c:{g}" for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
+    found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
