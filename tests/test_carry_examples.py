@@ -81,6 +81,22 @@ def test_a_rule_said_in_other_words_is_carried(sentence: str, kind: str) -> None
     assert [(i.text, i.kind) for i in carried_items(view)[0]] == [(sentence, kind)]
 
 
+# Facts of the tuning side (t2-en-0018, t2-pt-0120, t3-en-0264) with a title in them.
+TITLED = [
+    "Dr. Moreno is my PI; Kenji runs the wet lab.",
+    "A gestora do contrato é a Sra. Lúcia Andrade, da Secretaria de Gestão.",
+    "My supervisor is Prof. Helen Adeyemi; my second reader is Dr. Tomás Ruiz.",
+]
+
+
+@pytest.mark.parametrize("sentence", TITLED)
+def test_a_title_does_not_end_a_carried_sentence(sentence: str) -> None:
+    """Split at "Dr." the name left its role: two halves, neither the fact."""
+    messages = [*turns(f"{sentence} Thanks.", *CHATTER), Message.user("What next?")]
+    view = carry_instructions(messages, (SYSTEM, messages[-1])).messages
+    assert [i.text for i in carried_items(view)[0]] == [sentence]
+
+
 @pytest.mark.parametrize(("rule", "later"), REVERSALS)
 @pytest.mark.parametrize("tokens", [None, 60])
 def test_a_reversal_is_carried_after_the_rule_it_lifts(
