@@ -23,7 +23,7 @@ from chatcli.messages import Message
 
 WORDS = ("push", "main", "deploy", "budget", "server", "port", "tabs", "logs")
 LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ", "Now ", "Forget ")
-VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12")
+VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12", " 40 chars", " 3,000 EUR")
 
 sentence = st.builds(
     lambda lead, words, value, end: (lead + " ".join(words) + value).strip().capitalize() + end,
@@ -121,7 +121,8 @@ def naive_related(
         elif statement.cue == resolving._CHANGE:
             ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
         else:
-            ok = bool(shared) and (len(shared) >= 2 or rare) and 2 * len(shared) >= len(e.words)
+            half = 2 * len(shared) >= len(e.words) or bool(statement.units & e.units)
+            ok = bool(shared) and (len(shared) >= 2 or rare) and half
         if ok:
             related.append(j)
     if statement.cue == resolving._LIFT and not related:

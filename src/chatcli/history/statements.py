@@ -29,11 +29,19 @@ Everything here is a pure function of the messages: the same messages give the s
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import content_words, cue_of, kind_of, only_lifts, sentences
+from chatcli.history.instructions import (
+    content_words,
+    cue_of,
+    kind_of,
+    only_lifts,
+    sentences,
+    value_spans,
+)
 from chatcli.history.truncate import is_real_user_request
 from chatcli.history.typed import typed_parts
 from chatcli.messages import CarriedItem, Message, Role
@@ -64,13 +72,15 @@ _NO_CUE, _CHANGE, _LIFT = 0, 1, 2
 class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
     candidate (carried unless replaced; kind "" while it is carried only as an update),
-    `words` its content words, `cue` how plainly it says something changed, `anchor` the
-    kind of a sentence still in view that removed later ones may update ("": none)."""
+    `words` its content words, `units` what its values measure (`_units`), `cue` how plainly
+    it says something changed, `anchor` the kind of a sentence still in view that removed
+    later ones may update ("": none)."""
 
     at: int
     item: CarriedItem | None
     text: str
     words: frozenset[str]
+    units: frozenset[str] = frozenset()
     cue: int
     anchor: str = ""
 
@@ -198,7 +208,8 @@ def _related(
     rule and constraint that says no change itself; one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
     words, or one that few items have); any other of those it shares half their words with
-    (two, or one that few items have)."""
+    (two, or one that few items have), or a value of what one of theirs measures: "the limit
+    goes up to forty-seven characters" may change "no more than forty-two characters")."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -219,7 +230,8 @@ def _related(
         found = {
             j
             for j, n in shared.items()
-            if (n >= 2 or j in rare) and 2 * n >= len(statements[j].words)
+            if (n >= 2 or j in rare)
+            and (2 * n >= len(statements[j].words) or statement.units & statements[j].units)
         }
     return sorted(found)
 
@@ -319,7 +331,7 @@ class Reading:
     def __init__(self) -> None:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
-        self._said: dict[str, tuple[frozenset[str], int]] = {}
+        self._said: dict[str, tuple[frozenset[str], frozenset[str], int]] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
@@ -341,9 +353,28 @@ class Reading:
     ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
-            self._said[text] = (content_words(text), cue)
-        words, cue = self._said[text]
-        return _Statement(at=at, item=item, text=text, words=words, cue=cue, anchor=anchor)
+            self._said[text] = (content_words(text), _units(text), cue)
+        words, units, cue = self._said[text]
+        return _Statement(
+            at=at, item=item, text=text, words=words, units=units, cue=cue, anchor=anchor
+        )
+
+
+# A value's unit: its last word ("cuarenta y dos caracteres", "5,000 EUR"), else its form
+# without its figures ("$7,000": "$", "10:00": ":").
+_UNIT_WORD = re.compile(r"([^\W\d_]+)\W*$")
+_FIGURES = re.compile(r"[\d.,\s]+")
+
+
+def _units(text: str) -> frozenset[str]:
+    """What the exact values of a sentence measure (`value_spans`): a sentence stating a new
+    value of the same unit, on a word of an earlier one's, may change it."""
+    units = set()
+    for start, end in value_spans(text):
+        span = text[start:end].lower()
+        word = _UNIT_WORD.search(span)
+        units.add(word.group(1).removesuffix("s") if word else _FIGURES.sub("", span) or "#")
+    return frozenset(units)
 
 
 def _statements(
@@ -419,11 +450,15 @@ def _asks(statement: _Statement) -> bool:
 
 def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
     """A sentence with the words `later` is on the point of one with the words `earlier`: it
-    has most of them (at least two), and they have half their words in common."""
+    has most of them (at least two), they have half their words in common, and the words of
+    one are all the other's. One that leaves out a word of the earlier one and adds its own
+    ("Ask me before you promise anyone a same-day run." / "You can promise next-day runs
+    without asking me.") may be on another point: it is carried with it (`_related`)."""
     if len(earlier) < 2:
         return False
     shared = len(later & earlier)
-    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+    within = shared in (len(later), len(earlier))
+    return within and shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
 
 
 def closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
