@@ -151,7 +151,7 @@ def test_a_reversal_of_a_rule_the_view_keeps_is_carried_first(rule: str, later: 
     ]
     messages = [*turns(rule, *CHATTER[:2], later, *others, *CHATTER[2:]), Message.user("Go on.")]
     kept = (SYSTEM, messages[1], messages[-1])  # the pinned first request and the latest
-    one = f"[{CARRY_HEADING} (#N: my message number):]\n#9: {later}\n[9 more left out to fit]"
+    one = f"[{CARRY_HEADING} (#N: my message N):]\n#9: {later}\n[9 more left out]"
     budget = CarryBudget(tokens=COUNT((Message.user(one),)), count=COUNT)
     view = carry_instructions(messages, kept, budget=budget).messages
     text = view_text(view)

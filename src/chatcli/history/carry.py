@@ -6,10 +6,10 @@ before and after such a transform and carries, verbatim, the sentences of the *r
 messages* that are rules, constraints, facts or preferences (`classify`, whose vocabulary is
 `chatcli.history.instructions`) into one message of the user's own, quoting them::
 
-    [What I said earlier, verbatim (#N: my message number):]
+    [I said earlier (#N: my message N):]
     #3: Never push to main.
     #41: The budget cap is 5,000 EUR.
-    [1 more left out to fit]
+    [1 more left out]
 
 `#N` is the message's number in the transcript (as /history numbers them, from 1). Rules:
 
@@ -82,8 +82,10 @@ __all__ = [
     "with_their_updates",
 ]
 
-CARRY_HEADING = "What I said earlier, verbatim"
-_INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
+CARRY_HEADING = "I said earlier"
+# The block's fixed text (issue 31: at most about 15 tokens): in windows of 100 tokens a
+# longer intro left no room for the one item a level could still carry.
+_INTRO = f"[{CARRY_HEADING} (#N: my message N):]"
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
 # The most items carried from one message: a user states a handful of rules at a time.
@@ -358,7 +360,7 @@ def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
         return None
     lines = [_INTRO, *(item.line() for item in items)]
     if left_out:
-        lines.append(f"[{left_out:,} more left out to fit]")
+        lines.append(f"[{left_out:,} more left out]")
     carried = Carried(items=items, left_out=left_out)
     return Message(role=Role.USER, parts=(TextPart(text="\n".join(lines)),), carried=carried)
 
