@@ -6,14 +6,15 @@ transcript number; a candidate is one of a message that left the view, with its 
 (`classify`: `KINDS`, "" while it is carried only as an update of an earlier item).
 
 - **Replacing** (`_replaces`): a later statement clearly on the same point as an earlier one
-  (the same sentence, or most of its content words, values and rule words aside) replaces
-  it: the earlier one is not carried. Statements with the same content words are one *shape*
+  (the same sentence, or most of its content words, values and rule words aside, and none
+  of its own beside them when it leaves one out) replaces it: the earlier one is not
+  carried. Statements with the same content words are one *shape*
   whatever their values, so a log whose lines differ only in numbers resolves to its last
   line; only pairs that can cover are compared (`_Points`, prefix filtering, as similarity
   joins do), so resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words), both are carried, in order, and the earlier item only with the later
+  the item's words or a word and a value of what the item's value measures), both are carried, in order, and the earlier item only with the later
   one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
   that is not worth carrying on its own is carried as such an update, with the best kind of
   the items it may update; it is not an item later sentences may update in turn (a chain of
