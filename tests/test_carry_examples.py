@@ -132,6 +132,19 @@ def test_a_new_value_of_what_a_limit_measures_is_carried_after_it() -> None:
     ]
 
 
+@pytest.mark.parametrize("pair_id", ["rh-en-013", "rh3-en-020"])
+def test_a_sentence_a_later_one_says_changed_is_carried_with_it(pair_id: str) -> None:
+    """The recogniser takes neither sentence for an instruction, but the later one says the
+    earlier one changed ("We moved the build cache; ...", "Dry vans can carry any order now"),
+    on two of its words: the earlier one was a value or a rule, and both are carried, in
+    order (the later one may be on another point: the earlier is still there)."""
+    first, later = pair(pair_id)
+    assert classify(first) is None and classify(later) is None
+    messages = [*turns(first, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
+    items = carried_items(carry_instructions(messages, (SYSTEM, messages[-1])).messages)[0]
+    assert [i.text for i in items] == [first, later]
+
+
 @pytest.mark.parametrize(("rule", "later"), REVERSALS)
 def test_a_reversal_still_in_view_comes_after_the_carried_rule(rule: str, later: str) -> None:
     messages = [*turns(rule, *CHATTER), Message.user(later)]

@@ -8,17 +8,21 @@ transcript number; a candidate is one of a message that left the view, with its 
 - **Replacing** (`_replaces`): a later statement clearly on the same point as an earlier one
   (the same sentence, or most of its content words, values and rule words aside, and none
   of its own beside them when it leaves one out) replaces it: the earlier one is not
-  carried. Statements with the same content words are one *shape*
-  whatever their values, so a log whose lines differ only in numbers resolves to its last
-  line; only pairs that can cover are compared (`_Points`, prefix filtering, as similarity
-  joins do), so resolving stays near-linear in the sentences of a long session.
+  carried. Statements with the same content words are one *shape* whatever their values,
+  so a log whose lines differ only in numbers resolves to its last line; only pairs that
+  can cover are compared (`_Points`, prefix filtering, as similarity joins do), so
+  resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words or a word and a value of what the item's value measures), both are carried, in order, and the earlier item only with the later
-  one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
-  that is not worth carrying on its own is carried as such an update, with the best kind of
-  the items it may update; it is not an item later sentences may update in turn (a chain of
-  narration sharing words, each "updating" the one before, would be carried whole).
+  the item's words, or a word and a value of what the item's value measures), both are
+  carried, in order, and the earlier item only with the later one (`Resolved.follows`): a
+  rule is never shown without its reversal. A removed sentence that is not worth carrying
+  on its own is carried as such an update, with the best kind of the items it may update;
+  it is not an item later sentences may update in turn (a chain of narration sharing
+  words, each "updating" the one before, would be carried whole).
+- **Waking** (`_woken`): a removed sentence that says something changed, on two words of an
+  earlier removed sentence carried for none, is carried with it, both as facts: the user
+  said it changed, so it was a rule or a value the recogniser missed.
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
   older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
   is not carried, but a removed later sentence that says something changed and shares a
@@ -60,6 +64,10 @@ _MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
 _RELATED_PER_WORD = 32
 # A content word at most this many earlier items have is rare enough to tie a change to them.
 _RARE_WORD = 2
+# The kind of a sentence carried because a later one says it changed (`_woken`), and of that
+# later one when it is worth carrying for nothing else: below rules and limits, which the
+# recogniser took for such.
+_WOKEN = "fact"
 
 Number = Callable[[Message], int | None]
 
@@ -160,6 +168,7 @@ def _with_updates(
     best_text: dict[str, int] = {}
     by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
     earlier: list[int] = []  # the items so far
+    dormant: dict[str, list[int]] = {}  # content word -> earlier sentences carried for none
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
         if statement.anchor:  # still in view: not carried, but what updates it is
@@ -180,10 +189,22 @@ def _with_updates(
             update_only = said_again == len(KINDS)
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
+        woken = _woken(statement, dormant)
+        for j in woken:  # the user says it changed: it was a standing rule or value
+            first = statements[j].item
+            assert first is not None  # for the type checker: only candidates sleep
+            resolved[j] = replace(statements[j], item=replace(first, kind=_WOKEN))
+        if woken and resolved[index].item is None:
+            assert statement.item is not None  # for the type checker: kindless, as above
+            resolved[index] = replace(statement, item=replace(statement.item, kind=_WOKEN))
+            update_only = True
         item = resolved[index].item
         if item is None or not item.kind:
+            if statement.item is not None and not statement.cue and not _asks(statement):
+                for word in statement.words:
+                    dormant.setdefault(word, []).append(index)
             continue
-        pairs += [(index, j) for j in related]
+        pairs += [(index, j) for j in (*related, *woken)]
         if update_only:  # not an item later sentences may update or say again in turn
             continue
         rank, shape = KINDS.index(item.kind), points.shape[index]
@@ -193,6 +214,24 @@ def _with_updates(
             by_word.setdefault(word, []).append(index)
         earlier.append(index)
     return resolved, pairs
+
+
+def _woken(statement: _Statement, dormant: dict[str, list[int]]) -> list[int]:
+    """The earlier removed sentences carried for none that say no change themselves
+    (`dormant`: content word -> them, in order) that `statement`, saying something changed,
+    may be on the point of: two shared content words (one is too loose: "Nice, the build is
+    green again." is no news of the build cache). A user does not say that a passing remark
+    changed: such a sentence was a rule or a value the recogniser missed ("The build cache
+    lives in s3://ci-cache-eu." / "We moved the build cache; it's s3://ci-cache-central from
+    today."), and both are carried, in order, as `_WOKEN` (none for a question or a sentence
+    still in view; a story whose lines each say "again" is no such pair)."""
+    if statement.item is None or statement.cue == _NO_CUE or _asks(statement):
+        return []
+    shared: dict[int, int] = {}
+    for word in statement.words:
+        for j in dormant.get(word, ())[-_RELATED_PER_WORD:]:
+            shared[j] = shared.get(j, 0) + 1
+    return sorted(j for j, n in shared.items() if n >= 2)
 
 
 def _related(
