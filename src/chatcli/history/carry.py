@@ -30,7 +30,8 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
   not carried (nor one replaced by a sentence still in the view); one that may be on its
   point (it lifts a rule in other words, says something changed, shares half its words, or
   a word and a new value of the same unit) is carried with it, in order, and the earlier
-  one only with it, within the budget too.
+  one only with it, within the budget too; so is a sentence worth nothing alone that a later
+  one says changed (then both are).
 - **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
   what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
   on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
