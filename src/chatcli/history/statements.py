@@ -490,15 +490,22 @@ def _asks(statement: _Statement) -> bool:
 
 def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
     """A sentence with the words `later` is on the point of one with the words `earlier`: it
-    has most of them (at least two), they have half their words in common, and the words of
-    one are all the other's. One that leaves out a word of the earlier one and adds its own
-    ("Ask me before you promise anyone a same-day run." / "You can promise next-day runs
-    without asking me.") may be on another point: it is carried with it (`_related`)."""
+    has most of them (at least two), they have half their words in common, and it does not
+    both leave out a word of the earlier one and add its own. One that does ("Ask me before
+    you promise anyone a same-day run." / "You can promise next-day runs without asking
+    me.") may be on another point: it is carried with it (`_related`). Numbers aside:
+    "Follow-up 11: never skip the refund path tests." and "Follow-up 23: ..." are one point
+    said twice."""
     if len(earlier) < 2:
         return False
+    if _lettered(later - earlier) and _lettered(earlier - later):
+        return False
     shared = len(later & earlier)
-    within = shared in (len(later), len(earlier))
-    return within and shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+    return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+
+
+def _lettered(words: frozenset[str]) -> bool:
+    return any(not word.isdigit() for word in words)
 
 
 def closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
