@@ -236,17 +236,19 @@ def _room_left(
     seeded: tuple[Message, ...], view: tuple[Message, ...], budget: CarryBudget | None
 ) -> CarryBudget | None:
     """`budget` within the room a transform of `seeded` left its block in `view`: no more
-    than the block it fitted the rest around (a larger one would push the rest over its
-    target), nor than `budget.limit` less the rest."""
+    than `budget.limit` less the rest, when the limit is known (the rest was fitted around
+    the block of `seeded`: a block that grew since may use what the rest left of the limit,
+    and no more); else no more than that block (a larger one would push the rest over its
+    target)."""
     if budget is None:
         return None
     tokens = budget.tokens
     fitted = _block_in(seeded)
-    if fitted is not None:
-        tokens = min(tokens, budget.count((fitted,)))
     if budget.limit is not None:
         rest = budget.count(tuple(m for m in view if not is_carry_block(m)))
         tokens = min(tokens, budget.limit - rest)
+    elif fitted is not None:
+        tokens = min(tokens, budget.count((fitted,)))
     return replace(budget, tokens=max(tokens, 0))
 
 
