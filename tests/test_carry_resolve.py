@@ -80,7 +80,9 @@ def naive_resolved(
             statements[j] = replace(said[j], item=replace(first, kind=resolving._WOKEN))
         if woken and statements[index].item is None:
             assert statement.item is not None
-            statements[index] = replace(statement, item=replace(statement.item, kind="fact"))
+            statements[index] = replace(
+                statement, item=replace(statement.item, kind=resolving._WOKEN)
+            )
             updates_only.add(index)
         if statements[index].item is not None and statements[index].item.kind:
             pairs += [(index, j) for j in (*related, *woken)]
