@@ -243,11 +243,10 @@ def _room_left(
     if budget is None:
         return None
     tokens = budget.tokens
-    fitted = _block_in(seeded)
     if budget.limit is not None:
         rest = budget.count(tuple(m for m in view if not is_carry_block(m)))
         tokens = min(tokens, budget.limit - rest)
-    elif fitted is not None:
+    elif (fitted := _block_in(seeded)) is not None:
         tokens = min(tokens, budget.count((fitted,)))
     return replace(budget, tokens=max(tokens, 0))
 
