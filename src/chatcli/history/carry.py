@@ -32,12 +32,13 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
   a word and a new value of the same unit) is carried with it, in order, and the earlier
   one only with it, within the budget too; so is a sentence worth nothing alone that a later
   one says changed (then both are).
-- **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
-  what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
-  on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
-  use up to `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what
-  the cap (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how
-  many were left out.
+- **Small windows** (`CarryBudget`): the block's fixed text (its first line and the count
+  of what was left out) is about 15 tokens; its room is what the view keeps (a level's
+  target: `CarryBudget.room`), and it comes out of it, never on top of it (`carrying`,
+  `CarryBudget.limit`); rules and constraints come first and may use up to
+  `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what the cap
+  (`CarryBudget.tokens`) leaves; newest first within a kind; the block says how many were
+  left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
   into the new block, never nested); items replaced later, or said again in the view, leave
   it.
