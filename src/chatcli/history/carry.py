@@ -86,8 +86,8 @@ __all__ = [
 ]
 
 CARRY_HEADING = "I said earlier"
-# The block's fixed text (issue 31: at most about 15 tokens): in windows of 100 tokens a
-# longer intro left no room for the one item a level could still carry.
+# The block's fixed text, with its left-out line about 15 tokens at most: in windows of 100
+# tokens a longer intro left no room for the one item a level could still carry.
 _INTRO = f"[{CARRY_HEADING} (#N: my message N):]"
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
