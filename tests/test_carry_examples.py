@@ -11,6 +11,7 @@ dense session in a window of about 500 tokens keeps its rules rather than its ch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer, agent_
 from tests.fakes import ScriptedProvider, WindowedProvider, corpus_error, response
 
 COUNT = TokenEstimator().count
+PAIRS = Path(__file__).parent / "data" / "instructions"
 PARAPHRASED = [
     ("Under no circumstances touch the production database.", "rule"),
     ("It is forbidden to run migrations during business hours.", "rule"),
@@ -81,6 +83,22 @@ def test_a_rule_said_in_other_words_is_carried(sentence: str, kind: str) -> None
     assert [(i.text, i.kind) for i in carried_items(view)[0]] == [(sentence, kind)]
 
 
+# Facts of the tuning side (t2-en-0018, t2-pt-0120, t3-en-0264) with a title in them.
+TITLED = [
+    "Dr. Moreno is my PI; Kenji runs the wet lab.",
+    "A gestora do contrato é a Sra. Lúcia Andrade, da Secretaria de Gestão.",
+    "My supervisor is Prof. Helen Adeyemi; my second reader is Dr. Tomás Ruiz.",
+]
+
+
+@pytest.mark.parametrize("sentence", TITLED)
+def test_a_title_does_not_end_a_carried_sentence(sentence: str) -> None:
+    """Split at "Dr." the name left its role: two halves, neither the fact."""
+    messages = [*turns(f"{sentence} Thanks.", *CHATTER), Message.user("What next?")]
+    view = carry_instructions(messages, (SYSTEM, messages[-1])).messages
+    assert [i.text for i in carried_items(view)[0]] == [sentence]
+
+
 @pytest.mark.parametrize(("rule", "later"), REVERSALS)
 @pytest.mark.parametrize("tokens", [None, 60])
 def test_a_reversal_is_carried_after_the_rule_it_lifts(
@@ -94,6 +112,53 @@ def test_a_reversal_is_carried_after_the_rule_it_lifts(
     text = view_text(carry_instructions(messages, (SYSTEM, messages[-1]), budget=budget).messages)
     assert later in text
     assert rule not in text or text.index(rule) < text.index(later)
+
+
+def pair(pair_id: str) -> tuple[str, str]:
+    """A reversal pair of the data (its first and later statements), by its id."""
+    for name in ("tuning", "heldout", "heldout2", "heldout3"):
+        with (PAIRS / f"reversals-{name}.jsonl").open(encoding="utf-8") as rows:
+            for row in map(json.loads, rows):
+                if row["id"] == pair_id:
+                    return row["first"], row["later"]
+    raise KeyError(pair_id)
+
+
+def test_a_later_statement_on_a_neighbouring_point_leaves_the_rule_carried() -> None:
+    """The later statement has most of the rule's words but leaves out one of them and adds
+    its own ("same-day" runs, then "next-day runs"): it may be on another point, so it does
+    not replace the rule; both are carried, in order."""
+    rule, later = pair("rh3-en-023")
+    messages = [*turns(rule, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
+    items = carried_items(carry_instructions(messages, (SYSTEM, messages[-1])).messages)[0]
+    assert [i.text for i in items] == [rule, later]
+
+
+def test_a_new_value_of_what_a_limit_measures_is_carried_after_it() -> None:
+    """A later sentence the recogniser does not take for a limit, sharing one word with it,
+    states a new value of the same unit ("cuarenta y siete caracteres" after "cuarenta y dos
+    caracteres"): it may change the limit, so it is carried after it, as a constraint."""
+    limit, later = pair("rh3-es-002")
+    assert classify(later) is None
+    messages = [*turns(limit, *CHATTER[:3], later, *CHATTER[3:]), Message.user("¿Y ahora?")]
+    view = carry_instructions(messages, (SYSTEM, messages[-1])).messages
+    assert [(i.text, i.kind) for i in carried_items(view)[0]] == [
+        (limit, "constraint"),
+        (later, "constraint"),
+    ]
+
+
+@pytest.mark.parametrize("pair_id", ["rh-en-013", "rh3-en-020"])
+def test_a_sentence_a_later_one_says_changed_is_carried_with_it(pair_id: str) -> None:
+    """The recogniser takes neither sentence for an instruction, but the later one says the
+    earlier one changed ("We moved the build cache; ...", "Dry vans can carry any order now"),
+    on two of its words: the earlier one was a value or a rule, and both are carried, in
+    order (the later one may be on another point: the earlier is still there)."""
+    first, later = pair(pair_id)
+    assert classify(first) is None and classify(later) is None
+    messages = [*turns(first, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
+    items = carried_items(carry_instructions(messages, (SYSTEM, messages[-1])).messages)[0]
+    assert [i.text for i in items] == [first, later]
 
 
 @pytest.mark.parametrize(("rule", "later"), REVERSALS)
@@ -115,7 +180,7 @@ def test_a_reversal_of_a_rule_the_view_keeps_is_carried_first(rule: str, later: 
     ]
     messages = [*turns(rule, *CHATTER[:2], later, *others, *CHATTER[2:]), Message.user("Go on.")]
     kept = (SYSTEM, messages[1], messages[-1])  # the pinned first request and the latest
-    one = f"[{CARRY_HEADING} (#N: my message number):]\n#9: {later}\n[9 more left out to fit]"
+    one = f"[{CARRY_HEADING} (#N: my message N):]\n#9: {later}\n[9 more left out]"
     budget = CarryBudget(tokens=COUNT((Message.user(one),)), count=COUNT)
     view = carry_instructions(messages, kept, budget=budget).messages
     text = view_text(view)

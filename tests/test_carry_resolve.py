@@ -23,7 +23,7 @@ from chatcli.messages import Message
 
 WORDS = ("push", "main", "deploy", "budget", "server", "port", "tabs", "logs")
 LEADS = ("", "Never ", "Always ", "Use ", "You may ", "I prefer ", "Now ", "Forget ")
-VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12")
+VALUES = ("", " 5,000 EUR", " 7Q2", " 9001", " 2026-03-01", " 12", " 40 chars", " 3,000 EUR")
 
 sentence = st.builds(
     lambda lead, words, value, end: (lead + " ".join(words) + value).strip().capitalize() + end,
@@ -46,14 +46,19 @@ def naive_resolved(
 ) -> resolving.Resolved:
     """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
     update related to the earlier items and anchors as `_related` says, each compared with
-    it."""
+    it; a statement that says something changed wakes the earlier sentences carried for none
+    it shares two words with (`_woken`)."""
     number = Numbering(before)
     statements = resolving._statements(old, before, after, number, resolving.Reading())
+    said = list(statements)  # as read, before kinds were given
     pairs: list[tuple[int, int]] = []
     updates_only: set[int] = set()  # kindless statements carried only as an update
+    dormant: list[int] = []  # removed sentences carried for none that say no change
     for index, statement in enumerate(statements):
         items = [
-            j for j in range(index) if resolving._kind(statements[j]) and j not in updates_only
+            j
+            for j in range(index)
+            if resolving._kind(statements[j]) and j not in updates_only and j not in dormant
         ]
         kindless = statement.item is not None and not statement.item.kind
         related = naive_related(statement, kindless, [statements[j] for j in items], items)
@@ -68,8 +73,21 @@ def naive_resolved(
                 updates_only.add(index)
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
+        woken = naive_woken(statement, [said[j] for j in dormant], dormant)
+        for j in woken:
+            first = said[j].item
+            assert first is not None
+            statements[j] = replace(said[j], item=replace(first, kind=resolving._WOKEN))
+        if woken and statements[index].item is None:
+            assert statement.item is not None
+            statements[index] = replace(
+                statement, item=replace(statement.item, kind=resolving._WOKEN)
+            )
+            updates_only.add(index)
         if statements[index].item is not None and statements[index].item.kind:
-            pairs += [(index, j) for j in related]
+            pairs += [(index, j) for j in (*related, *woken)]
+        elif statement.item is not None and not statement.cue and not statement.text.endswith("?"):
+            dormant.append(index)
     kept: list[CarriedItem] = []
     at: dict[int, int] = {}
     for index, statement in enumerate(statements):
@@ -102,6 +120,16 @@ def naive_resolved(
     )
 
 
+def naive_woken(
+    statement: resolving._Statement, earlier: list[resolving._Statement], indexes: list[int]
+) -> list[int]:
+    """The earlier sentences carried for none (`earlier`, at `indexes`) that a statement
+    saying something changed wakes, as defined."""
+    if statement.item is None or not statement.cue or statement.text.endswith("?"):
+        return []
+    return [j for e, j in zip(earlier, indexes, strict=True) if len(statement.words & e.words) >= 2]
+
+
 def naive_related(
     statement: resolving._Statement,
     kindless: bool,
@@ -121,7 +149,8 @@ def naive_related(
         elif statement.cue == resolving._CHANGE:
             ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
         else:
-            ok = bool(shared) and (len(shared) >= 2 or rare) and 2 * len(shared) >= len(e.words)
+            half = 2 * len(shared) >= len(e.words) or bool(statement.units & e.units)
+            ok = bool(shared) and (len(shared) >= 2 or rare) and half
         if ok:
             related.append(j)
     if statement.cue == resolving._LIFT and not related:

@@ -6,10 +6,10 @@ before and after such a transform and carries, verbatim, the sentences of the *r
 messages* that are rules, constraints, facts or preferences (`classify`, whose vocabulary is
 `chatcli.history.instructions`) into one message of the user's own, quoting them::
 
-    [What I said earlier, verbatim (#N: my message number):]
+    [I said earlier (#N: my message N):]
     #3: Never push to main.
     #41: The budget cap is 5,000 EUR.
-    [1 more left out to fit]
+    [1 more left out]
 
 `#N` is the message's number in the transcript (as /history numbers them, from 1). Rules:
 
@@ -28,14 +28,17 @@ messages* that are rules, constraints, facts or preferences (`classify`, whose v
 - **The latest form, and never a rule without its reversal** (`chatcli.history.statements`):
   a later user sentence clearly on the same point replaces the earlier one, which is then
   not carried (nor one replaced by a sentence still in the view); one that may be on its
-  point (it lifts a rule in other words, says something changed, shares half its words) is
-  carried with it, in order, and the earlier one only with it, within the budget too.
-- **Small windows** (`CarryBudget`): the block's fixed text is one short line; its room is
-  what the view keeps (a level's target: `CarryBudget.room`), and it comes out of it, never
-  on top of it (`carrying`, `CarryBudget.limit`); rules and constraints come first and may
-  use up to `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what
-  the cap (`CarryBudget.tokens`) leaves; within a tier the sentences the recogniser is
-  surest of come first (chatter misread as a rule yields); the block says how many were
+  point (it lifts a rule in other words, says something changed, shares half its words, or
+  a word and a new value of the same unit) is carried with it, in order, and the earlier
+  one only with it, within the budget too; so is a sentence worth nothing alone that a later
+  one says changed (then both are).
+- **Small windows** (`CarryBudget`): the block's fixed text (its first line and the count
+  of what was left out) is about 15 tokens; its room is what the view keeps (a level's
+  target: `CarryBudget.room`), and it comes out of it, never on top of it (`carrying`,
+  `CarryBudget.limit`); rules and constraints come first and may use up to
+  `FIRST_TIER_ROOM` (half) of the room, facts and preferences share what the cap
+  (`CarryBudget.tokens`) leaves; within a tier the sentences the recogniser is surest of
+  come first (chatter misread as a rule yields); the block says how many were
   left out.
 - **No decay**: a view that has the block keeps its items through later transforms (merged
   into the new block, never nested); items replaced later, or said again in the view, leave
@@ -83,8 +86,10 @@ __all__ = [
     "with_their_updates",
 ]
 
-CARRY_HEADING = "What I said earlier, verbatim"
-_INTRO = f"[{CARRY_HEADING} (#N: my message number):]"
+CARRY_HEADING = "I said earlier"
+# The block's fixed text, with its left-out line about 15 tokens at most: in windows of 100
+# tokens a longer intro left no room for the one item a level could still carry.
+_INTRO = f"[{CARRY_HEADING} (#N: my message N):]"
 # Attempts at re-running a transform with the block in its input (see `carrying`).
 _CARRY_PASSES = 3
 # The most items carried from one message: a user states a handful of rules at a time.
@@ -237,17 +242,18 @@ def _room_left(
     seeded: tuple[Message, ...], view: tuple[Message, ...], budget: CarryBudget | None
 ) -> CarryBudget | None:
     """`budget` within the room a transform of `seeded` left its block in `view`: no more
-    than the block it fitted the rest around (a larger one would push the rest over its
-    target), nor than `budget.limit` less the rest."""
+    than `budget.limit` less the rest, when the limit is known (the rest was fitted around
+    the block of `seeded`: a block that grew since may use what the rest left of the limit,
+    and no more); else no more than that block (a larger one would push the rest over its
+    target)."""
     if budget is None:
         return None
     tokens = budget.tokens
-    fitted = _block_in(seeded)
-    if fitted is not None:
-        tokens = min(tokens, budget.count((fitted,)))
     if budget.limit is not None:
         rest = budget.count(tuple(m for m in view if not is_carry_block(m)))
         tokens = min(tokens, budget.limit - rest)
+    elif (fitted := _block_in(seeded)) is not None:
+        tokens = min(tokens, budget.count((fitted,)))
     return replace(budget, tokens=max(tokens, 0))
 
 
@@ -372,7 +378,7 @@ def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
         return None
     lines = [_INTRO, *(item.line() for item in items)]
     if left_out:
-        lines.append(f"[{left_out:,} more left out to fit]")
+        lines.append(f"[{left_out:,} more left out]")
     carried = Carried(items=items, left_out=left_out)
     return Message(role=Role.USER, parts=(TextPart(text="\n".join(lines)),), carried=carried)
 

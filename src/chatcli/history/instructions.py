@@ -71,6 +71,30 @@ __all__ = [
 # A sentence ends at a full stop, a question or an exclamation mark, or a line's end; clauses
 # joined by a semicolon stay one sentence ("Never push to main; open a PR.").
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# Titles and abbreviations a sentence does not end at ("My supervisor is Dr. Agarwal."),
+# lower case, without their full stop; "No." and "etc." often end one, so they are not here.
+_NO_END = frozenset(
+    [
+        "dr",
+        "dra",
+        "mr",
+        "mrs",
+        "ms",
+        "prof",
+        "profa",
+        "sr",
+        "sra",
+        "srta",
+        "st",
+        "jr",
+        "e.g",
+        "i.e",
+        "vs",
+        "approx",
+        "aprox",
+        "p.ex",
+    ]
+)
 
 # Every phrase, by group and language (comma-separated, lower case; a phrase matches as whole
 # words, any spacing between them, with or without accents). The groups:
@@ -1123,9 +1147,32 @@ def extract_instructions(text: str) -> tuple[str, ...]:
 
 
 def sentences(text: str) -> tuple[str, ...]:
-    """The sentences of `text` (a line is at least one), list marks and blanks stripped."""
-    stripped = (raw.strip().lstrip("-*•>").strip() for raw in _SENTENCE_END.split(text))
+    """The sentences of `text` (a line is at least one), list marks and blanks stripped; a
+    title or an abbreviation (`_NO_END`) does not end one within a line."""
+    stripped = (raw.strip().lstrip("-*•>").strip() for raw in _pieces(text))
     return tuple(sentence for sentence in stripped if sentence)
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` split at sentence ends, a piece that ends at a title or an abbreviation joined
+    to the next one on its line."""
+    pieces: list[str] = []
+    at, joinable = 0, False
+    for end in [*_SENTENCE_END.finditer(text), None]:
+        piece = text[at:] if end is None else text[at : end.start()]
+        if joinable and _ends_short(pieces[-1]):
+            pieces[-1] += f" {piece}"
+        else:
+            pieces.append(piece)
+        if end is not None:
+            at, joinable = end.end(), "\n" not in end.group()
+    return pieces
+
+
+def _ends_short(piece: str) -> bool:
+    words = piece.split()
+    last = words[-1].lower().lstrip("([\"'¿¡").rstrip(".") if words else ""
+    return last in _NO_END and piece.endswith(".")
 
 
 def is_instruction(sentence: str) -> bool:

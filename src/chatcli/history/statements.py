@@ -6,18 +6,23 @@ transcript number; a candidate is one of a message that left the view, with its 
 (`classify`: `KINDS`, "" while it is carried only as an update of an earlier item).
 
 - **Replacing** (`_replaces`): a later statement clearly on the same point as an earlier one
-  (the same sentence, or most of its content words, values and rule words aside) replaces
-  it: the earlier one is not carried. Statements with the same content words are one *shape*
-  whatever their values, so a log whose lines differ only in numbers resolves to its last
-  line; only pairs that can cover are compared (`_Points`, prefix filtering, as similarity
-  joins do), so resolving stays near-linear in the sentences of a long session.
+  (the same sentence, or most of its content words, values and rule words aside, and none
+  of its own beside them when it leaves one out) replaces it: the earlier one is not
+  carried. Statements with the same content words are one *shape* whatever their values,
+  so a log whose lines differ only in numbers resolves to its last line; only pairs that
+  can cover are compared (`_Points`, prefix filtering, as similarity joins do), so
+  resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words), both are carried, in order, and the earlier item only with the later
-  one (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence
-  that is not worth carrying on its own is carried as such an update, with the best kind of
-  the items it may update; it is not an item later sentences may update in turn (a chain of
-  narration sharing words, each "updating" the one before, would be carried whole).
+  the item's words, or a word and a value of what the item's value measures), both are
+  carried, in order, and the earlier item only with the later one (`Resolved.follows`): a
+  rule is never shown without its reversal. A removed sentence that is not worth carrying
+  on its own is carried as such an update, with the best kind of the items it may update;
+  it is not an item later sentences may update in turn (a chain of narration sharing
+  words, each "updating" the one before, would be carried whole).
+- **Waking** (`_woken`): a removed sentence that says something changed, on two words of an
+  earlier removed sentence carried for none, is carried with it, both of the lowest kind:
+  the user said it changed, so it was a rule or a value the recogniser missed.
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
   older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
   is not carried, but a removed later sentence that says something changed and shares a
@@ -29,11 +34,19 @@ Everything here is a pure function of the messages: the same messages give the s
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import content_words, cue_of, kind_of, only_lifts, sentences
+from chatcli.history.instructions import (
+    content_words,
+    cue_of,
+    kind_of,
+    only_lifts,
+    sentences,
+    value_spans,
+)
 from chatcli.history.truncate import is_real_user_request
 from chatcli.history.typed import typed_parts
 from chatcli.messages import CarriedItem, Message, Role
@@ -51,6 +64,11 @@ _MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
 _RELATED_PER_WORD = 32
 # A content word at most this many earlier items have is rare enough to tie a change to them.
 _RARE_WORD = 2
+# The kind of a sentence carried because a later one says it changed (`_woken`), and of that
+# later one when it is worth carrying for nothing else: the lowest, so that such a pair
+# never takes the room of what the recogniser found (as facts, they cost the dense tuning
+# sessions a sixth of their preferences at a 20% budget).
+_WOKEN = "preference"
 
 Number = Callable[[Message], int | None]
 
@@ -64,13 +82,15 @@ _NO_CUE, _CHANGE, _LIFT = 0, 1, 2
 class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
     candidate (carried unless replaced; kind "" while it is carried only as an update),
-    `words` its content words, `cue` how plainly it says something changed, `anchor` the
-    kind of a sentence still in view that removed later ones may update ("": none)."""
+    `words` its content words, `units` what its values measure (`_units`), `cue` how plainly
+    it says something changed, `anchor` the kind of a sentence still in view that removed
+    later ones may update ("": none)."""
 
     at: int
     item: CarriedItem | None
     text: str
     words: frozenset[str]
+    units: frozenset[str] = frozenset()
     cue: int
     anchor: str = ""
 
@@ -149,6 +169,7 @@ def _with_updates(
     best_text: dict[str, int] = {}
     by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
     earlier: list[int] = []  # the items so far
+    dormant: dict[str, list[int]] = {}  # content word -> earlier sentences carried for none
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
         if statement.anchor:  # still in view: not carried, but what updates it is
@@ -169,10 +190,22 @@ def _with_updates(
             update_only = said_again == len(KINDS)
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
+        woken = _woken(statement, dormant)
+        for j in woken:  # the user says it changed: it was a standing rule or value
+            first = statements[j].item
+            assert first is not None  # for the type checker: only candidates sleep
+            resolved[j] = replace(statements[j], item=replace(first, kind=_WOKEN))
+        if woken and resolved[index].item is None:
+            assert statement.item is not None  # for the type checker: kindless, as above
+            resolved[index] = replace(statement, item=replace(statement.item, kind=_WOKEN))
+            update_only = True
         item = resolved[index].item
         if item is None or not item.kind:
+            if statement.item is not None and not statement.cue and not _asks(statement):
+                for word in statement.words:
+                    dormant.setdefault(word, []).append(index)
             continue
-        pairs += [(index, j) for j in related]
+        pairs += [(index, j) for j in (*related, *woken)]
         if update_only:  # not an item later sentences may update or say again in turn
             continue
         rank, shape = KINDS.index(item.kind), points.shape[index]
@@ -182,6 +215,24 @@ def _with_updates(
             by_word.setdefault(word, []).append(index)
         earlier.append(index)
     return resolved, pairs
+
+
+def _woken(statement: _Statement, dormant: dict[str, list[int]]) -> list[int]:
+    """The earlier removed sentences carried for none that say no change themselves
+    (`dormant`: content word -> them, in order) that `statement`, saying something changed,
+    may be on the point of: two shared content words (one is too loose: "Nice, the build is
+    green again." is no news of the build cache). A user does not say that a passing remark
+    changed: such a sentence was a rule or a value the recogniser missed ("The build cache
+    lives in s3://ci-cache-eu." / "We moved the build cache; it's s3://ci-cache-central from
+    today."), and both are carried, in order, as `_WOKEN` (none for a question or a sentence
+    still in view; a story whose lines each say "again" is no such pair)."""
+    if statement.item is None or statement.cue == _NO_CUE or _asks(statement):
+        return []
+    shared: dict[int, int] = {}
+    for word in statement.words:
+        for j in dormant.get(word, ())[-_RELATED_PER_WORD:]:
+            shared[j] = shared.get(j, 0) + 1
+    return sorted(j for j, n in shared.items() if n >= 2)
 
 
 def _related(
@@ -198,7 +249,8 @@ def _related(
     rule and constraint that says no change itself; one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
     words, or one that few items have); any other of those it shares half their words with
-    (two, or one that few items have)."""
+    (two, or one that few items have), or a value of what one of theirs measures: "the limit
+    goes up to forty-seven characters" may change "no more than forty-two characters")."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -219,7 +271,8 @@ def _related(
         found = {
             j
             for j, n in shared.items()
-            if (n >= 2 or j in rare) and 2 * n >= len(statements[j].words)
+            if (n >= 2 or j in rare)
+            and (2 * n >= len(statements[j].words) or statement.units & statements[j].units)
         }
     return sorted(found)
 
@@ -319,7 +372,7 @@ class Reading:
     def __init__(self) -> None:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
-        self._said: dict[str, tuple[frozenset[str], int]] = {}
+        self._said: dict[str, tuple[frozenset[str], frozenset[str], int]] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
@@ -341,9 +394,28 @@ class Reading:
     ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
-            self._said[text] = (content_words(text), cue)
-        words, cue = self._said[text]
-        return _Statement(at=at, item=item, text=text, words=words, cue=cue, anchor=anchor)
+            self._said[text] = (content_words(text), _units(text), cue)
+        words, units, cue = self._said[text]
+        return _Statement(
+            at=at, item=item, text=text, words=words, units=units, cue=cue, anchor=anchor
+        )
+
+
+# A value's unit: its last word ("cuarenta y dos caracteres", "5,000 EUR"), else its form
+# without its figures ("$7,000": "$", "10:00": ":").
+_UNIT_WORD = re.compile(r"([^\W\d_]+)\W*$")
+_FIGURES = re.compile(r"[\d.,\s]+")
+
+
+def _units(text: str) -> frozenset[str]:
+    """What the exact values of a sentence measure (`value_spans`): a sentence stating a new
+    value of the same unit, on a word of an earlier one's, may change it."""
+    units = set()
+    for start, end in value_spans(text):
+        span = text[start:end].lower()
+        word = _UNIT_WORD.search(span)
+        units.add(word.group(1).removesuffix("s") if word else _FIGURES.sub("", span) or "#")
+    return frozenset(units)
 
 
 def _statements(
@@ -419,11 +491,22 @@ def _asks(statement: _Statement) -> bool:
 
 def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
     """A sentence with the words `later` is on the point of one with the words `earlier`: it
-    has most of them (at least two), and they have half their words in common."""
+    has most of them (at least two), they have half their words in common, and it does not
+    both leave out a word of the earlier one and add its own. One that does ("Ask me before
+    you promise anyone a same-day run." / "You can promise next-day runs without asking
+    me.") may be on another point: it is carried with it (`_related`). Numbers aside:
+    "Follow-up 11: never skip the refund path tests." and "Follow-up 23: ..." are one point
+    said twice."""
     if len(earlier) < 2:
+        return False
+    if _lettered(later - earlier) and _lettered(earlier - later):
         return False
     shared = len(later & earlier)
     return shared >= 0.8 * len(earlier) and shared >= 0.5 * len(later | earlier)
+
+
+def _lettered(words: frozenset[str]) -> bool:
+    return any(not word.isdigit() for word in words)
 
 
 def closure(index: int, follows: Sequence[Sequence[int]]) -> set[int]:
