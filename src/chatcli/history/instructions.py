@@ -1076,9 +1076,19 @@ def _read(sentence: str) -> frozenset[str] | None:
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
-    if " ".join(_TOKEN.findall(normalised(plain))) in _MOVES:
+    if _moves_on(plain):
         return None
     return features(plain)
+
+
+def _moves_on(sentence: str) -> bool:
+    """Whether a sentence only moves the turn on, in one move or a few ("Go on.", "Ok, next
+    one.", "Dale, sigue.")."""
+    parts = (" ".join(_TOKEN.findall(p)) for p in _MOVE_MARKS.split(normalised(sentence)))
+    return all(part in _MOVES for part in parts if part)
+
+
+_MOVE_MARKS = re.compile(r"[,.;!?]+")
 
 
 def kind_for(
@@ -1203,11 +1213,14 @@ def lifts(sentence: str) -> bool:
 
 def cue_of(sentence: str) -> str:
     """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
-    change: "now", "again", "instead"), or ""."""
+    change: "now", "again", "instead", not in a sentence that only moves the turn on), or
+    ""."""
     padded = _padded(sentence)
     words = frozenset(padded.split())
     if _LIFTS.within(padded, words):
         return "lift"
+    if _moves_on(sentence):  # "Ok, next one." says nothing changed
+        return ""
     return "change" if _CHANGED.within(padded, words) else ""
 
 
