@@ -1116,8 +1116,10 @@ def _plainly(found: frozenset[str]) -> str | None:
     imperative (at least a preference), an exact value (even in the first person), or a date
     or a goal word with "is" (a fact)."""
     blocked = found & _NOT_PLAINLY
-    if blocked:  # an exact value said in the first person is still one ("We are moving OPS-12")
-        return "fact" if blocked == {"c:first_person"} and "c:value" in found else None
+    if blocked:  # an exact value said in the first person is still one ("We are moving OPS-12"),
+        # and one said to have changed, in the past too ("Nos subieron el tope a 1.800 euros.")
+        said = {"c:first_person", "c:past"} if "c:changed" in found else {"c:first_person"}
+        return "fact" if blocked <= said and "c:value" in found else None
     rule = found & {"c:bans", "c:musts", "c:asks"}
     directive = found & {"c:imperative", "c:infinitive", "c:negations", "c:you", "c:bullet"}
     if "c:limited" in found and (rule or directive or "c:due" in found):
