@@ -105,7 +105,8 @@ _NO_END = frozenset(
 #   lifts: lifting or changing a rule; changed: a word saying something changed;
 #   limits (before a quantity), deadlines (before a date or time), numbers, dates, units;
 #   likes: a preference; goals: an end state;
-#   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction;
+#   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction
+#   (opinion_opening: an opinion only as a sentence's opening, "To me, ..." not "back to me");
 #   standing: a rule's scope ("every", "cada"); conditional, questions, first_person, you:
 #   who speaks and how; tags: a question tag at the end ("okay?", "¿me entendés?");
 #   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.").
@@ -190,10 +191,11 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
         "was, were, had, did, got, went, told, happened",
-        "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, for me, to me, "
+        "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
         "is killing me, so confusing, is weird",
+        "opinion_opening": "for me, to me",
         "status": "error, errors, fails, failed, failing, crash, crashes, crashed, timeout, "
         "timeouts, exception, returns, stuck, broken, doesn't work, does not work, "
         "not working, works now, it works, passes, passed, green, finished, concluded, "
@@ -279,9 +281,10 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
         "reprovei, derrubou, caiu",
-        "opinion": "acho, acho que, sinceramente, pra mim, para mim, na minha opinião, "
+        "opinion": "acho, acho que, sinceramente, na minha opinião, "
         "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
         "ridículo, porcaria, horrível, eu sei, superestimado",
+        "opinion_opening": "pra mim, para mim",
         "status": "erro, falha, falhou, travou, não funciona, funcionou, funcionando normal, "
         "deu isso, subiu, terminou, pronto, passou",
         "thanks": "obrigado, obrigada, valeu, brigadão, vlw, bom dia, socorro, show",
@@ -363,9 +366,10 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
         "reprobé",
-        "opinion": "la verdad, honestamente, encuentro que, para mí, creo que, me parece, "
+        "opinion": "la verdad, honestamente, encuentro que, creo que, me parece, "
         "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
         "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
+        "opinion_opening": "para mí",
         "status": "no anda, no funciona, falla, falló, termina, terminó, listo, quedó, "
         "rebotando, tirando, ocurre, error",
         "thanks": "gracias, genial, buenísimo, buenos días, hola, auxilio, mil gracias",
@@ -506,8 +510,12 @@ _CUES = {
 # Cue groups that count only as a sentence's opening.
 _OPENINGS = {
     group: _Phrases.of(group)
-    for group in sorted(_set("requests notes conditional questions first_person negations"))
+    for group in sorted(
+        _set("requests notes conditional questions first_person negations opinion_opening")
+    )
 }
+# The feature each opening group gives: its own, but an opinion's opening is an opinion.
+_OPENED = {group: f"c:{group}" for group in _OPENINGS} | {"opinion_opening": "c:opinion"}
 _MOVES = frozenset(_strip_accents(p) for p in _phrases("moves"))
 _TAG = re.compile(
     rf"(?:[,;]\s*|\s+)(?:{_alternation(_phrases('tags'))})\s*[?!.]*\s*$", re.IGNORECASE
@@ -688,8 +696,9 @@ _ONLY_NUMBER = re.compile(
     r"duas|dois)\b(?!\s*(?:max|at most))"
 )
 # A line's label ("rule 3:", "regra:", "note:", "todo:"): read as a feature, the rest as the
-# sentence, so that "Rule 3: never touch X" opens as "never touch X" does.
-_LABEL = re.compile(r"^([a-z][a-z0-9 /#-]{1,30}):\s*")
+# sentence, so that "Rule 3: never touch X" opens as "never touch X" does (a time's colon,
+# "3:30pm", is no label's).
+_LABEL = re.compile(r"^([a-z][a-z0-9 /#-]{1,30}):(?!\d)\s*")
 # A modal of obligation or prohibition: a rule whoever it is said of ("Tests must pass").
 _MODAL = re.compile(
     r"\b(?:must|mustn't|has to|have to|needs to|shall|required|requires|mandatory|compulsory|"
@@ -704,8 +713,10 @@ _WHEN_WORDS = re.compile(
     rf"(?<![\w-])(?:{_alternation(_strip_accents(p) for p in _phrases('dates'))})(?![\w-])"
     r"|\b(?:at|a las|as|às|a la|ao|al) \d{1,2}(?::\d{2}|h\d{0,2})?\b|\b\d{1,2}h\d{0,2}\b"
 )
-# "is", "are" and their kin: what a fact is stated with.
+# "is", "are" and their kin: what a fact is stated with (not "here is", which shows what
+# follows: "Here is the config:").
 _COPULA = re.compile(
+    r"(?<!here )(?<!aqui )(?<!aca )"
     r"\b(?:is|are|es|e|esta|son|sao|fica|queda|se llama|se chama|called|named|runs|uses|"
     r"usa|usamos|corre|roda)\b"
 )
@@ -717,6 +728,75 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _CAPS = re.compile(r"\b[A-ZÁÉÍÓÚÂÊÔÃÕÇÑ]{3,}\b")
 _NAME = re.compile(r"(?<=\w )[A-Z][a-z]{2,}")
 _LIST_MARK = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+")
+# A directive (an imperative, a modal, ...) read with the scene it is in (`features`): a
+# status word, a past tense, a value, a conditional, ...
+_DIRECTIVES = ("imperative", "infinitive", "negations", "modal", "standing")
+_SCENES = _set(
+    "status past narrative copula first_person digit value name conditional when caps bullet "
+    "questions requests"
+)
+# Number words, one word each ("twelve", "cinco"): a quantity in words.
+_NUMBER_WORDS = frozenset(_strip_accents(p) for p in _phrases("numbers") if " " not in p)
+# A bound stated after its quantity ("twenty hours, no more", "ni uno más", "five tops").
+_NO_MORE = re.compile(
+    r"\b(?:no more|not more|nothing more|not a single one more|not one more|ni uno mas|"
+    r"ni una mas|nenhuma a mais|nenhum a mais|nem um a mais|nem uma a mais|no se pasa|"
+    r"sin prorroga|sem prorrogacao|nothing outside|fuera de ese|not over|tops|max)\b"
+)
+# A span of hours or numbers ("3:30pm to 6pm", "06:00-07:00", "entre 22h e 2h").
+_RANGE = re.compile(
+    r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?\s*(?:-|to|a|ate|until|till|e|y)\s*"
+    r"\d{1,2}(?::\d{2})?\s*(?:am|pm|h)?\b"
+)
+# A passive, present or future: how a rule is stated as a fact ("secrets are never copied",
+# "está proibido ...").
+_PASSIVE = re.compile(
+    r"\b(?:is|are|be|been|being|get|gets|es|son|sao|e|sera|seran|esta|estan|estao|fica|"
+    r"ficam|queda|quedan)\s+(?:never\s+|always\s+|"
+    r"only\s+|not\s+|nunca\s+|siempre\s+|sempre\s+|solo\s+|so\s+)?"
+    r"\w+(?:ed|en|ado|ada|ados|adas|ido|ida|idos|idas)\b"
+)
+# Where a norm holds ("here", "in this codebase", "acá", "nesta equipa", "full stop"; not
+# "here is the config").
+_NORM = re.compile(
+    r"\b(?:(?:here|aqui|aca)(?! is| are|'s| esta| estao| tienes| tens| va| vai| van| vao)|"
+    r"around here|in this (?:team|codebase|repo|repository|project|company|house|"
+    r"assignment|course|class|office|shop|firm)|on this (?:team|project|repo)|at (?:our|this) "
+    r"(?:company|firm|shop|office|brokerage|clinic|school)|in our (?:team|company|repo|"
+    r"codebase|shop|office)|full stop|period|no exceptions|ca na|nesta|neste|nesse|"
+    r"nessa|en esta|en este|en nuestra|en nuestro|na nossa|no nosso|por aqui|por aca)\b"
+)
+# Someone else's words, reported ("QA keeps telling everyone that ...", "sostiene que").
+_SAYS = re.compile(
+    r"\b(?:swears?|keeps? telling|keeps? saying|insists?|claims?|argues?|believes?|sostiene|"
+    r"asegura|garante|garantiu|costuma dizer|suele decir|jura|afirma|acha que|cree que|"
+    r"piensa que|thinks|says|said)\b"
+)
+# "No Safari, ...", "Na Unitel ...": Portuguese "in the" before a name, not a "no".
+_PLACE = re.compile(r"^[Nn](?:o|a|os|as)\s+[A-Z]")
+# Someone described, not told: an adverb, then a verb in the third person ("Oskar always
+# rewrites ...", "the tokenizer never terminates ...", "the prompt no longer fits ...").
+_DESCRIBES = re.compile(
+    r"\b(?:always|never|only|ever|usually|often|rarely|sometimes|still|no longer)\s+"
+    r"[a-z]{2,}[^s\W]s\b"
+)
+# The Portuguese and Spanish imperfect ("sempre marcava", "nunca usaba"): a habit of the past.
+_IMPERFECT = re.compile(r"\b\w{2,}(?:ava|avam|avamos|aba|aban|abamos)\b")
+# A conditional's opening, and a consequence that predicts (`_conditional`).
+_IF = re.compile(r"^(?:if|when|whenever|unless|should|se|si|quando|cuando|caso|en caso de)\b")
+_WILL = re.compile(
+    r"\b(?:will|would|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|sera|habria|"
+    r"vas a|va a)\b|\b\w+(?:ria|rian|remos)\b"
+)
+# "No longer" read as one word: its "no" bans nothing (`features`).
+_NO_LONGER = re.compile(r"\bno longer\b")
+# A clause's first word, after a comma, a semicolon or a colon (`_around`).
+_CLAUSE = re.compile(r"[,;:]\s*([a-z']+)")
+# The word after an adverb of frequency or restriction (`_around`).
+_ADVERB = re.compile(
+    r"\b(?:always|never|only|siempre|nunca|jamas|sempre|solo|so|somente|apenas|solamente|"
+    r"unicamente)\s+([a-z']+)"
+)
 # The contexts a rule word is read in (`features`: a rule word and its context, together).
 _CONTEXTS = tuple(
     sorted(
@@ -740,25 +820,30 @@ def normalised(sentence: str) -> str:
 def features(sentence: str) -> frozenset[str]:
     """What the model reads of a sentence: the vocabulary's groups it holds ("c:bans"), its
     shape (a question, a list item, an imperative, a past tense, a value, a limit), each rule
-    group together with its context ("x:bans&narrative"), its first words, its words and
-    their four-letter pieces."""
+    group together with its context ("x:bans&narrative") and each directive with its scene
+    ("y:imperative&status"), its first words and those of its clauses, the word after an
+    "always" or a "never", its words and their four-letter pieces."""
     whole = normalised(sentence)
     label = _LABEL.match(whole)
     plain = whole[label.end() :] if label is not None and label.end() < len(whole) else whole
     text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
-    tokens = _TOKEN.findall(text)
+    tokens = _TOKEN.findall(_NO_LONGER.sub("nolonger", text))  # no "no" of a ban
     padded = _padded(text)
     words = frozenset(padded.split())
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
     openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
-    found |= {f"c:{g}" for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
+    found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
         if f"c:{cue}" in found:
             found |= {f"x:{cue}&{c}" for c in context}
+    for directive in _DIRECTIVES:
+        if f"c:{directive}" in found:
+            found |= {f"y:{directive}&{c}" for c in _SCENES if f"c:{c}" in found}
     first = tokens[0] if tokens else ""
     found |= {f"first={first}", f"first2={' '.join(tokens[:2])}"}
+    found |= _around(text)
     found |= {f"w={t}" for t in tokens}
     found |= {f"b={a}_{b}" for a, b in pairwise(tokens)}
     found |= {f"s={t[-3:]}" for t in tokens if len(t) >= 5}
@@ -768,6 +853,22 @@ def features(sentence: str) -> frozenset[str]:
     if label is not None:
         found.add(f"label={re.sub(r'[0-9]+', '#', label.group(1).strip())}")
     return frozenset(found)
+
+
+def _around(text: str) -> set[str]:
+    """The words a clause opens with ("If the tests fail, don't merge": "clause=don't") and
+    the word after an adverb of frequency or restriction ("always rewrites", "nunca uses":
+    whether someone is told or described), with its ending."""
+    found = set[str]()
+    for match in _CLAUSE.finditer(text):
+        found.add(f"clause={match.group(1)}")
+        if match.group(1) in _STARTS:
+            found.add("c:clause_imperative")
+    for match in _ADVERB.finditer(text):
+        found.add(f"adv_next={match.group(1)}")
+        if len(match.group(1)) >= 4:
+            found.add(f"adv_sfx={match.group(1)[-2:]}")
+    return found
 
 
 def _grams(word: str) -> Iterator[str]:
@@ -785,7 +886,7 @@ def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set
     shape = {
         "c:qmark": "?" in text,
         "c:question_end": text.endswith("?"),
-        "c:imperative": bool(tokens) and tokens[0] in _STARTS,
+        "c:imperative": _imperative(tokens),
         "c:infinitive": bool(tokens) and _infinitive(tokens[0], tokens),
         "c:limited": limit_word and _LIMITED.search(text) is not None,
         "c:value": bool(value_spans(sentence)),
@@ -803,8 +904,43 @@ def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set
         "c:habit": _HABIT.match(text) is not None,
         "c:i_not": re.match(r"^(?:i|we|eu|yo|a gente|nos)\s+(?:don't|do not|dont|nao|no)\b", text)
         is not None,
+        "c:numword": not _NUMBER_WORDS.isdisjoint(tokens),
+        "c:no_more": _NO_MORE.search(text) is not None,
+        "c:range": _RANGE.search(text) is not None,
+        "c:passive": _PASSIVE.search(text) is not None,
+        "c:norm": _NORM.search(text) is not None,
+        "c:says": _SAYS.search(text) is not None,
+        "c:place": _PLACE.match(sentence.strip().lstrip("-*• ")) is not None,
+        "c:describes": _DESCRIBES.search(text) is not None,
+        "c:imperfect": _IMPERFECT.search(text) is not None,
+        **_conditional(text),
     }
     return {name for name, present in shape.items() if present}
+
+
+def _imperative(tokens: list[str]) -> bool:
+    """Whether a sentence opens with an imperative, after an adverb or not ("Sempre fixe
+    ...", "Nunca uses ...", "Solo usa ...")."""
+    if tokens and tokens[0] in _STARTS:
+        return True
+    return len(tokens) > 1 and tokens[0] in _ADVERBS and tokens[1] in _STARTS
+
+
+_ADVERBS = _set("sempre siempre nunca jamais jamas so solo somente apenas solamente just only")
+
+
+def _conditional(text: str) -> dict[str, bool]:
+    """Whether a conditional's consequence is a prediction ("If they sue, legal would have
+    to ...": a hypothetical) or a directive ("If the tests fail, don't merge": a rule)."""
+    if _IF.match(text) is None:
+        return {}
+    comma = text.find(",")
+    then = text[comma + 1 :] if comma >= 0 else text
+    first = then.split(maxsplit=1)[0] if then.strip() else ""
+    return {
+        "c:if_then_will": _WILL.search(then) is not None,
+        "c:if_then_do": first in _STARTS or first in ("don't", "dont", "never", "no", "nao"),
+    }
 
 
 def _infinitive(word: str, tokens: list[str]) -> bool:
@@ -816,9 +952,9 @@ def _infinitive(word: str, tokens: list[str]) -> bool:
 
 
 _NOT_INFINITIVES = _set("por mar bar car par lugar hogar ayer mujer poder ser estar")
-# Function words of Portuguese and Spanish, none of them English.
+# Function words of Portuguese and Spanish, none of them English ("do", "as", "no" are).
 _ROMANCE = _set(
-    "de do da dos das del el la los las o os as em en no na nos nas com con para por um uma "
+    "de da dos das del el la los las o os em en na nos nas com con para por um uma "
     "un una que sem sin ao al pelo pela se"
 )
 
@@ -940,9 +1076,19 @@ def _read(sentence: str) -> frozenset[str] | None:
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
-    if " ".join(_TOKEN.findall(normalised(plain))) in _MOVES:
+    if _moves_on(plain):
         return None
     return features(plain)
+
+
+def _moves_on(sentence: str) -> bool:
+    """Whether a sentence only moves the turn on, in one move or a few ("Go on.", "Ok, next
+    one.", "Dale, sigue.")."""
+    parts = (" ".join(_TOKEN.findall(p)) for p in _MOVE_MARKS.split(normalised(sentence)))
+    return all(part in _MOVES for part in parts if part)
+
+
+_MOVE_MARKS = re.compile(r"[,.;!?]+")
 
 
 def kind_for(
@@ -970,8 +1116,10 @@ def _plainly(found: frozenset[str]) -> str | None:
     imperative (at least a preference), an exact value (even in the first person), or a date
     or a goal word with "is" (a fact)."""
     blocked = found & _NOT_PLAINLY
-    if blocked:  # an exact value said in the first person is still one ("We are moving OPS-12")
-        return "fact" if blocked == {"c:first_person"} and "c:value" in found else None
+    if blocked:  # an exact value said in the first person is still one ("We are moving OPS-12"),
+        # and one said to have changed, in the past too ("Nos subieron el tope a 1.800 euros.")
+        said = {"c:first_person", "c:past"} if "c:changed" in found else {"c:first_person"}
+        return "fact" if blocked <= said and "c:value" in found else None
     rule = found & {"c:bans", "c:musts", "c:asks"}
     directive = found & {"c:imperative", "c:infinitive", "c:negations", "c:you", "c:bullet"}
     if "c:limited" in found and (rule or directive or "c:due" in found):
@@ -1067,11 +1215,14 @@ def lifts(sentence: str) -> bool:
 
 def cue_of(sentence: str) -> str:
     """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
-    change: "now", "again", "instead"), or ""."""
+    change: "now", "again", "instead", not in a sentence that only moves the turn on), or
+    ""."""
     padded = _padded(sentence)
     words = frozenset(padded.split())
     if _LIFTS.within(padded, words):
         return "lift"
+    if _moves_on(sentence):  # "Ok, next one." says nothing changed
+        return ""
     return "change" if _CHANGED.within(padded, words) else ""
 
 
