@@ -152,12 +152,12 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "ignore what i said, ignore the earlier, forget what i said, forget about, is yours, "
         "are yours, all yours, i trust you, back on, is back, are back, free now, acceptable, "
         "from now on, from today, starting today, after all, as needed, whatever you need, "
-        "granted, you can now, can now, you may, you can",
+        "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies",
         "changed": "now, again, instead, actually, correction, update, updated, changed, "
         "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
         "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
         "forget, ignore, disregard, fine, ok, okay, allowed, permitted, free to, back, rather, "
-        "make it",
+        "make it, gone",
         "limits": "at most, at least, no more than, no less than, not more than, "
         "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
@@ -333,11 +333,14 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "ignora lo que dije, no hace falta, ya no, ya no es, ya no hay, ya no aplica, volvió, "
         "está de vuelta, queda permitido, está permitido, es tuyo, es tuya, quedó libre, "
         "a partir de ahora, desde hoy, ahora sí, sin problema, nomás, adelante, "
-        "dieron el ok, visto bueno",
+        "dieron el ok, visto bueno, puede, ya están permitidas, ya están permitidos, "
+        "están permitidas, están permitidos, vuelven a estar libres, vuelve a estar libre, "
+        "a cualquier hora",
         "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
-        "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre",
+        "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
+        "permitidas, permitidos, libres, vuelven a, vuelve a",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, límite, tope, máximo, mínimo, presupuesto, dentro de, "
