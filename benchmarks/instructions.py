@@ -1,6 +1,6 @@
 """How well a classifier recognises the user's instructions, on data it was not written from.
 
-`python benchmarks/instructions.py [--set heldout|heldout2|heldout3|tuning|tuning2]
+`python benchmarks/instructions.py [--set heldout4|heldout3|heldout2|heldout|tuning|tuning2|tuning3]
 [--classifier module:function] [--show-errors]` scores a sentence classifier (`text -> kind
 or None`, by default `chatcli.history.carry.classify`) on tests/data/instructions/ (how the
 data was made, and its label conventions: that directory's README.md). It prints:
@@ -262,8 +262,8 @@ def reversal_tables(pairs: Sequence[dict[str, Any]]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sets = ("heldout", "heldout2", "heldout3", "tuning", "tuning2")
-    parser.add_argument("--set", choices=sets, default="heldout")
+    sets = ("heldout4", "heldout3", "heldout2", "heldout", "tuning", "tuning2", "tuning3")
+    parser.add_argument("--set", choices=sets, default="heldout4")
     parser.add_argument("--classifier", default="chatcli.history.carry:classify")
     parser.add_argument("--show-errors", action="store_true", help="list every misjudged sentence")
     return parser.parse_args(argv)
@@ -274,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     classify = load_classifier(args.classifier)
     items = score(read_jsonl(DATA / f"{args.set}.jsonl"), classify)
     pasted = [r for r in read_jsonl(DATA / "pasted-lines.jsonl") if r["set"] == args.set]
-    pairs = read_jsonl(DATA / f"reversals-{args.set}.jsonl")
+    pair_file = DATA / f"reversals-{args.set}.jsonl"  # the later tuning sets have none
+    pairs = read_jsonl(pair_file) if pair_file.exists() else []
     title = f"# Instruction recognition, {args.set} set, classifier {args.classifier}"
     out = [title, "", "## Sentences", "", *sentence_table(items), ""]
     out += ["Confusion (rows: gold; columns: as scored):", "", *confusion_table(items)]
