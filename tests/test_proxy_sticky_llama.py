@@ -54,9 +54,10 @@ def test_the_turn_after_an_overflow_keeps_the_cut_prefix_in_llama_servers_cache(
 ) -> None:
     history = long_chat()
     answer = ask(proxy, history)
-    # About 260 tokens: a fresh cut of the grown history would drop its oldest kept turns
-    # (the cut aims at 75% of the window); the kept cut plus it still fits the window.
-    question = " ".join(TRAINING_TEXT.split()[:120])
+    # A hundred words: a fresh cut of the grown history would drop its oldest kept turns
+    # (the cut aims at 75% of the window); the kept cut plus it still fits the window (the
+    # carried block may fill what the level keeps, so 120 words no longer did).
+    question = " ".join(TRAINING_TEXT.split()[:100])
     later = [
         *history,
         {"role": "assistant", "content": answer},
