@@ -11,7 +11,7 @@ import pytest
 from chatcli import Client
 from chatcli.compaction import compact
 from chatcli.config import CompactionConfig, RecoveryConfig
-from chatcli.history import carry
+from chatcli.history import statements
 from chatcli.history.carry import (
     CarryBudget,
     carried_items,
@@ -131,7 +131,7 @@ def test_a_tight_block_keeps_the_rule_the_recogniser_is_surer_of(
 ) -> None:
     """Rules' share of the room holds one of two: the one read more surely is carried,
     older or newer (chatter misread as a rule yields to the user's rules)."""
-    monkeypatch.setattr(carry, "certainty", lambda text: 0.95 if text == sure else 0.55)
+    monkeypatch.setattr(statements, "certainty", lambda text: 0.95 if text == sure else 0.55)
     messages = (
         Message.user(SURER),
         Message.assistant("Noted."),

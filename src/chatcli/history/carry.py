@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import certainty, kind_of
+from chatcli.history.instructions import kind_of
 from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.retain import cut_message_number
@@ -187,8 +187,9 @@ def _carry(
 ) -> TransformResult:
     """`carry_instructions`, counting `old_left_out` as left out before (the count of the
     block of the input the caller started from)."""
-    resolved = _per_message(resolve(carried_items(before)[0], before, after, number, reading))
-    chosen, left_out = _within(resolved, budget, old_left_out + resolved.dropped)
+    read = reading if reading is not None else Reading()
+    resolved = _per_message(resolve(carried_items(before)[0], before, after, number, read))
+    chosen, left_out = _within(resolved, budget, old_left_out + resolved.dropped, read)
     view = _with_block(after, _block(chosen, left_out), number)
     injected = () if view == after else (_summary(chosen, left_out),)
     return build_result("carried instructions", after, view, injected=injected)
@@ -318,7 +319,7 @@ def _per_message(resolved: Resolved) -> Resolved:
 
 
 def _within(
-    resolved: Resolved, budget: CarryBudget | None, left_out: int
+    resolved: Resolved, budget: CarryBudget | None, left_out: int, read: Reading
 ) -> tuple[tuple[CarriedItem, ...], int]:
     """The items that fit the budget, in their order, and how many were left out (those
     that did not, and `left_out` more, left out before).
@@ -339,7 +340,8 @@ def _within(
     left = budget.tokens - (budget.count((frame,)) - costs[0])
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
     urgent = resolved.urgent
-    rank = sorted(range(len(items)), key=lambda i: _rank(items[i], i in urgent, i))
+    sure = [read.certainty(item.text) for item in items]
+    rank = sorted(range(len(items)), key=lambda i: _rank(items[i], i in urgent, sure[i], i))
     chosen: set[int] = set()
     groups: list[set[int]] = []
     for index in rank:
@@ -361,15 +363,18 @@ def _within(
     return tuple(items[i] for i in sorted(chosen)), len(items) - len(chosen) + left_out
 
 
-def _rank(item: CarriedItem, urgent: bool, index: int) -> tuple[bool, int, int, int, int]:
+def _rank(
+    item: CarriedItem, urgent: bool, sure: float, index: int
+) -> tuple[bool, int, int, int, int]:
     """Where an item comes in what a tight block keeps: what updates a statement still in
     view; then by tier (rules and constraints, facts, preferences); within a tier, the
-    surest first (`certainty`, in `_SURE_STEPS` steps: a sentence of chatter misread as a
-    rule yields to the user's rules, and so does a sentence carried only as an update,
-    unless its rule is kept), then rules before constraints, then the newest."""
+    surest first (`sure`, the recogniser's `certainty`, in `_SURE_STEPS` steps: a sentence
+    of chatter misread as a rule yields to the user's rules, and so does a sentence carried
+    only as an update, unless its rule is kept), then rules before constraints, then the
+    newest."""
     kind = KINDS.index(item.kind)
     tier = 0 if item.kind in FIRST_TIER else kind
-    return (not urgent, tier, -round(certainty(item.text) * _SURE_STEPS), kind, -index)
+    return (not urgent, tier, -round(sure * _SURE_STEPS), kind, -index)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from chatcli.history.instructions import (
+    certainty,
     content_words,
     cue_of,
     kind_of,
@@ -366,12 +367,13 @@ def _covering(shapes: list[frozenset[str]]) -> list[tuple[int, int]]:
 class Reading:
     """What reading the user's words found, kept for the words read again (the passes of one
     `carrying`, the levels of one request): a message's typed sentences, a sentence's kind,
-    its content words and cue. Owned by its caller and dropped with it; every entry is a pure
-    function of its text, so a reading changes no result, only what it costs."""
+    certainty, content words and cue. Owned by its caller and dropped with it; every entry
+    is a pure function of its text, so a reading changes no result, only what it costs."""
 
     def __init__(self) -> None:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
+        self._sure: dict[str, float] = {}
         self._said: dict[str, tuple[frozenset[str], frozenset[str], int]] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
@@ -388,6 +390,12 @@ class Reading:
             kind = kind_of(sentence)
             self._kinds[sentence] = "" if kind == "rule" and only_lifts(sentence) else kind
         return self._kinds[sentence]
+
+    def certainty(self, sentence: str) -> float:
+        """How surely a sentence is what `kind` reads it as (`certainty`)."""
+        if sentence not in self._sure:
+            self._sure[sentence] = certainty(sentence)
+        return self._sure[sentence]
 
     def statement(
         self, at: int, item: CarriedItem | None, text: str, anchor: str = ""
