@@ -204,7 +204,10 @@ def test_a_short_run_reports_every_figure_of_every_path() -> None:
         assert re.fullmatch(r"[0-9.]+ \([0-9.]+\)( \(not sustained\))?", cells[3]), line
         assert re.fullmatch(r"[1-9][0-9]* \(0, 0, 0\)", cells[4]), line  # answers measured
         assert all(re.fullmatch(r"\(?[+-]?[0-9.]+\)?", c) for c in cells[5:12]), line
-        assert float(cells[9]) > 0 and float(cells[10]) > 0, line  # CPU and memory
+        # CPU and memory. CPU comes from /proc in clock ticks (10 ms): the stub alone, a few
+        # 2-token answers at one stream, may spend none (a clean clone's CI saw 0.0).
+        least_cpu = 0.0 if cells[2].startswith("direct") else 1e-9
+        assert float(cells[9]) >= least_cpu and float(cells[10]) > 0, line
         if cells[2].startswith("chatcli"):
             assert cells[12] == "-" and re.fullmatch(r"[0-9.]+x", cells[13]), line
     assert out.count("CPU per answer <= 4x the bare forwarder's") == 2, out
