@@ -23,7 +23,7 @@ LANGS = {"en", "pt", "es"}
 KINDS = {"rule", "constraint", "fact", "preference", "goal", "lift", "none"}
 INSTRUCTION_KINDS = KINDS - {"lift", "none"}
 # In the order they were written: each held-out set is kept apart from every earlier side.
-SIDES = ["tuning", "heldout", "heldout2", "heldout3", "heldout4"]
+SIDES = ["tuning", "heldout", "heldout2", "heldout3", "heldout4", "heldout5"]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
 PAIR_LEAST = {
@@ -32,6 +32,7 @@ PAIR_LEAST = {
     "heldout2": (25, 13),
     "heldout3": (25, 13),
     "heldout4": (30, 15),
+    "heldout5": (24, 12),
 }
 # The sentence files of each side of the separation checks.
 SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl")} | {
@@ -150,6 +151,10 @@ LATER_SIZES = {
     "heldout4": Sizes(
         instructions=400, rules=290, nones=280, balanced=False, english=0.45, others=0.22
     ),
+    # The fifth set: about half English, a quarter each Portuguese and Spanish.
+    "heldout5": Sizes(
+        instructions=350, rules=260, nones=170, balanced=False, english=0.45, others=0.22
+    ),
 }
 
 
@@ -171,30 +176,71 @@ def test_later_heldout_sets_have_their_sizes(side: str) -> None:
     assert all(row["id"].startswith(f"h{prefix}-{row['lang']}-") for row in rows(f"{side}.jsonl"))
 
 
-# The fourth held-out set: least rows of each kind, and `none` rows that are not hard negatives.
-FOURTH_KINDS = {
-    "rule": 200,
-    "constraint": 90,
-    "fact": 50,
-    "preference": 40,
-    "goal": 20,
-    "none": 280,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mix:
+    """The least a held-out set holds of each kind, of hard negatives, of written voices, and
+    of mined rows and their sources."""
+
+    rows: int
+    kinds: dict[str, int]
+    hard_nones: int
+    voices: int
+    mined: int
+    mined_sources: int
+
+
+MIXES = {
+    "heldout4": Mix(
+        rows=650,
+        kinds={
+            "rule": 200,
+            "constraint": 90,
+            "fact": 50,
+            "preference": 40,
+            "goal": 20,
+            "none": 280,
+        },
+        hard_nones=210,
+        voices=22,
+        mined=20,
+        mined_sources=12,
+    ),
+    "heldout5": Mix(
+        rows=560,
+        kinds={
+            "rule": 160,
+            "constraint": 95,
+            "fact": 45,
+            "preference": 38,
+            "goal": 20,
+            "none": 180,
+        },
+        hard_nones=150,
+        voices=22,
+        mined=40,
+        mined_sources=7,
+    ),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
 
-def test_fourth_heldout_set_has_its_kinds_voices_and_sources() -> None:
-    """Each kind's least count, mostly hard negatives, 22 voices, 20 mined rows of 12 sources."""
-    data = rows("heldout4.jsonl")
+@pytest.mark.parametrize("side", sorted(MIXES))
+def test_later_heldout_sets_have_their_kinds_voices_and_sources(side: str) -> None:
+    """Each kind's least count, mostly hard negatives, the set's own voices, mined rows."""
+    least = MIXES[side]
+    data = rows(f"{side}.jsonl")
     kinds = Counter(row["kind"] for row in data)
-    assert len(data) >= 650
-    assert all(kinds[kind] >= least for kind, least in FOURTH_KINDS.items()), kinds
+    assert len(data) >= least.rows
+    assert all(kinds[kind] >= n for kind, n in least.kinds.items()), kinds
     nones = [row for row in data if row["kind"] == "none"]
-    assert sum(row["style"] not in SOFT_NONE_STYLES for row in nones) >= 210
+    assert sum(row["style"] not in SOFT_NONE_STYLES for row in nones) >= least.hard_nones
+    prefix = side.removeprefix("heldout")
     voices = {row["group"] for row in data if row["source"] == "written"}
-    assert len(voices) >= 22 and all(re.fullmatch(r"voice:\w\w-h4-[\w-]+", v) for v in voices)
+    assert len(voices) >= least.voices
+    assert all(re.fullmatch(rf"voice:\w\w-h{prefix}-[\w-]+", v) for v in voices), voices
     mined = [row for row in data if row["source"] != "written"]
-    assert len(mined) >= 20 and len({row["source"] for row in mined}) >= 12
+    assert len(mined) >= least.mined
+    assert len({row["source"] for row in mined}) >= least.mined_sources
     assert all(row["group"].startswith("mined:") for row in mined)
 
 
