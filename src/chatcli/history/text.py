@@ -36,6 +36,7 @@ __all__ = [
     "is_cut_boundary",
     "kept_length",
     "original_length",
+    "without_markers",
 ]
 
 # A cut moves to a line break at most this far away (and never more than a quarter of the
@@ -91,6 +92,14 @@ def original_length(text: str) -> int:
 def kept_length(text: str) -> int:
     """The chars of `text` that are the original's: all but its cut markers."""
     return len(text) - sum(length for length, _ in _markers(text))
+
+
+def without_markers(text: str) -> str:
+    """`text` without its cut markers, each replaced by a paragraph break: what of it is the
+    original's, the pieces on either side of a cut kept apart."""
+    if "chars cut" not in text:
+        return text
+    return _CUT_MARKER.sub("\n\n", text)
 
 
 def _markers(text: str) -> list[tuple[int, int]]:

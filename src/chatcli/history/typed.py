@@ -43,6 +43,7 @@ import re
 from itertools import pairwise
 
 from chatcli.history.instructions import kind_of, looks_pasted
+from chatcli.history.text import without_markers
 
 __all__ = ["LONG_BLOCK_CHARS", "MANY_LINES", "typed_parts"]
 
@@ -113,8 +114,9 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
 
 
 def typed_parts(text: str) -> tuple[str, ...]:
-    """The parts of `text` the user typed, in order (see the module docstring)."""
-    blocks = _blocks(text)
+    """The parts of `text` the user typed, in order (see the module docstring); the marker
+    of a cut copy is not the user's ("[... 1,234 chars cut ...]")."""
+    blocks = _blocks(without_markers(text))
     if all(_FENCE.match(block) for block, pasted in blocks if pasted):
         # Nothing pasted, or only fenced blocks: their fences say where they end.
         return tuple(block for block, pasted in blocks if not pasted)
