@@ -1,8 +1,8 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the three tuning sets,
-and the first three held-out sets, retired to the tuning side after their last
-measurements; never `heldout4.jsonl`, the held-out set now: how the sets were made is in that
+and the first four held-out sets, retired to the tuning side after their last
+measurements; never `heldout5.jsonl`, the held-out set now: how the sets were made is in that
 directory's README.md), reads each one with `chatcli.history.instructions.features`, fits a
 multinomial logistic regression (classes: rule, constraint, fact, preference, goal, lift,
 none; L2-regularised, full-batch gradient descent from zero with numpy, the dev extra: the
@@ -45,7 +45,8 @@ RATE = 0.5
 SEED = 31
 DIGITS = 3
 FOLDS = 5
-# The tuning side: the held-out sets 1 to 3 joined it once measured twice each (the limit).
+# The tuning side: the held-out sets 1 to 3 joined it once measured twice each (the limit),
+# the fourth once measured and the fifth written.
 TUNING_FILES = (
     "tuning.jsonl",
     "tuning2.jsonl",
@@ -53,6 +54,7 @@ TUNING_FILES = (
     "heldout.jsonl",
     "heldout2.jsonl",
     "heldout3.jsonl",
+    "heldout4.jsonl",
 )
 
 Row = dict[str, Any]
@@ -146,7 +148,7 @@ def beliefs(bias: Sequence[float], weights: Weights, found: frozenset[str]) -> d
     return {kind: e / total for kind, e in zip(CLASSES, exps, strict=True)}
 
 
-THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
+THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 
 
 def cross_validate(rows: Sequence[Row]) -> None:
@@ -176,17 +178,32 @@ def cross_validate(rows: Sequence[Row]) -> None:
         ("none", {"none"}),
     ):
         print(f"| {name} | {_scores(judged, kinds, 0)} |")
-    print("\n| rule mass | rule+constraint precision | recall |\n|---:|---:|---:|")
+    print("\n| rule mass | rule+constraint precision | recall | larger shortfall |")
+    print("|---:|---:|---:|---:|")
     for at, mass in enumerate(THRESHOLDS, start=1):
-        print(f"| {mass} | {_scores(judged, {'rule', 'constraint'}, at)} |")
+        precision, recall = _rates(judged, {"rule", "constraint"}, at)
+        short = max(GOAL[0] - precision, GOAL[1] - recall, 0.0)
+        print(f"| {mass} | {precision:.1%} | {recall:.1%} | {short:.1%} |")
+
+
+# The goal for carried rules and constraints: precision, recall. The rule mass shipped is the
+# threshold whose larger shortfall from it is least on the cross-validation.
+GOAL = (0.90, 0.95)
 
 
 def _scores(judged: Sequence[tuple[str, list[str]]], kinds: set[str], at: int) -> str:
     """Precision and recall on `kinds` of the `at`-th decision of each judged sentence."""
+    precision, recall = _rates(judged, kinds, at)
+    return f"{precision:.1%} | {recall:.1%}"
+
+
+def _rates(
+    judged: Sequence[tuple[str, list[str]]], kinds: set[str], at: int
+) -> tuple[float, float]:
     taken = [gold for gold, said in judged if said[at] in kinds]
     hits = sum(1 for gold in taken if gold in kinds)
     total = sum(1 for gold, _ in judged if gold in kinds)
-    return f"{hits / max(len(taken), 1):.1%} | {hits / max(total, 1):.1%}"
+    return hits / max(len(taken), 1), hits / max(total, 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -152,17 +152,19 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "ignore what i said, ignore the earlier, forget what i said, forget about, is yours, "
         "are yours, all yours, i trust you, back on, is back, are back, free now, acceptable, "
         "from now on, from today, starting today, after all, as needed, whatever you need, "
-        "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies",
+        "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies, "
+        "from here on",
         "changed": "now, again, instead, actually, correction, update, updated, changed, "
         "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
         "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
         "forget, ignore, disregard, fine, ok, okay, allowed, permitted, free to, back, rather, "
-        "make it, gone",
+        "make it, gone, topped up, went up, raised, lowered",
         "limits": "at most, at least, no more than, no less than, not more than, "
         "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
         "exceeds, exceeding, less than, more than, fewer than, lower than, higher than, "
-        "greater than, shorter than, longer than, tops, threshold, at or below, at or above",
+        "greater than, shorter than, longer than, wider than, taller than, bigger than, "
+        "larger than, smaller than, heavier than, tops, threshold, at or below, at or above",
         "deadlines": "deadline, due, before, by, after, until, till, no later than, "
         "no earlier than, from",
         "numbers": "zero, one, two, three, four, five, six, seven, eight, nine, ten, eleven, "
@@ -190,7 +192,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "insists",
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
-        "was, were, had, did, got, went, told, happened",
+        "was, were, had, did, got, went, told, happened, sooner or later",
         "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
@@ -253,18 +255,21 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
-        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre",
+        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre, "
+        "subiu, subiram, baixou, caiu, passou para, passou pro",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
-        "não passe de, limite, teto, máximo, mínimo, orçamento, dentro de, inferior a, "
+        "não passe de, passar de, passe de, limite, teto, máximo, mínimo, orçamento, dentro de, "
+        "inferior a, "
         "superior a, não mais de",
         "deadlines": "prazo, antes de, antes da, antes das, antes do, depois de, a partir de, "
         "até o, até a, até as, até dia, entrega",
         "numbers": "zero, dois, duas, três, quatro, cinco, seis, sete, oito, nove, dez, onze, "
         "doze, treze, quatorze, catorze, quinze, dezesseis, dezessete, dezoito, dezenove, "
         "vinte, trinta, quarenta, cinquenta, sessenta, setenta, oitenta, noventa, cem, "
-        "cento, duzentos, trezentos, quatrocentos, quinhentos, mil, milhão, milhões, bilhão, "
-        "meia, meio, dúzia",
+        "cento, duzentos, duzentas, trezentos, trezentas, quatrocentos, quatrocentas, quinhentos, "
+        "quinhentas, seiscentos, setecentos, oitocentos, novecentos, mil, milhão, milhões, "
+        "bilhão, meia, meio, dúzia",
         "dates": "segunda, terça, quarta, quinta, sexta, sábado, domingo, amanhã, meio-dia, "
         "meia-noite, janeiro, fevereiro, março, abril, maio, junho, julho, agosto, setembro, "
         "outubro, novembro, dezembro, fim do dia, fim do mês, semana que vem",
@@ -280,7 +285,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "reported": "diz que, disse que, falou que, vive dizendo, diz sempre, comentou, falou",
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
-        "reprovei, derrubou, caiu",
+        "reprovei, derrubou, caiu, mais cedo ou mais tarde, cedo ou tarde",
         "opinion": "acho, acho que, sinceramente, na minha opinião, "
         "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
         "ridículo, porcaria, horrível, eu sei, superestimado",
@@ -340,18 +345,20 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
         "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
-        "permitidas, permitidos, libres, vuelven a, vuelve a",
+        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
-        "no pasar de, no pases de, límite, tope, máximo, mínimo, presupuesto, dentro de, "
+        "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "
+        "presupuesto, dentro de, "
         "inferior a, superior a, no más de",
         "deadlines": "plazo, antes de, antes del, después de, a partir de, hasta el, "
         "hasta las, hasta la, entrega, se entrega",
         "numbers": "cero, dos, tres, cuatro, cinco, seis, siete, ocho, nueve, diez, once, doce, "
         "trece, catorce, quince, dieciséis, diecisiete, dieciocho, diecinueve, veinte, "
         "treinta, cuarenta, cincuenta, sesenta, setenta, ochenta, noventa, cien, ciento, "
-        "doscientos, trescientos, cuatrocientos, quinientos, mil, millón, millones, media, "
-        "medio, docena",
+        "doscientos, doscientas, trescientos, trescientas, cuatrocientos, cuatrocientas, "
+        "quinientos, quinientas, seiscientos, setecientos, ochocientos, novecientos, mil, "
+        "millón, millones, media, medio, docena",
         "dates": "lunes, martes, miércoles, jueves, viernes, sábado, domingo, mañana, "
         "mediodía, medianoche, enero, febrero, marzo, abril, mayo, junio, julio, agosto, "
         "septiembre, octubre, noviembre, diciembre, fin de mes, la semana que viene",
@@ -368,7 +375,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "vive diciendo, comentó",
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
-        "reprobé",
+        "reprobé, tarde o temprano, a la larga",
         "opinion": "la verdad, honestamente, encuentro que, creo que, me parece, "
         "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
         "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
@@ -593,8 +600,9 @@ _QUANTITY = rf"(?:[$€£¥]\s?\d|(?:{_NUMBERS})(?![\w-])|{_WHEN})"
 _LIMITED = re.compile(
     rf"(?<![\w-])(?:{_alternation(_phrases('limits'))})(?![\w-]){_BETWEEN}{_QUANTITY}"
     rf"|(?<![\w-])(?:{_alternation(_phrases('deadlines'))})(?![\w-]){_BETWEEN}{_WHEN}"
-    rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,3}}"
-    r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho)\b",
+    rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,4}}"
+    r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho|"
+    r"a lo sumo)\b",
     re.IGNORECASE,
 )
 # Words addressed to AI systems in the third person: a page written to hijack one, not a user.
@@ -844,6 +852,9 @@ def features(sentence: str) -> frozenset[str]:
     for directive in _DIRECTIVES:
         if f"c:{directive}" in found:
             found |= {f"y:{directive}&{c}" for c in _SCENES if f"c:{c}" in found}
+    found |= _head(text)
+    cues = sorted(f for f in found if f.startswith(("c:", "h:")))
+    found |= {f"z:{a}&{b}" for i, a in enumerate(cues) for b in cues[i + 1 :]}
     first = tokens[0] if tokens else ""
     found |= {f"first={first}", f"first2={' '.join(tokens[:2])}"}
     found |= _around(text)
@@ -856,6 +867,31 @@ def features(sentence: str) -> frozenset[str]:
     if label is not None:
         found.add(f"label={re.sub(r'[0-9]+', '#', label.group(1).strip())}")
     return frozenset(found)
+
+
+def _head(text: str) -> set[str]:
+    """The cue groups and limits of a sentence's first clause, when a later one follows
+    ("h:limited"): what it says before the reason or the story after it ("Lines no wider
+    than 72 columns, my printer cuts the rest off.")."""
+    end = _HEAD_END.search(text)
+    if end is None or end.start() < _HEAD_MIN:
+        return set()
+    head = text[: end.start()]
+    padded = _padded(head)
+    words = frozenset(padded.split())
+    found = {f"h:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    if _LIMIT_ANY.within(padded, words) and _LIMITED.search(head) is not None:
+        found.add("h:limited")
+    if _MODAL.search(head) is not None:
+        found.add("h:modal")
+    return found
+
+
+# Where a sentence's first clause ends, and the fewest chars it has (`_head`).
+_HEAD_END = re.compile(
+    r"[,;:()]|\s[-–—]\s|\b(?:because|since|cause|cos|porque|pois|pq|ya que|ja que|so that)\b"
+)
+_HEAD_MIN = 8
 
 
 def _around(text: str) -> set[str]:
@@ -986,9 +1022,9 @@ def _participle(tokens: list[str], at: int) -> bool:
 
 # A sentence is a rule (or a constraint) when the model's belief in a rule, a constraint or a
 # lift is at least this, or when the vocabulary states one plainly (`_plainly`): chosen on
-# the tuning side's cross-validation (benchmarks/README.md): past it precision gains less than
-# recall loses.
-_RULE_MASS = 0.4
+# the tuning side's cross-validation (benchmarks/README.md) as the threshold whose larger
+# shortfall from the goal for carried rules (precision 90%, recall 95%) is least.
+_RULE_MASS = 0.35
 # The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) of a rule
 # or a preference is not taken: "Hold on, I need to double-check that number" has a directive
 # and a word of need, and is chatter (chosen on the same cross-validation). An exact value or
