@@ -55,10 +55,16 @@ def naive_resolved(
     updates_only: set[int] = set()  # kindless statements carried only as an update
     dormant: list[int] = []  # removed sentences carried for none that say no change
     for index, statement in enumerate(statements):
+        if statement.anchor == resolving._UNREAD:  # in view, read as nothing: it may be woken
+            if not statement.cue and not statement.text.endswith("?"):
+                dormant.append(index)
+            continue
         items = [
             j
             for j in range(index)
-            if resolving._kind(statements[j]) and j not in updates_only and j not in dormant
+            if resolving._kind(statements[j]) not in ("", resolving._UNREAD)
+            and j not in updates_only
+            and j not in dormant
         ]
         kindless = statement.item is not None and not statement.item.kind
         related = naive_related(statement, kindless, [statements[j] for j in items], items)
@@ -74,7 +80,7 @@ def naive_resolved(
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
         woken = naive_woken(statement, [said[j] for j in dormant], dormant)
-        for j in woken:
+        for j in (j for j in woken if not said[j].anchor):
             first = said[j].item
             assert first is not None
             statements[j] = replace(said[j], item=replace(first, kind=resolving._WOKEN))
@@ -110,11 +116,13 @@ def naive_resolved(
     for later, earlier in pairs:
         if later in at and earlier in at:
             follows[at[earlier]].append(at[later])
-        # What says something changed on an anchor's point (a shared word) is carried first.
-        elif later in at and statements[earlier].anchor:
-            shared = statements[later].words & statements[earlier].words
-            if statements[later].cue and shared:
-                urgent.add(at[later])
+        # What may be on an anchor's point (a shared word) is carried first.
+        elif (
+            later in at
+            and statements[earlier].anchor
+            and statements[later].words & said[earlier].words
+        ):
+            urgent.add(at[later])
     return resolving.Resolved(
         items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
     )
@@ -153,13 +161,25 @@ def naive_related(
             ok = bool(shared) and (len(shared) >= 2 or rare) and half
         if ok:
             related.append(j)
-    if statement.cue == resolving._LIFT and not related:
-        related = [
-            j
-            for e, j in zip(earlier, indexes, strict=True)
-            if resolving._kind(e) in ("rule", "constraint") and not e.cue
-        ]
+    sharing = any(statement.words & e.words for e in earlier)
+    recognised = statement.item is not None and bool(statement.item.kind)
+    lift = statement.cue == resolving._LIFT and not related
+    if lift or (statement.cue == resolving._CHANGE and recognised and not sharing):
+        related = standing(earlier, indexes, ("rule", "constraint"))
+    elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
+        related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
     return related
+
+
+def standing(
+    earlier: list[resolving._Statement], indexes: list[int], kinds: tuple[str, ...]
+) -> list[int]:
+    """The earlier items of `kinds` that say no change themselves."""
+    return [
+        j
+        for e, j in zip(earlier, indexes, strict=True)
+        if resolving._kind(e) in kinds and not e.cue
+    ]
 
 
 @settings(max_examples=300, deadline=None)

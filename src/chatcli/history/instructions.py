@@ -152,12 +152,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "ignore what i said, ignore the earlier, forget what i said, forget about, is yours, "
         "are yours, all yours, i trust you, back on, is back, are back, free now, acceptable, "
         "from now on, from today, starting today, after all, as needed, whatever you need, "
-        "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies",
+        "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies, "
+        "from here on",
         "changed": "now, again, instead, actually, correction, update, updated, changed, "
         "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
         "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
         "forget, ignore, disregard, fine, ok, okay, allowed, permitted, free to, back, rather, "
-        "make it, gone",
+        "make it, gone, topped up, went up, raised, lowered",
         "limits": "at most, at least, no more than, no less than, not more than, "
         "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
@@ -253,7 +254,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
-        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre",
+        "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre, "
+        "subiu, subiram, baixou, caiu, passou para, passou pro",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, limite, teto, máximo, mínimo, orçamento, dentro de, inferior a, "
@@ -340,7 +342,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
         "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
-        "permitidas, permitidos, libres, vuelven a, vuelve a",
+        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, límite, tope, máximo, mínimo, presupuesto, dentro de, "
