@@ -19,10 +19,10 @@ transcript number; a candidate is one of a message that left the view, with its 
   constraint, and a new limit said to change any limit: "The couple topped up the flower
   budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
   dollars."), both are carried, in order, and the earlier item only with the later one
-  (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence that is not worth carrying
-  on its own is carried as such an update, with the best kind of the items it may update;
-  it is not an item later sentences may update in turn (a chain of narration sharing
-  words, each "updating" the one before, would be carried whole).
+  (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence that
+  is not worth carrying on its own is carried as such an update, with the best kind of the
+  items it may update; it is not an item later sentences may update in turn (a chain of
+  narration sharing words, each "updating" the one before, would be carried whole).
 - **Waking** (`_woken`): a removed sentence that says something changed, on two words of an
   earlier removed sentence carried for none, is carried with it, both of the lowest kind:
   the user said it changed, so it was a rule or a value the recogniser missed.
