@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -236,3 +237,75 @@ def test_an_old_blocks_item_quoting_a_message_read_again_is_read_once() -> None:
     assert [i.text for i in first.items] == [limit, change] and first.follows == ((1,), ())
     again = resolving.resolve(first.items, *view, Numbering(view[0]))
     assert again == first
+
+
+# Reversal pairs (tests/data/instructions/reversals-heldout4.jsonl, reversals-tuning.jsonl)
+# whose later statement the dense shape carried without its earlier one, or left out while
+# the earlier one was carried: each later statement must go with the earlier one.
+UNTIED = [
+    pytest.param(  # rh4-pt-002: a change the vocabulary missed ("subiu"), read as nothing
+        "O custo de adubação não pode passar de mil e oitocentos reais por hectare.",
+        "Com a alta do milho, o teto da adubação subiu para dois mil e cem por hectare.",
+        id="rh4-pt-002",
+    ),
+    pytest.param(  # rh4-en-004: a new limit, said to change, on none of the limit's words
+        "Keep the floral spend under eleven hundred dollars.",
+        "The couple topped up the flower budget, we can go to fifteen hundred.",
+        id="rh4-en-004",
+    ),
+    pytest.param(  # rt-en-017: a recognised change on none of the earlier rule's words
+        "Write everything in British English.",
+        "Switch to American spelling, the client is in Texas.",
+        id="rt-en-017",
+    ),
+    pytest.param(  # rh4-en-010: a lift the vocabulary missed ("from here on")
+        "Stick to C89 in anything you show me.",
+        "I finally got a newer compiler working, so C99 and later are fine from here on.",
+        id="rh4-en-010",
+    ),
+]
+# Another pair's rule and limit of the same file, said between them.
+OTHERS = (
+    "Never email vendors directly, everything goes through me.",
+    "Cap thermal dwells at four hours.",
+)
+
+
+@pytest.mark.parametrize(("earlier", "later"), UNTIED)
+def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    texts = [item.text for item in resolved.items]
+    assert texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+
+
+@pytest.mark.parametrize(
+    ("pinned", "later"),
+    [
+        pytest.param(  # rh4-pt-001: the pinned rule is read as nothing
+            "Nunca recomende aplicação aérea perto do córrego.",
+            "A APP do córrego foi recomposta e o órgão liberou, pode considerar aplicação "
+            "aérea lá de novo.",
+            id="rh4-pt-001",
+        ),
+        pytest.param(  # rh4-es-008: the update has no word of change
+            "Máximo diez preguntas por prueba para tercer grado.",
+            "La dirección pidió que las pruebas de tercero tengan hasta doce preguntas.",
+            id="rh4-es-008",
+        ),
+    ],
+)
+def test_what_changes_a_sentence_still_in_view_is_carried_first(pinned: str, later: str) -> None:
+    """The first request stays in view (a level pins it); its removed update is ranked
+    before anything else the block carries."""
+    users = (pinned, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], before[1], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    assert [resolved.items[i].text for i in resolved.urgent] == [later]
