@@ -341,9 +341,12 @@ def _within(
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
     urgent = resolved.urgent
     sure = [read.certainty(item.text) for item in items]
+    # What updates a statement in view comes first; an item a later one of those may update
+    # comes after the rest of its tier: the update says more than it does.
+    lifted = {i for i in range(len(items)) if urgent & (closure(i, resolved.follows) - {i})}
     rank = sorted(
         range(len(items)),
-        key=lambda i: _rank(items[i], i in urgent, bool(resolved.follows[i]), sure[i], i),
+        key=lambda i: _rank(items[i], i in urgent - lifted, i in lifted, sure[i], i),
     )
     chosen: set[int] = set()
     groups: list[set[int]] = []
@@ -367,20 +370,20 @@ def _within(
 
 
 def _rank(
-    item: CarriedItem, urgent: bool, updated: bool, sure: float, index: int
+    item: CarriedItem, urgent: bool, lifted: bool, sure: float, index: int
 ) -> tuple[bool, int, bool, int, int, int]:
     """Where an item comes in what a tight block keeps: what updates a statement still in
-    view (unless it is `updated` itself); then by tier (rules and constraints, facts,
-    preferences); within a tier, the last word on each point before what a later item may
-    have updated (`updated`: carried only with that item, it says little that the update
-    does not: "Nunca faça push na main." once "Pode fazer push na main agora." is kept
-    yields to another rule's lift); then the surest first (`sure`, the recogniser's
-    `certainty`, in `_SURE_STEPS` steps: a sentence of chatter misread as a rule yields to
-    the user's rules, and so does a sentence carried only as an update, unless its rule is
-    kept), then rules before constraints, then the newest."""
+    view (`urgent`); then by tier (rules and constraints, facts, preferences); within a
+    tier, an item that such an update may update last (`lifted`: carried only with it, it
+    says little the update does not: "Nunca faça push na main.", once "Pode fazer push na
+    main agora." is carried first, yields to the lift of another rule); then the surest
+    first (`sure`, the recogniser's `certainty`, in `_SURE_STEPS` steps: a sentence of
+    chatter misread as a rule yields to the user's rules, and so does a sentence carried
+    only as an update, unless its rule is kept), then rules before constraints, then the
+    newest."""
     kind = KINDS.index(item.kind)
     tier = 0 if item.kind in FIRST_TIER else kind
-    return (not urgent or updated, tier, updated, -round(sure * _SURE_STEPS), kind, -index)
+    return (not urgent, tier, lifted, -round(sure * _SURE_STEPS), kind, -index)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
