@@ -163,9 +163,9 @@ def naive_related(
         if ok:
             related.append(j)
     sharing = any(statement.words & e.words for e in earlier)
-    recognised = statement.item is not None and bool(statement.item.kind)
+    instruction = resolving._kind(statement) not in ("", "fact")
     lift = statement.cue == resolving._LIFT and not related
-    if lift or (statement.cue == resolving._CHANGE and recognised and not sharing):
+    if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):
         related = standing(earlier, indexes, ("rule", "constraint"))
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
         related = sorted({*related, *standing(earlier, indexes, ("constraint",))})

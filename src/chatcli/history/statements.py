@@ -14,8 +14,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words, or a word and a value of what the item's value measures; a recognised
-  one that says something changed on no earlier item's word may change any rule or
+  the item's words, or a word and a value of what the item's value measures; an
+  instruction that says something changed on no earlier item's word may change any rule or
   constraint, and a new limit said to change any limit: "The couple topped up the flower
   budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
   dollars."), both are carried, in order, and the earlier item only with the later one
@@ -266,7 +266,10 @@ def _related(
     may be on the point of the items it shares a content word with, else of every earlier
     rule and constraint that says no change itself; one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
-    words, or one that few items have); any other of those it shares half their words with
+    words, or one that few items have), and for an instruction that shares none, of every
+    earlier rule and constraint that says no change itself ("Switch to American spelling,
+    the client is in Texas." after "Write everything in British English."), and for a new
+    limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
     goes up to forty-seven characters" may change "no more than forty-two characters")."""
     if _asks(statement):
@@ -281,7 +284,9 @@ def _related(
                 rare.add(j)
     if statement.cue == _LIFT:
         found = set(shared) or _standing(statements, items, FIRST_TIER)
-    elif statement.cue == _CHANGE and not kindless and not shared:
+    elif statement.cue == _CHANGE and not shared and _kind(statement) not in ("", "fact"):
+        # An instruction said to change on no earlier item's word (a fact is news instead:
+        # "Our new office is in Porto.").
         found = _standing(statements, items, FIRST_TIER)
     elif statement.cue == _CHANGE:
         found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
