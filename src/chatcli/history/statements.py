@@ -209,8 +209,10 @@ def _with_updates(
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
         woken = _woken(statement, dormant)
-        for j in (j for j in woken if not statements[j].anchor):  # the user says it changed:
-            first = statements[j].item  # it was a standing rule or value
+        # The user says it changed: it was a standing rule or value (one still in view is
+        # not carried).
+        for j in (j for j in woken if not statements[j].anchor):
+            first = statements[j].item
             assert first is not None  # for the type checker: only candidates sleep
             resolved[j] = replace(statements[j], item=replace(first, kind=_WOKEN))
         if woken and resolved[index].item is None:
