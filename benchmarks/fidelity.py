@@ -264,9 +264,11 @@ def sentence_sets(data: Path, name: str, seeds: int = 1) -> list[ItemSet]:
     its pairs, reversals-`name`.jsonl; "tuning": what the defaults were chosen on): per
     language and seed, three sets of 6 rules, 4 constraints, 5 facts, 2 goals and 3
     preferences, four of the rules or values superseded by a same-point pair; the chatter is
-    the language's sentences labelled `none`. Keys are whole sentences."""
-    rows = _jsonl(data / f"{name}.jsonl")
+    the language's sentences labelled `none`; no sentence that says a pair's sentence again
+    (`_says_again`). Keys are whole sentences."""
     pairs = [p for p in _jsonl(data / f"reversals-{name}.jsonl") if p["same_point"]]
+    said = [_key(p[w]) for p in pairs for w in ("first", "later")]
+    rows = [r for r in _jsonl(data / f"{name}.jsonl") if not _says_again(_key(r["text"]), said)]
     return [s for seed in range(31, 31 + seeds) for s in _sentence_sets(rows, pairs, seed)]
 
 
@@ -303,6 +305,13 @@ def _sentence_sets(
                     )
             sets.append(ItemSet(lang, chatter, tuple(items[:20]), updates))
     return sets
+
+
+def _says_again(key: str, said: Sequence[str]) -> bool:
+    """Whether a sentence (its `_key`) says one of a pair's sentences again (the same text,
+    or one holding it): planted beside the pair, it would be the same point twice, its copy
+    counted as the superseded value shown."""
+    return any(key in other or other in key for other in said)
 
 
 def _key(text: str) -> str:

@@ -143,3 +143,37 @@ def test_a_tight_block_keeps_the_rule_the_recogniser_is_surer_of(
     budget = CarryBudget(tokens=1_000, count=COUNT, room=2 * one + 1)
     view = carry_instructions(messages, messages[-1:], budget=budget).messages
     assert [item.text for item in carried_items(view)[0]] == [kept]
+
+
+def test_a_tight_block_keeps_another_rules_lift_before_a_rule_whose_lift_it_keeps() -> None:
+    """The issue's four reversals, the first request still in view: with room for three of
+    the four lines, the three lifts are carried, not the rule a kept lift already lifts."""
+    users = (
+        "Never push to main.",
+        "Do not use the staging cluster.",
+        "Never deploy on Fridays.",
+        "Nunca faça push na main.",
+        "Pushing to main is OK now.",
+        "The staging cluster is back, feel free to use it.",
+        "Pode fazer push na main agora.",
+        "Forget what I said about Friday deploys; we can deploy any day now.",
+    )
+    messages: list[Message] = []
+    for text in users:
+        messages += [Message.user(text), Message.assistant("OK.")]
+    messages.append(Message.user("What next?"))
+    after = (messages[0], messages[-1])
+    whole = carry_instructions(messages, after).messages
+    lifted = "Nunca faça push na main."
+    assert lifted in [item.text for item in carried_items(whole)[0]]
+    bare = COUNT((Message.user(""),))
+    line = COUNT((Message.user(f"#7: {lifted}"),)) - bare
+    more = COUNT((Message.user("[1 more left out]"),)) - bare
+    block = next(m for m in whole if is_carry_block(m))
+    budget = CarryBudget(tokens=COUNT((block,)) - line + more, count=COUNT)
+    view = carry_instructions(messages, after, budget=budget).messages
+    assert [item.text for item in carried_items(view)[0]] == [
+        "The staging cluster is back, feel free to use it.",
+        "Pode fazer push na main agora.",
+        "Forget what I said about Friday deploys; we can deploy any day now.",
+    ]

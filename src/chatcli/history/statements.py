@@ -14,20 +14,26 @@ transcript number; a candidate is one of a message that left the view, with its 
   resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words, or a word and a value of what the item's value measures), both are
-  carried, in order, and the earlier item only with the later one (`Resolved.follows`): a
-  rule is never shown without its reversal. A removed sentence that is not worth carrying
-  on its own is carried as such an update, with the best kind of the items it may update;
-  it is not an item later sentences may update in turn (a chain of narration sharing
-  words, each "updating" the one before, would be carried whole).
+  the item's words, or a word and a value of what the item's value measures; an
+  instruction that says something changed on no earlier item's word may change any rule or
+  constraint, and a new limit said to change any limit: "The couple topped up the flower
+  budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
+  dollars."), both are carried, in order, and the earlier item only with the later one
+  (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence that
+  is not worth carrying on its own is carried as such an update, with the best kind of the
+  items it may update; it is not an item later sentences may update in turn (a chain of
+  narration sharing words, each "updating" the one before, would be carried whole).
 - **Waking** (`_woken`): a removed sentence that says something changed, on two words of an
   earlier removed sentence carried for none, is carried with it, both of the lowest kind:
   the user said it changed, so it was a rule or a value the recogniser missed.
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
   older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
-  is not carried, but a removed later sentence that says something changed and shares a
-  content word with it is carried, with its kind, before anything else (`Resolved.urgent`):
-  the view would otherwise show the rule without its reversal.
+  is not carried, but a removed later sentence that may be on its point (`_related`) and
+  shares a content word with it is carried, with its kind, before anything else
+  (`Resolved.urgent`): the view would otherwise show the rule without its reversal. A
+  sentence still in view that the recogniser reads as nothing is woken like a removed one
+  (`_woken`): the later sentence that says it changed, on two of its words, is carried
+  first.
 
 Everything here is a pure function of the messages: the same messages give the same result.
 """
@@ -70,6 +76,9 @@ _RARE_WORD = 2
 # never takes the room of what the recogniser found (as facts, they cost the dense tuning
 # sessions a sixth of their preferences at a 20% budget).
 _WOKEN = "preference"
+# The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
+# later one that says it changed, on two of its words, is carried first (`_woken`).
+_UNREAD = "unread"
 
 Number = Callable[[Message], int | None]
 
@@ -151,9 +160,12 @@ def resolve(
 
 
 def _updates_anchor(later: _Statement, earlier: _Statement) -> bool:
-    """`later` says something changed on the point of `earlier`, an anchor (a shared content
-    word: a lift that shares none is tied to every earlier rule, too loosely to rank first)."""
-    return bool(earlier.anchor) and later.cue != _NO_CUE and bool(later.words & earlier.words)
+    """`later` may be on the point of `earlier`, an anchor, on a shared content word (a lift
+    or a change that shares none is tied to every earlier rule, too loosely to rank first;
+    one without a cue is tied only on half the anchor's words, or a value of what its value
+    measures: "... tengan hasta doce preguntas." after a pinned "Máximo diez preguntas por
+    prueba ...")."""
+    return bool(earlier.anchor) and bool(later.words & earlier.words)
 
 
 def _with_updates(
@@ -173,6 +185,11 @@ def _with_updates(
     dormant: dict[str, list[int]] = {}  # content word -> earlier sentences carried for none
     pairs: list[tuple[int, int]] = []
     for index, statement in enumerate(statements):
+        if statement.anchor == _UNREAD:  # still in view, read as nothing: as a dormant one
+            if not statement.cue and not _asks(statement):
+                for word in statement.words:
+                    dormant.setdefault(word, []).append(index)
+            continue
         if statement.anchor:  # still in view: not carried, but what updates it is
             for word in statement.words:
                 by_word.setdefault(word, []).append(index)
@@ -192,7 +209,9 @@ def _with_updates(
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
         woken = _woken(statement, dormant)
-        for j in woken:  # the user says it changed: it was a standing rule or value
+        # The user says it changed: it was a standing rule or value (one still in view is
+        # not carried).
+        for j in (j for j in woken if not statements[j].anchor):
             first = statements[j].item
             assert first is not None  # for the type checker: only candidates sleep
             resolved[j] = replace(statements[j], item=replace(first, kind=_WOKEN))
@@ -249,7 +268,10 @@ def _related(
     may be on the point of the items it shares a content word with, else of every earlier
     rule and constraint that says no change itself; one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
-    words, or one that few items have); any other of those it shares half their words with
+    words, or one that few items have), and for an instruction that shares none, of every
+    earlier rule and constraint that says no change itself ("Switch to American spelling,
+    the client is in Texas." after "Write everything in British English."), and for a new
+    limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
     goes up to forty-seven characters" may change "no more than forty-two characters")."""
     if _asks(statement):
@@ -263,11 +285,15 @@ def _related(
             if len(having) <= _RARE_WORD:
                 rare.add(j)
     if statement.cue == _LIFT:
-        found = set(shared) or {
-            j for j in items if _kind(statements[j]) in FIRST_TIER and not statements[j].cue
-        }
+        found = set(shared) or _standing(statements, items, FIRST_TIER)
+    elif statement.cue == _CHANGE and not shared and _kind(statement) not in ("", "fact"):
+        # An instruction said to change on no earlier item's word (a fact is news instead:
+        # "Our new office is in Porto.").
+        found = _standing(statements, items, FIRST_TIER)
     elif statement.cue == _CHANGE:
         found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
+        if _kind(statement) == "constraint":
+            found |= _standing(statements, items, frozenset(["constraint"]))
     else:
         found = {
             j
@@ -276,6 +302,12 @@ def _related(
             and (2 * n >= len(statements[j].words) or statement.units & statements[j].units)
         }
     return sorted(found)
+
+
+def _standing(statements: list[_Statement], items: list[int], kinds: frozenset[str]) -> set[int]:
+    """The earlier `items` of `kinds` that say no change themselves: what a statement that
+    changes something on none of their words may be on the point of."""
+    return {j for j in items if _kind(statements[j]) in kinds and not statements[j].cue}
 
 
 def _kind(statement: _Statement) -> str:
@@ -476,7 +508,7 @@ def _message_statements(
             carried = removed and sentence not in in_view
             kind = (read.kind(sentence) or "") if carried else None
             item = None if kind is None else CarriedItem(number=found, kind=kind, text=sentence)
-            anchor = (read.kind(sentence) or "") if not removed and at < last_removed else ""
+            anchor = (read.kind(sentence) or _UNREAD) if not removed and at < last_removed else ""
             statements.append(read.statement(at, item, sentence, anchor))
     return statements
 
