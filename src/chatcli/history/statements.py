@@ -81,7 +81,8 @@ _RARE_WORD = 2
 # sessions a sixth of their preferences at a 20% budget).
 _WOKEN = "preference"
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
-# later one that says it changed, on two of its words, is carried first (`_told`).
+# later one that says it changed, on two of its words (one if it lifts it), is carried first
+# (`_told`).
 _UNREAD = "unread"
 
 Number = Callable[[Message], int | None]
@@ -251,8 +252,9 @@ def _told(statement: _Statement, dormant: dict[str, list[int]]) -> dict[int, int
     rule or a value the recogniser missed ("The build cache lives in s3://ci-cache-eu." /
     "We moved the build cache; it's s3://ci-cache-central from today."). When the later one
     lifts it, or shares two words with it, both are *woken*: carried, in order, as `_WOKEN`
-    (one shared word is too loose for a mere change: "Nice, the build is green again." is no
-    news of the build cache, and a story whose lines each say "again" is no such pair).
+    (one shared word is too loose to wake it for a mere change: "Nice, the build is green
+    again." is no news of the build cache, and a story whose lines each say "again" is no
+    such pair).
     Otherwise the later one alone is carried, as `_WOKEN`: unclear what it changes, it is
     news of something the user said ("A Luana foi pro time de plataforma; P1 agora vai pro
     gerente de plantão." after "Incidente P1 se escala com a Luana."), and a change lost
