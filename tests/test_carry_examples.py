@@ -31,6 +31,7 @@ from chatcli.history.carry import (
     classify,
     is_carry_block,
 )
+from chatcli.history.instructions import cue_of
 from chatcli.history.retain import Retention, retain
 from chatcli.messages import Message, Role
 from chatcli.store import SessionStore
@@ -153,12 +154,75 @@ def test_a_sentence_a_later_one_says_changed_is_carried_with_it(pair_id: str) ->
     """The recogniser takes neither sentence for an instruction, but the later one says the
     earlier one changed ("We moved the build cache; ...", "Dry vans can carry any order now"),
     on two of its words: the earlier one was a value or a rule, and both are carried, in
-    order (the later one may be on another point: the earlier is still there)."""
+    order (the later one may be on another point: the earlier is still there). A later
+    chatter line that says something changed on one of the earlier one's words ("Nice, the
+    build is green again.") may come with them, unclear what it changes, as the lowest kind."""
     first, later = pair(pair_id)
     assert classify(first) is None and classify(later) is None
     messages = [*turns(first, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
     items = carried_items(carry_instructions(messages, (SYSTEM, messages[-1])).messages)[0]
-    assert [i.text for i in items] == [first, later]
+    assert [i.text for i in items[:2]] == [first, later]
+    assert all(i.text in CHATTER and i.kind == "preference" for i in items[2:])
+
+
+def carried_pair(pair_id: str) -> list[tuple[str, str]]:
+    """The items carried when a pair's two statements left the view, chatter around them."""
+    first, later = pair(pair_id)
+    messages = [*turns(first, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
+    view = carry_instructions(messages, (SYSTEM, messages[-1])).messages
+    return [(i.text, i.kind) for i in carried_items(view)[0]]
+
+
+def test_a_change_tied_by_another_form_of_a_word_is_carried_after_the_rule() -> None:
+    """The later statement shares no stem with the rule ("slides" / "slide"), only its first
+    letters: it may be on the rule's point, so it is carried after it, as a rule."""
+    rule, later = pair("rh-en-009")
+    assert [text for text, _ in carried_pair("rh-en-009")] == [rule, later]
+
+
+@pytest.mark.parametrize("pair_id", ["rh-pt-010", "rh-es-010"])
+def test_news_of_a_change_on_one_word_of_a_sentence_is_carried(pair_id: str) -> None:
+    """Neither sentence reads as an instruction; the later one says something changed on one
+    word of the earlier one ("A Luana foi pro time de plataforma; P1 agora vai ..."): unclear
+    what it changes, it is carried, as the lowest kind (the earlier one is not woken)."""
+    first, later = pair(pair_id)
+    assert classify(first) is None and classify(later) is None
+    assert carried_pair(pair_id) == [(later, "preference")]
+
+
+@pytest.mark.parametrize("pair_id", ["rh3-es-008", "rh-pt-025", "rh-es-025"])
+def test_a_lift_on_one_word_of_a_sentence_carries_both(pair_id: str) -> None:
+    """The later sentence lifts something ("puede ser a cualquier hora", "Pode reiniciar ...")
+    on one word of an earlier sentence the recogniser reads as nothing: that one was a rule
+    or a value, and both are carried, in order; on another point ("Pode reiniciar o
+    Grafana" after "O Kafka não se reinicia ..."), the earlier one is still there. Another
+    sentence on that word ("Let me check the logs ...") may be woken too, as the lowest kind."""
+    first, later = pair(pair_id)
+    assert classify(first) is None
+    items = carried_pair(pair_id)
+    assert [text for text, _ in items if text in (first, later)] == [first, later]
+    assert all(t in CHATTER and k == "preference" for t, k in items if t not in (first, later))
+
+
+@pytest.mark.parametrize(
+    ("pair_id", "cue"),
+    [
+        ("rh-es-008", "change"),  # "Movimos la caché ..."
+        ("rh-pt-012", "change"),  # "... foi antecipado para quarta."
+        ("rh-es-012", "change"),  # "Adelantaron la congelación ..."
+        ("rh-pt-016", "change"),  # "... com a marca nova."
+        ("rh-es-005", "lift"),  # "... usa la API real sin miedo."
+    ],
+)
+def test_a_change_said_in_a_common_word_is_carried(pair_id: str, cue: str) -> None:
+    """A change said with "new" in Portuguese or Spanish, with "we moved", "brought
+    forward", or a lift with "without fear" is read as one, and carried, after the earlier
+    statement when that one is."""
+    first, later = pair(pair_id)
+    assert cue_of(later) == cue
+    texts = [text for text, _ in carried_pair(pair_id)]
+    assert later in texts
+    assert first not in texts or texts.index(first) < texts.index(later)
 
 
 @pytest.mark.parametrize(("rule", "later"), REVERSALS)

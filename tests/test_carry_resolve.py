@@ -48,7 +48,8 @@ def naive_resolved(
     """`_resolved` as defined: every pair of statements compared with `_replaces`, and an
     update related to the earlier items and anchors as `_related` says, each compared with
     it; a statement that says something changed wakes the earlier sentences carried for none
-    it shares two words with (`_woken`)."""
+    it shares two words with, or one if it lifts (`_told`), and is carried if it shares one;
+    words compared by their ties (`_ties`)."""
     number = Numbering(before)
     statements = resolving._statements(old, before, after, number, resolving.Reading())
     said = list(statements)  # as read, before kinds were given
@@ -80,12 +81,13 @@ def naive_resolved(
                 updates_only.add(index)
             item = replace(statement.item, kind=min(kinds, key=KINDS.index)) if kinds else None
             statements[index] = replace(statement, item=item)
-        woken = naive_woken(statement, [said[j] for j in dormant], dormant)
+        told = naive_told(statement, [said[j] for j in dormant], dormant)
+        woken = [j for j, n in told.items() if n >= 2 or statement.cue == resolving._LIFT]
         for j in (j for j in woken if not said[j].anchor):
             first = said[j].item
             assert first is not None
             statements[j] = replace(said[j], item=replace(first, kind=resolving._WOKEN))
-        if woken and statements[index].item is None:
+        if told and statements[index].item is None:
             assert statement.item is not None
             statements[index] = replace(
                 statement, item=replace(statement.item, kind=resolving._WOKEN)
@@ -121,7 +123,7 @@ def naive_resolved(
         elif (
             later in at
             and statements[earlier].anchor
-            and statements[later].words & said[earlier].words
+            and statements[later].ties & said[earlier].ties
         ):
             urgent.add(at[later])
     return resolving.Resolved(
@@ -129,14 +131,15 @@ def naive_resolved(
     )
 
 
-def naive_woken(
+def naive_told(
     statement: resolving._Statement, earlier: list[resolving._Statement], indexes: list[int]
-) -> list[int]:
+) -> dict[int, int]:
     """The earlier sentences carried for none (`earlier`, at `indexes`) that a statement
-    saying something changed wakes, as defined."""
+    saying something changed shares words with, and how many, as defined."""
     if statement.item is None or not statement.cue or statement.text.endswith("?"):
-        return []
-    return [j for e, j in zip(earlier, indexes, strict=True) if len(statement.words & e.words) >= 2]
+        return {}
+    shared = {j: len(statement.ties & e.ties) for e, j in zip(earlier, indexes, strict=True)}
+    return {j: n for j, n in shared.items() if n}
 
 
 def naive_related(
@@ -148,21 +151,21 @@ def naive_related(
     """The earlier items (`earlier`, at `indexes`) an update is related to, as defined."""
     if statement.text.endswith("?"):
         return []
-    having = {w: sum(1 for e in earlier if w in e.words) for w in statement.words}
+    having = {w: sum(1 for e in earlier if w in e.ties) for w in statement.ties}
     related = []
     for e, j in zip(earlier, indexes, strict=True):
-        shared = statement.words & e.words
+        shared = statement.ties & e.ties
         rare = any(having[w] <= resolving._RARE_WORD for w in shared)
         if statement.cue == resolving._LIFT:
             ok = bool(shared)
         elif statement.cue == resolving._CHANGE:
             ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
         else:
-            half = 2 * len(shared) >= len(e.words) or bool(statement.units & e.units)
+            half = 2 * len(shared) >= len(e.ties) or bool(statement.units & e.units)
             ok = bool(shared) and (len(shared) >= 2 or rare) and half
         if ok:
             related.append(j)
-    sharing = any(statement.words & e.words for e in earlier)
+    sharing = any(statement.ties & e.ties for e in earlier)
     instruction = resolving._kind(statement) not in ("", "fact")
     lift = statement.cue == resolving._LIFT and not related
     if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):

@@ -251,12 +251,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "esqueça, esquece, ignore o que eu disse, desconsidere, não precisa mais, "
         "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
         "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
-        "é sua, é seu",
+        "é sua, é seu, sem medo",
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
         "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre, "
-        "subiu, subiram, baixou, caiu, passou para, passou pro",
+        "subiu, subiram, baixou, caiu, passou para, passou pro, novo, nova, mudamos, "
+        "antecipado, antecipada",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, passar de, passe de, limite, teto, máximo, mínimo, orçamento, dentro de, "
@@ -340,12 +341,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "a partir de ahora, desde hoy, ahora sí, sin problema, nomás, adelante, "
         "dieron el ok, visto bueno, puede, ya están permitidas, ya están permitidos, "
         "están permitidas, están permitidos, vuelven a estar libres, vuelve a estar libre, "
-        "a cualquier hora",
+        "a cualquier hora, sin miedo",
         "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
         "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
-        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a",
+        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a, nuevo, "
+        "nueva, movimos, adelantaron, adelantado, adelantada",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "

@@ -23,17 +23,21 @@ transcript number; a candidate is one of a message that left the view, with its 
   is not worth carrying on its own is carried as such an update, with the best kind of the
   items it may update; it is not an item later sentences may update in turn (a chain of
   narration sharing words, each "updating" the one before, would be carried whole).
-- **Waking** (`_woken`): a removed sentence that says something changed, on two words of an
-  earlier removed sentence carried for none, is carried with it, both of the lowest kind:
-  the user said it changed, so it was a rule or a value the recogniser missed.
+- **Waking** (`_told`): a removed sentence that says something changed, on two words of an
+  earlier removed sentence carried for none (one if it lifts it), is carried with it, both
+  of the lowest kind: the user said it changed, so it was a rule or a value the recogniser
+  missed. On one word of such a sentence, a change is carried alone, of the lowest kind:
+  unclear what it changes, a lost change leaves the model with what no longer holds.
+- **Ties**: a later statement is tied to an earlier one by the first letters of their
+  content words (`_ties`: "slides" / "slide"), replacing by the content words themselves.
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
   older than a removed one (a pinned first request, "Never push to main.") is an *anchor*: it
   is not carried, but a removed later sentence that may be on its point (`_related`) and
   shares a content word with it is carried, with its kind, before anything else
   (`Resolved.urgent`): the view would otherwise show the rule without its reversal. A
   sentence still in view that the recogniser reads as nothing is woken like a removed one
-  (`_woken`): the later sentence that says it changed, on two of its words, is carried
-  first.
+  (`_told`): the later sentence that says it changed, on two of its words (one if it lifts
+  it), is carried first.
 
 Everything here is a pure function of the messages: the same messages give the same result.
 """
@@ -71,13 +75,14 @@ _MODEL_WRITTEN = ("[Earlier conversation compacted by chatcli",)
 _RELATED_PER_WORD = 32
 # A content word at most this many earlier items have is rare enough to tie a change to them.
 _RARE_WORD = 2
-# The kind of a sentence carried because a later one says it changed (`_woken`), and of that
+# The kind of a sentence carried because a later one says it changed (`_told`), and of that
 # later one when it is worth carrying for nothing else: the lowest, so that such a pair
 # never takes the room of what the recogniser found (as facts, they cost the dense tuning
 # sessions a sixth of their preferences at a 20% budget).
 _WOKEN = "preference"
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
-# later one that says it changed, on two of its words, is carried first (`_woken`).
+# later one that says it changed, on two of its words (one if it lifts it), is carried first
+# (`_told`).
 _UNREAD = "unread"
 
 Number = Callable[[Message], int | None]
@@ -92,14 +97,15 @@ _NO_CUE, _CHANGE, _LIFT = 0, 1, 2
 class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
     candidate (carried unless replaced; kind "" while it is carried only as an update),
-    `words` its content words, `units` what its values measure (`_units`), `cue` how plainly
-    it says something changed, `anchor` the kind of a sentence still in view that removed
-    later ones may update ("": none)."""
+    `words` its content words, `ties` their first letters (`_ties`), `units` what its values
+    measure (`_units`), `cue` how plainly it says something changed, `anchor` the kind of a
+    sentence still in view that removed later ones may update ("": none)."""
 
     at: int
     item: CarriedItem | None
     text: str
     words: frozenset[str]
+    ties: frozenset[str]
     units: frozenset[str] = frozenset()
     cue: int
     anchor: str = ""
@@ -165,7 +171,7 @@ def _updates_anchor(later: _Statement, earlier: _Statement) -> bool:
     one without a cue is tied only on half the anchor's words, or a value of what its value
     measures: "... tengan hasta doce preguntas." after a pinned "Máximo diez preguntas por
     prueba ...")."""
-    return bool(earlier.anchor) and bool(later.words & earlier.words)
+    return bool(earlier.anchor) and bool(later.ties & earlier.ties)
 
 
 def _with_updates(
@@ -187,11 +193,11 @@ def _with_updates(
     for index, statement in enumerate(statements):
         if statement.anchor == _UNREAD:  # still in view, read as nothing: as a dormant one
             if not statement.cue and not _asks(statement):
-                for word in statement.words:
+                for word in statement.ties:
                     dormant.setdefault(word, []).append(index)
             continue
         if statement.anchor:  # still in view: not carried, but what updates it is
-            for word in statement.words:
+            for word in statement.ties:
                 by_word.setdefault(word, []).append(index)
             earlier.append(index)
             continue
@@ -208,21 +214,22 @@ def _with_updates(
             update_only = said_again == len(KINDS)
             item = replace(statement.item, kind=KINDS[rank]) if rank < len(KINDS) else None
             resolved[index] = replace(statement, item=item)
-        woken = _woken(statement, dormant)
+        told = _told(statement, dormant)
+        woken = sorted(j for j, n in told.items() if n >= 2 or statement.cue == _LIFT)
         # The user says it changed: it was a standing rule or value (one still in view is
         # not carried).
         for j in (j for j in woken if not statements[j].anchor):
             first = statements[j].item
             assert first is not None  # for the type checker: only candidates sleep
             resolved[j] = replace(statements[j], item=replace(first, kind=_WOKEN))
-        if woken and resolved[index].item is None:
+        if told and resolved[index].item is None:
             assert statement.item is not None  # for the type checker: kindless, as above
             resolved[index] = replace(statement, item=replace(statement.item, kind=_WOKEN))
             update_only = True
         item = resolved[index].item
         if item is None or not item.kind:
             if statement.item is not None and not statement.cue and not _asks(statement):
-                for word in statement.words:
+                for word in statement.ties:
                     dormant.setdefault(word, []).append(index)
             continue
         pairs += [(index, j) for j in (*related, *woken)]
@@ -231,28 +238,34 @@ def _with_updates(
         rank, shape = KINDS.index(item.kind), points.shape[index]
         best[shape] = min(best.get(shape, rank), rank)
         best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
-        for word in statement.words:
+        for word in statement.ties:
             by_word.setdefault(word, []).append(index)
         earlier.append(index)
     return resolved, pairs
 
 
-def _woken(statement: _Statement, dormant: dict[str, list[int]]) -> list[int]:
+def _told(statement: _Statement, dormant: dict[str, list[int]]) -> dict[int, int]:
     """The earlier removed sentences carried for none that say no change themselves
-    (`dormant`: content word -> them, in order) that `statement`, saying something changed,
-    may be on the point of: two shared content words (one is too loose: "Nice, the build is
-    green again." is no news of the build cache). A user does not say that a passing remark
-    changed: such a sentence was a rule or a value the recogniser missed ("The build cache
-    lives in s3://ci-cache-eu." / "We moved the build cache; it's s3://ci-cache-central from
-    today."), and both are carried, in order, as `_WOKEN` (none for a question or a sentence
-    still in view; a story whose lines each say "again" is no such pair)."""
+    (`dormant`: content word tie -> them, in order) that `statement`, saying something
+    changed, shares a content word with, and how many (none for a question or a sentence
+    still in view). A user does not say that a passing remark changed: such a sentence was a
+    rule or a value the recogniser missed ("The build cache lives in s3://ci-cache-eu." /
+    "We moved the build cache; it's s3://ci-cache-central from today."). When the later one
+    lifts it, or shares two words with it, both are *woken*: carried, in order, as `_WOKEN`
+    (one shared word is too loose to wake it for a mere change: "Nice, the build is green
+    again." is no news of the build cache, and a story whose lines each say "again" is no
+    such pair).
+    Otherwise the later one alone is carried, as `_WOKEN`: unclear what it changes, it is
+    news of something the user said ("A Luana foi pro time de plataforma; P1 agora vai pro
+    gerente de plantão." after "Incidente P1 se escala com a Luana."), and a change lost
+    leaves the model with what no longer holds."""
     if statement.item is None or statement.cue == _NO_CUE or _asks(statement):
-        return []
+        return {}
     shared: dict[int, int] = {}
-    for word in statement.words:
+    for word in statement.ties:
         for j in dormant.get(word, ())[-_RELATED_PER_WORD:]:
             shared[j] = shared.get(j, 0) + 1
-    return sorted(j for j, n in shared.items() if n >= 2)
+    return shared
 
 
 def _related(
@@ -278,7 +291,7 @@ def _related(
         return []
     shared: dict[int, int] = {}
     rare: set[int] = set()
-    for word in statement.words:
+    for word in statement.ties:
         having = by_word.get(word, ())
         for j in having[-_RELATED_PER_WORD:]:
             shared[j] = shared.get(j, 0) + 1
@@ -299,7 +312,7 @@ def _related(
             j
             for j, n in shared.items()
             if (n >= 2 or j in rare)
-            and (2 * n >= len(statements[j].words) or statement.units & statements[j].units)
+            and (2 * n >= len(statements[j].ties) or statement.units & statements[j].units)
         }
     return sorted(found)
 
@@ -406,7 +419,7 @@ class Reading:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
         self._sure: dict[str, float] = {}
-        self._said: dict[str, tuple[frozenset[str], frozenset[str], int]] = {}
+        self._said: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], int]] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
@@ -434,11 +447,24 @@ class Reading:
     ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
-            self._said[text] = (content_words(text), _units(text), cue)
-        words, units, cue = self._said[text]
+            words = content_words(text)
+            self._said[text] = (words, _ties(words), _units(text), cue)
+        words, ties, units, cue = self._said[text]
         return _Statement(
-            at=at, item=item, text=text, words=words, units=units, cue=cue, anchor=anchor
+            at=at, item=item, text=text, words=words, ties=ties, units=units, cue=cue, anchor=anchor
         )
+
+
+# The letters of a content word that tie it to another's (`_ties`).
+_TIE_LETTERS = 4
+
+
+def _ties(words: frozenset[str]) -> frozenset[str]:
+    """The first letters of content words, what ties a later statement to an earlier one it
+    may be on the point of (`_related`, `_told`): two forms of one word share them where
+    their stems differ ("slides" / "slide", "logotipo" / "logo"). Replacing compares the
+    content words themselves (`_covers`): a loose tie carries both, never drops one."""
+    return frozenset(word[:_TIE_LETTERS] for word in words)
 
 
 # A value's unit: its last word ("cuarenta y dos caracteres", "5,000 EUR"), else its form
