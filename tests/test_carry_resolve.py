@@ -166,12 +166,18 @@ def naive_related(
         if ok:
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
-    instruction = resolving._kind(statement) not in ("", "fact")
+    instruction = resolving._kind(statement) not in ("", "fact") or (
+        kindless and statement.directs
+    )
     lift = statement.cue == resolving._LIFT and not related
     if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):
         related = standing(earlier, indexes, ("rule", "constraint"))
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
         related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
+    if statement.cue:  # a new value of what an earlier rule's or limit's value measures
+        by_index = dict(zip(indexes, earlier, strict=True))
+        measured = standing(earlier, indexes, ("rule", "constraint"))
+        related = sorted({*related, *(j for j in measured if statement.units & by_index[j].units)})
     return related
 
 
@@ -242,7 +248,8 @@ def test_an_old_blocks_item_quoting_a_message_read_again_is_read_once() -> None:
     assert again == first
 
 
-# Reversal pairs (tests/data/instructions/reversals-heldout4.jsonl, reversals-tuning.jsonl)
+# Reversal pairs (tests/data/instructions/reversals-heldout4.jsonl, reversals-heldout5.jsonl,
+# reversals-tuning.jsonl)
 # whose later statement the dense shape carried without its earlier one, or left out while
 # the earlier one was carried: each later statement must go with the earlier one.
 UNTIED = [
@@ -265,6 +272,31 @@ UNTIED = [
         "Stick to C89 in anything you show me.",
         "I finally got a newer compiler working, so C99 and later are fine from here on.",
         id="rh4-en-010",
+    ),
+    pytest.param(  # rh5-en: a new value of the same code, on none of the limit's words
+        "Retry the B2C call at most twice.",
+        "Make it three attempts on the B2C payouts before alerting, Safaricom's been flaky.",
+        id="rh5-en-b2c",
+    ),
+    pytest.param(  # rh5-pt: a limit that denies a permission ("não pode") lifts nothing
+        "A perda técnica de doses não pode passar de cinco por cento.",
+        "O Estado apertou o indicador, agora o teto de desperdício é três por cento.",
+        id="rh5-pt-percent",
+    ),
+    pytest.param(  # rh5-en: a change the vocabulary missed ("drops to")
+        "Flight duty periods can't exceed thirteen hours.",
+        "For the summer charter programme the duty ceiling drops to twelve.",
+        id="rh5-en-duty",
+    ),
+    pytest.param(  # rh5-en: a lift the vocabulary missed ("edit away")
+        "Leave the parcel layer alone, it's the master copy.",
+        "The planning team handed the parcels over to us, so edit away.",
+        id="rh5-en-parcels",
+    ),
+    pytest.param(  # rh5-pt: a change from a day on ("a partir de segunda")
+        "Marque no máximo quatro escrituras por manhã.",
+        "A partir de segunda a notária aceita cinco atos de manhã.",
+        id="rh5-pt-deeds",
     ),
 ]
 # Another pair's rule and limit of the same file, said between them.

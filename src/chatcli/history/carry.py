@@ -292,19 +292,21 @@ def with_their_updates(chosen: Sequence[int], follows: Sequence[Sequence[int]]) 
 
 def _per_message(resolved: Resolved) -> Resolved:
     """The items, at most `_MESSAGE_ITEMS` of one message (by kind, then as said), and how
-    many were left out."""
+    many were left out; an item left out with those it must go with (`Resolved.follows`):
+    never an earlier item without its update."""
     items = resolved.items
     by_message: dict[int, list[int]] = {}
     for index, item in enumerate(items):
         if item.number is not None:
             by_message.setdefault(item.number, []).append(index)
-    out = {
+    over = {
         index
         for indexes in by_message.values()
         for index in sorted(indexes, key=lambda i: KINDS.index(items[i].kind))[_MESSAGE_ITEMS:]
     }
-    if not out:
+    if not over:
         return resolved
+    out = {i for i in range(len(items)) if closure(i, resolved.follows) & over}
     new = {old: n for n, old in enumerate(i for i in range(len(items)) if i not in out)}
     return Resolved(
         items=tuple(item for index, item in enumerate(items) if index not in out),

@@ -56,6 +56,7 @@ __all__ = [
     "changes",
     "content_words",
     "cue_of",
+    "directs",
     "extract_instructions",
     "features",
     "is_instruction",
@@ -153,12 +154,16 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "are yours, all yours, i trust you, back on, is back, are back, free now, acceptable, "
         "from now on, from today, starting today, after all, as needed, whatever you need, "
         "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies, "
-        "from here on",
+        "from here on, edit away, fire away, have at it, go for it, knock yourself out, "
+        "green light, greenlit, green-lit, unblocked, unfrozen, cleared to",
         "changed": "now, again, instead, actually, correction, update, updated, changed, "
         "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
         "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
         "forget, ignore, disregard, fine, ok, okay, allowed, permitted, free to, back, rather, "
-        "make it, gone, topped up, went up, raised, lowered",
+        "make it, gone, topped up, went up, raised, lowered, goes up, go up, goes down, "
+        "go down, went down, drops to, dropped to, drop to, cut to, reduced, increased, "
+        "decreased, extended, shortened, tightened, relaxed, loosened, as of, from next, "
+        "starting next, effective",
         "limits": "at most, at least, no more than, no less than, not more than, "
         "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
@@ -251,13 +256,16 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "esqueça, esquece, ignore o que eu disse, desconsidere, não precisa mais, "
         "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
         "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
-        "é sua, é seu, sem medo",
+        "é sua, é seu, sem medo, pode mexer, sinal verde, luz verde, manda ver, "
+        "sinta-se livre",
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
         "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre, "
         "subiu, subiram, baixou, caiu, passou para, passou pro, novo, nova, mudamos, "
-        "antecipado, antecipada",
+        "antecipado, antecipada, apertou, apertaram, reduziu, reduzimos, reduziram, "
+        "aumentou, aumentamos, diminuiu, diminuimos, baixamos, baixaram, subimos, "
+        "cai para, sobe para, desce para, passa a, passa para, a partir de",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, passar de, passe de, limite, teto, máximo, mínimo, orçamento, dentro de, "
@@ -341,13 +349,15 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "a partir de ahora, desde hoy, ahora sí, sin problema, nomás, adelante, "
         "dieron el ok, visto bueno, puede, ya están permitidas, ya están permitidos, "
         "están permitidas, están permitidos, vuelven a estar libres, vuelve a estar libre, "
-        "a cualquier hora, sin miedo",
+        "a cualquier hora, sin miedo, luz verde, vía libre, tienes permiso, tenés permiso",
         "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
         "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
         "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a, nuevo, "
-        "nueva, movimos, adelantaron, adelantado, adelantada",
+        "nueva, movimos, adelantaron, adelantado, adelantada, bajamos, bajaron, baja a, "
+        "sube a, subieron, redujimos, redujeron, reducimos, aumentamos, aumentaron, "
+        "ampliamos, ampliaron, apretaron, pasa a, pasamos a, a partir de, a partir del",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "
@@ -1094,6 +1104,14 @@ def certainty(sentence: str) -> float:
     return sum(beliefs[c] for c in _CLASSES_OF.get(kind or "", ()))
 
 
+def directs(sentence: str) -> bool:
+    """Whether the vocabulary plainly reads a sentence as telling the assistant what to do
+    (a rule, a limit or an imperative: `_plainly`), whatever the model believes of it:
+    "Switch to American spelling, the client is in Texas." directs, news does not."""
+    found = _read(sentence)
+    return found is not None and _plainly(found) in ("rule", "constraint", "preference")
+
+
 def only_lifts(sentence: str) -> bool:
     """Whether a rule `kind_of` finds is one only as a lift: it says plainly that something
     no longer holds (`lifts`), and without the model's belief in a lift it would not be a
@@ -1254,11 +1272,19 @@ def lifts(sentence: str) -> bool:
     return cue_of(sentence) == "lift"
 
 
+# A permission denied ("não pode passar de 5%", "no puedes", "you may not"): a rule, not the
+# lift of one, and no word of change.
+_NEGATED_PERMISSION = re.compile(
+    r" (?:nao|ninguem|nunca|jamais|no|nadie|tampoco) (?:se )?(?:pode|podem|podes|puede|puedes"
+    r"|pueden)(?= )| (?:may|can|could|might) not(?= )"
+)
+
+
 def cue_of(sentence: str) -> str:
     """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
     change: "now", "again", "instead", not in a sentence that only moves the turn on), or
-    ""."""
-    padded = _padded(sentence)
+    "" (a permission denied, "não pode", "you may not", is neither)."""
+    padded = _NEGATED_PERMISSION.sub(" ", _padded(sentence))
     words = frozenset(padded.split())
     if _LIFTS.within(padded, words):
         return "lift"

@@ -53,6 +53,7 @@ from chatcli.history.instructions import (
     certainty,
     content_words,
     cue_of,
+    directs,
     kind_of,
     only_lifts,
     sentences,
@@ -98,7 +99,8 @@ class _Statement:
     """A sentence in time: `at` orders statements (transcript number), `item` is set for a
     candidate (carried unless replaced; kind "" while it is carried only as an update),
     `words` its content words, `ties` their first letters (`_ties`), `units` what its values
-    measure (`_units`), `cue` how plainly it says something changed, `anchor` the kind of a
+    measure (`_units`), `cue` how plainly it says something changed, `directs` whether a
+    change plainly tells the assistant what to do (`directs`), `anchor` the kind of a
     sentence still in view that removed later ones may update ("": none)."""
 
     at: int
@@ -108,6 +110,7 @@ class _Statement:
     ties: frozenset[str]
     units: frozenset[str] = frozenset()
     cue: int
+    directs: bool = False
     anchor: str = ""
 
 
@@ -299,7 +302,7 @@ def _related(
                 rare.add(j)
     if statement.cue == _LIFT:
         found = set(shared) or _standing(statements, items, FIRST_TIER)
-    elif statement.cue == _CHANGE and not shared and _kind(statement) not in ("", "fact"):
+    elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
         # An instruction said to change on no earlier item's word (a fact is news instead:
         # "Our new office is in Porto.").
         found = _standing(statements, items, FIRST_TIER)
@@ -314,7 +317,17 @@ def _related(
             if (n >= 2 or j in rare)
             and (2 * n >= len(statements[j].ties) or statement.units & statements[j].units)
         }
+    if statement.cue and statement.units:  # a new value of what an earlier limit measures
+        found |= {
+            j for j in _standing(statements, items, FIRST_TIER) if statement.units & statements[j].units
+        }
     return sorted(found)
+
+
+def _instructs(statement: _Statement, kindless: bool) -> bool:
+    """An instruction: read as one (a fact aside), or plainly one (`directs`) while the
+    recogniser reads it as nothing."""
+    return _kind(statement) not in ("", "fact") or (kindless and statement.directs)
 
 
 def _standing(statements: list[_Statement], items: list[int], kinds: frozenset[str]) -> set[int]:
@@ -419,7 +432,9 @@ class Reading:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
         self._sure: dict[str, float] = {}
-        self._said: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], int]] = {}
+        self._said: dict[
+            str, tuple[frozenset[str], frozenset[str], frozenset[str], int, bool]
+        ] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
@@ -448,10 +463,19 @@ class Reading:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
             words = content_words(text)
-            self._said[text] = (words, _ties(words), _units(text), cue)
-        words, ties, units, cue = self._said[text]
+            told = cue == _CHANGE and directs(text)
+            self._said[text] = (words, _ties(words), _units(text), cue, told)
+        words, ties, units, cue, told = self._said[text]
         return _Statement(
-            at=at, item=item, text=text, words=words, ties=ties, units=units, cue=cue, anchor=anchor
+            at=at,
+            item=item,
+            text=text,
+            words=words,
+            ties=ties,
+            units=units,
+            cue=cue,
+            directs=told,
+            anchor=anchor,
         )
 
 
