@@ -208,6 +208,18 @@ def test_at_most_a_handful_of_items_come_from_one_message() -> None:
     assert left_out == 8
 
 
+def test_one_messages_handful_keeps_the_update_of_an_earlier_rule() -> None:
+    """A message's handful keeps what may update an earlier rule before its own rules:
+    leaving it out would show that rule without its reversal."""
+    rules = "\n".join(f"- Never touch module_{n}.py." for n in range(12))
+    lift = "You can merge your own branches to main again."
+    messages = chat("Never push to main.", f"My rules:\n{rules}\n- {lift}", "Write the notes.")
+    items, left_out = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    kept = [f"Never touch module_{n}.py." for n in range(11)]
+    assert [i.text for i in items] == ["Never push to main.", *kept, lift]
+    assert left_out == 1
+
+
 def test_the_block_is_kept_and_merged_through_later_rounds() -> None:
     messages = chat("Never push to main.", "The deploy key ends in 7Q2.", "Next step.", "Go on.")
     first = carry_instructions(messages, last_turn(messages)).messages

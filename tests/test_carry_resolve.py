@@ -166,9 +166,7 @@ def naive_related(
         if ok:
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
-    instruction = resolving._kind(statement) not in ("", "fact") or (
-        kindless and statement.directs
-    )
+    instruction = resolving._kind(statement) not in ("", "fact") or (kindless and statement.directs)
     lift = statement.cue == resolving._LIFT and not related
     if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):
         related = standing(earlier, indexes, ("rule", "constraint"))

@@ -291,10 +291,11 @@ def with_their_updates(chosen: Sequence[int], follows: Sequence[Sequence[int]]) 
 
 
 def _per_message(resolved: Resolved) -> Resolved:
-    """The items, at most `_MESSAGE_ITEMS` of one message (by kind, then as said), and how
-    many were left out; an item left out with those it must go with (`Resolved.follows`):
-    never an earlier item without its update."""
+    """The items, at most `_MESSAGE_ITEMS` of one message (updates of earlier items first,
+    then by kind, then as said), and how many were left out; an item is left out with those
+    it must go with (`Resolved.follows`): never an earlier item without its update."""
     items = resolved.items
+    updates = {later for follows in resolved.follows for later in follows}
     by_message: dict[int, list[int]] = {}
     for index, item in enumerate(items):
         if item.number is not None:
@@ -302,7 +303,9 @@ def _per_message(resolved: Resolved) -> Resolved:
     over = {
         index
         for indexes in by_message.values()
-        for index in sorted(indexes, key=lambda i: KINDS.index(items[i].kind))[_MESSAGE_ITEMS:]
+        for index in sorted(indexes, key=lambda i: (i not in updates, KINDS.index(items[i].kind)))[
+            _MESSAGE_ITEMS:
+        ]
     }
     if not over:
         return resolved

@@ -289,7 +289,12 @@ def _related(
     the client is in Texas." after "Write everything in British English."), and for a new
     limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
-    goes up to forty-seven characters" may change "no more than forty-two characters")."""
+    goes up to forty-seven characters" may change "no more than forty-two characters"). One
+    that says something changed may also be on the point of every earlier rule and limit
+    whose value measures what one of its own does, on no shared word ("agora o teto de
+    desperdício é três por cento" after "A perda ... não pode passar de cinco por cento"); a
+    change read as nothing that plainly directs (`directs`: "Switch to American spelling")
+    is an instruction here."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -318,9 +323,8 @@ def _related(
             and (2 * n >= len(statements[j].ties) or statement.units & statements[j].units)
         }
     if statement.cue and statement.units:  # a new value of what an earlier limit measures
-        found |= {
-            j for j in _standing(statements, items, FIRST_TIER) if statement.units & statements[j].units
-        }
+        standing = _standing(statements, items, FIRST_TIER)
+        found |= {j for j in standing if statement.units & statements[j].units}
     return sorted(found)
 
 
@@ -432,9 +436,7 @@ class Reading:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
         self._sure: dict[str, float] = {}
-        self._said: dict[
-            str, tuple[frozenset[str], frozenset[str], frozenset[str], int, bool]
-        ] = {}
+        self._said: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], int, bool]] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
