@@ -123,7 +123,10 @@ def naive_resolved(
         elif (
             later in at
             and statements[earlier].anchor
-            and statements[later].ties & said[earlier].ties
+            and (
+                statements[later].ties & said[earlier].ties
+                or statements[later].units & said[earlier].units
+            )
         ):
             urgent.add(at[later])
     return resolving.Resolved(
@@ -153,11 +156,13 @@ def naive_related(
         return []
     having = {w: sum(1 for e in earlier if w in e.ties) for w in statement.ties}
     related = []
+    strong = False  # a lift shares two words with an earlier item
     for e, j in zip(earlier, indexes, strict=True):
         shared = statement.ties & e.ties
         rare = any(having[w] <= resolving._RARE_WORD for w in shared)
         if statement.cue == resolving._LIFT:
             ok = bool(shared)
+            strong = strong or len(shared) >= 2
         elif statement.cue == resolving._CHANGE:
             ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
         else:
@@ -167,12 +172,15 @@ def naive_related(
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
     instruction = resolving._kind(statement) not in ("", "fact") or (kindless and statement.directs)
-    lift = statement.cue == resolving._LIFT and not related
-    if lift or (statement.cue == resolving._CHANGE and instruction and not sharing):
+    lift = statement.cue == resolving._LIFT and not strong
+    if lift:
+        related = sorted({*related, *standing(earlier, indexes, ("rule", "constraint"))})
+    elif statement.cue == resolving._CHANGE and instruction and not sharing:
         related = standing(earlier, indexes, ("rule", "constraint"))
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
         related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
-    if statement.cue:  # a new value of what an earlier rule's or limit's value measures
+    if statement.cue or resolving._kind(statement) in ("fact", "constraint"):
+        # A new value of what an earlier rule's or limit's value measures.
         by_index = dict(zip(indexes, earlier, strict=True))
         measured = standing(earlier, indexes, ("rule", "constraint"))
         related = sorted({*related, *(j for j in measured if statement.units & by_index[j].units)})

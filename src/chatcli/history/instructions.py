@@ -155,7 +155,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "from now on, from today, starting today, after all, as needed, whatever you need, "
         "granted, you can now, can now, you may, you can, is gone, are gone, no longer applies, "
         "from here on, edit away, fire away, have at it, go for it, knock yourself out, "
-        "green light, greenlit, green-lit, unblocked, unfrozen, cleared to",
+        "green light, greenlit, green-lit, unblocked, unfrozen, cleared to, drop the cap, "
+        "drop the limit, lift the cap, lift the limit, remove the cap, remove the limit, "
+        "scrap the cap, scrap the limit, no cap, no limit",
         "changed": "now, again, instead, actually, correction, update, updated, changed, "
         "change, switch, bump, bumped, upgraded, moved, slipped, renamed, rotated, new, "
         "revised, cancel, cancelled, canceled, not needed, never mind, nevermind, scratch, "
@@ -257,7 +259,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
         "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
         "é sua, é seu, sem medo, pode mexer, sinal verde, luz verde, manda ver, "
-        "sinta-se livre",
+        "sinta-se livre, tira o limite, sem limite, acabou o limite, derruba o limite",
         "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
@@ -349,7 +351,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "a partir de ahora, desde hoy, ahora sí, sin problema, nomás, adelante, "
         "dieron el ok, visto bueno, puede, ya están permitidas, ya están permitidos, "
         "están permitidas, están permitidos, vuelven a estar libres, vuelve a estar libre, "
-        "a cualquier hora, sin miedo, luz verde, vía libre, tienes permiso, tenés permiso",
+        "a cualquier hora, sin miedo, luz verde, vía libre, tienes permiso, tenés permiso, "
+        "quita el límite, sin límite, se acabó el límite",
         "changed": "ahora, de nuevo, otra vez, ya no, en vez, en lugar, en realidad, "
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "

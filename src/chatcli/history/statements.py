@@ -169,12 +169,13 @@ def resolve(
 
 
 def _updates_anchor(later: _Statement, earlier: _Statement) -> bool:
-    """`later` may be on the point of `earlier`, an anchor, on a shared content word (a lift
-    or a change that shares none is tied to every earlier rule, too loosely to rank first;
-    one without a cue is tied only on half the anchor's words, or a value of what its value
-    measures: "... tengan hasta doce preguntas." after a pinned "Máximo diez preguntas por
-    prueba ...")."""
-    return bool(earlier.anchor) and bool(later.ties & earlier.ties)
+    """`later` may be on the point of `earlier`, an anchor, on a shared content word or a
+    value of what its value measures ("aberta das 5h às 22h" after a pinned "Recebimento de
+    grão só das 6h às 18h"; a lift or a change that shares neither is tied to every earlier
+    rule, too loosely to rank first; one without a cue is tied only on half the anchor's
+    words, or a value of what its value measures: "... tengan hasta doce preguntas." after a
+    pinned "Máximo diez preguntas por prueba ...")."""
+    return bool(earlier.anchor) and bool(later.ties & earlier.ties or later.units & earlier.units)
 
 
 def _with_updates(
@@ -281,8 +282,10 @@ def _related(
     """The earlier items `statement` may be on the point of (when unsure, both are carried,
     in order, the earlier only with the later), among `items` (the earlier items so far);
     none for a question. A statement that lifts a rule ("feel free", "forget what I said")
-    may be on the point of the items it shares a content word with, else of every earlier
-    rule and constraint that says no change itself; one with a word of change ("now",
+    may be on the point of the items it shares a content word with, and unless it shares two
+    with one, of every earlier rule and constraint that says no change itself ("A partir de
+    ahora respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
+    "respuestas" is in); one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
     words, or one that few items have), and for an instruction that shares none, of every
     earlier rule and constraint that says no change itself ("Switch to American spelling,
@@ -290,11 +293,11 @@ def _related(
     limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
     goes up to forty-seven characters" may change "no more than forty-two characters"). One
-    that says something changed may also be on the point of every earlier rule and limit
-    whose value measures what one of its own does, on no shared word ("agora o teto de
-    desperdício é três por cento" after "A perda ... não pode passar de cinco por cento"); a
-    change read as nothing that plainly directs (`directs`: "Switch to American spelling")
-    is an instruction here."""
+    that says something changed, and a limit or a fact, may also be on the point of every
+    earlier rule and limit whose value measures what one of its own does, on no shared
+    word ("agora o teto de desperdício é três por cento" after "A perda ... não pode passar
+    de cinco por cento"); a change read as nothing that plainly directs (`directs`: "Switch
+    to American spelling") is an instruction here."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -305,8 +308,10 @@ def _related(
             shared[j] = shared.get(j, 0) + 1
             if len(having) <= _RARE_WORD:
                 rare.add(j)
-    if statement.cue == _LIFT:
-        found = set(shared) or _standing(statements, items, FIRST_TIER)
+    if statement.cue == _LIFT:  # on one shared word at most, unsure: any standing rule too
+        found = set(shared)
+        if all(n < 2 for n in shared.values()):
+            found |= _standing(statements, items, FIRST_TIER)
     elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
         # An instruction said to change on no earlier item's word (a fact is news instead:
         # "Our new office is in Porto.").
@@ -322,7 +327,8 @@ def _related(
             if (n >= 2 or j in rare)
             and (2 * n >= len(statements[j].ties) or statement.units & statements[j].units)
         }
-    if statement.cue and statement.units:  # a new value of what an earlier limit measures
+    if statement.units and (statement.cue or _kind(statement) in ("fact", "constraint")):
+        # A new value of what an earlier rule's or limit's value measures.
         standing = _standing(statements, items, FIRST_TIER)
         found |= {j for j in standing if statement.units & statements[j].units}
     return sorted(found)
