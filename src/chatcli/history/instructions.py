@@ -108,7 +108,8 @@ _NO_END = frozenset(
 #   likes: a preference; goals: an end state;
 #   reported, narrative, opinion, status, thanks, requests, notes: what is not an instruction
 #   (opinion_opening: an opinion only as a sentence's opening, "To me, ..." not "back to me");
-#   standing: a rule's scope ("every", "cada"); conditional, questions, first_person, you:
+#   standing: a rule's scope ("every", "cada"); norms: a rule's warrant ("that's the
+#   policy", "é a regra", "sin excepciones"); conditional, questions, first_person, you:
 #   who speaks and how; tags: a question tag at the end ("okay?", "¿me entendés?");
 #   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.").
 _LEXICONS: dict[str, dict[str, str]] = {
@@ -165,7 +166,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "make it, gone, topped up, went up, raised, lowered, goes up, go up, goes down, "
         "go down, went down, drops to, dropped to, drop to, cut to, reduced, increased, "
         "decreased, extended, shortened, tightened, relaxed, loosened, as of, from next, "
-        "starting next, effective",
+        "starting next, effective, pushed back, postponed, brought forward, pushed",
         "limits": "at most, at least, no more than, no less than, not more than, "
         "not less than, no fewer than, up to, maximum, max, minimum, min, limit, limited, "
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
@@ -200,6 +201,11 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
         "was, were, had, did, got, went, told, happened, sooner or later",
+        "norms": "that's how it works, that is how it works, that's the rule, that is the "
+        "rule, company rule, house rule, that's the policy, that is the policy, has a policy, "
+        "our policy, company policy, that's the law, it's the law, state cap, no exceptions, "
+        "no negotiating, non-negotiable, no discussion, full stop, end of story, "
+        "that's the limit, hard limit, hard cap, hard date, hard deadline",
         "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
@@ -259,15 +265,18 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
         "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
         "é sua, é seu, sem medo, pode mexer, sinal verde, luz verde, manda ver, "
-        "sinta-se livre, tira o limite, sem limite, acabou o limite, derruba o limite",
-        "changed": "agora, de novo, novamente, mais, em vez, ao invés, na verdade, correção, "
+        "sinta-se livre, tira o limite, sem limite, acabou o limite, derruba o limite, "
+        "libera, liberar, liberei, libero, dá pra, dá para",
+        "changed": "agora, de novo, novamente, em vez, ao invés, na verdade, correção, "
         "atualização, mudou, mudança, trocamos, migramos, aumentaram, adiada, adiado, "
         "renomeado, esqueça, ignore, desconsidere, liberado, liberada, pode, podem, voltou, "
         "a partir de agora, cancelado, cancelada, não precisa, livre, tá livre, está livre, "
         "subiu, subiram, baixou, caiu, passou para, passou pro, novo, nova, mudamos, "
         "antecipado, antecipada, apertou, apertaram, reduziu, reduzimos, reduziram, "
         "aumentou, aumentamos, diminuiu, diminuimos, baixamos, baixaram, subimos, "
-        "cai para, sobe para, desce para, passa a, passa para, a partir de",
+        "cai para, sobe para, desce para, passa a, passa para, a partir de, adiou, adiaram, "
+        "adiamos, atrasou, antecipou, antecipamos, libera, liberei, prolongamos, prorrogamos, "
+        "prorrogou, estendemos, estendeu",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, passar de, passe de, limite, teto, máximo, mínimo, orçamento, dentro de, "
@@ -297,6 +306,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
         "reprovei, derrubou, caiu, mais cedo ou mais tarde, cedo ou tarde",
+        "norms": "é a regra, é regra, é norma, é a norma, é lei, é a lei, sem exceção, "
+        "sem exceções, política da empresa, política do escritório, não se negocia, "
+        "sem negociação, ponto final, regra da casa, assim que funciona",
         "opinion": "acho, acho que, sinceramente, na minha opinião, "
         "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
         "ridículo, porcaria, horrível, eu sei, superestimado",
@@ -360,7 +372,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a, nuevo, "
         "nueva, movimos, adelantaron, adelantado, adelantada, bajamos, bajaron, baja a, "
         "sube a, subieron, redujimos, redujeron, reducimos, aumentamos, aumentaron, "
-        "ampliamos, ampliaron, apretaron, pasa a, pasamos a, a partir de, a partir del",
+        "ampliamos, ampliaron, apretaron, pasa a, pasamos a, a partir de, a partir del, "
+        "adelantó, atrasó, retrasó, pospuso, pospusimos, aplazó, aplazamos, postergó, "
+        "postergamos, prorrogamos, prorrogó, extendimos, extendió",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "
@@ -391,6 +405,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
         "reprobé, tarde o temprano, a la larga",
+        "norms": "es la regla, es regla, es norma, es la norma, es ley, es la ley, "
+        "sin excepción, sin excepciones, política de la empresa, no se negocia, "
+        "sin negociar, punto final, punto y aparte, regla de la casa, así funciona",
         "opinion": "la verdad, honestamente, encuentro que, creo que, me parece, "
         "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
         "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
@@ -528,7 +545,7 @@ _CUES = {
     for group in sorted(
         _set(
             "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
-            "standing you"
+            "standing norms you"
         )
     )
 }
@@ -1279,7 +1296,18 @@ def lifts(sentence: str) -> bool:
 # lift of one, and no word of change.
 _NEGATED_PERMISSION = re.compile(
     r" (?:nao|ninguem|nunca|jamais|no|nadie|tampoco) (?:se )?(?:pode|podem|podes|puede|puedes"
-    r"|pueden)(?= )| (?:may|can|could|might) not(?= )"
+    r"|pueden|da pra|da para)(?= )| (?:may|can|could|might) not(?= )"
+)
+
+
+# Dropping a restriction named in a few words ("drop that pickup-list restriction", "tira
+# essa regra do horário", "quita el tope de gastos"): a lift.
+_DROPPED = re.compile(
+    r" (?:drop|lift|remove|scrap|ditch|waive|tira|tirar|retira|derruba|suspende|quita|quitá"
+    r"|elimina|levanta|suspendé) (?:the|that|this|those|these|our|my|a|o|as|os|essa|esse|esta"
+    r"|este|la|el|las|los|esa|ese)(?: \S+){0,3}? (?:restriction|restrictions|rule|rules|cap"
+    r"|caps|limit|limits|ban|requirement|regra|regras|restricao|restricoes|limite|limites|teto"
+    r"|proibicao|regla|reglas|restriccion|restricciones|tope|prohibicion)(?= )"
 )
 
 
@@ -1289,7 +1317,7 @@ def cue_of(sentence: str) -> str:
     "" (a permission denied, "não pode", "you may not", is neither)."""
     padded = _NEGATED_PERMISSION.sub(" ", _padded(sentence))
     words = frozenset(padded.split())
-    if _LIFTS.within(padded, words):
+    if _LIFTS.within(padded, words) or _DROPPED.search(padded):
         return "lift"
     if _moves_on(sentence):  # "Ok, next one." says nothing changed
         return ""
