@@ -40,6 +40,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   it), is carried first.
 
 Everything here is a pure function of the messages: the same messages give the same result.
+One module because replacing, updating and waking are one pass over the same statements
+(`_with_updates`), each reading what the others decided so far.
 """
 
 from __future__ import annotations
@@ -293,11 +295,10 @@ def _related(
     limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
     goes up to forty-seven characters" may change "no more than forty-two characters"). One
-    that says something changed, and a limit or a fact, may also be on the point of every
-    earlier rule and limit whose value measures what one of its own does, on no shared
-    word ("agora o teto de desperdício é três por cento" after "A perda ... não pode passar
-    de cinco por cento"); a change read as nothing that plainly directs (`directs`: "Switch
-    to American spelling") is an instruction here."""
+    that says a change, a limit or a fact may update every earlier rule and limit whose value
+    measures the same, on no shared word ("o teto de desperdício é três por cento" after
+    "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
+    (`directs`) is an instruction here."""
     if _asks(statement):
         return []
     shared: dict[int, int] = {}
@@ -313,8 +314,7 @@ def _related(
         if all(n < 2 for n in shared.values()):
             found |= _standing(statements, items, FIRST_TIER)
     elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
-        # An instruction said to change on no earlier item's word (a fact is news instead:
-        # "Our new office is in Porto.").
+        # An instruction said to change on no earlier item's word (a fact is news instead).
         found = _standing(statements, items, FIRST_TIER)
     elif statement.cue == _CHANGE:
         found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
@@ -335,8 +335,7 @@ def _related(
 
 
 def _instructs(statement: _Statement, kindless: bool) -> bool:
-    """An instruction: read as one (a fact aside), or plainly one (`directs`) while the
-    recogniser reads it as nothing."""
+    """Read as an instruction (a fact aside), or read as nothing but plainly directing."""
     return _kind(statement) not in ("", "fact") or (kindless and statement.directs)
 
 
@@ -442,7 +441,7 @@ class Reading:
         self._sentences: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, str | None] = {}
         self._sure: dict[str, float] = {}
-        self._said: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], int, bool]] = {}
+        self._said: dict[str, _Statement] = {}
 
     def sentences(self, text: str) -> tuple[str, ...]:
         """The sentences the user typed in a message's `text` (`typed_parts`)."""
@@ -471,20 +470,17 @@ class Reading:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
             words = content_words(text)
-            told = cue == _CHANGE and directs(text)
-            self._said[text] = (words, _ties(words), _units(text), cue, told)
-        words, ties, units, cue, told = self._said[text]
-        return _Statement(
-            at=at,
-            item=item,
-            text=text,
-            words=words,
-            ties=ties,
-            units=units,
-            cue=cue,
-            directs=told,
-            anchor=anchor,
-        )
+            self._said[text] = _Statement(
+                at=0,
+                item=None,
+                text=text,
+                words=words,
+                ties=_ties(words),
+                units=_units(text),
+                cue=cue,
+                directs=cue == _CHANGE and directs(text),
+            )
+        return replace(self._said[text], at=at, item=item, anchor=anchor)
 
 
 # The letters of a content word that tie it to another's (`_ties`).
