@@ -42,16 +42,18 @@ def _known(word: str) -> bool:
     )
 
 
-def english_share(text: str) -> tuple[float, int]:
-    """The share of `text`'s words in the list, and how many words there were (markup such as
+def english_share(text: str, given: frozenset[str] = frozenset()) -> tuple[float, int]:
+    """The share of `text`'s words in the list (or in `given`: names the prompt itself gave,
+    such as "france", which web2 lacks), and how many words there were (markup such as
     `<tool_response>` left out: it is not the model's prose)."""
     prose = re.sub(r"<[^<>\n]*>", " ", text)
     words = [w.lower() for w in re.findall(r"[A-Za-z]+", prose) if len(w) >= MIN_LETTERS]
-    return (sum(map(_known, words)) / len(words) if words else 0.0), len(words)
+    known = sum(word in given or _known(word) for word in words)
+    return (known / len(words) if words else 0.0), len(words)
 
 
-def is_english(text: str) -> bool:
-    share, count = english_share(text)
+def is_english(text: str, given: frozenset[str] = frozenset()) -> bool:
+    share, count = english_share(text, given)
     return count >= MIN_WORDS and share >= THRESHOLD
 
 
