@@ -97,6 +97,8 @@ REVERSALS = (
 )
 # A list mark before a sentence: not the user's words, and not quoted when carried.
 _LIST_MARK = re.compile(r"^(?:[-*•>]|\d+\.)\s+")
+# Where this benchmark splits a message into sentences (its own rule, not chatcli's).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 REPLIES = {
     "en": ("OK.", "Got it.", "Sure.", "Done.", "Makes sense.", "On it."),
     "pt": ("Ok.", "Entendi.", "Certo.", "Feito.", "Beleza.", "Já vou."),
@@ -110,6 +112,7 @@ class Item:
     text: str
     key: str  # what must be in the view for the item to survive
     stale: str = ""  # a superseded value: in the view only before its update's key
+    also: tuple[str, ...] = ()  # more that must be there: an update's other statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +296,8 @@ def _sentence_sets(
                     Item(
                         kind="rule",
                         text=pair["first"],
-                        key=_key(pair["later"]),
+                        key=_statements(pair["later"])[0],
+                        also=_statements(pair["later"])[1:],
                         stale=_key(pair["first"]),
                     )
                 )
@@ -318,6 +322,14 @@ def _key(text: str) -> str:
     """A whole sentence as its own key: its text without a list mark ("- ", "* ", "1. ": a
     carried sentence is quoted without it) and without the final punctuation."""
     return _LIST_MARK.sub("", text.strip()).rstrip(".!?")
+
+
+def _statements(text: str) -> tuple[str, ...]:
+    """The keys of a message's statements: its sentences that are not questions (a pair's
+    later message may go on with an ask of the moment or a second point, and each statement
+    may be carried on its own line)."""
+    said = [s for s in _SENTENCE_END.split(text.strip()) if not s.endswith("?")]
+    return tuple(_key(s) for s in said) or (_key(text),)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -596,14 +608,20 @@ def run_sessions(
 def _survival(text: str, items: Sequence[Item], kinds: Sequence[str]) -> dict[str, list[bool]]:
     found: dict[str, list[bool]] = {k: [] for k in kinds}
     for item in items:
-        found[item.kind].append(item.key in text)
+        found[item.kind].append(_last_at(text, item) >= 0)
     return found
+
+
+def _last_at(text: str, item: Item) -> int:
+    """Where the item's key, and each of its other statements, last is in the view: the
+    earliest of those places (-1: one is not there)."""
+    return min(text.rfind(key) for key in (item.key, *item.also))
 
 
 def _stale(text: str, item: Item) -> bool:
     """The superseded value is in the view without its update after it."""
     old = text.rfind(item.stale)
-    return old >= 0 and text.rfind(item.key) < old + len(item.stale)
+    return old >= 0 and _last_at(text, item) < old + len(item.stale)
 
 
 def _share(found: list[bool]) -> float:

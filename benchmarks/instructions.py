@@ -200,6 +200,21 @@ def position(view: str, statement: str) -> int:
     return view.find(normalised(statement).rstrip(".!?"))
 
 
+# Where this benchmark splits a later message into sentences (its own rule, not chatcli's).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def statement_position(view: str, message: str) -> int:
+    """Where a later message's statements are in the view: where its first one is, if every
+    sentence of it that is not a question is there (-1: not). A pair may add a question
+    or a second point to the later message ("... so politics is back on the table for us.
+    Can you also book the studio for Thursday?"): the question is an ask of the moment, and
+    each statement may be carried on its own line."""
+    said = [s for s in _SENTENCE_END.split(normalised(message)) if not s.endswith("?")]
+    found = [position(view, s) for s in said or [message]]
+    return -1 if min(found) < 0 else min(found)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """A reversal pair after carry_instructions: where each statement is in the view (-1: not)."""
@@ -220,7 +235,9 @@ def reversal_outcome(pair: dict[str, Any]) -> Outcome:
     result = carry_instructions(before, after)
     view = normalised("\n".join(m.text for m in result.messages))
     return Outcome(
-        pair=pair, first_at=position(view, pair["first"]), later_at=position(view, pair["later"])
+        pair=pair,
+        first_at=position(view, pair["first"]),
+        later_at=statement_position(view, pair["later"]),
     )
 
 

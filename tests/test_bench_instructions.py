@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from benchmarks.instructions import Outcome, Scored, main, precision_recall, scored_kind
+from benchmarks.instructions import (
+    Outcome,
+    Scored,
+    main,
+    precision_recall,
+    scored_kind,
+    statement_position,
+)
 
 
 def test_none_is_none_and_any_carried_kind_is_right_on_a_goal() -> None:
@@ -41,6 +48,21 @@ def test_a_reversal_passes_when_the_update_is_read_last(
 ) -> None:
     pair = {"same_point": same_point}
     assert Outcome(pair=pair, first_at=first_at, later_at=later_at).passed is passed
+
+
+@pytest.mark.parametrize(
+    ("view", "found"),
+    [
+        ("Keep it.\n#6: We're on unit 5 now.\n#6: Homework cap is 40 minutes.", 13),
+        ("Keep it.\n#6: We're on unit 5 now.", -1),
+        ("Keep it.\n#6: Homework cap is 40 minutes.", -1),
+    ],
+)
+def test_a_later_message_is_in_view_when_each_statement_is(view: str, found: int) -> None:
+    """Each statement of a later message may be carried on its own line; its question, an
+    ask of the moment, need not be."""
+    later = "We're on unit 5 now.  Homework cap is 40 minutes. Can you book the room?"
+    assert statement_position(view, later) == found
 
 
 def test_the_benchmark_runs_on_the_tuning_set(capsys: pytest.CaptureFixture[str]) -> None:
