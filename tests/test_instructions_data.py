@@ -32,6 +32,7 @@ SIDES = [
     "heldout5",
     "heldout6",
     "heldout7",
+    "heldout8",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -44,6 +45,7 @@ PAIR_LEAST = {
     "heldout5": (24, 12),
     "heldout6": (40, 20),
     "heldout7": (42, 21),
+    "heldout8": (42, 21),
 }
 # The sentence files of each side of the separation checks.
 SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl")} | {
@@ -174,6 +176,10 @@ LATER_SIZES = {
     "heldout7": Sizes(
         instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
     ),
+    # The eighth set: about half English, over a fifth each Portuguese and Spanish.
+    "heldout8": Sizes(
+        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
+    ),
 }
 
 
@@ -263,6 +269,21 @@ MIXES = {
             "preference": 38,
             "goal": 20,
             "none": 180,
+        },
+        hard_nones=150,
+        voices=22,
+        mined=40,
+        mined_sources=6,
+    ),
+    "heldout8": Mix(
+        rows=580,
+        kinds={
+            "rule": 165,
+            "constraint": 100,
+            "fact": 50,
+            "preference": 40,
+            "goal": 20,
+            "none": 185,
         },
         hard_nones=150,
         voices=22,
