@@ -1,8 +1,8 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the three tuning sets,
-and the first six held-out sets, retired to the tuning side after their last
-measurements; never `heldout7.jsonl`, the held-out set now: how the sets were made is in that
+and the first seven held-out sets, retired to the tuning side after their last
+measurements; never `heldout8.jsonl`, the held-out set now: how the sets were made is in that
 directory's README.md), reads each one with `chatcli.history.instructions.features`, fits a
 multinomial logistic regression (classes: rule, constraint, fact, preference, goal, lift,
 none; L2-regularised, full-batch gradient descent from zero with numpy, the dev extra: the
@@ -57,6 +57,7 @@ TUNING_FILES = (
     "heldout4.jsonl",
     "heldout5.jsonl",
     "heldout6.jsonl",
+    "heldout7.jsonl",
 )
 
 Row = dict[str, Any]
