@@ -48,8 +48,13 @@ PAIR_LEAST = {
     "heldout8": (42, 21),
 }
 # The sentence files of each side of the separation checks.
-SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl")} | {
+SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl", "tuning4.jsonl")} | {
     side: (f"{side}.jsonl",) for side in HELDOUT_SIDES
+}
+# The reversal pair files of each side, and the least pairs of a later tuning one.
+LATER_TUNING_PAIRS = {"reversals-tuning4.jsonl": (60, 30)}
+PAIR_FILES = {"tuning": ("reversals-tuning.jsonl", *LATER_TUNING_PAIRS)} | {
+    side: (f"reversals-{side}.jsonl",) for side in HELDOUT_SIDES
 }
 
 ISSUE_REVERSALS = [
@@ -107,7 +112,7 @@ def side_texts(side: str) -> list[str]:
     texts = []
     for row in (row for name in SENTENCE_FILES[side] for row in rows(name)):
         texts += [row["text"], row.get("lifts", "")]
-    for pair in rows(f"reversals-{side}.jsonl"):
+    for pair in (pair for name in PAIR_FILES[side] for pair in rows(name)):
         texts += [pair["first"], pair["later"]]
     texts += [row["text"] for row in rows("pasted-lines.jsonl") if row["set"] == side]
     if side == "heldout":
@@ -115,7 +120,7 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", ["tuning", "tuning2", "tuning3", *HELDOUT_SIDES])
+@pytest.mark.parametrize("side", ["tuning", "tuning2", "tuning3", "tuning4", *HELDOUT_SIDES])
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -315,7 +320,8 @@ def test_later_heldout_sets_have_their_kinds_voices_and_sources(side: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("name", "least", "voices_least"), [("tuning2", 900, 16), ("tuning3", 1000, 20)]
+    ("name", "least", "voices_least"),
+    [("tuning2", 900, 16), ("tuning3", 1000, 20), ("tuning4", 900, 22)],
 )
 def test_later_tuning_sets_have_their_sizes(name: str, least: int, voices_least: int) -> None:
     """About half English, under half `none`, few lifts, at most a tenth mined, new sources."""
@@ -345,15 +351,20 @@ def sources(data: Iterable[dict[str, Any]]) -> set[str]:
     return {row[key] for row in data for key in ("group", "source")} - {"written"}
 
 
-@pytest.mark.parametrize("side", SIDES)
-def test_reversal_pairs_have_the_schema(side: str) -> None:
-    pairs = rows(f"reversals-{side}.jsonl")
+@pytest.mark.parametrize(
+    ("name", "least"),
+    [(f"reversals-{side}.jsonl", PAIR_LEAST[side]) for side in SIDES]
+    + list(LATER_TUNING_PAIRS.items()),
+)
+def test_reversal_pairs_have_the_schema(name: str, least: tuple[int, int]) -> None:
+    pairs = rows(name)
+    assert len({pair["id"] for pair in pairs}) == len(pairs)
     for pair in pairs:
         assert pair.keys() == {"id", "lang", "first", "later", "relation", "same_point"}, pair
         assert pair["lang"] in LANGS and pair["relation"] in {"lift", "change"}, pair
         assert normalised(pair["first"]) != normalised(pair["later"]), pair
     same = Counter(pair["same_point"] for pair in pairs)
-    least_same, least_other = PAIR_LEAST[side]
+    least_same, least_other = least
     assert same[True] >= least_same and same[False] >= least_other
     assert {pair["lang"] for pair in pairs} == LANGS
 
