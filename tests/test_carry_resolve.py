@@ -167,7 +167,9 @@ def naive_related(
             ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
         else:
             half = 2 * len(shared) >= len(e.ties) or bool(statement.units & e.units)
-            ok = bool(shared) and (len(shared) >= 2 or rare) and half
+            # Read as nothing, two words of a rule or a limit.
+            two = kindless and len(shared) >= 2 and resolving._kind(e) in ("rule", "constraint")
+            ok = bool(shared) and (len(shared) >= 2 or rare) and (half or two)
         if ok:
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
@@ -255,7 +257,7 @@ def test_an_old_blocks_item_quoting_a_message_read_again_is_read_once() -> None:
 
 
 # Reversal pairs (tests/data/instructions/reversals-heldout4.jsonl, reversals-heldout5.jsonl,
-# reversals-tuning.jsonl)
+# reversals-heldout7.jsonl, reversals-tuning.jsonl)
 # whose later statement the dense shape carried without its earlier one, or left out while
 # the earlier one was carried: each later statement must go with the earlier one.
 UNTIED = [
@@ -303,6 +305,16 @@ UNTIED = [
         "Marque no máximo quatro escrituras por manhã.",
         "A partir de segunda a notária aceita cinco atos de manhã.",
         id="rh5-pt-deeds",
+    ),
+    pytest.param(  # rh7-en-002: read as nothing, no word of change, two of the rule's words
+        "Don't book any grower deliveries into the north pit, it's closed for repairs.",
+        "north pit's patched up, fill it",
+        id="rh7-en-002",
+    ),
+    pytest.param(  # rh7-en-007: the same, on three of the rule's seven words
+        "No loyalty discounts at the Midleton shop until the till upgrade is done.",
+        "Till's sorted in Midleton, loyalty cards work there like anywhere else.",
+        id="rh7-en-007",
     ),
 ]
 # Another pair's rule and limit of the same file, said between them.

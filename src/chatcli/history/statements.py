@@ -14,7 +14,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words, or a word and a value of what the item's value measures; an
+  the item's words, or two words of a rule or limit, or a word and a value of what the item's
+  value measures; an
   instruction that says something changed on no earlier item's word may change any rule or
   constraint, and a new limit said to change any limit: "The couple topped up the flower
   budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
@@ -193,6 +194,7 @@ def _with_updates(
     best: dict[int, int] = {}  # a shape's (or a text's) highest-ranked kind so far, by rank
     best_text: dict[str, int] = {}
     by_word: dict[str, list[int]] = {}  # content word -> earlier items with it, in order
+    by_unit: dict[str, list[int]] = {}  # unit -> earlier standing rules and limits measuring it
     earlier: list[int] = []  # the items so far
     dormant: dict[str, list[int]] = {}  # content word -> earlier sentences carried for none
     pairs: list[tuple[int, int]] = []
@@ -203,12 +205,11 @@ def _with_updates(
                     dormant.setdefault(word, []).append(index)
             continue
         if statement.anchor:  # still in view: not carried, but what updates it is
-            for word in statement.ties:
-                by_word.setdefault(word, []).append(index)
+            _index(index, statement, by_word, by_unit)
             earlier.append(index)
             continue
         kindless = statement.item is not None and not statement.item.kind
-        related = _related(statement, kindless, resolved, by_word, earlier)
+        related = _related(statement, kindless, resolved, (by_word, by_unit), earlier)
         update_only = False
         if kindless:
             assert statement.item is not None  # for the type checker: kindless says so
@@ -244,10 +245,24 @@ def _with_updates(
         rank, shape = KINDS.index(item.kind), points.shape[index]
         best[shape] = min(best.get(shape, rank), rank)
         best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
-        for word in statement.ties:
-            by_word.setdefault(word, []).append(index)
+        _index(index, resolved[index], by_word, by_unit)
         earlier.append(index)
     return resolved, pairs
+
+
+def _index(
+    index: int,
+    statement: _Statement,
+    by_word: dict[str, list[int]],
+    by_unit: dict[str, list[int]],
+) -> None:
+    """Make an earlier item (or anchor) findable by its content words' ties and, for a
+    standing rule or limit (`_standing`), by what its values measure."""
+    for word in statement.ties:
+        by_word.setdefault(word, []).append(index)
+    if _kind(statement) in FIRST_TIER and not statement.cue:
+        for unit in statement.units:
+            by_unit.setdefault(unit, []).append(index)
 
 
 def _told(statement: _Statement, dormant: dict[str, list[int]]) -> dict[int, int]:
@@ -278,7 +293,7 @@ def _related(
     statement: _Statement,
     kindless: bool,
     statements: list[_Statement],
-    by_word: dict[str, list[int]],
+    found_by: tuple[dict[str, list[int]], dict[str, list[int]]],
     items: list[int],
 ) -> list[int]:
     """The earlier items `statement` may be on the point of (when unsure, both are carried,
@@ -294,13 +309,18 @@ def _related(
     the client is in Texas." after "Write everything in British English."), and for a new
     limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
-    goes up to forty-seven characters" may change "no more than forty-two characters"). One
+    goes up to forty-seven characters" may change "no more than forty-two characters"; a
+    sentence read as nothing, of every earlier rule and limit it shares two words with:
+    "north pit's patched up, fill it" after "Don't book any grower deliveries into the north
+    pit, it's closed for repairs."). One
     that says a change, a limit or a fact may update every earlier rule and limit whose value
     measures the same, on no shared word ("o teto de desperdício é três por cento" after
     "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
-    (`directs`) is an instruction here."""
+    (`directs`) is an instruction here. `found_by`: the earlier items by content word tie,
+    and the standing rules and limits by unit."""
     if _asks(statement):
         return []
+    by_word, by_unit = found_by
     shared: dict[int, int] = {}
     rare: set[int] = set()
     for word in statement.ties:
@@ -325,12 +345,15 @@ def _related(
             j
             for j, n in shared.items()
             if (n >= 2 or j in rare)
-            and (2 * n >= len(statements[j].ties) or statement.units & statements[j].units)
+            and (
+                2 * n >= len(statements[j].ties)
+                or statement.units & statements[j].units
+                or (kindless and n >= 2 and _kind(statements[j]) in FIRST_TIER)
+            )
         }
     if statement.units and (statement.cue or _kind(statement) in ("fact", "constraint")):
         # A new value of what an earlier rule's or limit's value measures.
-        standing = _standing(statements, items, FIRST_TIER)
-        found |= {j for j in standing if statement.units & statements[j].units}
+        found |= {j for unit in statement.units for j in by_unit.get(unit, ())}
     return sorted(found)
 
 
