@@ -1,6 +1,6 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
-Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the three tuning sets,
+Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the four tuning sets,
 and the first seven held-out sets, retired to the tuning side after their last
 measurements; never `heldout8.jsonl`, the held-out set now: how the sets were made is in that
 directory's README.md), reads each one with `chatcli.history.instructions.features`, fits a
@@ -51,6 +51,7 @@ TUNING_FILES = (
     "tuning.jsonl",
     "tuning2.jsonl",
     "tuning3.jsonl",
+    "tuning4.jsonl",
     "heldout.jsonl",
     "heldout2.jsonl",
     "heldout3.jsonl",

@@ -275,7 +275,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "antecipado, antecipada, apertou, apertaram, reduziu, reduzimos, reduziram, "
         "aumentou, aumentamos, diminuiu, diminuimos, baixamos, baixaram, subimos, "
         "cai para, sobe para, desce para, passa a, passa para, a partir de, adiou, adiaram, "
-        "adiamos, atrasou, antecipou, antecipamos, libera, liberei, prolongamos, prorrogamos, "
+        "adiamos, atrasou, antecipou, antecipamos, prolongamos, prorrogamos, passam a, "
         "prorrogou, estendemos, estendeu",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
@@ -374,7 +374,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "sube a, subieron, redujimos, redujeron, reducimos, aumentamos, aumentaron, "
         "ampliamos, ampliaron, apretaron, pasa a, pasamos a, a partir de, a partir del, "
         "adelantó, atrasó, retrasó, pospuso, pospusimos, aplazó, aplazamos, postergó, "
-        "postergamos, prorrogamos, prorrogó, extendimos, extendió",
+        "postergamos, prorrogamos, prorrogó, extendimos, extendió, pasan a, pasaron a, "
+        "desde el lunes, desde el martes, desde el miércoles, desde el jueves, "
+        "desde el viernes, desde mañana, desde la semana que viene",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "
