@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from benchmarks import fidelity
 
 from chatcli import Client
 from chatcli.compaction import compact
@@ -177,3 +178,25 @@ def test_a_tight_block_keeps_another_rules_lift_before_a_rule_whose_lift_it_keep
         "Pode fazer push na main agora.",
         "Forget what I said about Friday deploys; we can deploy any day now.",
     ]
+
+
+def test_a_pinned_rule_is_not_traded_for_a_preference_when_the_passes_do_not_settle() -> None:
+    """benchmarks/fidelity.py's pasted shape, session 4 at 10% (449 tokens), five rounds: the
+    level kept the pinned first request beside a block of one preference, and cut it beside
+    the larger block quoting it; the last pass's block, carried again in the room fitted
+    around the smaller one, dropped the rule and kept "Format a number, given the following
+    data:"."""
+    counter = fidelity.tiktoken_counter("o200k_base")
+    strategy = fidelity.level(2, counter, None)
+    session = fidelity.pasted_session(4, counter)
+    assert session.filler is not None
+    budget = counter.count(session.messages) * 10 // 100
+    view = transcript = session.messages
+    for round_ in range(fidelity.ROUNDS):
+        if round_:
+            more = session.filler(400 + round_, budget // 2)
+            view, transcript = [*view, *more], [*transcript, *more]
+        view = strategy(view, budget, transcript)
+        text = "\n".join(m.text for m in view)
+        assert "BANANA" in text and "ZX-4471" in text, round_
+        assert counter.count(view) <= budget

@@ -207,17 +207,17 @@ def carrying(
     the block changes, the transform runs again with the block in its input, so that the
     block's room comes out of what the transform keeps (a level keeps the block like the
     system messages and fits the rest around them); at most `_CARRY_PASSES` runs, the block
-    of the last one carried from what that run removed, within the room that run left it
-    (`_room_left`): the block comes out of the transform's target, never on top of it. The
-    passes share one `reading`."""
+    of the last one whose block fits the room that run left it (`_fitted`), else of the last
+    one, carried again within that room (`_room_left`): the block comes out of the
+    transform's target, never on top of it. The passes share one `reading`."""
     messages = tuple(messages)
     number = numbering if numbering is not None else Numbering(messages)
     read = reading if reading is not None else Reading()
     left_out = carried_items(messages)[1]
-    seeded = messages
     result = transform(messages)
-    carried = _carry(messages, result.messages, left_out, budget, number, read)
+    passes = [(messages, result, _carry(messages, result.messages, left_out, budget, number, read))]
     for _ in range(_CARRY_PASSES - 1):  # bounded: a handful of passes
+        seeded, _, carried = passes[-1]
         block = _block_in(carried.messages)
         if block is None or block in seeded:
             break
@@ -228,7 +228,8 @@ def carrying(
         again = _carry(seeded, result.messages, left_out, budget, number, read)
         if again.messages == carried.messages:
             break
-        carried = again
+        passes.append((seeded, result, again))
+    seeded, result, carried = _fitted(passes, budget)
     room = _room_left(seeded, result.messages, budget)
     block = _block_in(carried.messages)
     if room is not None and block is not None and room.count((block,)) > room.tokens:
@@ -237,6 +238,29 @@ def carrying(
     return TransformResult(
         messages=carried.messages, report=replace(report, name=result.report.name)
     )
+
+
+def _fitted(
+    passes: list[tuple[tuple[Message, ...], TransformResult, TransformResult]],
+    budget: CarryBudget | None,
+) -> tuple[tuple[Message, ...], TransformResult, TransformResult]:
+    """The last pass (its input, the transform's result, the view with its block) whose
+    block fits the room that run left it, else the last pass (its block is then carried
+    again within that room). Passes may not settle: a pinned first request the transform
+    keeps beside a small block, and cuts beside the larger block that quotes it; carrying
+    the small block's items in the room the larger one was cut for would drop the rule and
+    keep a preference."""
+    for at, (seeded, result, carried) in reversed(list(enumerate(passes))):
+        room = _room_left(seeded, result.messages, budget)
+        block = _block_in(carried.messages)
+        # Without a limit, an earlier pass's room is known only when it was fitted around
+        # a block.
+        known = at == len(passes) - 1 or (budget is not None and budget.limit is not None)
+        if not known and _block_in(seeded) is None:
+            continue
+        if room is None or block is None or room.count((block,)) <= room.tokens:
+            return seeded, result, carried
+    return passes[-1]
 
 
 def _room_left(
