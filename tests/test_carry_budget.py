@@ -180,23 +180,37 @@ def test_a_tight_block_keeps_another_rules_lift_before_a_rule_whose_lift_it_keep
     ]
 
 
-def test_a_pinned_rule_is_not_traded_for_a_preference_when_the_passes_do_not_settle() -> None:
-    """benchmarks/fidelity.py's pasted shape, session 4 at 10% (449 tokens), five rounds: the
-    level kept the pinned first request beside a block of one preference, and cut it beside
-    the larger block quoting it; the last pass's block, carried again in the room fitted
-    around the smaller one, dropped the rule and kept "Format a number, given the following
-    data:"."""
+@pytest.mark.parametrize(
+    ("strategy", "seed", "pct"),
+    [
+        pytest.param("level 2", 4, 10, id="level-2"),
+        pytest.param("compaction", 1, 20, id="compaction"),
+    ],
+)
+def test_a_rule_is_not_traded_for_a_preference_when_the_passes_do_not_settle(
+    strategy: str, seed: int, pct: int
+) -> None:
+    """benchmarks/fidelity.py's pasted shape, five rounds. Level 2 at 10% (449 tokens) kept
+    the pinned first request beside a block of one preference and cut it beside the larger
+    block quoting it; the last pass's block, carried again in the room fitted around the
+    smaller one, dropped the rule and kept "Format a number, given the following data:".
+    A compaction's fallback at 20% settled on its second pass, fitted around its own block:
+    that room, not the first pass's, is the block's."""
     counter = fidelity.tiktoken_counter("o200k_base")
-    strategy = fidelity.level(2, counter, None)
-    session = fidelity.pasted_session(4, counter)
+    run = (
+        fidelity.level(2, counter, None)
+        if strategy == "level 2"
+        else fidelity.compaction(fidelity.headings_only, counter, None)
+    )
+    session = fidelity.pasted_session(seed, counter)
     assert session.filler is not None
-    budget = counter.count(session.messages) * 10 // 100
+    budget = counter.count(session.messages) * pct // 100
     view = transcript = session.messages
     for round_ in range(fidelity.ROUNDS):
         if round_:
-            more = session.filler(400 + round_, budget // 2)
+            more = session.filler(seed * 100 + round_, budget // 2)
             view, transcript = [*view, *more], [*transcript, *more]
-        view = strategy(view, budget, transcript)
+        view = run(view, budget, transcript)
         text = "\n".join(m.text for m in view)
         assert "BANANA" in text and "ZX-4471" in text, round_
         assert counter.count(view) <= budget

@@ -226,9 +226,9 @@ def carrying(
         seeded = _with_block(messages, block, number)
         result = transform(seeded)
         again = _carry(seeded, result.messages, left_out, budget, number, read)
-        if again.messages == carried.messages:
-            break
         passes.append((seeded, result, again))
+        if again.messages == carried.messages:  # settled: fitted around its own block
+            break
     seeded, result, carried = _fitted(passes, budget)
     room = _room_left(seeded, result.messages, budget)
     block = _block_in(carried.messages)
