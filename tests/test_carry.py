@@ -30,6 +30,7 @@ from chatcli.history.carry import (
 )
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
+from chatcli.history.typed import typed_parts
 from chatcli.messages import Message, Role, ToolCall
 from chatcli.tokens.estimate import TokenEstimator
 from tests.compaction_fakes import SECTIONS_TEMPLATE, ScriptedSummarizer, agent_session
@@ -198,6 +199,23 @@ def test_sentences_typed_on_the_line_a_wrapped_paste_begins_on_are_the_users() -
     # Pasted alone, the wrapped docstring's first line is its own: nothing is carried.
     alone = chat(doc.replace("(", "", 1), "Write the release notes.")
     assert carried_items(carry_instructions(alone, last_turn(alone)).messages) == ((), 0)
+
+
+def test_what_follows_an_introducing_line_in_its_own_block_is_the_paste() -> None:
+    """ "Explain this one:" ends its line, the docstring goes on in the same block: the
+    docstring's paragraphs are pasted, so its first-person line ("Note that we don't define
+    __hash__ ...", the benchmarks' pasted shape) is not the user's own."""
+    doc = (
+        "Compute the hash value of a set.\n\n"
+        "Note that we don't define __hash__: not all sets are hashable.\n"
+        "But if you define a hashable set type, its __hash__ should\n"
+        "call this function.\n\n"
+        "This must be compatible __eq__."
+    )
+    assert typed_parts(f"Explain this one:\n{doc}") == ("Explain this one:",)
+    # A list of the user's own rules after its introduction stays theirs.
+    rules = "My rules:\n- Never push to main.\n- Always run the tests first."
+    assert typed_parts(rules) == (rules,)
 
 
 def test_at_most_a_handful_of_items_come_from_one_message() -> None:

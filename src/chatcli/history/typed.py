@@ -17,9 +17,9 @@ blocks, then paragraphs between blank lines) and keeps the ones the user typed:
   lines between its paragraphs), or that has `_PARAGRAPHS` paragraphs or more, most of whose
   lines are not worth carrying at all (a docstring), is pasted whole but for a short ask at
   either end.
-- What a block introduces ("Here is the log:", "Explain the part below.") is pasted: the
-  blocks after it up to the first pasted one, but a list mostly of rules or requests ("My
-  rules:").
+- What a block introduces ("Here is the log:", "Explain the part below.", a line ending in
+  a colon) is pasted: the rest of its block after that line and the blocks after it up to
+  the first pasted one, but a list mostly of rules or requests ("My rules:").
 - Everything between the first and the last pasted block belongs to the paste.
 - Before the first pasted block and after the last, a line is the user's own only when it is
   in the user's voice (`_VOICE`: a question, the first person, a word pointing at the paste
@@ -106,8 +106,9 @@ _INTRO = re.compile(
 # A block that introduces what follows it: a paste.
 _FORWARD = re.compile(
     r"(?<![\w'-])(?:below|the following|as follows|here is|here's|here are|abaixo|a seguir|"
-    r"o seguinte|segue|aqui está|abajo|lo siguiente|a continuación|aquí está)(?![\w'-])|:\s*$",
-    re.IGNORECASE,
+    r"o seguinte|segue|aqui está|abajo|lo siguiente|a continuación|aquí está)(?![\w'-])"
+    r"|:[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
 )
 # A list item: a document's, when it ends one (a typed ask is a sentence).
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
@@ -180,7 +181,8 @@ def _introduced(blocks: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     at = next(i for i, line in enumerate(lines) if _FORWARD.search(line)) + 1
     out = [*blocks[:intro], ("\n".join(lines[:at]), False)]
     if at < len(lines):  # the paste began on the next line
-        out.append(("\n".join(lines[at:]), True))
+        rest_of_block = "\n".join(lines[at:])
+        out.append((rest_of_block, not _own_list(rest_of_block)))
     rest = blocks[intro + 1 :]
     upto = next((i for i, (_, pasted) in enumerate(rest) if pasted), len(rest))
     out += [(b, not _own_list(b)) for b, _ in rest[:upto]]
