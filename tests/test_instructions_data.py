@@ -33,6 +33,7 @@ SIDES = [
     "heldout6",
     "heldout7",
     "heldout8",
+    "heldout9",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -46,6 +47,7 @@ PAIR_LEAST = {
     "heldout6": (40, 20),
     "heldout7": (42, 21),
     "heldout8": (42, 21),
+    "heldout9": (42, 21),
 }
 # The sentence files of each side of the separation checks.
 SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl", "tuning4.jsonl")} | {
@@ -185,6 +187,10 @@ LATER_SIZES = {
     "heldout8": Sizes(
         instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
     ),
+    # The ninth set: about half English, over a fifth each Portuguese and Spanish.
+    "heldout9": Sizes(
+        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
+    ),
 }
 
 
@@ -281,6 +287,21 @@ MIXES = {
         mined_sources=6,
     ),
     "heldout8": Mix(
+        rows=580,
+        kinds={
+            "rule": 165,
+            "constraint": 100,
+            "fact": 50,
+            "preference": 40,
+            "goal": 20,
+            "none": 185,
+        },
+        hard_nones=150,
+        voices=22,
+        mined=40,
+        mined_sources=6,
+    ),
+    "heldout9": Mix(
         rows=580,
         kinds={
             "rule": 165,
