@@ -16,7 +16,7 @@ phrase) is in the view (any message). Shapes:
   not know chatcli's vocabulary; held out: never tuned on), in English, Portuguese and Spanish,
   three item sets each, sessions of two sizes (windows of about 500 to 2,000 tokens).
   `--dense-data tuning` builds the same shape from the tuning sentences instead (what the
-  defaults were chosen on), `--dense-data heldout8` from another sentence set and its
+  defaults were chosen on), `--dense-data heldout9` from another sentence set and its
   reversal pairs (`--dense-seeds N`: N times the item sets). A superseded item counts by
   its update's key; its old value shown without its update after it is counted apart
   ("stale").
@@ -33,7 +33,7 @@ chatcli's compaction with a scripted summary (headings only, or quoting every in
 LangChain's `trim_messages`, keeping the last 30%. Run:
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/fidelity.py [--seeds 3] [--tokens 40000]
-        [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning|heldout8]
+        [--shapes chat,agent,dense,pasted,reversals] [--dense-data heldout|tuning|heldout9]
         [--dense-seeds 1]
 """
 
@@ -670,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dense-data",
         default="heldout",
-        help="heldout (dense-sessions.json) or a sentence set: tuning, heldout7, heldout8, ...",
+        help="heldout (dense-sessions.json) or a sentence set: tuning, heldout8, heldout9, ...",
     )
     parser.add_argument("--dense-seeds", type=int, default=1, help="item sets of a sentence set")
     parser.add_argument("--data", type=Path, default=DATA)

@@ -2,7 +2,7 @@
 
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the four tuning sets,
 and the first seven held-out sets, retired to the tuning side after their last
-measurements; never `heldout8.jsonl`, the held-out set now: how the sets were made is in that
+measurements; never `heldout8.jsonl` nor `heldout9.jsonl`, the held-out sets now: how the sets were made is in that
 directory's README.md), reads each one with `chatcli.history.instructions.features`, fits a
 multinomial logistic regression (classes: rule, constraint, fact, preference, goal, lift,
 none; L2-regularised, full-batch gradient descent from zero with numpy, the dev extra: the
