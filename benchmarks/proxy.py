@@ -425,9 +425,10 @@ async def steady(
 ) -> Run:
     """Sends a request at each time of `schedule` (seconds from now), the i-th of the
     conversation i modulo their number (`bodies`); measures the requests sent in `measured`
-    (from, to), and what `pids` and the machine spent from its start to its end. `bound`:
-    the requests in flight at most (beyond, an arrival is dropped), and the seconds past the
-    last arrival after which the answers still open are abandoned."""
+    (from, to), and what `pids` and the machine spent in a window of that length from its
+    start (as late as a busy machine wakes it). `bound`: the requests in flight at most
+    (beyond, an arrival is dropped), and the seconds past the last arrival after which the
+    answers still open are abandoned."""
     pool = Pool(port)
     try:  # one connection and one request before the clock starts
         await asyncio.wait_for(attempt(pool, bodies[0]), FIRST_S)
@@ -451,15 +452,16 @@ async def steady(
             ends.append(time.monotonic() - origin)
         return timing
 
-    async def sample(when: float) -> tuple[float, float]:
+    async def sample(when: float) -> tuple[float, float, float]:
+        """The time (a busy machine may wake this late), the CPU of `pids`, the machine's."""
         await asyncio.sleep(origin + when - time.monotonic())
-        return cpu_seconds(pids), machine_cpu_seconds()
+        return time.monotonic() - origin, cpu_seconds(pids), machine_cpu_seconds()
 
     tasks = [
         asyncio.ensure_future(at(when, bodies[i % len(bodies)])) for i, when in enumerate(schedule)
     ]
     before = await sample(measured[0])
-    after = await sample(measured[1])
+    after = await sample(before[0] + measured[1] - measured[0])  # a window of its length
     cutoff = origin + (schedule[-1] if schedule else 0.0) + bound[1]
     await asyncio.wait(tasks, timeout=min(DEADLINE_S, max(0.0, cutoff - time.monotonic())))
     for task in tasks:
@@ -477,10 +479,10 @@ async def steady(
         failed=sum(r is None for r in kept),
         dropped=sum(r == DROPPED for r in kept),
         abandoned=sum(r == ABANDONED for r in kept),
-        served=sum(measured[0] <= end < measured[1] for end in ends),
-        window=measured[1] - measured[0],
-        cpu=after[0] - before[0],
-        machine=after[1] - before[1],
+        served=sum(before[0] <= end < after[0] for end in ends),
+        window=after[0] - before[0],
+        cpu=after[1] - before[1],
+        machine=after[2] - before[2],
         peak_rss_kib=peak_rss_kib(pids),
     )
 
