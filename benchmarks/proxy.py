@@ -43,7 +43,10 @@ the run (each process's peak, summed; reset before each run through /proc/PID/cl
 **Bounded.** At most 4 x streams requests in flight per run, and at least 100 (an arrival
 beyond is dropped and counted); the answers still open `DRAIN_S` seconds after the answer
 duration past the last arrival are abandoned (the client closes the connection) and counted;
-then the run waits for the servers to go quiet. A path *sustains* a load when none of its
+then the run waits (15 s at most) for the servers to go quiet. Every other wait is bounded
+too: a server's start (120 s), its first answer (`FIRST_S`), its stop (SIGINT, then after
+`STOP_S` SIGKILL to its process group, its workers too: no server outlives the run, holding
+its output open). A path *sustains* a load when none of its
 requests failed, was dropped or abandoned, and it finished at least 90% as many answers in
 the window as arrived.
 
@@ -72,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -90,6 +94,8 @@ import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 300.0  # a whole run's bound (benchmarks/proxy_store.py's too)
+STOP_S = 30.0  # a server's time to stop on SIGINT, after which it is killed
+FIRST_S = 60.0  # a path's time to answer its first request, before the clock starts
 DRAIN_S = 5.0  # past the last arrival and one answer's duration: open answers are abandoned
 IN_FLIGHT_PER_STREAM = 4  # the open loop's bound, in streams
 PATH = "/v1/chat/completions"
@@ -106,6 +112,7 @@ FIRST = re.compile(rb'"t0@([0-9.]+)@([0-9.]+) ')
 LAST = re.compile(rb'"t[0-9]+#([0-9.]+) ')
 
 
+Popen = subprocess.Popen[bytes]  # a server of the run
 _GIVEN: set[int] = set()  # the ports this run handed out (a server may not be bound yet)
 
 
@@ -196,6 +203,9 @@ def run_stub(port: int, tokens: int, rate: float) -> None:
         server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=4096)
         await server.serve_forever()
 
+    # Started as a shell's background job (a test suite's, say), the stub inherits SIGINT
+    # ignored, which Python then leaves ignored: `stop` could not end it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     uvloop.run(main())
 
 
@@ -415,11 +425,15 @@ async def steady(
 ) -> Run:
     """Sends a request at each time of `schedule` (seconds from now), the i-th of the
     conversation i modulo their number (`bodies`); measures the requests sent in `measured`
-    (from, to), and what `pids` and the machine spent from its start to its end. `bound`:
-    the requests in flight at most (beyond, an arrival is dropped), and the seconds past the
-    last arrival after which the answers still open are abandoned."""
+    (from, to), and what `pids` and the machine spent in a window of that length from its
+    start (as late as a busy machine wakes it). `bound`: the requests in flight at most
+    (beyond, an arrival is dropped), and the seconds past the last arrival after which the
+    answers still open are abandoned."""
     pool = Pool(port)
-    await attempt(pool, bodies[0])  # one connection and one request before the clock starts
+    try:  # one connection and one request before the clock starts
+        await asyncio.wait_for(attempt(pool, bodies[0]), FIRST_S)
+    except TimeoutError:
+        raise RuntimeError(f"no answer from port {port} in {FIRST_S:.0f} s") from None
     reset_peak_rss(pids)
     origin = time.monotonic()
     ends: list[float] = []
@@ -438,15 +452,16 @@ async def steady(
             ends.append(time.monotonic() - origin)
         return timing
 
-    async def sample(when: float) -> tuple[float, float]:
+    async def sample(when: float) -> tuple[float, float, float]:
+        """The time (a busy machine may wake this late), the CPU of `pids`, the machine's."""
         await asyncio.sleep(origin + when - time.monotonic())
-        return cpu_seconds(pids), machine_cpu_seconds()
+        return time.monotonic() - origin, cpu_seconds(pids), machine_cpu_seconds()
 
     tasks = [
         asyncio.ensure_future(at(when, bodies[i % len(bodies)])) for i, when in enumerate(schedule)
     ]
     before = await sample(measured[0])
-    after = await sample(measured[1])
+    after = await sample(before[0] + measured[1] - measured[0])  # a window of its length
     cutoff = origin + (schedule[-1] if schedule else 0.0) + bound[1]
     await asyncio.wait(tasks, timeout=min(DEADLINE_S, max(0.0, cutoff - time.monotonic())))
     for task in tasks:
@@ -464,10 +479,10 @@ async def steady(
         failed=sum(r is None for r in kept),
         dropped=sum(r == DROPPED for r in kept),
         abandoned=sum(r == ABANDONED for r in kept),
-        served=sum(measured[0] <= end < measured[1] for end in ends),
-        window=measured[1] - measured[0],
-        cpu=after[0] - before[0],
-        machine=after[1] - before[1],
+        served=sum(before[0] <= end < after[0] for end in ends),
+        window=after[0] - before[0],
+        cpu=after[1] - before[1],
+        machine=after[2] - before[2],
         peak_rss_kib=peak_rss_kib(pids),
     )
 
@@ -672,7 +687,7 @@ def verdict(goal: str, ratios: list[Ratio], form: str = "{:.2f}") -> str:
 
 def litellm_proxy(
     command: str, api_base: str, port: int, *, model: str = "stub", window: int | None = None
-) -> subprocess.Popen[bytes]:
+) -> Popen:
     """LiteLLM's proxy in front of the server at `api_base` (the stub): as its users start it
     (one worker, its defaults), its one model named `model` as the clients ask for it, its
     cost map read from its package (`LITELLM_LOCAL_MODEL_COST_MAP`: no download at startup);
@@ -690,7 +705,7 @@ def litellm_proxy(
     # No client keys, as chatcli's proxy on loopback (LiteLLM refuses that unless told).
     body["general_settings"] = {"dangerously_permit_weak_or_unset_master_key": True}
     config.write_text(json.dumps(body))
-    return subprocess.Popen(
+    return spawn(
         [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
          "--num_workers", "1"],
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
@@ -705,7 +720,7 @@ def chatcli_proxy(
     profile: str | None = None,
     *,
     flags: Sequence[str] = ("--model", "stub"),
-) -> subprocess.Popen[bytes]:
+) -> Popen:
     """`chatcli proxy` in front of the server at `base_url` (the stub), recording nothing;
     `flags`: its model and window; under cProfile if `profile` (written when it stops on
     SIGINT)."""
@@ -720,7 +735,7 @@ def chatcli_proxy(
         )
     home = ROOT / ".bench-home"  # the proxy's CHATCLI_HOME
     home.mkdir(exist_ok=True)
-    return subprocess.Popen(
+    return spawn(
         [sys.executable, "-c", code, "proxy",
          "--provider", "openai-compatible", *flags, "--port", str(port),
          "--base-url", base_url, "--max-concurrency", "100000",
@@ -798,28 +813,19 @@ def server_tokens(base_url: str, messages: list[dict[str, str]]) -> int:
     return len(counted["tokens"])
 
 
-def overflow_paths(
-    paths: list[str], base_url: str, args: argparse.Namespace
-) -> dict[str, tuple[int, subprocess.Popen[bytes]]]:
-    """Each first-overflow path's server in front of llama-server: its port and process."""
-    window = str(OVERFLOW_WINDOW)
-    servers = {}
-    for path in paths:
-        port = free_port()
-        if path == "bare":
-            upstream = base_url.rpartition(":")[2]
-            command = [sys.executable, __file__, "--bare-forwarder", str(port), upstream]
-            servers[path] = (port, subprocess.Popen(command))
-        elif path == "litellm":
-            process = litellm_proxy(
-                args.litellm, base_url + "/v1", port, model=OVERFLOW_MODEL, window=OVERFLOW_WINDOW
-            )
-            servers[path] = (port, process)
-        else:
-            declared = ("--context-window", window) if path == "chatcli-declared" else ()
-            flags = ("--model", OVERFLOW_MODEL, *declared)
-            servers[path] = (port, chatcli_proxy(base_url + "/v1", port, flags=flags))
-    return servers
+def overflow_server(path: str, base_url: str, args: argparse.Namespace) -> tuple[int, Popen]:
+    """A first-overflow path's server in front of llama-server, started: its port and process."""
+    port = free_port()
+    if path == "bare":
+        upstream = base_url.rpartition(":")[2]
+        return port, spawn([sys.executable, __file__, "--bare-forwarder", str(port), upstream])
+    if path == "litellm":
+        return port, litellm_proxy(
+            args.litellm, base_url + "/v1", port, model=OVERFLOW_MODEL, window=OVERFLOW_WINDOW
+        )
+    declared = ("--context-window", str(OVERFLOW_WINDOW)) if path == "chatcli-declared" else ()
+    flags = ("--model", OVERFLOW_MODEL, *declared)
+    return port, chatcli_proxy(base_url + "/v1", port, flags=flags)
 
 
 def first_overflow(path: str, port: int, messages: int, base_url: str, log: Path) -> FirstOverflow:
@@ -860,8 +866,10 @@ def first_overflows(args: argparse.Namespace) -> list[FirstOverflow]:
     out = []
     # `-lv 3`: llama-server's own log, whose lines count the calls and the rejections.
     with llama_server([*launcher, "-lv", "3"], OVERFLOW_WINDOW, log) as base_url:
-        servers = overflow_paths(paths, base_url, args)
+        servers: dict[str, tuple[int, Popen]] = {}
         try:
+            for path in paths:
+                servers[path] = overflow_server(path, base_url, args)
             for port, _ in servers.values():
                 wait_listening(port, 120.0)
             for messages in (int(x) for x in args.overflow_messages.split(",")):
@@ -898,12 +906,32 @@ def overflow_goal(results: Sequence[FirstOverflow]) -> str:
     )
 
 
-def stop(servers: Iterable[tuple[int, subprocess.Popen[bytes]]]) -> None:
-    """Stop these servers (SIGINT: a clean stop, a profile written) and wait for them."""
-    for _, server in servers:
-        server.send_signal(signal.SIGINT)
-    for _, server in servers:
-        server.wait(30)
+def spawn(command: Sequence[str], **options: Any) -> Popen:
+    """A server of the run, in a process group of its own, which `stop` ends whole: its
+    worker processes too."""
+    return subprocess.Popen(command, start_new_session=True, **options)
+
+
+def stop(servers: Iterable[tuple[int, Popen]]) -> None:
+    """Stop these servers: SIGINT (a clean stop, a profile written), then SIGKILL to what is
+    left of each one's process group after STOP_S seconds (said on stderr); each one reaped.
+    A server left running would hold this run's stdout and stderr open after it ends, and a
+    caller reading them to their end would wait for ever."""
+    processes = [process for _, process in servers]
+    for process in processes:
+        process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_S
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(
+                f"not stopped by SIGINT in {STOP_S:.0f} s, killed: {process.args!r}",
+                file=sys.stderr,
+            )
+        with contextlib.suppress(ProcessLookupError):  # none left: the usual case
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -947,43 +975,39 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def start(
-    paths: list[str], stub_port: int, args: argparse.Namespace
-) -> dict[str, tuple[int, subprocess.Popen[bytes]]]:
-    """Every proxy path's server, started: its port and its process."""
-    servers = {}
-    for path in paths:
-        port = free_port()
-        if path == "bare":
-            command = [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
-            servers[path] = (port, subprocess.Popen(command))
-        elif path.startswith("chatcli"):
-            workers = int(path.rpartition("-")[2])
-            profile = args.profile if workers == 1 else None
-            stub = f"http://127.0.0.1:{stub_port}/v1"
-            servers[path] = (port, chatcli_proxy(stub, port, workers, profile))
-        elif path == "litellm":
-            stub = f"http://127.0.0.1:{stub_port}/v1"
-            servers[path] = (port, litellm_proxy(args.litellm, stub, port))
-    return servers
+def start(path: str, stub_port: int, args: argparse.Namespace) -> tuple[int, Popen]:
+    """A load path's server in front of the stub (the stub itself for "direct"), started: its
+    port and its process."""
+    if path == "direct":
+        return stub_port, spawn(
+            [sys.executable, __file__, "--stub", str(stub_port), "--answer-tokens",
+             str(args.answer_tokens), "--token-rate", str(args.token_rate)]
+        )  # fmt: skip
+    port = free_port()
+    stub = f"http://127.0.0.1:{stub_port}/v1"
+    if path == "bare":
+        return port, spawn(
+            [sys.executable, __file__, "--bare-forwarder", str(port), str(stub_port)]
+        )
+    if path == "litellm":
+        return port, litellm_proxy(args.litellm, stub, port)
+    workers = int(path.rpartition("-")[2])
+    return port, chatcli_proxy(stub, port, workers, args.profile if workers == 1 else None)
 
 
 def loads(args: argparse.Namespace) -> list[Row]:
     """Every load path at every load (`--messages`, `--streams`): the table's rows."""
     paths = [p for p in PATHS if p in args.paths.split(",")]
     stub_port = free_port()
-    stub = subprocess.Popen(
-        [sys.executable, __file__, "--stub", str(stub_port), "--answer-tokens",
-         str(args.answer_tokens), "--token-rate", str(args.token_rate)]
-    )  # fmt: skip
-    servers = start([p for p in paths if p != "direct"], stub_port, args)
+    servers: dict[str, tuple[int, Popen]] = {}  # the stub as "direct", whether measured or not
     try:
-        wait_listening(stub_port)
+        for path in ["direct", *(p for p in paths if p != "direct")]:
+            servers[path] = start(path, stub_port, args)
         for port, _ in servers.values():
             wait_listening(port, 120.0)  # LiteLLM takes its time
         time.sleep(2.0)  # the workers of `--workers 2`
-        ports = {"direct": stub_port, **{p: port for p, (port, _) in servers.items()}}
-        processes = {"direct": stub, **{p: process for p, (_, process) in servers.items()}}
+        ports = {p: port for p, (port, _) in servers.items()}
+        processes = {p: process for p, (_, process) in servers.items()}
         duration = args.answer_tokens / args.token_rate
         span = args.warm_up + args.window
         print(f"Answers of {args.answer_tokens} tokens at {args.token_rate:.0f} tokens/s "
@@ -1006,7 +1030,7 @@ def loads(args: argparse.Namespace) -> list[Row]:
                 print("\n".join(table(all_rows)[-len(runs) :]), file=sys.stderr)  # progress
         return all_rows
     finally:
-        stop([*servers.values(), (stub_port, stub)])
+        stop(servers.values())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -15,6 +15,8 @@ import itertools
 import json
 import os
 import re
+import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from benchmarks import proxy
 from benchmarks.proxy import (
     Pool,
     Row,
@@ -31,7 +34,9 @@ from benchmarks.proxy import (
     free_port,
     goals,
     payloads,
+    spawn,
     steady,
+    stop,
     wait_listening,
 )
 
@@ -130,6 +135,43 @@ def test_each_conversation_is_its_own_but_for_the_system_prompt() -> None:
     assert all(len(t) == 19 for t in texts)
     assert not (texts[0] & texts[1]) and not (texts[0] & texts[2]) and not (texts[1] & texts[2])
     assert {chat[0]["content"] for chat in chats} == {"You are a helpful assistant."}
+
+
+def test_the_stub_stops_on_sigint_though_started_deaf_to_it() -> None:
+    # As a shell's background job (a test suite's) starts it: SIGINT ignored, inherited.
+    port = free_port()
+    deaf = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--stub", str(port)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        stderr=subprocess.DEVNULL,  # its KeyboardInterrupt
+    )
+    try:
+        wait_listening(port)
+        deaf.send_signal(signal.SIGINT)
+        assert deaf.wait(10) != 0
+    finally:
+        deaf.kill()
+        deaf.wait()
+
+
+def test_a_server_sigint_does_not_stop_is_killed_with_its_workers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A server deaf to SIGINT whose worker holds its output too: after `stop`, nothing holds
+    # it, so a reader of the run's output sees its end.
+    monkeypatch.setattr(proxy, "STOP_S", 0.5)
+    worker = "import time; time.sleep(60)"
+    code = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        f"subprocess.Popen([sys.executable, '-c', {worker!r}]); print('up', flush=True); "
+        "time.sleep(60)"
+    )
+    with spawn([sys.executable, "-c", code], stdout=subprocess.PIPE) as server:
+        assert server.stdout is not None and server.stdout.readline() == b"up\n"
+        stop([(0, server)])
+        assert server.returncode == -signal.SIGKILL
+        assert select.select([server.stdout], [], [], 10)[0] and server.stdout.read() == b""
+    assert "not stopped by SIGINT in 0 s, killed" in capsys.readouterr().err
 
 
 def bounded(port: int, schedule: list[float], bound: tuple[int, float], until: float = 1.0) -> Run:
