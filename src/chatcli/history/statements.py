@@ -14,8 +14,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   resolving stays near-linear in the sentences of a long session.
 - **Updating** (`_related`): when it is unclear whether a later statement is on the point of
   an earlier item (it lifts a rule in other words, it says something changed, it shares half
-  the item's words, or two words of a rule or limit, or a word and a value of what the item's
-  value measures; an
+  the item's words, or, read as nothing, two words of a rule or limit, or a word and a value
+  of what the item's value measures; an
   instruction that says something changed on no earlier item's word may change any rule or
   constraint, and a new limit said to change any limit: "The couple topped up the flower
   budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
