@@ -120,13 +120,19 @@ def tampered(token: str) -> str:
 
 
 def check_workers(url: str, upstream: ReplayServer, items: list[dict[str, Any]]) -> None:
-    """Every item accepted SENDS times, both workers among those that accepted them."""
-    assert accepted_everywhere(url, upstream, items) == len(items) * SENDS
-    counts = served_by_worker(url)
-    sent_back = [c.get(("/v1/responses", "200"), 0) for c in counts]
+    """Every item accepted SENDS times, and again until both workers accepted some (the
+    kernel may hand one worker every fresh connection of a round: seen once in CI, 18 to
+    0), at most 10 rounds."""
+    sent = 0
+    for _ in range(10):  # bounded: a round sends every item SENDS times
+        sent += accepted_everywhere(url, upstream, items)
+        counts = served_by_worker(url)
+        sent_back = [c.get(("/v1/responses", "200"), 0) for c in counts]
+        if all(sent_back):
+            break
     made = [c.get(("/v1/responses/compact", "200"), 0) for c in counts]
     print(f"items made per worker {made}, accepted per worker {sent_back}")  # seen with -s
-    assert sum(sent_back) == len(items) * SENDS and all(sent_back), sent_back
+    assert sum(sent_back) == sent and all(sent_back), sent_back
     assert all(c.get(("/v1/responses", "400"), 0) == 0 for c in counts)
 
 
