@@ -34,6 +34,7 @@ SIDES = [
     "heldout7",
     "heldout8",
     "heldout9",
+    "heldout10",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -48,6 +49,7 @@ PAIR_LEAST = {
     "heldout7": (42, 21),
     "heldout8": (42, 21),
     "heldout9": (42, 21),
+    "heldout10": (42, 21),
 }
 # The sentence files of each side of the separation checks.
 SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl", "tuning4.jsonl")} | {
@@ -191,6 +193,10 @@ LATER_SIZES = {
     "heldout9": Sizes(
         instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
     ),
+    # The tenth set: about half English, over a fifth each Portuguese and Spanish.
+    "heldout10": Sizes(
+        instructions=375, rules=265, nones=185, balanced=False, english=0.45, others=0.22
+    ),
 }
 
 
@@ -302,6 +308,21 @@ MIXES = {
         mined_sources=6,
     ),
     "heldout9": Mix(
+        rows=580,
+        kinds={
+            "rule": 165,
+            "constraint": 100,
+            "fact": 50,
+            "preference": 40,
+            "goal": 20,
+            "none": 185,
+        },
+        hard_nones=150,
+        voices=22,
+        mined=40,
+        mined_sources=6,
+    ),
+    "heldout10": Mix(
         rows=580,
         kinds={
             "rule": 165,
