@@ -1,14 +1,14 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the four tuning sets,
-and the first seven held-out sets, retired to the tuning side after their last
-measurements; never `heldout8.jsonl` nor `heldout9.jsonl`, the held-out sets now: how the sets were made is in that
-directory's README.md), reads each one with `chatcli.history.instructions.features`, fits a
-multinomial logistic regression (classes: rule, constraint, fact, preference, goal, lift,
-none; L2-regularised, full-batch gradient descent from zero with numpy, the dev extra: the
-same data always gives the same weights) and writes it to
-src/chatcli/history/instruction_model.json. Features seen in fewer than `MIN_COUNT`
-sentences are left out, and weights are rounded to `DIGITS` digits.
+and the first seven held-out sets, retired to the tuning side after their last measurements;
+never `heldout8.jsonl`, `heldout9.jsonl` nor `heldout10.jsonl`, the held-out sets now: how
+the sets were made is in that directory's README.md), reads each one with
+`chatcli.history.instructions.features`, fits a multinomial logistic regression (classes:
+rule, constraint, fact, preference, goal, lift, none; L2-regularised, full-batch gradient
+descent from zero with numpy, the dev extra: the same data always gives the same weights)
+and writes it to src/chatcli/history/instruction_model.json. Features seen in fewer than
+`MIN_COUNT` sentences are left out, and weights are rounded to `DIGITS` digits.
 
 `--cv` first reports a cross-validation that holds out whole source groups (voices, mined
 files), as the held-out set holds out its own: precision and recall of rules and constraints
