@@ -160,6 +160,11 @@ class Sizes:
     others: float
 
 
+# The brief the sixth to ninth sets were written to: about half English, over a fifth each
+# Portuguese and Spanish.
+BRIEF_SIZES = Sizes(
+    instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
+)
 LATER_SIZES = {
     # The second set: as many nones as instructions, mostly English.
     "heldout2": Sizes(
@@ -177,22 +182,11 @@ LATER_SIZES = {
     "heldout5": Sizes(
         instructions=350, rules=260, nones=170, balanced=False, english=0.45, others=0.22
     ),
-    # The sixth set: about half English, over a fifth each Portuguese and Spanish.
-    "heldout6": Sizes(
-        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
-    ),
-    # The seventh set: about half English, over a fifth each Portuguese and Spanish.
-    "heldout7": Sizes(
-        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
-    ),
-    # The eighth set: about half English, over a fifth each Portuguese and Spanish.
-    "heldout8": Sizes(
-        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
-    ),
-    # The ninth set: about half English, over a fifth each Portuguese and Spanish.
-    "heldout9": Sizes(
-        instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
-    ),
+    # The sixth to ninth sets: the same brief.
+    "heldout6": BRIEF_SIZES,
+    "heldout7": BRIEF_SIZES,
+    "heldout8": BRIEF_SIZES,
+    "heldout9": BRIEF_SIZES,
     # The tenth set: about half English, over a fifth each Portuguese and Spanish.
     "heldout10": Sizes(
         instructions=375, rules=265, nones=185, balanced=False, english=0.45, others=0.22
@@ -231,6 +225,23 @@ class Mix:
     mined_sources: int
 
 
+# The briefs of the later sets: the sixth and seventh, then the eighth on.
+MIX_560 = Mix(
+    rows=560,
+    kinds={"rule": 160, "constraint": 95, "fact": 50, "preference": 38, "goal": 20, "none": 180},
+    hard_nones=150,
+    voices=22,
+    mined=40,
+    mined_sources=6,
+)
+MIX_580 = Mix(
+    rows=580,
+    kinds={"rule": 165, "constraint": 100, "fact": 50, "preference": 40, "goal": 20, "none": 185},
+    hard_nones=150,
+    voices=22,
+    mined=40,
+    mined_sources=6,
+)
 MIXES = {
     "heldout4": Mix(
         rows=650,
@@ -262,81 +273,11 @@ MIXES = {
         mined=40,
         mined_sources=7,
     ),
-    "heldout6": Mix(
-        rows=560,
-        kinds={
-            "rule": 160,
-            "constraint": 95,
-            "fact": 50,
-            "preference": 38,
-            "goal": 20,
-            "none": 180,
-        },
-        hard_nones=150,
-        voices=22,
-        mined=40,
-        mined_sources=6,
-    ),
-    "heldout7": Mix(
-        rows=560,
-        kinds={
-            "rule": 160,
-            "constraint": 95,
-            "fact": 50,
-            "preference": 38,
-            "goal": 20,
-            "none": 180,
-        },
-        hard_nones=150,
-        voices=22,
-        mined=40,
-        mined_sources=6,
-    ),
-    "heldout8": Mix(
-        rows=580,
-        kinds={
-            "rule": 165,
-            "constraint": 100,
-            "fact": 50,
-            "preference": 40,
-            "goal": 20,
-            "none": 185,
-        },
-        hard_nones=150,
-        voices=22,
-        mined=40,
-        mined_sources=6,
-    ),
-    "heldout9": Mix(
-        rows=580,
-        kinds={
-            "rule": 165,
-            "constraint": 100,
-            "fact": 50,
-            "preference": 40,
-            "goal": 20,
-            "none": 185,
-        },
-        hard_nones=150,
-        voices=22,
-        mined=40,
-        mined_sources=6,
-    ),
-    "heldout10": Mix(
-        rows=580,
-        kinds={
-            "rule": 165,
-            "constraint": 100,
-            "fact": 50,
-            "preference": 40,
-            "goal": 20,
-            "none": 185,
-        },
-        hard_nones=150,
-        voices=22,
-        mined=40,
-        mined_sources=6,
-    ),
+    "heldout6": MIX_560,
+    "heldout7": MIX_560,
+    "heldout8": MIX_580,
+    "heldout9": MIX_580,
+    "heldout10": MIX_580,
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
