@@ -54,11 +54,10 @@ PAIR_LEAST = {
     "heldout11": (42, 21),
 }
 # The sentence files of each side of the separation checks.
-SENTENCE_FILES = {"tuning": ("tuning.jsonl", "tuning2.jsonl", "tuning3.jsonl", "tuning4.jsonl")} | {
-    side: (f"{side}.jsonl",) for side in HELDOUT_SIDES
-}
+TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5))
+SENTENCE_FILES = {"tuning": TUNING_SENTENCES} | {side: (f"{side}.jsonl",) for side in HELDOUT_SIDES}
 # The reversal pair files of each side, and the least pairs of a later tuning one.
-LATER_TUNING_PAIRS = {"reversals-tuning4.jsonl": (60, 30)}
+LATER_TUNING_PAIRS = {"reversals-tuning4.jsonl": (60, 30), "reversals-tuning5.jsonl": (60, 30)}
 PAIR_FILES = {"tuning": ("reversals-tuning.jsonl", *LATER_TUNING_PAIRS)} | {
     side: (f"reversals-{side}.jsonl",) for side in HELDOUT_SIDES
 }
@@ -126,7 +125,9 @@ def side_texts(side: str) -> list[str]:
     return [t for t in texts if t]
 
 
-@pytest.mark.parametrize("side", ["tuning", "tuning2", "tuning3", "tuning4", *HELDOUT_SIDES])
+@pytest.mark.parametrize(
+    "side", [*(n.removesuffix(".jsonl") for n in TUNING_SENTENCES), *HELDOUT_SIDES]
+)
 def test_sentence_rows_have_the_schema(side: str) -> None:
     ids = Counter(row["id"] for row in rows(f"{side}.jsonl"))
     assert not [i for i, n in ids.items() if n > 1]
@@ -316,18 +317,27 @@ def test_later_heldout_sets_have_their_kinds_voices_and_sources(side: str) -> No
     assert all(row["group"].startswith("mined:") for row in mined)
 
 
+# The fifth tuning set's brief asked for about a third `none`, the earlier ones for 40 to 50%.
 @pytest.mark.parametrize(
-    ("name", "least", "voices_least"),
-    [("tuning2", 900, 16), ("tuning3", 1000, 20), ("tuning4", 900, 22)],
+    ("name", "least", "voices_least", "nones"),
+    [
+        ("tuning2", 900, 16, (0.4, 0.5)),
+        ("tuning3", 1000, 20, (0.4, 0.5)),
+        ("tuning4", 900, 22, (0.4, 0.5)),
+        ("tuning5", 1000, 26, (0.28, 0.4)),
+    ],
 )
-def test_later_tuning_sets_have_their_sizes(name: str, least: int, voices_least: int) -> None:
-    """About half English, under half `none`, few lifts, at most a tenth mined, new sources."""
+def test_later_tuning_sets_have_their_sizes(
+    name: str, least: int, voices_least: int, nones: tuple[float, float]
+) -> None:
+    """About half English, `nones` of it `none`, few lifts, at most a tenth mined, new
+    sources."""
     data = rows(f"{name}.jsonl")
     prefix = f"t{name[-1]}-"
     kinds = Counter(row["kind"] for row in data)
     langs = Counter(row["lang"] for row in data)
     assert len(data) >= least and kinds["lift"] <= 30
-    assert 0.4 * len(data) <= kinds["none"] <= 0.5 * len(data)
+    assert nones[0] * len(data) <= kinds["none"] <= nones[1] * len(data)
     assert langs["en"] >= 0.45 * len(data)
     assert min(langs["pt"], langs["es"]) >= 0.22 * len(data)
     assert all(row["id"].startswith(f"{prefix}{row['lang']}-") for row in data)
