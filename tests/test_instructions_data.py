@@ -57,7 +57,11 @@ PAIR_LEAST = {
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5))
 SENTENCE_FILES = {"tuning": TUNING_SENTENCES} | {side: (f"{side}.jsonl",) for side in HELDOUT_SIDES}
 # The reversal pair files of each side, and the least pairs of a later tuning one.
-LATER_TUNING_PAIRS = {"reversals-tuning4.jsonl": (60, 30), "reversals-tuning5.jsonl": (60, 30)}
+LATER_TUNING_PAIRS = {
+    "reversals-tuning4.jsonl": (60, 30),
+    "reversals-tuning5.jsonl": (60, 30),
+    "reversals-tuning6.jsonl": (150, 55),
+}
 PAIR_FILES = {"tuning": ("reversals-tuning.jsonl", *LATER_TUNING_PAIRS)} | {
     side: (f"reversals-{side}.jsonl",) for side in HELDOUT_SIDES
 }
