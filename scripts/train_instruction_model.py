@@ -1,9 +1,11 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
-Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the four tuning sets,
-and the first seven held-out sets, retired to the tuning side after their last measurements;
-never `heldout8.jsonl`, `heldout9.jsonl` nor `heldout10.jsonl`, the held-out sets now: how
-the sets were made is in that directory's README.md), reads each one with
+Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the five tuning sets,
+and the first eight held-out sets, retired to the tuning side after their last measurements;
+never `heldout9.jsonl`, `heldout10.jsonl` nor `heldout11.jsonl`, the held-out sets now: how
+the sets were made is in that directory's README.md), and the later statements of the tuning
+side's same-point reversal pairs (`PAIR_FILES`) as `lift` sentences: what says, in any words,
+that an earlier rule or value no longer holds. It reads each one with
 `chatcli.history.instructions.features`, fits a multinomial logistic regression (classes:
 rule, constraint, fact, preference, goal, lift, none; L2-regularised, full-batch gradient
 descent from zero with numpy, the dev extra: the same data always gives the same weights)
@@ -11,8 +13,9 @@ and writes it to src/chatcli/history/instruction_model.json. Features seen in fe
 `MIN_COUNT` sentences are left out, and weights are rounded to `DIGITS` digits.
 
 `--cv` first reports a cross-validation that holds out whole source groups (voices, mined
-files), as the held-out set holds out its own: precision and recall of rules and constraints
-at several rule-mass thresholds (`_RULE_MASS`). Run:
+files; a pair's later statement is its own group), as the held-out set holds out its own:
+precision and recall of rules and constraints at several rule-mass thresholds
+(`_RULE_MASS`). Run:
 
     PYTHONPATH=src .venv/bin/python scripts/train_instruction_model.py [--cv] [--data DIR]
 """
@@ -45,20 +48,16 @@ RATE = 0.5
 SEED = 31
 DIGITS = 3
 FOLDS = 5
-# The tuning side: the held-out sets 1 to 3 joined it once measured twice each (the limit),
-# the fourth once measured and the fifth written.
+# The tuning side: each held-out set joined it once used up (measured twice, or once and a
+# later set written); tests/data/instructions/README.md says when.
 TUNING_FILES = (
-    "tuning.jsonl",
-    "tuning2.jsonl",
-    "tuning3.jsonl",
-    "tuning4.jsonl",
-    "heldout.jsonl",
-    "heldout2.jsonl",
-    "heldout3.jsonl",
-    "heldout4.jsonl",
-    "heldout5.jsonl",
-    "heldout6.jsonl",
-    "heldout7.jsonl",
+    *(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5)),
+    *(f"heldout{n}.jsonl" for n in ("", 2, 3, 4, 5, 6, 7, 8)),
+)
+# The tuning side's reversal pairs: their same-point later statements train `lift`.
+PAIR_FILES = (
+    *(f"reversals-tuning{n}.jsonl" for n in ("", 4, 5, 6)),
+    *(f"reversals-heldout{n}.jsonl" for n in ("", 2, 3, 4, 5, 6, 7, 8)),
 )
 
 Row = dict[str, Any]
@@ -71,6 +70,17 @@ def read(data: Path, names: Sequence[str]) -> list[Row]:
         with (data / name).open(encoding="utf-8") as fh:
             rows += [json.loads(line) for line in fh if line.strip()]
     return rows
+
+
+def later_statements(data: Path, names: Sequence[str]) -> list[Row]:
+    """The later statements of the same-point pairs in `names`, as `lift` sentences, each
+    its own source group."""
+    return [
+        {"id": f"{pair['id']}-later", "text": pair["later"], "lang": pair["lang"]}
+        | {"kind": "lift", "group": f"pair:{pair['id']}"}
+        for pair in read(data, names)
+        if pair["same_point"]
+    ]
 
 
 def _columns(rows: Sequence[Row]) -> tuple[list[str], list[list[int]]]:
@@ -216,14 +226,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cv", action="store_true", help="cross-validate first")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--files", nargs="+", default=TUNING_FILES)
+    parser.add_argument("--pairs", nargs="*", default=PAIR_FILES)
     args = parser.parse_args(argv)
-    rows = read(args.data, args.files)
+    rows = read(args.data, args.files) + later_statements(args.data, args.pairs)
     if args.cv:
         cross_validate(rows)
     bias, kept = _rounded(*fit(rows))
     model = {
         "about": "chatcli.history.instructions.kind_of's weights; written by "
-        "scripts/train_instruction_model.py from tests/data/instructions/" + ", ".join(args.files),
+        "scripts/train_instruction_model.py from tests/data/instructions/"
+        + ", ".join([*args.files, *(f"{name} (later statements)" for name in args.pairs)]),
         "classes": list(CLASSES),
         "bias": bias,
         "weights": kept,

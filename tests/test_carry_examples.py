@@ -136,29 +136,26 @@ def test_a_later_statement_on_a_neighbouring_point_leaves_the_rule_carried() -> 
 
 
 def test_a_new_value_of_what_a_limit_measures_is_carried_after_it() -> None:
-    """A later sentence the recogniser does not take for a limit, sharing one word with it,
-    states a new value of the same unit ("cuarenta y siete caracteres" after "cuarenta y dos
-    caracteres"): it may change the limit, so it is carried after it, as a constraint."""
+    """A later sentence sharing one word with a limit states a new value of the same unit
+    ("cuarenta y siete caracteres" after "cuarenta y dos caracteres"): it may change the
+    limit, so it is carried after it, both in the first tier."""
     limit, later = pair("rh3-es-002")
-    assert classify(later) is None
     messages = [*turns(limit, *CHATTER[:3], later, *CHATTER[3:]), Message.user("¿Y ahora?")]
     view = carry_instructions(messages, (SYSTEM, messages[-1])).messages
-    assert [(i.text, i.kind) for i in carried_items(view)[0]] == [
-        (limit, "constraint"),
-        (later, "constraint"),
-    ]
+    items = carried_items(view)[0]
+    assert [i.text for i in items] == [limit, later]
+    assert items[0].kind == "constraint" and items[1].kind in ("rule", "constraint")
 
 
-@pytest.mark.parametrize("pair_id", ["rh-en-013", "rh3-en-020"])
-def test_a_sentence_a_later_one_says_changed_is_carried_with_it(pair_id: str) -> None:
-    """The recogniser takes neither sentence for an instruction, but the later one says the
-    earlier one changed ("We moved the build cache; ...", "Dry vans can carry any order now"),
-    on two of its words: the earlier one was a value or a rule, and both are carried, in
-    order (the later one may be on another point: the earlier is still there). A later
-    chatter line that says something changed on one of the earlier one's words ("Nice, the
-    build is green again.") may come with them, unclear what it changes, as the lowest kind."""
-    first, later = pair(pair_id)
-    assert classify(first) is None and classify(later) is None
+def test_a_sentence_a_later_one_says_changed_is_carried_with_it() -> None:
+    """The recogniser does not take a sentence for an instruction, but a later one says it
+    changed ("We moved the build cache; ...") on two of its words: the earlier one was a
+    value or a rule, and both are carried, in order (the later one may be on another point:
+    the earlier is still there). A later chatter line that says something changed on one of
+    the earlier one's words ("Nice, the build is green again.") may come with them, unclear
+    what it changes, as the lowest kind."""
+    first, later = pair("rh-en-013")
+    assert classify(first) is None
     messages = [*turns(first, *CHATTER[:3], later, *CHATTER[3:]), Message.user("What next?")]
     items = carried_items(carry_instructions(messages, (SYSTEM, messages[-1])).messages)[0]
     assert [i.text for i in items[:2]] == [first, later]
@@ -182,18 +179,18 @@ def test_a_change_tied_by_another_form_of_a_word_is_carried_after_the_rule() -> 
 
 @pytest.mark.parametrize("pair_id", ["rh-pt-010", "rh-es-010"])
 def test_news_of_a_change_on_one_word_of_a_sentence_is_carried(pair_id: str) -> None:
-    """Neither sentence reads as an instruction; the later one says something changed on one
-    word of the earlier one ("A Luana foi pro time de plataforma; P1 agora vai ..."): unclear
-    what it changes, it is carried, as the lowest kind (the earlier one is not woken)."""
+    """The earlier sentence reads as nothing; the later one says something changed on one
+    word of it ("A Luana foi pro time de plataforma; P1 agora vai ..."): the later one is
+    carried, and the earlier one is not woken (unclear what the change is to)."""
     first, later = pair(pair_id)
-    assert classify(first) is None and classify(later) is None
-    assert carried_pair(pair_id) == [(later, "preference")]
+    assert classify(first) is None
+    assert [text for text, _ in carried_pair(pair_id)] == [later]
 
 
-@pytest.mark.parametrize("pair_id", ["rh3-es-008", "rh-pt-025", "rh-es-025"])
+@pytest.mark.parametrize("pair_id", ["rh-pt-025", "rh-es-025"])
 def test_a_lift_on_one_word_of_a_sentence_carries_both(pair_id: str) -> None:
-    """The later sentence lifts something ("puede ser a cualquier hora", "Pode reiniciar ...")
-    on one word of an earlier sentence the recogniser reads as nothing: that one was a rule
+    """The later sentence lifts something ("Pode reiniciar ...", "Puedes reiniciar ...") on
+    one word of an earlier sentence the recogniser reads as nothing: that one was a rule
     or a value, and both are carried, in order; on another point ("Pode reiniciar o
     Grafana" after "O Kafka não se reinicia ..."), the earlier one is still there. Another
     sentence on that word ("Let me check the logs ...") may be woken too, as the lowest kind."""

@@ -65,6 +65,7 @@ __all__ = [
     "looks_pasted",
     "normalised",
     "only_lifts",
+    "reads_as_lift",
     "sentences",
     "value_spans",
 ]
@@ -1058,7 +1059,7 @@ def _participle(tokens: list[str], at: int) -> bool:
 # lift is at least this, or when the vocabulary states one plainly (`_plainly`): chosen on
 # the tuning side's cross-validation (benchmarks/README.md) as the threshold whose larger
 # shortfall from the goal for carried rules (precision 90%, recall 95%) is least.
-_RULE_MASS = 0.35
+_RULE_MASS = 0.4
 # The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) of a rule
 # or a preference is not taken: "Hold on, I need to double-check that number" has a directive
 # and a word of need, and is chatter (chosen on the same cross-validation). An exact value or
@@ -1132,6 +1133,23 @@ def directs(sentence: str) -> bool:
     "Switch to American spelling, the client is in Texas." directs, news does not."""
     found = _read(sentence)
     return found is not None and _plainly(found) in ("rule", "constraint", "preference")
+
+
+def reads_as_lift(sentence: str) -> bool:
+    """Whether `kind_of` reads a sentence as a rule mostly because the model believes it lifts
+    or changes an earlier rule or value (its belief in a lift is more than in a rule and a
+    constraint together), in words no vocabulary lists: "north pit's patched up, fill it",
+    "Morning sync moved to ten o'clock." (the model learns lifts from the later statements
+    of the tuning side's reversal pairs). The resolver reads it as saying a change
+    (`chatcli.history.statements`)."""
+    found = _read(sentence)
+    if found is None:
+        return False
+    beliefs = _model().beliefs(found)
+    return (
+        kind_for(found, beliefs) == "rule"
+        and beliefs["lift"] > beliefs["rule"] + beliefs["constraint"]
+    )
 
 
 def only_lifts(sentence: str) -> bool:

@@ -59,6 +59,7 @@ from chatcli.history.instructions import (
     directs,
     kind_of,
     only_lifts,
+    reads_as_lift,
     sentences,
     value_spans,
 )
@@ -93,7 +94,9 @@ Number = Callable[[Message], int | None]
 
 
 # How plainly a statement says something changed (`_Statement.cue`): not at all, with a word
-# of change ("now", "again"), or lifting a rule ("feel free", "forget what I said").
+# of change ("now", "again") or as the recogniser reads a lift in other words
+# (`reads_as_lift`: "north pit's patched up, fill it"), or lifting a rule ("feel free",
+# "forget what I said").
 _NO_CUE, _CHANGE, _LIFT = 0, 1, 2
 
 
@@ -492,6 +495,8 @@ class Reading:
     ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
+            if cue == _NO_CUE and reads_as_lift(text):  # a change in words no list has
+                cue = _CHANGE
             words = content_words(text)
             self._said[text] = _Statement(
                 at=0,
