@@ -379,9 +379,12 @@ def _within(
         for i in range(len(items))
         if urgent & (closure(i, resolved.follows) - {i}) and not cue_of(items[i].text)
     }
+    groups_cost = [sum(costs[j] for j in closure(i, resolved.follows)) for i in range(len(items))]
     rank = sorted(
         range(len(items)),
-        key=lambda i: _rank(items[i], i in urgent - lifted, i in lifted, sure[i], i),
+        key=lambda i: _rank(
+            items[i], i in urgent - lifted, i in lifted, sure[i], groups_cost[i], i
+        ),
     )
     chosen: set[int] = set()
     groups: list[set[int]] = []
@@ -405,7 +408,7 @@ def _within(
 
 
 def _rank(
-    item: CarriedItem, urgent: bool, lifted: bool, sure: float, index: int
+    item: CarriedItem, urgent: bool, lifted: bool, sure: float, cost: int, index: int
 ) -> tuple[bool, int, bool, int, int, int]:
     """Where an item comes in what a tight block keeps: what updates a statement still in
     view (`urgent`); then by tier (rules and constraints, facts, preferences); within a
@@ -414,11 +417,11 @@ def _rank(
     "Pode fazer push na main agora." is carried first, yields to the lift of another rule);
     then the surest first (`sure`, the recogniser's `certainty`, in `_SURE_STEPS` steps: a
     sentence of chatter misread as a rule yields to the user's rules, and so does a sentence
-    carried only as an update, unless its rule is kept), then rules before constraints, then
-    the newest."""
-    kind = KINDS.index(item.kind)
-    tier = 0 if item.kind in FIRST_TIER else kind
-    return (not urgent, tier, lifted, -round(sure * _SURE_STEPS), kind, -index)
+    carried only as an update, unless its rule is kept), then the cheapest with what it must
+    go with (`cost`: a limit said in one line before a rule that brings two updates along;
+    the more of them fit), then the newest."""
+    tier = 0 if item.kind in FIRST_TIER else KINDS.index(item.kind)
+    return (not urgent, tier, lifted, -round(sure * _SURE_STEPS), cost, -index)
 
 
 def _block(items: tuple[CarriedItem, ...], left_out: int) -> Message | None:
