@@ -495,8 +495,8 @@ class Reading:
     ) -> _Statement:
         if text not in self._said:
             cue = {"lift": _LIFT, "change": _CHANGE}.get(cue_of(text), _NO_CUE)
-            if cue == _NO_CUE and reads_as_lift(text):  # a change in words no list has
-                cue = _CHANGE
+            if cue == _NO_CUE and self.kind(text) == "rule" and reads_as_lift(text):
+                cue = _CHANGE  # a change in words no list has (only a rule reads so)
             words = content_words(text)
             self._said[text] = _Statement(
                 at=0,
