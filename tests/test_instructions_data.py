@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ SIDES = [
     "heldout9",
     "heldout10",
     "heldout11",
+    "heldout12",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -52,6 +53,7 @@ PAIR_LEAST = {
     "heldout9": (42, 21),
     "heldout10": (42, 21),
     "heldout11": (42, 21),
+    "heldout12": (43, 21),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5))
@@ -173,6 +175,9 @@ class Sizes:
 BRIEF_SIZES = Sizes(
     instructions=363, rules=255, nones=180, balanced=False, english=0.45, others=0.22
 )
+TENTH_SIZES = Sizes(
+    instructions=375, rules=265, nones=185, balanced=False, english=0.45, others=0.22
+)
 LATER_SIZES = {
     # The second set: as many nones as instructions, mostly English.
     "heldout2": Sizes(
@@ -195,20 +200,11 @@ LATER_SIZES = {
     "heldout7": BRIEF_SIZES,
     "heldout8": BRIEF_SIZES,
     "heldout9": BRIEF_SIZES,
-    # The tenth set: about half English, over a fifth each Portuguese and Spanish.
-    "heldout10": Sizes(
-        instructions=375, rules=265, nones=185, balanced=False, english=0.45, others=0.22
-    ),
-    # The eleventh: the tenth's brief, and a few lifts (judged by the pairs, not the sentences).
-    "heldout11": Sizes(
-        instructions=375,
-        rules=265,
-        nones=185,
-        balanced=False,
-        english=0.45,
-        others=0.22,
-        lifts=10,
-    ),
+    # The tenth set on: about half English, over a fifth each Portuguese and Spanish (the
+    # eleventh with a few lifts, judged by the pairs, not the sentences).
+    "heldout10": TENTH_SIZES,
+    "heldout11": replace(TENTH_SIZES, lifts=10),
+    "heldout12": TENTH_SIZES,
 }
 
 
@@ -297,6 +293,8 @@ MIXES = {
     "heldout9": MIX_580,
     "heldout10": MIX_580,
     "heldout11": MIX_580,
+    # The twelfth: three constraints fewer than the brief's, more facts.
+    "heldout12": replace(MIX_580, kinds=MIX_580.kinds | {"constraint": 95}),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
