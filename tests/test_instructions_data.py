@@ -248,13 +248,10 @@ MIX_560 = Mix(
     mined=40,
     mined_sources=6,
 )
-MIX_580 = Mix(
+MIX_580 = replace(
+    MIX_560,
     rows=580,
     kinds={"rule": 165, "constraint": 100, "fact": 50, "preference": 40, "goal": 20, "none": 185},
-    hard_nones=150,
-    voices=22,
-    mined=40,
-    mined_sources=6,
 )
 MIXES = {
     "heldout4": Mix(
