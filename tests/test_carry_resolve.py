@@ -31,7 +31,7 @@ sentence = st.builds(
     st.sampled_from(LEADS),
     st.lists(st.sampled_from(WORDS), max_size=5),
     st.sampled_from(VALUES),
-    st.sampled_from((".", ".", "?")),
+    st.sampled_from((".", ".", "?", " — ok?")),
 )
 user_text = st.lists(sentence, min_size=1, max_size=4).map(" ".join)
 old_item = st.builds(
@@ -139,7 +139,7 @@ def naive_told(
 ) -> dict[int, int]:
     """The earlier sentences carried for none (`earlier`, at `indexes`) that a statement
     saying something changed shares words with, and how many, as defined."""
-    if statement.item is None or not statement.cue or statement.text.endswith("?"):
+    if statement.item is None or not statement.cue or resolving._only_asks(statement):
         return {}
     shared = {j: len(statement.ties & e.ties) for e, j in zip(earlier, indexes, strict=True)}
     return {j: n for j, n in shared.items() if n}
@@ -151,8 +151,9 @@ def naive_related(
     earlier: list[resolving._Statement],
     indexes: list[int],
 ) -> list[int]:
-    """The earlier items (`earlier`, at `indexes`) an update is related to, as defined."""
-    if statement.text.endswith("?"):
+    """The earlier items (`earlier`, at `indexes`) an update is related to, as defined (what
+    may lift or change something when no rule or limit stands: the facts)."""
+    if resolving._only_asks(statement):
         return []
     having = {w: sum(1 for e in earlier if w in e.ties) for w in statement.ties}
     related = []
@@ -175,10 +176,12 @@ def naive_related(
     sharing = any(statement.ties & e.ties for e in earlier)
     instruction = resolving._kind(statement) not in ("", "fact") or (kindless and statement.directs)
     lift = statement.cue == resolving._LIFT and not strong
+    first_tier = standing(earlier, indexes, ("rule", "constraint"))
+    facts = standing(earlier, indexes, ("fact",))
     if lift:
-        related = sorted({*related, *standing(earlier, indexes, ("rule", "constraint"))})
+        related = sorted({*related, *(first_tier or facts)})
     elif statement.cue == resolving._CHANGE and instruction and not sharing:
-        related = standing(earlier, indexes, ("rule", "constraint"))
+        related = first_tier or facts
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
         related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
     if statement.cue or resolving._kind(statement) in ("fact", "constraint"):
@@ -271,10 +274,15 @@ UNTIED = [
         "The couple topped up the flower budget, we can go to fifteen hundred.",
         id="rh4-en-004",
     ),
-    pytest.param(  # rt-en-017: a recognised change on none of the earlier rule's words
-        "Write everything in British English.",
-        "Switch to American spelling, the client is in Texas.",
-        id="rt-en-017",
+    pytest.param(  # rt7-pt-016: a lift with a question after it, past a dash
+        "Não passe meu celular pra ninguém.",
+        "Pode dar meu número pros pedreiros agora — o azulejista confirmou quinta?",
+        id="rt7-pt-016",
+    ),
+    pytest.param(  # rt7-es-016: the same, past an opening "¿"
+        "No le des mi celular a nadie.",
+        "Puedes pasarles mi número a los albañiles — ¿confirmó el del piso para el jueves?",
+        id="rt7-es-016",
     ),
     pytest.param(  # rh4-en-010: a lift the vocabulary missed ("from here on")
         "Stick to C89 in anything you show me.",
@@ -327,6 +335,34 @@ OTHERS = (
 @pytest.mark.parametrize(("earlier", "later"), UNTIED)
 def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
     users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    resolved = resolving.resolve((), *view, Numbering(view[0]))
+    texts = [item.text for item in resolved.items]
+    assert texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        pytest.param(  # rt7-pt-026: a limit read as a fact, lifted in other words
+            "Limite de 300 palavras nos posts do blog.",
+            "Os textos do site podem ter até uma página inteira.",
+            id="rt7-pt-026",
+        ),
+        pytest.param(  # the data brief's example of a change in other words
+            "The standup is at 9:30.",
+            "Morning sync moved to ten o'clock.",
+            id="standup",
+        ),
+    ],
+)
+def test_a_change_when_no_rule_stands_goes_with_the_facts(earlier: str, later: str) -> None:
+    """No rule or limit stands: a lift or change on none of the earlier words may be on the
+    point of any earlier fact, so the fact is carried only with it."""
+    users = ("Hello there.", earlier, "The wiki lives at wiki.example.org.", later, "Ok?")
     before = [Message.system("You are a careful assistant.")]
     for text in users:
         before += [Message.user(text), Message.assistant("Noted.")]

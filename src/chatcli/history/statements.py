@@ -283,7 +283,7 @@ def _told(statement: _Statement, dormant: dict[str, list[int]]) -> dict[int, int
     news of something the user said ("A Luana foi pro time de plataforma; P1 agora vai pro
     gerente de plantão." after "Incidente P1 se escala com a Luana."), and a change lost
     leaves the model with what no longer holds."""
-    if statement.item is None or statement.cue == _NO_CUE or _asks(statement):
+    if statement.item is None or statement.cue == _NO_CUE or _only_asks(statement):
         return {}
     shared: dict[int, int] = {}
     for word in statement.ties:
@@ -301,9 +301,10 @@ def _related(
 ) -> list[int]:
     """The earlier items `statement` may be on the point of (when unsure, both are carried,
     in order, the earlier only with the later), among `items` (the earlier items so far);
-    none for a question. A statement that lifts a rule ("feel free", "forget what I said")
-    may be on the point of the items it shares a content word with, and unless it shares two
-    with one, of every earlier rule and constraint that says no change itself ("A partir de
+    none for a question (`_only_asks`). A statement that lifts a rule ("feel free", "forget
+    what I said") may be on the point of the items it shares a content word with, and unless
+    it shares two with one, of every earlier rule and constraint that says no change itself
+    (when none stands, every fact: `_unsure`) ("A partir de
     ahora respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
     "respuestas" is in); one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
@@ -321,7 +322,7 @@ def _related(
     "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
     (`directs`) is an instruction here. `found_by`: the earlier items by content word tie,
     and the standing rules and limits by unit."""
-    if _asks(statement):
+    if _only_asks(statement):
         return []
     by_word, by_unit = found_by
     shared: dict[int, int] = {}
@@ -335,10 +336,10 @@ def _related(
     if statement.cue == _LIFT:  # on one shared word at most, unsure: any standing rule too
         found = set(shared)
         if all(n < 2 for n in shared.values()):
-            found |= _standing(statements, items, FIRST_TIER)
+            found |= _unsure(statements, items)
     elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
         # An instruction said to change on no earlier item's word (a fact is news instead).
-        found = _standing(statements, items, FIRST_TIER)
+        found = _unsure(statements, items)
     elif statement.cue == _CHANGE:
         found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
         if _kind(statement) == "constraint":
@@ -363,6 +364,17 @@ def _related(
 def _instructs(statement: _Statement, kindless: bool) -> bool:
     """Read as an instruction (a fact aside), or read as nothing but plainly directing."""
     return _kind(statement) not in ("", "fact") or (kindless and statement.directs)
+
+
+def _unsure(statements: list[_Statement], items: list[int]) -> set[int]:
+    """What a lift or a change on no earlier item's word may be on the point of: the standing
+    rules and limits, or, when none stands, the facts (a limit the recogniser read as one:
+    "Os textos do site podem ter até uma página inteira." after "Limite de 300 palavras nos
+    posts do blog.")."""
+    return _standing(statements, items, FIRST_TIER) or _standing(statements, items, _FACTS)
+
+
+_FACTS = frozenset(["fact"])
 
 
 def _standing(statements: list[_Statement], items: list[int], kinds: frozenset[str]) -> set[int]:
@@ -609,6 +621,17 @@ def _replaces(later: _Statement, earlier: _Statement) -> bool:
 
 def _asks(statement: _Statement) -> bool:
     return statement.text.endswith("?")
+
+
+def _only_asks(statement: _Statement) -> bool:
+    """A question and nothing else: not a statement with a question after it, past a dash or
+    an opening "¿" ("Pode dar meu número pros pedreiros agora — o azulejista confirmou
+    quinta?"), which may still be on the point of an earlier item (it replaces none)."""
+    return _asks(statement) and _ASKED_AFTER.search(statement.text) is None
+
+
+# A question asked after a statement in the same sentence (`_only_asks`).
+_ASKED_AFTER = re.compile(r"[^\s?¿]\s*(?:\s[—–-]\s*|[,;:]?\s*¿)[^—–¿?]*\?$")
 
 
 def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
