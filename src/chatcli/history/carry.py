@@ -98,9 +98,9 @@ _MESSAGE_ITEMS = 12
 # sentences with the cap (docs/configuration.md).
 FIRST_TIER_ROOM = 0.5
 # How finely the recogniser's certainty orders a tier's items (`_rank`): among those about
-# as sure, the newest first. Chosen on dense sessions of retired held-out sentences
+# as sure, the cheapest first. Chosen on dense sessions of retired held-out sentences
 # (benchmarks/README.md).
-_SURE_STEPS = 5
+_SURE_STEPS = 3
 
 Count = Callable[[Sequence[Message]], int]
 
