@@ -309,8 +309,8 @@ def _related(
     "respuestas" is in); one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
     words, or one that few items have), and for an instruction that shares none, of every
-    earlier rule and constraint that says no change itself ("Switch to American spelling,
-    the client is in Texas." after "Write everything in British English."), and for a new
+    earlier rule and constraint that says no change itself ("Flights and hotels can go on
+    the corporate Amex now." after "Don't use the company card for travel."), and for a new
     limit, of every such earlier limit; any other of those it shares half their words with
     (two, or one that few items have), or a value of what one of theirs measures: "the limit
     goes up to forty-seven characters" may change "no more than forty-two characters"; a
