@@ -332,16 +332,22 @@ OTHERS = (
 )
 
 
-@pytest.mark.parametrize(("earlier", "later"), UNTIED)
-def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
-    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+def goes_with(earlier: str, later: str, users: tuple[str, ...]) -> bool:
+    """Whether, once every turn of `users` but the last is removed, `later` is carried
+    whenever `earlier` is (in the closure of what `earlier` must come with)."""
     before = [Message.system("You are a careful assistant.")]
     for text in users:
         before += [Message.user(text), Message.assistant("Noted.")]
     view = (tuple(before), (before[0], *before[-2:]))
     resolved = resolving.resolve((), *view, Numbering(view[0]))
     texts = [item.text for item in resolved.items]
-    assert texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+    return texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+
+
+@pytest.mark.parametrize(("earlier", "later"), UNTIED)
+def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    assert goes_with(earlier, later, users)
 
 
 @pytest.mark.parametrize(
@@ -363,13 +369,7 @@ def test_a_change_when_no_rule_stands_goes_with_the_facts(earlier: str, later: s
     """No rule or limit stands: a lift or change on none of the earlier words may be on the
     point of any earlier fact, so the fact is carried only with it."""
     users = ("Hello there.", earlier, "The wiki lives at wiki.example.org.", later, "Ok?")
-    before = [Message.system("You are a careful assistant.")]
-    for text in users:
-        before += [Message.user(text), Message.assistant("Noted.")]
-    view = (tuple(before), (before[0], *before[-2:]))
-    resolved = resolving.resolve((), *view, Numbering(view[0]))
-    texts = [item.text for item in resolved.items]
-    assert texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+    assert goes_with(earlier, later, users)
 
 
 @pytest.mark.parametrize(
