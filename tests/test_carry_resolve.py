@@ -165,7 +165,10 @@ def naive_related(
             ok = bool(shared)
             strong = strong or len(shared) >= 2
         elif statement.cue == resolving._CHANGE:
-            ok = bool(shared) and (len(shared) >= 2 or not kindless or rare)
+            # Read as nothing, one rare word ties it when the model believes it a change or
+            # the word is a third of the earlier item's.
+            rare_tie = rare and (statement.lifting or 3 * len(shared) >= len(e.ties))
+            ok = bool(shared) and (len(shared) >= 2 or not kindless or rare_tie)
         else:
             half = 2 * len(shared) >= len(e.ties) or bool(statement.units & e.units)
             # Read as nothing, two words of a rule or a limit.
@@ -174,7 +177,9 @@ def naive_related(
         if ok:
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
-    instruction = resolving._kind(statement) not in ("", "fact") or (kindless and statement.directs)
+    instruction = resolving._kind(statement) not in ("", "fact") or (
+        kindless and statement.directs and statement.lifting
+    )
     lift = statement.cue == resolving._LIFT and not strong
     first_tier = standing(earlier, indexes, ("rule", "constraint"))
     facts = standing(earlier, indexes, ("fact",))
@@ -284,6 +289,16 @@ UNTIED = [
         "Puedes pasarles mi número a los albañiles — ¿confirmó el del piso para el jueves?",
         id="rt7-es-016",
     ),
+    pytest.param(  # rh11-en-014: a lift with a question after it, past a comma and "and"
+        "Nobody pushes straight to main.",
+        "Pushing to main is OK for hotfixes only, and can you also update the changelog?",
+        id="rh11-en-014",
+    ),
+    pytest.param(  # rt7-es-028: on one rare word, a third of the rule's
+        "Nunca compres pasajes de LATAM.",
+        "Sácame el LATAM de las 7, y desde ahora LATAM está bien siempre.",
+        id="rt7-es-028",
+    ),
     pytest.param(  # rh4-en-010: a lift the vocabulary missed ("from here on")
         "Stick to C89 in anything you show me.",
         "I finally got a newer compiler working, so C99 and later are fine from here on.",
@@ -335,19 +350,48 @@ OTHERS = (
 def goes_with(earlier: str, later: str, users: tuple[str, ...]) -> bool:
     """Whether, once every turn of `users` but the last is removed, `later` is carried
     whenever `earlier` is (in the closure of what `earlier` must come with)."""
+    return later in carried_with(earlier, users)
+
+
+def carried_with(earlier: str, users: tuple[str, ...]) -> list[str]:
+    """What must be carried with `earlier` (its closure) once every turn of `users` but the
+    last is removed."""
     before = [Message.system("You are a careful assistant.")]
     for text in users:
         before += [Message.user(text), Message.assistant("Noted.")]
     view = (tuple(before), (before[0], *before[-2:]))
     resolved = resolving.resolve((), *view, Numbering(view[0]))
     texts = [item.text for item in resolved.items]
-    return texts.index(later) in resolving.closure(texts.index(earlier), resolved.follows)
+    return [texts[i] for i in sorted(resolving.closure(texts.index(earlier), resolved.follows))]
 
 
 @pytest.mark.parametrize(("earlier", "later"), UNTIED)
 def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: str) -> None:
     users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
     assert goes_with(earlier, later, users)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        pytest.param(  # tuning7 chatter: one rare word of a limit, not believed a change
+            "A320 needs minimum four cabin crew, the A321neo needs five.",
+            "Level 3 is 85% stripped, formwork crew back Monday.",
+            id="crew",
+        ),
+        pytest.param(  # tuning7 chatter: a task with "novo", on none of a rule's words
+            "Não abra o portão lateral para entregas.",
+            "Escreva um texto para o site sobre o novo parque canino.",
+            id="novo",
+        ),
+    ],
+)
+def test_chatter_with_a_word_of_change_is_not_carried_with_a_rule(earlier: str, later: str) -> None:
+    """A sentence read as nothing with a word of change ("new", "back") that the model does
+    not believe a change is tied to no rule on one rare word of many, nor on none: carried
+    with the rule, it would take the rule's room."""
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    assert carried_with(earlier, users) == [earlier]
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,7 @@ __all__ = [
     "features",
     "is_instruction",
     "kind_of",
+    "lift_belief",
     "lifts",
     "looks_pasted",
     "normalised",
@@ -1133,6 +1134,16 @@ def directs(sentence: str) -> bool:
     "Switch to American spelling, the client is in Texas." directs, news does not."""
     found = _read(sentence)
     return found is not None and _plainly(found) in ("rule", "constraint", "preference")
+
+
+def lift_belief(sentence: str) -> float:
+    """The model's belief, from 0 to 1, that a sentence lifts or changes an earlier rule or
+    value (the class it learns from the later statements of the tuning side's reversal
+    pairs); 0 for one `kind_of` does not read. "Cada associado pode trazer quatro amigos
+    agora." is believed a change; "Escreva um texto para o site sobre o novo parque canino.",
+    which has a word of change too, is not."""
+    found = _read(sentence)
+    return 0.0 if found is None else _model().beliefs(found)["lift"]
 
 
 def reads_as_lift(sentence: str) -> bool:

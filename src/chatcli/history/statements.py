@@ -58,6 +58,7 @@ from chatcli.history.instructions import (
     cue_of,
     directs,
     kind_of,
+    lift_belief,
     only_lifts,
     reads_as_lift,
     sentences,
@@ -85,6 +86,14 @@ _RARE_WORD = 2
 # never takes the room of what the recogniser found (as facts, they cost the dense tuning
 # sessions a sixth of their preferences at a 20% budget).
 _WOKEN = "preference"
+# How surely the model must believe a sentence read as nothing lifts or changes something
+# (`lift_belief`) for it to be tied to a rule on one rare word, or to every standing rule on
+# none: the change words ("new", "again", "pode") are in much chatter ("write me a caption for
+# the new class flyer"), and each such tie carries the chatter with the rule, in the rule's
+# share of the room. Chosen on dense sessions of tuning7 and heldout11 read by models trained
+# without them (benchmarks/README.md); the later statements of the tuning side's pairs it
+# unties: none.
+_LIFTING = 0.2
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
 # later one that says it changed, on two of its words (one if it lifts it), is carried first
 # (`_told`).
@@ -106,7 +115,8 @@ class _Statement:
     candidate (carried unless replaced; kind "" while it is carried only as an update),
     `words` its content words, `ties` their first letters (`_ties`), `units` what its values
     measure (`_units`), `cue` how plainly it says something changed, `directs` whether a
-    change plainly tells the assistant what to do (`directs`), `anchor` the kind of a
+    change plainly tells the assistant what to do (`directs`), `lifting` whether the model
+    believes it lifts or changes something (`lift_belief`, `_LIFTING`), `anchor` the kind of a
     sentence still in view that removed later ones may update ("": none)."""
 
     at: int
@@ -117,6 +127,7 @@ class _Statement:
     units: frozenset[str] = frozenset()
     cue: int
     directs: bool = False
+    lifting: bool = False
     anchor: str = ""
 
 
@@ -308,7 +319,8 @@ def _related(
     ahora respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
     "respuestas" is in); one with a word of change ("now",
     "again") of those it shares a word with (for a sentence carried only as an update: two
-    words, or one that few items have), and for an instruction that shares none, of every
+    words, or one that few items have, `_rare_tie`), and for an instruction that shares
+    none (read as nothing: one the model believes a change, `_Statement.lifting`), of every
     earlier rule and constraint that says no change itself ("Flights and hotels can go on
     the corporate Amex now." after "Don't use the company card for travel."), and for a new
     limit, of every such earlier limit; any other of those it shares half their words with
@@ -341,7 +353,11 @@ def _related(
         # An instruction said to change on no earlier item's word (a fact is news instead).
         found = _unsure(statements, items)
     elif statement.cue == _CHANGE:
-        found = {j for j, n in shared.items() if n >= 2 or not kindless or j in rare}
+        found = {
+            j
+            for j, n in shared.items()
+            if n >= 2 or not kindless or (j in rare and _rare_tie(statement, statements[j]))
+        }
         if _kind(statement) == "constraint":
             found |= _standing(statements, items, frozenset(["constraint"]))
     else:
@@ -362,8 +378,20 @@ def _related(
 
 
 def _instructs(statement: _Statement, kindless: bool) -> bool:
-    """Read as an instruction (a fact aside), or read as nothing but plainly directing."""
-    return _kind(statement) not in ("", "fact") or (kindless and statement.directs)
+    """Read as an instruction (a fact aside), or read as nothing but plainly directing and
+    believed a change (`_Statement.lifting`)."""
+    return _kind(statement) not in ("", "fact") or (
+        kindless and statement.directs and statement.lifting
+    )
+
+
+def _rare_tie(later: _Statement, earlier: _Statement) -> bool:
+    """Whether a change read as nothing ties to `earlier` on one rare word: when the model
+    believes it a change (`_Statement.lifting`), or the word is a third of the earlier's
+    ("Sácame el LATAM de las 7, y desde ahora LATAM está bien siempre." after "Nunca compres
+    pasajes de LATAM."; "formwork crew back Monday" is no news of "A320 needs minimum four
+    cabin crew, the A321neo needs five")."""
+    return later.lifting or 3 * len(later.ties & earlier.ties) >= len(earlier.ties)
 
 
 def _unsure(statements: list[_Statement], items: list[int]) -> set[int]:
@@ -519,6 +547,7 @@ class Reading:
                 units=_units(text),
                 cue=cue,
                 directs=cue == _CHANGE and directs(text),
+                lifting=cue == _CHANGE and lift_belief(text) >= _LIFTING,
             )
         return replace(self._said[text], at=at, item=item, anchor=anchor)
 
@@ -624,14 +653,20 @@ def _asks(statement: _Statement) -> bool:
 
 
 def _only_asks(statement: _Statement) -> bool:
-    """A question and nothing else: not a statement with a question after it, past a dash or
-    an opening "¿" ("Pode dar meu número pros pedreiros agora — o azulejista confirmou
-    quinta?"), which may still be on the point of an earlier item (it replaces none)."""
+    """A question and nothing else: not a statement with a question after it, past a dash, an
+    opening "¿" or a comma and "and" ("Pode dar meu número pros pedreiros agora — o
+    azulejista confirmou quinta?", "Pushing to main is OK for hotfixes only, and can you also
+    update the changelog?"), which may still be on the point of an earlier item (it replaces
+    none)."""
     return _asks(statement) and _ASKED_AFTER.search(statement.text) is None
 
 
 # A question asked after a statement in the same sentence (`_only_asks`).
-_ASKED_AFTER = re.compile(r"[^\s?¿]\s*(?:\s[—–-]\s*|[,;:]?\s*¿)[^—–¿?]*\?$")
+_ASKED_AFTER = re.compile(
+    r"[^\s?¿]\s*(?:\s[—–-]\s*|[,;:]?\s*¿|[,;]\s+(?:and|but|so|also|plus|e|mas|y|pero)\s)"
+    r"[^—–¿?]*\?$",
+    re.IGNORECASE,
+)
 
 
 def _covers(later: frozenset[str], earlier: frozenset[str]) -> bool:
