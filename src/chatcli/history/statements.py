@@ -568,16 +568,36 @@ def _ties(words: frozenset[str]) -> frozenset[str]:
 # without its figures ("$7,000": "$", "10:00": ":").
 _UNIT_WORD = re.compile(r"([^\W\d_]+)\W*$")
 _FIGURES = re.compile(r"[\d.,\s]+")
+# What units of one quantity measure, in any of them ("two hours" may change "90 minutes";
+# a sum in dollars, one in euros): a unit not listed measures itself.
+_MEASURES = {
+    **dict.fromkeys(
+        (
+            *("second", "sec", "minute", "min", "hour", "hr", "h", "day", "week", "month", "year"),
+            *("segundo", "minuto", "hora", "dia", "día", "semana", "mes", "mê", "año", "ano"),
+        ),
+        "time",
+    ),
+    **dict.fromkeys(
+        (
+            *("$", "€", "£", "eur", "euro", "usd", "dollar", "gbp", "pound", "real", "brl"),
+            *("mxn", "peso", "quid", "buck"),
+        ),
+        "money",
+    ),
+    **dict.fromkeys(("kb", "mb", "gb", "tb", "byte"), "bytes"),
+}
 
 
 def _units(text: str) -> frozenset[str]:
-    """What the exact values of a sentence measure (`value_spans`): a sentence stating a new
-    value of the same unit, on a word of an earlier one's, may change it."""
+    """What the exact values of a sentence measure (`value_spans`, `_MEASURES`): a sentence
+    stating a new value of the same quantity, on a word of an earlier one's, may change it."""
     units = set()
     for start, end in value_spans(text):
         span = text[start:end].lower()
         word = _UNIT_WORD.search(span)
-        units.add(word.group(1).removesuffix("s") if word else _FIGURES.sub("", span) or "#")
+        unit = word.group(1).removesuffix("s") if word else _FIGURES.sub("", span) or "#"
+        units.add(_MEASURES.get(unit, unit))
     return frozenset(units)
 
 
