@@ -3,7 +3,7 @@
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: six of the eight tuning sets
 (`tuning8.jsonl` and `tuning9.jsonl` are not trained on yet: see that directory's README.md),
 and the first eleven held-out sets, retired to the tuning side after their last measurements;
-never `heldout12.jsonl`, `heldout13.jsonl` nor `heldout14.jsonl`, the held-out sets now:
+never `heldout12.jsonl` to `heldout15.jsonl`, the held-out sets now:
 how the sets were made is in that directory's README.md), and the later statements of the tuning
 side's same-point reversal pairs (`PAIR_FILES`) as `lift` sentences: what says, in any words,
 that an earlier rule or value no longer holds. It reads each one with

@@ -39,6 +39,7 @@ SIDES = [
     "heldout12",
     "heldout13",
     "heldout14",
+    "heldout15",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -58,6 +59,7 @@ PAIR_LEAST = {
     "heldout12": (43, 21),
     "heldout13": (45, 22),
     "heldout14": (45, 22),
+    "heldout15": (46, 23),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9))
@@ -304,6 +306,7 @@ MIXES = {
     "heldout12": replace(MIX_580, kinds=MIX_580.kinds | {"constraint": 95}),
     "heldout13": replace(MIX_580, mined=100, mined_sources=15),
     "heldout14": replace(MIX_580, mined=100, mined_sources=18),
+    "heldout15": replace(MIX_580, mined=100, mined_sources=18),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
