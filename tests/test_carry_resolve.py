@@ -372,6 +372,26 @@ def test_a_change_in_other_words_goes_with_what_it_changes(earlier: str, later: 
 
 
 @pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("What does `smtplib.mail` do, and when would I use it?", True),
+        ("Once more, lap 6: What does `site.main` do, and when would I use it?", True),
+        ("Can you check the logs, and tell me what failed?", True),
+        ("Pushing to main is OK for hotfixes only, and can you also update the changelog?", False),
+        ("Pode dar meu número pros pedreiros agora — o azulejista confirmou quinta?", False),
+    ],
+)
+def test_a_statement_with_a_question_after_it_is_told_from_a_question(
+    text: str, asks: bool
+) -> None:
+    """Only a question relates to nothing; a statement with a question after it may still
+    change an earlier rule (a flood of "What does X do, and when would I use it?" must not
+    each be carried as a possible update)."""
+    statement = resolving.Reading().statement(0, None, text)
+    assert resolving._only_asks(statement) is asks
+
+
+@pytest.mark.parametrize(
     ("earlier", "later"),
     [
         pytest.param(

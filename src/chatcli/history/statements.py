@@ -676,15 +676,26 @@ def _only_asks(statement: _Statement) -> bool:
     """A question and nothing else: not a statement with a question after it, past a dash, an
     opening "¿" or a comma and "and" ("Pode dar meu número pros pedreiros agora — o
     azulejista confirmou quinta?", "Pushing to main is OK for hotfixes only, and can you also
-    update the changelog?"), which may still be on the point of an earlier item (it replaces
-    none)."""
-    return _asks(statement) and _ASKED_AFTER.search(statement.text) is None
+    update the changelog?", not "What does `smtplib.mail` do, and when would I use it?"), which
+    may still be on the point of an earlier item (it replaces none)."""
+    if not _asks(statement) or _ASKED_AFTER.search(statement.text):
+        return False
+    anded = _AND_ASKED.search(statement.text)
+    return anded is None or _ASKING.search(statement.text[: anded.start() + 1]) is not None
 
 
-# A question asked after a statement in the same sentence (`_only_asks`).
-_ASKED_AFTER = re.compile(
-    r"[^\s?¿]\s*(?:\s[—–-]\s*|[,;:]?\s*¿|[,;]\s+(?:and|but|so|also|plus|e|mas|y|pero)\s)"
-    r"[^—–¿?]*\?$",
+# A question asked after a statement in the same sentence, past a dash or an opening "¿"
+# (`_only_asks`), or past a comma and "and" (`_AND_ASKED`) when what comes before asks
+# nothing itself (`_ASKING`: "What does `smtplib.mail` do, and when would I use it?" is one
+# question).
+_ASKED_AFTER = re.compile(r"[^\s?¿]\s*(?:\s[—–-]\s*|[,;:]?\s*¿)[^—–¿?]*\?$")
+_AND_ASKED = re.compile(
+    r"[^\s?¿][,;]\s+(?:and|but|so|also|plus|e|mas|y|pero)\s[^—–¿?]*\?$", re.IGNORECASE
+)
+_ASKING = re.compile(
+    r"\b(?:what|how|why|when|where|who|whom|whose|which|o que|por que|quando|onde|qual|quem|"
+    r"qué|cómo|por qué|cuándo|dónde|cuál|quién)\b|"
+    r"^\W*(?:can|could|would|will|do|does|did|is|are|should|may|shall|have|has)\b",
     re.IGNORECASE,
 )
 
