@@ -173,7 +173,11 @@ def naive_related(
             half = 2 * len(shared) >= len(e.ties) or bool(statement.units & e.units)
             # Read as nothing, two words of a rule or a limit.
             two = kindless and len(shared) >= 2 and resolving._kind(e) in ("rule", "constraint")
-            ok = bool(shared) and (len(shared) >= 2 or rare) and (half or two)
+            # Read as nothing, no word of change: only when believed a change, a value of
+            # what the earlier one's measures, or two words and half of the earlier one's.
+            strong = len(shared) >= 2 and 2 * len(shared) >= len(e.ties)
+            news = not kindless or statement.lifting or strong or bool(statement.units & e.units)
+            ok = bool(shared) and (len(shared) >= 2 or rare) and (half or two) and news
         if ok:
             related.append(j)
     sharing = any(statement.ties & e.ties for e in earlier)
@@ -442,6 +446,36 @@ def test_chatter_with_a_word_of_change_is_not_carried_with_a_rule(earlier: str, 
     """A sentence read as nothing with a word of change ("new", "back") that the model does
     not believe a change is tied to no rule on one rare word of many, nor on none: carried
     with the rule, it would take the rule's room."""
+    users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
+    assert carried_with(earlier, users) == [earlier]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        pytest.param(  # tuning7: a status report on two of a rule's words
+            "nunca manda print de pedido com endereço do cliente no grupo, pelo amor",
+            "hoje saíram 38 pedidos e 4 voltaram por endereço errado",
+            id="status",
+        ),
+        pytest.param(  # tuning7: reported speech on two of a rule's words
+            "build has to stay under 500mb, steam deck ppl complain otherwise",
+            "a guy on reddit said u must always ship a linux build or ur dead to deck players, idk",
+            id="hearsay",
+        ),
+        pytest.param(  # tuning7: news of the day on two of a rule's words
+            "If a crew member calls in fatigued, you remove them from the duty, no questions,"
+            " and log it as fatigue not sick.",
+            "We've 14 crew off sick today, 9 on standby, and two flights short.",
+            id="news",
+        ),
+    ],
+)
+def test_news_on_a_rules_words_is_not_carried_with_it(earlier: str, later: str) -> None:
+    """A sentence read as nothing, with no word of change, that the model does not believe a
+    change, that gives no value of what the rule measures and says fewer than half of its
+    words is news on the rule's words: tied to it, it would be carried with it and take
+    another rule's room."""
     users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
     assert carried_with(earlier, users) == [earlier]
 

@@ -87,12 +87,13 @@ _RARE_WORD = 2
 # sessions a sixth of their preferences at a 20% budget).
 _WOKEN = "preference"
 # How surely the model must believe a sentence read as nothing lifts or changes something
-# (`lift_belief`) for it to be tied to a rule on one rare word, or to every standing rule on
-# none: the change words ("new", "again", "pode") are in much chatter ("write me a caption for
-# the new class flyer"), and each such tie carries the chatter with the rule, in the rule's
-# share of the room. Chosen on dense sessions of tuning7 and heldout11 read by models trained
-# without them (benchmarks/README.md); the later statements of the tuning side's pairs it
-# unties: none.
+# (`lift_belief`) for it to be tied to a rule on one rare word, to every standing rule on
+# none, or, with no word of change, on the words they share (`_news_tie`): the change words
+# ("new", "again", "pode") are in much chatter ("write me a caption for the new class
+# flyer"), so are a rule's words, and each such tie carries the chatter with the rule, in the
+# rule's share of the room. Chosen on dense sessions of tuning7 and heldout11 read by models
+# trained without them (benchmarks/README.md); the later statements of the tuning side's
+# pairs it unties: one ("Summer hours: the crew starts at 6 and knocks off at half 2.").
 _LIFTING = 0.2
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
 # later one that says it changed, on two of its words (one if it lifts it), is carried first
@@ -328,7 +329,8 @@ def _related(
     goes up to forty-seven characters" may change "no more than forty-two characters"; a
     sentence read as nothing, of every earlier rule and limit it shares two words with:
     "north pit's patched up, fill it" after "Don't book any grower deliveries into the north
-    pit, it's closed for repairs."). One
+    pit, it's closed for repairs."; for a sentence read as nothing, only when believed a
+    change or a value of the same measure, `_news_tie`). One
     that says a change, a limit or a fact may update every earlier rule and limit whose value
     measures the same, on no shared word ("o teto de desperdício é três por cento" after
     "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
@@ -370,6 +372,7 @@ def _related(
                 or statement.units & statements[j].units
                 or (kindless and n >= 2 and _kind(statements[j]) in FIRST_TIER)
             )
+            and (not kindless or _news_tie(statement, statements[j], n))
         }
     if statement.units and (statement.cue or _kind(statement) in ("fact", "constraint")):
         # A new value of what an earlier rule's or limit's value measures.
@@ -383,6 +386,19 @@ def _instructs(statement: _Statement, kindless: bool) -> bool:
     return _kind(statement) not in ("", "fact") or (
         kindless and statement.directs and statement.lifting
     )
+
+
+def _news_tie(later: _Statement, earlier: _Statement, shared: int) -> bool:
+    """Whether a sentence read as nothing, with no word of change, ties to `earlier` on the
+    `shared` words they share: when the model believes it a change (`_Statement.lifting`),
+    it gives a value of what one of earlier's measures ("The disk was at 92% ..." after "disk
+    on worker-7 at 91%"), or it says two words and half of earlier's ("Farid swapped shifts,
+    so Helga is on call tonight." after "The on-call engineer tonight is Farid."); else it
+    is news on a rule's words, not its update ("We've 14 crew off sick today, ..." after "If
+    a crew member calls in fatigued, you remove them from the duty, ..."), and carried with
+    the rule it would take another rule's room."""
+    half = shared >= 2 and 2 * shared >= len(earlier.ties)
+    return later.lifting or half or bool(later.units & earlier.units)
 
 
 def _rare_tie(later: _Statement, earlier: _Statement) -> bool:
@@ -547,7 +563,7 @@ class Reading:
                 units=_units(text),
                 cue=cue,
                 directs=cue == _CHANGE and directs(text),
-                lifting=cue == _CHANGE and lift_belief(text) >= _LIFTING,
+                lifting=cue != _LIFT and lift_belief(text) >= _LIFTING,
             )
         return replace(self._said[text], at=at, item=item, anchor=anchor)
 
