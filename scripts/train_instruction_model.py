@@ -1,8 +1,8 @@
 """Train the model `chatcli.history.instructions.kind_of` weighs a sentence's features with.
 
-Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the eight tuning sets,
-and the first eleven held-out sets, retired to the tuning side after their last measurements;
-never `heldout12.jsonl` to `heldout15.jsonl`, the held-out sets now:
+Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the tuning sets but the
+tenth, `tuning10.jsonl`, not trained on yet, and the first eleven held-out sets, retired to
+the tuning side after their last measurements; never `heldout12.jsonl` to `heldout16.jsonl`:
 how the sets were made is in that directory's README.md), and the later statements of the tuning
 side's same-point reversal pairs (`PAIR_FILES`) as `lift` sentences: what says, in any words,
 that an earlier rule or value no longer holds. It reads each one with

@@ -40,6 +40,7 @@ SIDES = [
     "heldout13",
     "heldout14",
     "heldout15",
+    "heldout16",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -60,9 +61,10 @@ PAIR_LEAST = {
     "heldout13": (45, 22),
     "heldout14": (45, 22),
     "heldout15": (46, 23),
+    "heldout16": (48, 24),
 }
 # The sentence files of each side of the separation checks.
-TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9))
+TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10))
 SENTENCE_FILES = {"tuning": TUNING_SENTENCES} | {side: (f"{side}.jsonl",) for side in HELDOUT_SIDES}
 # The reversal pair files of each side, and the least pairs of a later tuning one.
 LATER_TUNING_PAIRS = {
@@ -72,6 +74,7 @@ LATER_TUNING_PAIRS = {
     "reversals-tuning7.jsonl": (130, 65),
     "reversals-tuning8.jsonl": (100, 50),
     "reversals-tuning9.jsonl": (100, 50),
+    "reversals-tuning10.jsonl": (100, 50),
 }
 PAIR_FILES = {"tuning": ("reversals-tuning.jsonl", *LATER_TUNING_PAIRS)} | {
     side: (f"reversals-{side}.jsonl",) for side in HELDOUT_SIDES
@@ -307,6 +310,7 @@ MIXES = {
     "heldout13": replace(MIX_580, mined=100, mined_sources=15),
     "heldout14": replace(MIX_580, mined=100, mined_sources=18),
     "heldout15": replace(MIX_580, mined=100, mined_sources=18),
+    "heldout16": replace(MIX_580, mined=100, mined_sources=14),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
@@ -353,6 +357,8 @@ TUNING_SIZES = {
     "tuning7": TuningSizes(rows=1000, voices=28, nones=(0.28, 0.4), lifts=40, mined=0.15),
     "tuning8": TuningSizes(rows=800, voices=28, nones=(0.28, 0.4)),
     "tuning9": TuningSizes(rows=800, voices=24, nones=(0.28, 0.4)),
+    # The tenth's brief asked for about 40% `none`, nearly all hard negatives.
+    "tuning10": TuningSizes(rows=800, voices=26, nones=(0.35, 0.45)),
 }
 
 
@@ -361,7 +367,7 @@ def test_later_tuning_sets_have_their_sizes(name: str) -> None:
     """About half English, some of it `none`, few lifts, few mined rows, new sources."""
     least = TUNING_SIZES[name]
     data = rows(f"{name}.jsonl")
-    prefix = f"t{name[-1]}-"
+    prefix = f"t{name.removeprefix('tuning')}-"
     kinds = Counter(row["kind"] for row in data)
     langs = Counter(row["lang"] for row in data)
     assert len(data) >= least.rows and kinds["lift"] <= least.lifts
