@@ -329,8 +329,8 @@ def _related(
     goes up to forty-seven characters" may change "no more than forty-two characters"; a
     sentence read as nothing, of every earlier rule and limit it shares two words with:
     "north pit's patched up, fill it" after "Don't book any grower deliveries into the north
-    pit, it's closed for repairs."; for a sentence read as nothing, only when believed a
-    change or a value of the same measure, `_news_tie`). One
+    pit, it's closed for repairs."; with no word of change, only when believed a change, a
+    value of the same measure or two words and half of the earlier's: `_news_tie`). One
     that says a change, a limit or a fact may update every earlier rule and limit whose value
     measures the same, on no shared word ("o teto de desperdício é três por cento" after
     "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
@@ -391,12 +391,12 @@ def _instructs(statement: _Statement, kindless: bool) -> bool:
 def _news_tie(later: _Statement, earlier: _Statement, shared: int) -> bool:
     """Whether a sentence read as nothing, with no word of change, ties to `earlier` on the
     `shared` words they share: when the model believes it a change (`_Statement.lifting`),
-    it gives a value of what one of earlier's measures ("The disk was at 92% ..." after "disk
-    on worker-7 at 91%"), or it says two words and half of earlier's ("Farid swapped shifts,
-    so Helga is on call tonight." after "The on-call engineer tonight is Farid."); else it
-    is news on a rule's words, not its update ("We've 14 crew off sick today, ..." after "If
-    a crew member calls in fatigued, you remove them from the duty, ..."), and carried with
-    the rule it would take another rule's room."""
+    it gives a value of what one of earlier's measures ("My last attachment was 2 MB and
+    bounced." after "Attachments must stay under 800 KB."), or it says two words and half of
+    earlier's ("Farid swapped shifts, so Helga is on call tonight." after "The on-call
+    engineer tonight is Farid."); else it is news on a rule's words, not its update ("We've
+    14 crew off sick today, ..." after "If a crew member calls in fatigued, you remove them
+    from the duty, ..."), and carried with the rule it would take another rule's room."""
     half = shared >= 2 and 2 * shared >= len(earlier.ties)
     return later.lifting or half or bool(later.units & earlier.units)
 
