@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,39 @@ def test_rules_constraints_facts_and_preferences_are_classified() -> None:
     assert classify("Did you push to main?") is None
     assert classify("The weather was nice in the park.") is None
     assert classify("Go on.") is None  # it only moves the turn on
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "As I said, never push to main.",
+        "Like I said: don't touch the prod database.",
+        "Como te dije, no toques la base de producción.",
+        "Como eu disse, nunca faça push na main.",
+        "Every time you open a pull request, tag Marta.",
+        "Cada vez que cambies el esquema, corre las migraciones.",
+    ],
+)
+def test_a_rule_restated_or_said_for_every_time_is_a_rule(sentence: str) -> None:
+    """A reminder before a rule ("As I said, ...") is read as the rule after it, and "every
+    time" opens a conditional whose consequence can be a directive."""
+    assert classify(sentence) == "rule"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "My landlord insists we must never leave bikes on the balcony; I don't buy it.",
+        "Meu sogro fala que tem que regar as plantas sempre de manhã, eu não acredito nisso.",
+        "Every time it snows the trams stop running and half the team works from home.",
+        "Cada vez que llueve se inunda el garaje del edificio.",
+        "You booked the van for Friday, I told you the depot is shut on Fridays.",
+    ],
+)
+def test_someone_elses_rule_a_habit_or_a_complaint_is_not_a_rule(sentence: str) -> None:
+    """A rule someone else holds, doubted; what keeps happening; a complaint pointing back at
+    what the user said: none is a standing instruction of the user's."""
+    assert classify(sentence) is None
 
 
 def test_removed_user_messages_are_carried_verbatim_with_numbers_after_the_systems() -> None:

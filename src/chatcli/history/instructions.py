@@ -113,7 +113,10 @@ _NO_END = frozenset(
 #   standing: a rule's scope ("every", "cada"); norms: a rule's warrant ("that's the
 #   policy", "é a regra", "sin excepciones"); conditional, questions, first_person, you:
 #   who speaks and how; tags: a question tag at the end ("okay?", "¿me entendés?");
-#   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.").
+#   moves: a whole sentence that only moves the turn on ("Go on.", "Dale.");
+#   disavowed: someone else's rule, doubted or declined ("I don't buy it", "eso es cosa suya");
+#   reminded: the user pointing back at what they said ("I told you", "te dije", "eu falei");
+#   habitual: what keeps happening ("every single time", "toda vez que", "es lo mismo").
 _LEXICONS: dict[str, dict[str, str]] = {
     "en": {
         "polite": "please, pls, kindly, plz",
@@ -199,10 +202,21 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "what i want, at the end i want, i want the, i want a, by the end, the plan is",
         "reported": "says, said, say that, keeps saying, keep saying, noted that, "
         "indicated that, has indicated, told me, tells me, mentioned, according to, claims, "
-        "insists",
+        "insists, maintains, feels that, reckon, reckons, swears, is convinced, they say, "
+        "people say",
+        "disavowed": "i don't buy it, i dont buy it, i do not share, i don't share, i disagree, "
+        "i don't agree, i'm not convinced, i am not convinced, i doubt it, not my problem, "
+        "not your job, not our job, their call, his call, her call, their project, "
+        "whatever they say, as he wishes, as she wishes, his business, her business, "
+        "up to them, if you ask me, nonsense, old wives",
+        "reminded": "i said, i told you, i asked you, i had asked, i've told you, i have told "
+        "you, i already said, like i said, as i said",
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
-        "was, were, had, did, got, went, told, happened, sooner or later",
+        "was, were, had, did, got, went, told, happened, sooner or later, back when, "
+        "in the old days, before we had, we'd always, in the eighties, in the nineties",
+        "habitual": "every time, every single time, each time, without fail, like clockwork, "
+        "invariably, it's always the same, same every",
         "norms": "that's how it works, that is how it works, that's the rule, that is the "
         "rule, company rule, house rule, that's the policy, that is the policy, has a policy, "
         "our policy, company policy, that's the law, it's the law, state cap, no exceptions, "
@@ -304,10 +318,19 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "goals": "nosso objetivo, o objetivo, meu objetivo, objetivo final, a meta, nossa meta, "
         "o alvo, o plano é, quero terminar, quero chegar, quero acabar, quero esse, "
         "quero um, quero uma",
-        "reported": "diz que, disse que, falou que, vive dizendo, diz sempre, comentou, falou",
+        "reported": "diz que, disse que, falou que, vive dizendo, diz sempre, comentou, falou, "
+        "fala que, falava que, dizia que, dizem que, jura que, garante que, acha que",
+        "disavowed": "não acredito, eu não acredito, não concordo, discordo, duvido, "
+        "problema dele, problema dela, coisa dele, coisa dela, mostram o contrário, "
+        "não é bem assim, bobagem, besteira, lenda",
+        "reminded": "eu falei, eu disse, eu pedi, te falei, te disse, te pedi, já falei, "
+        "já disse, eu tinha dito, eu tinha pedido, como eu disse",
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
-        "reprovei, derrubou, caiu, mais cedo ou mais tarde, cedo ou tarde",
+        "reprovei, derrubou, caiu, mais cedo ou mais tarde, cedo ou tarde, tínhamos de, "
+        "tínhamos que, antigamente, naquela época, no início, costumávamos, costumava",
+        "habitual": "toda vez, toda vez que, todo santo dia, é sempre a mesma coisa, "
+        "é sempre assim, sem falta",
         "norms": "é a regra, é regra, é norma, é a norma, é lei, é a lei, sem exceção, "
         "sem exceções, política da empresa, política do escritório, não se negocia, "
         "sem negociação, ponto final, regra da casa, assim que funciona",
@@ -404,11 +427,19 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "me viene mejor, si puedes, si podés, en lugar de, antes que, no es regla",
         "goals": "nuestro objetivo, el objetivo, mi objetivo, la meta, nuestra meta, meta final, "
         "el plan es, lo que quiero, quiero cerrar, quiero terminar, quiero un, quiero una",
-        "reported": "dice que, dijo que, comentó que, dice siempre, siempre dice, "
+        "disavowed": "no creo, yo no creo, no estoy de acuerdo, cosa suya, problema suyo, "
+        "habla por hablar, dudo, no me convence, allá él, allá ella, tonterías, mito",
+        "reminded": "te dije, le dije, te pedí, le pedí, le había pedido, te había dicho, "
+        "ya te dije, ya le dije, como te dije, como dije",
+        "reported": "dice que, dijo que, comentó que, dice siempre, siempre dice, decía que, "
+        "dicen que, opina que, según él, según ella, jura que, asegura que, "
         "vive diciendo, comentó",
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
-        "reprobé, tarde o temprano, a la larga",
+        "reprobé, tarde o temprano, a la larga, teníamos que, tenía que, antiguamente, "
+        "en esa época, en aquella época, al principio, solíamos, solía",
+        "habitual": "cada vez que, todas las veces, es lo mismo, siempre lo mismo, "
+        "siempre es igual, sin falta",
         "norms": "es la regla, es regla, es norma, es la norma, es ley, es la ley, "
         "sin excepción, sin excepciones, política de la empresa, no se negocia, "
         "sin negociar, punto final, punto y aparte, regla de la casa, así funciona",
@@ -549,7 +580,7 @@ _CUES = {
     for group in sorted(
         _set(
             "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
-            "standing norms you"
+            "standing norms you disavowed reminded habitual"
         )
     )
 }
@@ -563,6 +594,13 @@ _OPENINGS = {
 # The feature each opening group gives: its own, but an opinion's opening is an opinion.
 _OPENED = {group: f"c:{group}" for group in _OPENINGS} | {"opinion_opening": "c:opinion"}
 _MOVES = frozenset(_strip_accents(p) for p in _phrases("moves"))
+# A reminder that opens a sentence, before what it restates ("As I said, never push to main.",
+# "Como te dije: no toques producción."): read as the sentence after it.
+_REMINDER = re.compile(
+    rf"^(?:{_alternation(_phrases('reminded'))})(?:\s+(?:before|already|earlier|antes|ya|ja))?"
+    r"\s*[,:;]\s*",
+    re.IGNORECASE,
+)
 _TAG = re.compile(
     rf"(?:[,;]\s*|\s+)(?:{_alternation(_phrases('tags'))})\s*[?!.]*\s*$", re.IGNORECASE
 )
@@ -830,7 +868,10 @@ _DESCRIBES = re.compile(
 # The Portuguese and Spanish imperfect ("sempre marcava", "nunca usaba"): a habit of the past.
 _IMPERFECT = re.compile(r"\b\w{2,}(?:ava|avam|avamos|aba|aban|abamos)\b")
 # A conditional's opening, and a consequence that predicts (`_conditional`).
-_IF = re.compile(r"^(?:if|when|whenever|unless|should|se|si|quando|cuando|caso|en caso de)\b")
+_IF = re.compile(
+    r"^(?:if|when|whenever|unless|should|se|si|quando|cuando|caso|en caso de|every time|"
+    r"each time|cada vez que|toda vez que|sempre que|siempre que)\b"
+)
 _WILL = re.compile(
     r"\b(?:will|would|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|sera|habria|"
     r"vas a|va a)\b|\b\w+(?:ria|rian|remos)\b"
@@ -849,7 +890,7 @@ _CONTEXTS = tuple(
     sorted(
         _set(
             "narrative opinion reported first_person habit you question_end status past "
-            "imperative infinitive negations conditional requests"
+            "imperative infinitive negations conditional requests disavowed reminded habitual"
         )
     )
 )
@@ -873,7 +914,8 @@ def features(sentence: str) -> frozenset[str]:
     whole = normalised(sentence)
     label = _LABEL.match(whole)
     plain = whole[label.end() :] if label is not None and label.end() < len(whole) else whole
-    text = _TAG.sub("", _POLITE.sub("", plain))  # "Porfa, no ...", "..., ¿me entendés?"
+    # "Porfa, no ...", "..., ¿me entendés?", "As I said, no ..."
+    text = _TAG.sub("", _POLITE.sub("", _REMINDER.sub("", plain)))
     tokens = _TOKEN.findall(_NO_LONGER.sub("nolonger", text))  # no "no" of a ban
     padded = _padded(text)
     words = frozenset(padded.split())
@@ -1249,7 +1291,8 @@ def _plainly(found: frozenset[str]) -> str | None:
 # What keeps the vocabulary from stating anything plainly (`_plainly`).
 _NOT_PLAINLY = _set(
     "c:question_end c:qmark c:reported c:narrative c:past c:never_past c:opinion c:habit "
-    "c:i_not c:status c:thanks c:notes c:only_number c:first_person c:requests"
+    "c:i_not c:status c:thanks c:notes c:only_number c:first_person c:requests c:disavowed "
+    "c:reminded"
 )
 
 
