@@ -1100,11 +1100,10 @@ def _participle(tokens: list[str], at: int) -> bool:
 
 # A sentence is a rule (or a constraint) when the model's belief in a rule, a constraint or a
 # lift is at least this, or when the vocabulary states one plainly (`_plainly`): chosen on
-# the tuning side's cross-validation (benchmarks/README.md) as the threshold whose larger
-# shortfall from the goal for carried rules (precision 90%, recall 95%) is least. With the
-# eighth and ninth tuning sets in, 0.45 is, by a little, and models trained without tuning7 or
-# heldout11 keep as many of their dense sessions' rules with either: kept until the next
-# training settles it.
+# the tuning side's cross-validation (benchmarks/README.md), where 0.4 and 0.45 are the least
+# short of the goal for carried rules (precision 90%, recall 95%), 0.45 by a little; models
+# trained without tuning7 or heldout11 keep as many rules of those sets' dense sessions with
+# either, and with 0.4 fewer rounds show a superseded value without its update.
 _RULE_MASS = 0.4
 # The model's belief in `none` past which the vocabulary's plain reading (`_plainly`) of a rule
 # or a preference is not taken: "Hold on, I need to double-check that number" has a directive
