@@ -41,6 +41,7 @@ SIDES = [
     "heldout14",
     "heldout15",
     "heldout16",
+    "heldout17",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -62,6 +63,7 @@ PAIR_LEAST = {
     "heldout14": (45, 22),
     "heldout15": (46, 23),
     "heldout16": (48, 24),
+    "heldout17": (48, 24),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -313,6 +315,7 @@ MIXES = {
     "heldout14": replace(MIX_580, mined=100, mined_sources=18),
     "heldout15": replace(MIX_580, mined=100, mined_sources=18),
     "heldout16": replace(MIX_580, mined=100, mined_sources=14),
+    "heldout17": replace(MIX_580, mined=100, mined_sources=18),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
