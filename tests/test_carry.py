@@ -183,6 +183,64 @@ def test_narration_with_a_word_of_lifting_is_not_carried_alone_nor_chained() -> 
     assert [i.text for i in items] == ["Never push to main.", story[0]]
 
 
+@pytest.mark.parametrize(
+    ("rule", "news"),
+    [
+        (
+            "Keep the volunteers off the roof while the storm warning is up.",
+            "The weather office cancelled the warning an hour ago.",
+        ),
+        (
+            "Don't order more flour until the new mixer is installed.",
+            "The technician wired in the mixer this morning.",
+        ),
+        (
+            "Não marque aulas no ginásio enquanto a quadra estiver em reforma.",
+            "Os pedreiros entregaram a quadra ontem à tarde.",
+        ),
+        (
+            "No aceptes reservas para la terraza mientras dure la obra del toldo.",
+            "Los obreros terminaron el toldo el viernes.",
+        ),
+    ],
+)
+def test_news_that_a_rules_situation_ended_is_carried_after_it(rule: str, news: str) -> None:
+    """A rule that holds while a situation lasts is lifted by news of the situation, in none
+    of the rule's words; the news the model most believes a change is carried after it,
+    the chatter between them is not."""
+    messages = chat(rule, "Thanks, that helps.", news, "What next?")
+    text = block_text(carry_instructions(messages, last_turn(messages)).messages)
+    assert rule in text and news in text and text.index(rule) < text.index(news)
+    assert "Thanks" not in text
+
+
+@pytest.mark.parametrize(
+    "rule", ["Never deploy on Fridays.", "Don't publish the post until Friday."]
+)
+def test_news_is_not_carried_with_a_rule_on_no_passing_situation(rule: str) -> None:
+    """A standing rule, or one that waits for a date, is lifted by no such news."""
+    news = "The technician wired in the mixer this morning."
+    messages = chat(rule, "Thanks, that helps.", news, "What next?")
+    text = block_text(carry_instructions(messages, last_turn(messages)).messages)
+    assert rule in text and news not in text
+
+
+def test_news_of_a_pinned_rules_situation_is_carried() -> None:
+    """The rule is still in view (a pinned first request): the news is carried, the story
+    beside it is not."""
+    messages = chat(
+        "Keep the volunteers off the roof while the storm warning is up.",
+        "Thanks, that helps.",
+        "We sold forty raffle tickets at the fete.",
+        "The met office called off the alert an hour ago.",
+        "Thanks.",
+        "What next?",
+    )
+    view = (SYSTEM, *messages[1:3], *messages[-2:])
+    text = block_text(carry_instructions(messages, view).messages)
+    assert "The met office called off the alert" in text and "raffle" not in text
+
+
 def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
     call = ToolCall(id="c1", name="fetch", arguments={"url": "https://example.com"})
     messages = (

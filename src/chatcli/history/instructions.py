@@ -59,6 +59,7 @@ __all__ = [
     "directs",
     "extract_instructions",
     "features",
+    "holds_while",
     "is_instruction",
     "kind_of",
     "lift_belief",
@@ -876,6 +877,15 @@ _WILL = re.compile(
     r"\b(?:will|would|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|sera|habria|"
     r"vas a|va a)\b|\b\w+(?:ria|rian|remos)\b"
 )
+# A rule's hold on a passing situation ("... while the brake is being replaced", "até o preço
+# baixar", "hasta que paguen"): news that the situation ended lifts it (`holds_while`).
+_PASSING = re.compile(
+    r"\b(?:while|whilst|until|till|pending|for now|for the time being|as long as|enquanto|"
+    r"ate que|ate (?:o|a|os|as)|por enquanto|por ora|por agora|mientras|hasta que|"
+    r"hasta (?:el|la|los|las)|por ahora|por el momento|por lo pronto|de momento)\b"
+    # a date or a time passes; news of it is no situation's ("until Friday", "até o dia 5")
+    rf"(?!\s+(?:the |o |a |el |la )?(?:dia |day |next )?{_WHEN})"
+)
 # "No longer" read as one word: its "no" bans nothing (`features`).
 _NO_LONGER = re.compile(r"\bno longer\b")
 # A clause's first word, after a comma, a semicolon or a colon (`_around`).
@@ -1188,6 +1198,14 @@ def lift_belief(sentence: str) -> float:
     which has a word of change too, is not."""
     found = _read(sentence)
     return 0.0 if found is None else _model().beliefs(found)["lift"]
+
+
+def holds_while(sentence: str) -> bool:
+    """Whether a sentence holds only while a passing situation lasts ("Keep everyone off the
+    top platform while the brake is being replaced."): news that the situation ended, in its
+    own words and none of the rule's ("Engineer certified the replacement on Line 4 an hour
+    ago."), lifts it (`chatcli.history.statements`)."""
+    return _PASSING.search(normalised(sentence)) is not None
 
 
 def reads_as_lift(sentence: str) -> bool:
