@@ -218,11 +218,28 @@ def test_news_that_a_rules_situation_ended_is_carried_after_it(rule: str, news: 
     "rule", ["Never deploy on Fridays.", "Don't publish the post until Friday."]
 )
 def test_news_is_not_carried_with_a_rule_on_no_passing_situation(rule: str) -> None:
-    """A standing rule, or one that waits for a date, is lifted by no such news."""
-    news = "The technician wired in the mixer this morning."
+    """A standing rule, or one that waits for a date, takes news the model barely believes a
+    change for no lift of it."""
+    news = "The garage replaced its brakes yesterday."
     messages = chat(rule, "Thanks, that helps.", news, "What next?")
     text = block_text(carry_instructions(messages, last_turn(messages)).messages)
     assert rule in text and news not in text
+
+
+def test_news_believed_a_change_is_carried_after_a_standing_rule() -> None:
+    """A standing rule lifted by news of why it was made, in none of its words: the news is
+    carried after it when the model believes it a change; a story is not."""
+    rule, news = (
+        "No reserves la furgoneta para excursiones.",
+        "El taller le cambió los frenos ayer.",
+    )
+    messages = chat(rule, "Gracias, me sirve.", news, "¿Y ahora?")
+    text = block_text(carry_instructions(messages, last_turn(messages)).messages)
+    assert rule in text and news in text and text.index(rule) < text.index(news)
+    story = "Vendimos cuarenta rifas en la kermés del sábado."
+    messages = chat(rule, "Gracias, me sirve.", story, "¿Y ahora?")
+    text = block_text(carry_instructions(messages, last_turn(messages)).messages)
+    assert rule in text and story not in text
 
 
 def test_news_of_a_pinned_rules_situation_is_carried() -> None:

@@ -97,6 +97,34 @@ def naive_resolved(
             pairs += [(index, j) for j in (*related, *woken)]
         elif statement.item is not None and not statement.cue and not statement.text.endswith("?"):
             dormant.append(index)
+    # News (`_news`): each standing rule or limit no pair updates takes the later sentence
+    # carried for nothing that the model most believes a change, above its floor.
+    updated = {earlier for _, earlier in pairs}
+    for j in range(len(statements)):
+        if (
+            resolving._kind(statements[j]) not in resolving.FIRST_TIER
+            or j in updates_only
+            or j in dormant
+            or j in updated
+        ):
+            continue
+        floor = resolving._NEWS if said[j].passing else resolving._LIFTING
+        news = [
+            i
+            for i in range(j + 1, len(statements))
+            if said[i].item is not None
+            and statements[i].item is None
+            and not resolving._only_asks(said[i])
+            and said[i].belief >= floor
+        ]
+        if news:
+            best = max(news, key=lambda i: said[i].belief)
+            item = said[best].item
+            assert item is not None
+            kind = resolving._kind(statements[j])
+            statements[best] = replace(said[best], item=replace(item, kind=kind))
+            pairs.append((best, j))
+            updates_only.add(best)  # news takes no news in turn
     kept: list[CarriedItem] = []
     at: dict[int, int] = {}
     for index, statement in enumerate(statements):
@@ -126,6 +154,7 @@ def naive_resolved(
             and (
                 statements[later].ties & said[earlier].ties
                 or statements[later].units & said[earlier].units
+                or said[earlier].passing
             )
         ):
             urgent.add(at[later])
@@ -229,6 +258,30 @@ def test_resolving_finds_what_comparing_every_pair_finds(
     view = (tuple(before), tuple(after))
     fast = resolving.resolve(tuple(old), *view, Numbering(view[0]))
     assert fast == naive_resolved(tuple(old), *view)
+
+
+def test_news_is_found_as_comparing_every_pair_finds_it() -> None:
+    """News of a passing situation and news believed a change, carried after the rules, as
+    the definition finds them; the story beside them is not carried."""
+    users = (
+        "Keep the volunteers off the roof while the storm warning is up.",
+        "No reserves la furgoneta para excursiones.",
+        "Thanks, that helps.",
+        "The met office called off the alert an hour ago.",
+        "El taller le cambió los frenos ayer.",
+        "We sold forty raffle tickets at the fete.",
+        "What next?",
+    )
+    before = [Message.system("You are a careful assistant.")]
+    for text in users:
+        before += [Message.user(text), Message.assistant("Noted.")]
+    view = (tuple(before), (before[0], *before[-2:]))
+    fast = resolving.resolve((), *view, Numbering(view[0]))
+    assert fast == naive_resolved((), *view)
+    assert [i.text for i in fast.items] == [users[0], users[1], users[3], users[4]]
+    # Each rule goes with one of the news, the one the model believes most left to it: which
+    # news is whose is not known, both come after both rules.
+    assert sorted(fast.follows[:2]) == [(2,), (3,)] and fast.follows[2:] == ((), ())
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:

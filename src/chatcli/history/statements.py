@@ -29,12 +29,13 @@ transcript number; a candidate is one of a message that left the view, with its 
   of the lowest kind: the user said it changed, so it was a rule or a value the recogniser
   missed. On one word of such a sentence, a change is carried alone, of the lowest kind:
   unclear what it changes, a lost change leaves the model with what no longer holds.
-- **News of a passing situation** (`_news`): a rule or limit that holds only while a
-  situation lasts ("No new reptile orders until the quarantine room is finished.") is lifted
-  by news that it ended, told in the situation's words and none of the rule's ("Builders
-  handed over the isolation unit yesterday, so get the geckos coming in."). When nothing
-  else updates it, the removed later sentence read as nothing that the model most believes
-  a change is carried with it, as above.
+- **News** (`_news`): a rule or limit is often lifted in none of its words: a rule that holds
+  only while a situation lasts ("No new reptile orders until the quarantine room is
+  finished.") by news that it ended ("Builders handed over the isolation unit yesterday, so
+  get the geckos coming in."), another by news of why it was made. When nothing else
+  updates it, the removed later sentence read as nothing that the model most believes a
+  change is carried with it, as above: for a passing situation's rule, even one the model
+  barely believes a change (`_NEWS`).
 - **Ties**: a later statement is tied to an earlier one by the first letters of their
   content words (`_ties`: "slides" / "slide"), replacing by the content words themselves.
 - **Updating what is still in view**: a sentence of a user message the view keeps that is
@@ -103,10 +104,11 @@ _WOKEN = "preference"
 # pairs it unties: one ("Summer hours: the crew starts at 6 and knocks off at half 2.").
 _LIFTING = 0.2
 # How surely the model must believe a sentence read as nothing a change (`lift_belief`) for
-# it to be carried as the news that lifts a rule holding while a situation lasts (`_news`):
-# the later statements of the tuning side's pairs that the model reads as nothing mostly
-# score above it, three quarters of their chatter below. Chosen on tuning12, tuning7 and
-# heldout11 read by models trained without them (benchmarks/README.md).
+# it to be carried as the news that lifts a rule holding while a situation lasts (`_news`;
+# news of any other rule takes `_LIFTING`): the later statements of the tuning side's pairs
+# that the model reads as nothing mostly score above it, three quarters of their chatter
+# below. Both chosen on tuning12, tuning7 and heldout11 read by models trained without them
+# (benchmarks/README.md).
 _NEWS = 0.03
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
 # later one that says it changed, on two of its words (one if it lifts it), is carried first
@@ -282,40 +284,49 @@ def _with_updates(
         best_text[statement.text] = min(best_text.get(statement.text, rank), rank)
         _index(index, resolved[index], by_word, by_unit)
         earlier.append(index)
-    return resolved, pairs + _news(statements, resolved, pairs)
+    return resolved, pairs + _news(statements, resolved, pairs, earlier)
 
 
 def _news(
-    said: list[_Statement], resolved: list[_Statement], pairs: list[tuple[int, int]]
+    said: list[_Statement],
+    resolved: list[_Statement],
+    pairs: list[tuple[int, int]],
+    items: list[int],
 ) -> list[tuple[int, int]]:
-    """The pairs (later, earlier) of each rule or limit (or anchor) that holds only while a
-    passing situation lasts (`_Statement.passing`) and that no later statement updates
-    (`pairs`), and the later removed sentence carried for nothing (`said`: as read,
-    `resolved`: as `_with_updates` decided), not a question, that the model most believes a
-    change, at least `_NEWS`; that sentence is made an item of the rule's kind in
-    `resolved`. The news that lifts such a rule is told in the situation's words ("Pups are
-    weaned and the colony's dispersed." after "Don't book any tours near the lighthouse
-    while the sea lions are pupping."), which no tie finds."""
+    """The pairs (later, earlier) of each rule or limit among `items` (those later statements
+    may update, anchors too) that no later statement updates (`pairs`), and the later removed
+    sentence carried for nothing (`said`: as read, `resolved`: as `_with_updates` decided),
+    not only a question, that the model most believes a change: at least `_NEWS` for a rule
+    that holds only while a passing situation lasts (`_Statement.passing`), `_LIFTING` for
+    any other. That sentence is made an item of the rule's kind in `resolved`. The news that
+    lifts a rule is often told in none of the rule's words, which no tie finds: of its
+    situation ("Pups are weaned and the colony's dispersed." after "Don't book any tours near
+    the lighthouse while the sea lions are pupping."), or of why it was made ("El vecino de
+    los chanchos pagó lo que debía." after "No le vendas aserrín a don Osvaldo.")."""
     updated = {earlier for _, earlier in pairs}
     found: list[tuple[int, int]] = []
-    for j, rule in enumerate(resolved):
-        if j in updated or not rule.passing or _kind(rule) not in FIRST_TIER:
+    for j in items:
+        rule = resolved[j]
+        if j in updated or _kind(rule) not in FIRST_TIER:
             continue
-        news = [i for i in range(j + 1, len(said)) if _unread_news(said[i], resolved[i])]
+        floor = _NEWS if rule.passing else _LIFTING
+        news = [
+            i
+            for i in range(j + 1, len(said))
+            if _unread(said[i], resolved[i]) and said[i].belief >= floor
+        ]
         if news:
             best = max(news, key=lambda i: said[i].belief)
             item = said[best].item
-            assert item is not None  # for the type checker: `_unread_news` says so
+            assert item is not None  # for the type checker: `_unread` says so
             resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
             found.append((best, j))
     return found
 
 
-def _unread_news(said: _Statement, resolved: _Statement) -> bool:
-    """A removed sentence carried for nothing that may be news of a situation's end."""
-    return (
-        said.item is not None and resolved.item is None and not _asks(said) and said.belief >= _NEWS
-    )
+def _unread(said: _Statement, resolved: _Statement) -> bool:
+    """A removed sentence carried for nothing, not only a question: it may be news."""
+    return said.item is not None and resolved.item is None and not _only_asks(said)
 
 
 def _index(
