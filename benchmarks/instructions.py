@@ -281,7 +281,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     heldout = [f"heldout{n}" for n in range(17, 1, -1)] + ["heldout"]
     sets = [*heldout, "tuning", *(f"tuning{n}" for n in (2, 3, 4, 5, 7, 8, 9, 10, 11, 12))]
-    parser.add_argument("--set", choices=sets, default="heldout16")
+    parser.add_argument("--set", choices=sets, default="heldout17")
     parser.add_argument("--classifier", default="chatcli.history.carry:classify")
     parser.add_argument("--show-errors", action="store_true", help="list every misjudged sentence")
     return parser.parse_args(argv)
