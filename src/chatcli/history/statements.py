@@ -54,6 +54,7 @@ One module because replacing, updating and waking are one pass over the same sta
 
 from __future__ import annotations
 
+import heapq
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -304,19 +305,24 @@ def _news(
     the lighthouse while the sea lions are pupping."), or of why it was made ("El vecino de
     los chanchos pagó lo que debía." after "No le vendas aserrín a don Osvaldo.")."""
     updated = {earlier for _, earlier in pairs}
+    # The candidates, surest first (the earliest at a tie): a rule takes the surest one after
+    # it, and one before a rule is before every later rule too, so each is looked at once.
+    candidates = [
+        (-said[i].belief, i)
+        for i in range(len(said))
+        if _unread(said[i], resolved[i]) and said[i].belief >= _NEWS
+    ]
+    heapq.heapify(candidates)
     found: list[tuple[int, int]] = []
     for j in items:
         rule = resolved[j]
         if j in updated or _kind(rule) not in FIRST_TIER:
             continue
+        while candidates and candidates[0][1] <= j:  # bounded: each is popped once
+            heapq.heappop(candidates)
         floor = _NEWS if rule.passing else _LIFTING
-        news = [
-            i
-            for i in range(j + 1, len(said))
-            if _unread(said[i], resolved[i]) and said[i].belief >= floor
-        ]
-        if news:
-            best = max(news, key=lambda i: said[i].belief)
+        if candidates and -candidates[0][0] >= floor:
+            best = heapq.heappop(candidates)[1]
             item = said[best].item
             assert item is not None  # for the type checker: `_unread` says so
             resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
