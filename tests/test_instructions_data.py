@@ -42,6 +42,7 @@ SIDES = [
     "heldout15",
     "heldout16",
     "heldout17",
+    "heldout18",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -64,6 +65,7 @@ PAIR_LEAST = {
     "heldout15": (46, 23),
     "heldout16": (48, 24),
     "heldout17": (48, 24),
+    "heldout18": (50, 26),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -316,6 +318,7 @@ MIXES = {
     "heldout15": replace(MIX_580, mined=100, mined_sources=18),
     "heldout16": replace(MIX_580, mined=100, mined_sources=14),
     "heldout17": replace(MIX_580, mined=100, mined_sources=18),
+    "heldout18": replace(MIX_580, mined=100, mined_sources=18),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
