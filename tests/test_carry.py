@@ -276,6 +276,37 @@ def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
     assert out.messages == last_turn(messages)
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "not sure if the permit covers weekend work at the depot",
+        "Não sei se o contrato cobre as horas extra do turno da noite.",
+        "no tengo claro si hay que pagar la tasa otra vez este año",
+    ],
+)
+def test_an_indirect_question_is_not_a_rule(sentence: str) -> None:
+    """A question without its mark ("not sure if ...", "no sé si ...") asks whether a rule
+    holds; it states none."""
+    assert classify(sentence) is None
+
+
+def test_a_rule_for_when_the_assistant_is_unsure_is_a_rule() -> None:
+    assert classify("If you are not sure whether a command is destructive, ask first.") == "rule"
+
+
+def test_a_rule_files_shouted_label_is_no_log_level() -> None:
+    """ "CRITICAL: Never ..." is a rule file's shout; "CRITICAL:root:...", or another level
+    before a rule ("WARNING: Don't ...", in a pasted reST test file), is a log's line."""
+    assert classify("CRITICAL: Never drop the invoices table, not even on staging.") == "rule"
+    messages = chat(
+        "CRITICAL:root:disk almost full on the invoices volume",
+        "WARNING: Don't drop the next directive!",
+        "Summarise the log.",
+    )
+    items, _ = carried_items(carry_instructions(messages, last_turn(messages)).messages)
+    assert items == ()
+
+
 def test_pasted_code_and_logs_are_data_not_the_users_instructions() -> None:
     fenced = "```\nNever retry: the budget cap is 5,000 EUR.\nWorker 3 took 1,200 ms.\n```"
     log = "\n".join(f"Worker {n} took {n * 10} ms on port {9000 + n}." for n in range(40))

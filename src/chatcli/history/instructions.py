@@ -198,7 +198,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "likes": "prefer, prefers, preferred, i'd rather, would rather, rather than, i like, "
         "i love, i'd go with, personally, would be nice, if possible, where possible, "
         "kinda like, would appreciate, is easier, not a hard rule, i want, i'd like, "
-        "my preference",
+        "my preference, when possible, whenever possible, whenever you can, if you can, "
+        "where practical, when practical, if feasible, if it's no trouble, ideally",
+        "unsure": "not sure if, not sure whether, no idea if, no idea whether, i wonder if, "
+        "i wonder whether, wondering if, wondering whether, don't know if, don't know whether, "
+        "dont know if, do not know if, dunno if, not clear if, not clear whether, unclear if, "
+        "unclear whether, can't tell if, cant tell if, can't tell whether, trying to work out "
+        "if, trying to figure out if, still figuring out if",
         "goals": "end state, end goal, goal, goals, objective, target is, aim to, we aim, "
         "what i want, at the end i want, i want the, i want a, by the end, the plan is",
         "reported": "says, said, say that, keeps saying, keep saying, noted that, "
@@ -215,7 +221,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "yesterday, last year, last week, last month, last semester, "
         "last quarter, last time, ago, previous, previously, before this, back in, used to, "
         "was, were, had, did, got, went, told, happened, sooner or later, back when, "
-        "in the old days, before we had, we'd always, in the eighties, in the nineties",
+        "in the old days, before we had, we'd always, in the eighties, in the nineties, "
+        "for years, in my day, back then, years ago",
         "habitual": "every time, every single time, each time, without fail, like clockwork, "
         "invariably, it's always the same, same every",
         "norms": "that's how it works, that is how it works, that's the rule, that is the "
@@ -226,12 +233,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
-        "is killing me, so confusing, is weird",
+        "is killing me, so confusing, is weird, it strikes me, it seems to me, seems to me",
         "opinion_opening": "for me, to me",
         "status": "error, errors, fails, failed, failing, crash, crashes, crashed, timeout, "
         "timeouts, exception, returns, stuck, broken, doesn't work, does not work, "
         "not working, works now, it works, passes, passed, green, finished, concluded, "
-        "is up, pending, matched, nothing happens, wont work, won't work",
+        "is up, pending, matched, nothing happens, wont work, won't work, won't let me, "
+        "wont let me, doesn't let me, keeps crashing, won't load",
         "thanks": "thanks, thank you, thx, cool, nice, perfect, great, lol, brb, hello, "
         "good morning, ugh",
         "requests": "can you, could you, would you, will you, can u, help me, explain me, "
@@ -315,7 +323,13 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "linha, linhas, caractere, caracteres, palavra, palavras, tentativa, tentativas, "
         "arquivo, arquivos, usuário, usuários, pessoa, pessoas, vezes, páginas, frases",
         "likes": "prefiro, eu prefiro, preferir, gosto, gosto de, eu gosto, gostava, curto, "
-        "se puder, se der, não é regra, mais do que, minha preferência",
+        "se puder, se der, não é regra, mais do que, minha preferência, se possível, "
+        "sempre que possível, quando possível, de preferência, se não for trabalho, "
+        "idealmente, se não der trabalho",
+        "unsure": "não sei se, não tenho certeza se, não tenho a certeza se, "
+        "não faço ideia se, não percebi se, ainda não percebi se, não entendi se, "
+        "fico na dúvida se, tenho dúvida se, me pergunto se, pergunto-me se, queria saber se, "
+        "gostava de saber se, não está claro se, não sei bem se",
         "goals": "nosso objetivo, o objetivo, meu objetivo, objetivo final, a meta, nossa meta, "
         "o alvo, o plano é, quero terminar, quero chegar, quero acabar, quero esse, "
         "quero um, quero uma",
@@ -329,7 +343,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ontem, ano passado, semestre passado, semana passada, última vez, "
         "na minha, na empresa anterior, foi, era, tinha, tivemos, teve, ficamos, fiquei, "
         "reprovei, derrubou, caiu, mais cedo ou mais tarde, cedo ou tarde, tínhamos de, "
-        "tínhamos que, antigamente, naquela época, no início, costumávamos, costumava",
+        "tínhamos que, antigamente, naquela época, no início, costumávamos, costumava, "
+        "no começo, no meu tempo, durante anos, há anos",
         "habitual": "toda vez, toda vez que, todo santo dia, é sempre a mesma coisa, "
         "é sempre assim, sem falta",
         "norms": "é a regra, é regra, é norma, é a norma, é lei, é a lei, sem exceção, "
@@ -338,8 +353,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "opinion": "acho, acho que, sinceramente, na minha opinião, "
         "devia ser, deveria ser, devia estar, exagero, muito estranho, inaceitável, "
         "ridículo, porcaria, horrível, eu sei, superestimado",
-        "opinion_opening": "pra mim, para mim",
+        "opinion_opening": "pra mim, para mim, a meu ver, no meu entender, na minha visão",
         "status": "erro, falha, falhou, travou, não funciona, funcionou, funcionando normal, "
+        "não me deixa, ficou fora do ar, saiu do ar, desarmou, "
         "deu isso, subiu, terminou, pronto, passou",
         "thanks": "obrigado, obrigada, valeu, brigadão, vlw, bom dia, socorro, show",
         "requests": "me explica, explica-me, podes explicar, você pode, vc pode, consegue, "
@@ -425,7 +441,12 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "archivos, usuario, usuarios, persona, personas, veces, páginas, diapositivas, "
         "créditos",
         "likes": "prefiero, yo prefiero, preferir, me gusta, me gustan, me copa, "
-        "me viene mejor, si puedes, si podés, en lugar de, antes que, no es regla",
+        "me viene mejor, si puedes, si podés, en lugar de, antes que, no es regla, "
+        "si es posible, si se puede, de ser posible, cuando se pueda, en lo posible, "
+        "de preferencia, idealmente, siempre que se pueda, si no es molestia",
+        "unsure": "no sé si, no tengo claro si, no estoy seguro si, no estoy segura si, "
+        "no estoy seguro de si, no estoy segura de si, me pregunto si, quisiera saber si, "
+        "ni idea si, no me queda claro si, no entiendo si, no sé bien si",
         "goals": "nuestro objetivo, el objetivo, mi objetivo, la meta, nuestra meta, meta final, "
         "el plan es, lo que quiero, quiero cerrar, quiero terminar, quiero un, quiero una",
         "disavowed": "no creo, yo no creo, no estoy de acuerdo, cosa suya, problema suyo, "
@@ -438,7 +459,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "narrative": "ayer, año pasado, semana pasada, la última vez, en mi trabajo anterior, "
         "en la pega anterior, fue, había, tuvimos, tuvo, dejamos, se mandó, quedó atrapado, "
         "reprobé, tarde o temprano, a la larga, teníamos que, tenía que, antiguamente, "
-        "en esa época, en aquella época, al principio, solíamos, solía",
+        "en esa época, en aquella época, al principio, solíamos, solía, en mis tiempos, "
+        "en mi época, durante años, hace años",
         "habitual": "cada vez que, todas las veces, es lo mismo, siempre lo mismo, "
         "siempre es igual, sin falta",
         "norms": "es la regla, es regla, es norma, es la norma, es ley, es la ley, "
@@ -447,8 +469,10 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "opinion": "la verdad, honestamente, encuentro que, creo que, me parece, "
         "debería estar, debería ser, deberían, es una joda, demasiado, un desastre, "
         "geniales, tentador, ya sé, rarísimo, es cualquiera, horrible",
-        "opinion_opening": "para mí",
+        "opinion_opening": "para mí, a mi juicio, a mi parecer, en mi opinión, "
+        "desde mi punto de vista",
         "status": "no anda, no funciona, falla, falló, termina, terminó, listo, quedó, "
+        "no me deja, se cae, se reinicia, se queda sin, "
         "rebotando, tirando, ocurre, error",
         "thanks": "gracias, genial, buenísimo, buenos días, hola, auxilio, mil gracias",
         "requests": "me explicas, me revisás, me revisas, me haces, puedes convertir, "
@@ -581,7 +605,7 @@ _CUES = {
     for group in sorted(
         _set(
             "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
-            "standing norms you disavowed reminded habitual"
+            "standing norms you disavowed reminded habitual unsure"
         )
     )
 }
@@ -739,7 +763,10 @@ _PASTED_LINE = re.compile(
             r"^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|^\s*\[?\d{2}:\d{2}:\d{2}|"
             r"^\s*\w{3} +\d{1,2} \d{2}:\d{2}:\d{2}|\[\d{2}/\w{3}/\d{4}|"
             r"\[(?:INFO|DEBUG|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\]|"
-            r"^\s*(?:INFO|DEBUG|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b[:\s-]",
+            r"^\s*(?:INFO|DEBUG|WARN|WARNING|ERROR|FATAL|TRACE)\b[:\s-]|"
+            # not a rule file's shout ("CRITICAL: Never reset the database")
+            r"^\s*CRITICAL\b[:\s-](?!\s*(?i:never|always|only|do not|don't|must|avoid|ensure|"
+            r"make sure|nunca|sempre|siempre|jamais|jamás|não|solo|só|somente|apenas)\b)",
             r"^\s*Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|"
             r"^\s*at [\w.$<>]+\(|^\s*\w+(?:Error|Exception|Warning):|^\s*Caused by:",
             r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>|&(?:nbsp|amp|lt|gt|quot|#\d+);|<!DOCTYPE",
@@ -819,7 +846,7 @@ _LIST_MARK = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+")
 _DIRECTIVES = ("imperative", "infinitive", "negations", "modal", "standing")
 _SCENES = _set(
     "status past narrative copula first_person digit value name conditional when caps bullet "
-    "questions requests"
+    "questions requests unsure"
 )
 # Number words, one word each ("twelve", "cinco"): a quantity in words.
 _NUMBER_WORDS = frozenset(_strip_accents(p) for p in _phrases("numbers") if " " not in p)
@@ -874,7 +901,8 @@ _IF = re.compile(
     r"each time|cada vez que|toda vez que|sempre que|siempre que)\b"
 )
 _WILL = re.compile(
-    r"\b(?:will|would|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|sera|habria|"
+    r"\b(?:will|would|could|might|'ll|won't|going to|vai|vamos|iria|seria|tendre|tendria|"
+    r"tendra|sera|habria|da pra|da para|"
     r"vas a|va a)\b|\b\w+(?:ria|rian|remos)\b"
 )
 # A rule's hold on a passing situation ("... while the brake is being replaced", "até o preço
@@ -900,7 +928,8 @@ _CONTEXTS = tuple(
     sorted(
         _set(
             "narrative opinion reported first_person habit you question_end status past "
-            "imperative infinitive negations conditional requests disavowed reminded habitual"
+            "imperative infinitive negations conditional requests disavowed reminded habitual "
+            "unsure"
         )
     )
 )
@@ -933,6 +962,8 @@ def features(sentence: str) -> frozenset[str]:
     openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
     found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
+    if _CUES["unsure"].opens(padded):  # an indirect question: "no sé si ...", "not sure if ..."
+        found.add("c:question_end")
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
     for cue in _RULE_CUES:
         if f"c:{cue}" in found:
@@ -1309,7 +1340,7 @@ def _plainly(found: frozenset[str]) -> str | None:
 _NOT_PLAINLY = _set(
     "c:question_end c:qmark c:reported c:narrative c:past c:never_past c:opinion c:habit "
     "c:i_not c:status c:thanks c:notes c:only_number c:first_person c:requests c:disavowed "
-    "c:reminded"
+    "c:reminded c:unsure"
 )
 
 
