@@ -43,6 +43,7 @@ SIDES = [
     "heldout16",
     "heldout17",
     "heldout18",
+    "heldout19",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -66,6 +67,7 @@ PAIR_LEAST = {
     "heldout16": (48, 24),
     "heldout17": (48, 24),
     "heldout18": (50, 26),
+    "heldout19": (50, 26),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -319,6 +321,7 @@ MIXES = {
     "heldout16": replace(MIX_580, mined=100, mined_sources=14),
     "heldout17": replace(MIX_580, mined=100, mined_sources=18),
     "heldout18": replace(MIX_580, mined=100, mined_sources=18),
+    "heldout19": replace(MIX_580, mined=100, mined_sources=16),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
