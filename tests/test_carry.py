@@ -29,6 +29,7 @@ from chatcli.history.carry import (
     classify,
     is_carry_block,
 )
+from chatcli.history.instructions import cue_of
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.history.typed import typed_parts
@@ -292,6 +293,29 @@ def test_an_indirect_question_is_not_a_rule(sentence: str) -> None:
 
 def test_a_rule_for_when_the_assistant_is_unsure_is_a_rule() -> None:
     assert classify("If you are not sure whether a command is destructive, ask first.") == "rule"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "cue"),
+    [
+        # Without their accents, "bajó", "pasó a" and "é seu" are "bajo" (under), "paso a"
+        # (step) and "e seu" (and your): read so, they are no cue.
+        ("Bajo ningún concepto compartas la transcripción fuera de la empresa.", ""),
+        ("Explícame la configuración paso a paso.", ""),
+        ("Atualize o README e seu changelog.", ""),
+        ("El presupuesto bajó a 300 euros.", "change"),
+        ("La reunión pasó al jueves.", "change"),
+        ("O servidor é todo seu agora.", "lift"),
+        # A permission denied, or one that is a condition, lifts nothing.
+        ("No tienes permiso para desactivar el doble factor.", ""),
+        ("Si puedes, escribe el correo con un tono más formal.", ""),
+        ("If you can, keep the replies short.", ""),
+        ("Ya tienes permiso para desactivar el doble factor.", "lift"),
+        ("Ya se puede usar el clúster de staging.", "lift"),
+    ],
+)
+def test_words_that_only_look_like_a_cue_say_no_change(sentence: str, cue: str) -> None:
+    assert cue_of(sentence) == cue
 
 
 def test_a_rule_files_shouted_label_is_no_log_level() -> None:

@@ -196,8 +196,11 @@ def naive_related(
         elif statement.cue == resolving._CHANGE:
             # Read as nothing, one rare word ties it when the model believes it a change or
             # the word is a third of the earlier item's.
-            rare_tie = rare and (statement.lifting or 3 * len(shared) >= len(e.ties))
-            ok = bool(shared) and (len(shared) >= 2 or not kindless or rare_tie)
+            # Read as an item, one rare word ties it.
+            rare_tie = rare and (
+                not kindless or statement.lifting or 3 * len(shared) >= len(e.ties)
+            )
+            ok = bool(shared) and (len(shared) >= 2 or rare_tie)
         else:
             half = 2 * len(shared) >= len(e.ties) or bool(statement.units & e.units)
             # Read as nothing, two words of a rule or a limit.
@@ -216,17 +219,19 @@ def naive_related(
     lift = statement.cue == resolving._LIFT and not strong
     first_tier = standing(earlier, indexes, ("rule", "constraint"))
     facts = standing(earlier, indexes, ("fact",))
+    # The standing rules and limits whose values measure what this one's do: when there are
+    # any, what a lift or a change on no shared word is on the point of.
+    by_index = dict(zip(indexes, earlier, strict=True))
+    measured = [j for j in first_tier if statement.units & by_index[j].units]
     if lift:
-        related = sorted({*related, *(first_tier or facts)})
+        related = sorted({*related, *(measured or first_tier or facts)})
     elif statement.cue == resolving._CHANGE and instruction and not sharing:
-        related = first_tier or facts
+        related = measured or first_tier or facts
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
-        related = sorted({*related, *standing(earlier, indexes, ("constraint",))})
+        limits = standing(earlier, indexes, ("constraint",))
+        related = sorted({*related, *(measured or limits)})
     if statement.cue or resolving._kind(statement) in ("fact", "constraint"):
-        # A new value of what an earlier rule's or limit's value measures.
-        by_index = dict(zip(indexes, earlier, strict=True))
-        measured = standing(earlier, indexes, ("rule", "constraint"))
-        related = sorted({*related, *(j for j in measured if statement.units & by_index[j].units)})
+        related = sorted({*related, *measured})  # a new value of what one's value measures
     return related
 
 
@@ -478,6 +483,33 @@ def test_a_new_value_in_another_unit_goes_with_the_limit(earlier: str, later: st
     "90 minutes", on heldout11's rh11-en-017): unsure, both are carried."""
     users = ("Hello there.", earlier, "Thanks.", *OTHERS, "Go on.", later, "What next?")
     assert goes_with(earlier, later, users)
+
+
+def test_a_new_value_of_a_limit_on_no_shared_word_is_on_that_limits_point() -> None:
+    """A lift sharing one word with a limit and giving a value of what it measures is on
+    that limit's point: carried with it, and not with every other standing rule (each rule
+    carried with it would take the room of the rules after it)."""
+    rule = "Never share the incident transcript outside the company."
+    limit = "API responses must stay under 1 MB."
+    later = "Good news, you can now send responses up to 5 MB."
+    users = ("Hello there.", rule, limit, "Thanks.", "Go on.", later, "What next?")
+    assert carried_with(limit, users) == [limit, later]
+    assert carried_with(rule, users) == [rule]
+
+
+def test_a_change_read_as_a_rule_is_not_tied_on_one_common_word() -> None:
+    """A sentence read as a rule with a word of change ties to an earlier item on two words,
+    or one that few items have: on one word that many have, it is chatter ("pulling the
+    latest pipeline config now") and not the change of every rule that says "pipeline"."""
+    rules = (
+        "Never restart the pipeline runners during business hours.",
+        "Only the release manager may pause the pipeline.",
+        "Pipeline secrets stay in the vault, never in the repo.",
+    )
+    later = "pulling the latest pipeline config now"
+    users = ("Hello there.", *rules, "Thanks.", "Go on.", later, "What next?")
+    for rule in rules:
+        assert later not in carried_with(rule, users)
 
 
 @pytest.mark.parametrize(

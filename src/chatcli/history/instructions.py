@@ -288,8 +288,9 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "liberado, liberada, liberou, tudo bem agora, está ok agora, esqueça o que eu disse, "
         "esqueça, esquece, ignore o que eu disse, desconsidere, não precisa mais, "
         "não precisam mais, não é mais, não vale mais, deixa pra lá, voltou, está de volta, "
-        "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, à vontade, "
-        "é sua, é seu, sem medo, pode mexer, sinal verde, luz verde, manda ver, "
+        "daqui pra frente, a partir de agora, a partir de hoje, fica à vontade, "
+        "fique à vontade, à vontade para, à vontade pra, é todo seu, é toda sua, sem medo, "
+        "pode mexer, sinal verde, luz verde, manda ver, "
         "sinta-se livre, tira o limite, sem limite, acabou o limite, derruba o limite, "
         "libera, liberar, liberei, libero, dá pra, dá para",
         "changed": "agora, de novo, novamente, em vez, ao invés, na verdade, correção, "
@@ -411,7 +412,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "corrección, actualización, cambió, cambio, cambiamos, subimos, corrijo, se atrasa, "
         "pasó al, nos subieron, olvida, olvídate, ignora, permitido, puedes, pueden, volvió, "
         "a partir de ahora, cancelado, cancelada, no hace falta, libre, quedó libre, puede, "
-        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó, pasó a, nuevo, "
+        "permitidas, permitidos, libres, vuelven a, vuelve a, subió, bajó a, bajó de, pasó a, "
+        "nuevo, "
         "nueva, movimos, adelantaron, adelantado, adelantada, bajamos, bajaron, baja a, "
         "sube a, subieron, redujimos, redujeron, reducimos, aumentamos, aumentaron, "
         "ampliamos, ampliaron, apretaron, pasa a, pasamos a, a partir de, a partir del, "
@@ -1417,11 +1419,18 @@ def lifts(sentence: str) -> bool:
     return cue_of(sentence) == "lift"
 
 
-# A permission denied ("não pode passar de 5%", "no puedes", "you may not"): a rule, not the
-# lift of one, and no word of change.
-_NEGATED_PERMISSION = re.compile(
+# What holds a cue's words but says no change: a permission denied ("não pode passar de
+# 5%", "no puedes", "no tienes permiso", "you may not"), or one that opens a sentence as its
+# condition ("Si puedes, escribe ...", "If you can, ...", "Se puder, ..."; "Ya se puede ..."
+# still lifts): a rule or a wish, not the lift of one; a phrase that reads as one without
+# its accents ("paso a paso" is no "pasó a").
+_NOT_A_CUE = re.compile(
     r" (?:nao|ninguem|nunca|jamais|no|nadie|tampoco) (?:se )?(?:pode|podem|podes|puede|puedes"
-    r"|pueden|da pra|da para)(?= )| (?:may|can|could|might) not(?= )"
+    r"|pueden|da pra|da para|tienes permiso|tenes permiso|tiene permiso|tienen permiso)(?= )"
+    r"| (?:may|can|could|might) not(?= )"
+    r"|^ (?:si|se|if) (?:tu |voce |usted |you )?(?:puedes|podes|puede|pueden|pode|podem|puder"
+    r"|can)(?= )"
+    r"| paso a paso(?= )"
 )
 
 
@@ -1440,7 +1449,7 @@ def cue_of(sentence: str) -> str:
     """How plainly a sentence says something changed: "lift" (`lifts`), "change" (a word of
     change: "now", "again", "instead", not in a sentence that only moves the turn on), or
     "" (a permission denied, "não pode", "you may not", is neither)."""
-    padded = _NEGATED_PERMISSION.sub(" ", _padded(sentence))
+    padded = _NOT_A_CUE.sub(" ", _padded(sentence))
     words = frozenset(padded.split())
     if _LIFTS.within(padded, words) or _DROPPED.search(padded):
         return "lift"

@@ -17,7 +17,8 @@ transcript number; a candidate is one of a message that left the view, with its 
   the item's words, or, read as nothing, two words of a rule or limit, or a word and a value
   of what the item's value measures; an
   instruction that says something changed on no earlier item's word may change any rule or
-  constraint, and a new limit said to change any limit: "The couple topped up the flower
+  constraint (one giving a value of what standing limits measure: those limits), and a new
+  limit said to change any limit: "The couple topped up the flower
   budget, we can go to fifteen hundred." after "Keep the floral spend under eleven hundred
   dollars."), both are carried, in order, and the earlier item only with the later one
   (`Resolved.follows`): a rule is never shown without its reversal. A removed sentence that
@@ -382,30 +383,38 @@ def _related(
     items: list[int],
 ) -> list[int]:
     """The earlier items `statement` may be on the point of (when unsure, both are carried,
-    in order, the earlier only with the later), among `items` (the earlier items so far);
-    none for a question (`_only_asks`). A statement that lifts a rule ("feel free", "forget
-    what I said") may be on the point of the items it shares a content word with, and unless
-    it shares two with one, of every earlier rule and constraint that says no change itself
-    (when none stands, every fact: `_unsure`) ("A partir de
-    ahora respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
-    "respuestas" is in); one with a word of change ("now",
-    "again") of those it shares a word with (for a sentence carried only as an update: two
-    words, or one that few items have, `_rare_tie`), and for an instruction that shares
-    none (read as nothing: one the model believes a change, `_Statement.lifting`), of every
-    earlier rule and constraint that says no change itself ("Flights and hotels can go on
-    the corporate Amex now." after "Don't use the company card for travel."), and for a new
-    limit, of every such earlier limit; any other of those it shares half their words with
-    (two, or one that few items have), or a value of what one of theirs measures: "the limit
-    goes up to forty-seven characters" may change "no more than forty-two characters"; a
-    sentence read as nothing, of every earlier rule and limit it shares two words with:
-    "north pit's patched up, fill it" after "Don't book any grower deliveries into the north
-    pit, it's closed for repairs."; with no word of change, only when believed a change, a
-    value of the same measure or two words and half of the earlier's: `_news_tie`). One
-    that says a change, a limit or a fact may update every earlier rule and limit whose value
-    measures the same, on no shared word ("o teto de desperdício é três por cento" after
-    "... não pode passar de cinco por cento"); a change read as nothing that plainly directs
-    (`directs`) is an instruction here. `found_by`: the earlier items by content word tie,
-    and the standing rules and limits by unit."""
+    in order, the earlier only with the later), among `items` (the earlier items so far).
+    `found_by`: the earlier items by content word tie, and the standing rules and limits by
+    unit.
+
+    - A question: none (`_only_asks`).
+    - A lift ("feel free", "forget what I said"): the items it shares a content word with,
+      and unless it shares two with one, every earlier rule and constraint that says no
+      change itself (`_unsure`; when none stands, every fact) ("A partir de ahora
+      respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
+      "respuestas" is in).
+    - A word of change ("now", "again"): the items it shares two words with, or one that
+      few items have (for a sentence carried only as an update, `_rare_tie` too: "Hoy
+      llevamos 14 rescates ..., la corriente está tremenda." is no change of a rule on
+      "correos"). An instruction that shares none (read as nothing: one that plainly
+      directs, `directs`, and the model believes a change, `_Statement.lifting`): every
+      earlier rule and constraint that says no change itself ("Flights and hotels can go on
+      the corporate Amex now." after "Don't use the company card for travel."). A new
+      limit: every such earlier limit too.
+    - A lift or a change that would be unsure, but gives a value of what standing rules'
+      or limits' values measure, is on their point only ("Subimos el límite: las
+      respuestas pueden llegar a 5 MB." after "Las respuestas de la API no pueden pasar de
+      1 MB.", not after every other rule).
+    - Any other: the items it shares half their words with (two, or one that few items
+      have), or a value of what one of theirs measures ("the limit goes up to forty-seven
+      characters" may change "no more than forty-two characters"); read as nothing, every
+      earlier rule and limit it shares two words with ("north pit's patched up, fill it"
+      after "Don't book any grower deliveries into the north pit, it's closed for
+      repairs."), with no word of change only when believed a change, a value of the same
+      measure or two words and half of the earlier's (`_news_tie`).
+    - One that says a change, a limit or a fact: also every earlier rule and limit whose
+      value measures the same, on no shared word ("o teto de desperdício é três por cento"
+      after "... não pode passar de cinco por cento")."""
     if _only_asks(statement):
         return []
     by_word, by_unit = found_by
@@ -417,21 +426,23 @@ def _related(
             shared[j] = shared.get(j, 0) + 1
             if len(having) <= _RARE_WORD:
                 rare.add(j)
+    # The standing rules and limits whose values measure what this one's do.
+    measured = {j for unit in statement.units for j in by_unit.get(unit, ())}
     if statement.cue == _LIFT:  # on one shared word at most, unsure: any standing rule too
         found = set(shared)
         if all(n < 2 for n in shared.values()):
-            found |= _unsure(statements, items)
+            found |= measured or _unsure(statements, items)
     elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
         # An instruction said to change on no earlier item's word (a fact is news instead).
-        found = _unsure(statements, items)
+        found = measured or _unsure(statements, items)
     elif statement.cue == _CHANGE:
         found = {
             j
             for j, n in shared.items()
-            if n >= 2 or not kindless or (j in rare and _rare_tie(statement, statements[j]))
+            if n >= 2 or (j in rare and (not kindless or _rare_tie(statement, statements[j])))
         }
-        if _kind(statement) == "constraint":
-            found |= _standing(statements, items, frozenset(["constraint"]))
+        if _kind(statement) == "constraint":  # a new limit: of what it measures, else any
+            found |= measured or _standing(statements, items, frozenset(["constraint"]))
     else:
         found = {
             j
@@ -444,9 +455,8 @@ def _related(
             )
             and (not kindless or _news_tie(statement, statements[j], n))
         }
-    if statement.units and (statement.cue or _kind(statement) in ("fact", "constraint")):
-        # A new value of what an earlier rule's or limit's value measures.
-        found |= {j for unit in statement.units for j in by_unit.get(unit, ())}
+    if statement.cue or _kind(statement) in ("fact", "constraint"):
+        found |= measured  # a new value of what an earlier rule's or limit's value measures
     return sorted(found)
 
 
