@@ -97,9 +97,14 @@ def naive_resolved(
             pairs += [(index, j) for j in (*related, *woken)]
         elif statement.item is not None and not statement.cue and not statement.text.endswith("?"):
             dormant.append(index)
-    # News (`_news`): each standing rule or limit no pair updates takes the later sentence
-    # carried for nothing that the model most believes a change, above its floor.
-    updated = {earlier for _, earlier in pairs}
+    # News (`_news`): each standing rule or limit no pair updates on a word or a value of its
+    # takes the later sentence carried for nothing that the model most believes a change,
+    # above its floor, one sharing a word with it first.
+    updated = {
+        earlier
+        for later, earlier in pairs
+        if said[later].ties & said[earlier].ties or said[later].units & said[earlier].units
+    }
     for j in range(len(statements)):
         if (
             resolving._kind(statements[j]) not in resolving.FIRST_TIER
@@ -118,7 +123,8 @@ def naive_resolved(
             and said[i].belief >= floor
         ]
         if news:
-            best = max(news, key=lambda i: said[i].belief)
+            tied = [i for i in news if said[i].ties & said[j].ties]
+            best = max(tied or news, key=lambda i: said[i].belief)
             item = said[best].item
             assert item is not None
             kind = resolving._kind(statements[j])
@@ -495,6 +501,24 @@ def test_a_new_value_of_a_limit_on_no_shared_word_is_on_that_limits_point() -> N
     users = ("Hello there.", rule, limit, "Thanks.", "Go on.", later, "What next?")
     assert carried_with(limit, users) == [limit, later]
     assert carried_with(rule, users) == [rule]
+
+
+def test_news_is_carried_with_a_rule_that_chatter_may_lift_on_none_of_its_words() -> None:
+    """A lift on none of a rule's words may be on its point (unsure, both are carried), but
+    it is no sign that the rule's news was told: the news after it, on the rule's word, is
+    carried with the rule too."""
+    rule = "Don't touch the billing folder until the quarter closes."
+    news = "We closed the quarter yesterday."
+    users = (
+        "Hello there.",
+        rule,
+        "Thanks.",
+        "sure, go ahead and explain the approach first",
+        "Go on.",
+        news,
+        "What next?",
+    )
+    assert goes_with(rule, news, users)
 
 
 def test_a_change_read_as_a_rule_is_not_tied_on_one_common_word() -> None:

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -296,34 +296,59 @@ def _news(
     items: list[int],
 ) -> list[tuple[int, int]]:
     """The pairs (later, earlier) of each rule or limit among `items` (those later statements
-    may update, anchors too) that no later statement updates (`pairs`), and the later removed
-    sentence carried for nothing (`said`: as read, `resolved`: as `_with_updates` decided),
-    not only a question, that the model most believes a change: at least `_NEWS` for a rule
-    that holds only while a passing situation lasts (`_Statement.passing`), `_LIFTING` for
-    any other. That sentence is made an item of the rule's kind in `resolved`. The news that
+    may update, anchors too) that no later statement updates on a word or a value of its
+    (`pairs`; a lift or a change tied to every standing rule, unsure, is no sign that this
+    one's news was told), and the later removed sentence carried for nothing (`said`: as
+    read, `resolved`: as `_with_updates` decided), not only a question, that the model most
+    believes a change: at least `_NEWS` for a rule that holds only while a passing
+    situation lasts (`_Statement.passing`), `_LIFTING` for any other; among those, one that
+    shares a content word with the rule first ("Ya cerramos el trimestre." after "No toques
+    la carpeta de facturación hasta que cierre el trimestre."). That sentence is made an
+    item of the rule's kind in `resolved`. The news that
     lifts a rule is often told in none of the rule's words, which no tie finds: of its
     situation ("Pups are weaned and the colony's dispersed." after "Don't book any tours near
     the lighthouse while the sea lions are pupping."), or of why it was made ("El vecino de
     los chanchos pagó lo que debía." after "No le vendas aserrín a don Osvaldo.")."""
-    updated = {earlier for _, earlier in pairs}
+    updated = {
+        earlier
+        for later, earlier in pairs
+        if said[later].ties & said[earlier].ties or said[later].units & said[earlier].units
+    }
     # The candidates, surest first (the earliest at a tie): a rule takes the surest one after
-    # it, and one before a rule is before every later rule too, so each is looked at once.
+    # it that shares a word with it, else the surest one after it; one before a rule is before
+    # every later rule too, so each is popped once.
     candidates = [
         (-said[i].belief, i)
         for i in range(len(said))
         if _unread(said[i], resolved[i]) and said[i].belief >= _NEWS
     ]
+    by_tie: dict[str, list[int]] = {}  # content word tie -> the candidates with it, in order
+    for _, i in sorted(candidates, key=lambda c: c[1]):
+        for word in said[i].ties:
+            by_tie.setdefault(word, []).append(i)
     heapq.heapify(candidates)
+    taken: set[int] = set()
     found: list[tuple[int, int]] = []
     for j in items:
         rule = resolved[j]
         if j in updated or _kind(rule) not in FIRST_TIER:
             continue
-        while candidates and candidates[0][1] <= j:  # bounded: each is popped once
-            heapq.heappop(candidates)
+        while candidates and (candidates[0][1] <= j or candidates[0][1] in taken):
+            heapq.heappop(candidates)  # bounded: each is popped once
         floor = _NEWS if rule.passing else _LIFTING
-        if candidates and -candidates[0][0] >= floor:
+        tied = [
+            i
+            for word in rule.ties
+            for i in by_tie.get(word, ())[bisect_right(by_tie.get(word, ()), j) :]
+            if i not in taken and said[i].belief >= floor
+        ]
+        best = -1
+        if tied:
+            best = min(tied, key=lambda i: (-said[i].belief, i))
+        elif candidates and -candidates[0][0] >= floor:
             best = heapq.heappop(candidates)[1]
+        if best >= 0:
+            taken.add(best)
             item = said[best].item
             assert item is not None  # for the type checker: `_unread` says so
             resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
