@@ -44,6 +44,7 @@ SIDES = [
     "heldout17",
     "heldout18",
     "heldout19",
+    "heldout20",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -68,6 +69,7 @@ PAIR_LEAST = {
     "heldout17": (48, 24),
     "heldout18": (50, 26),
     "heldout19": (50, 26),
+    "heldout20": (56, 30),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -322,6 +324,7 @@ MIXES = {
     "heldout17": replace(MIX_580, mined=100, mined_sources=18),
     "heldout18": replace(MIX_580, mined=100, mined_sources=18),
     "heldout19": replace(MIX_580, mined=100, mined_sources=16),
+    "heldout20": replace(MIX_580, mined=105, mined_sources=17),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
