@@ -29,7 +29,7 @@ from chatcli.history.carry import (
     classify,
     is_carry_block,
 )
-from chatcli.history.instructions import cue_of
+from chatcli.history.instructions import cue_of, features
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.history.typed import typed_parts
@@ -316,6 +316,16 @@ def test_a_rule_for_when_the_assistant_is_unsure_is_a_rule() -> None:
 )
 def test_words_that_only_look_like_a_cue_say_no_change(sentence: str, cue: str) -> None:
     assert cue_of(sentence) == cue
+
+
+def test_a_limit_stated_as_a_fact_is_a_constraint() -> None:
+    """A limit's noun, a few words, then "is" and a quantity states a limit ("the noise
+    limit for the night shift is 55 decibels"), as "at most 55 decibels" does; a limit's noun
+    without a quantity states none."""
+    assert "c:limited" in features("The noise limit for the night shift is 55 decibels.")
+    assert "c:limited" in features("A margem mínima de lucro nas encomendas é de 12%.")
+    assert "c:limited" not in features("Our budget is tight this month, sadly.")
+    assert classify("The noise limit for the night shift is 55 decibels.") == "constraint"
 
 
 def test_a_rule_files_shouted_label_is_no_log_level() -> None:

@@ -305,7 +305,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "prorrogou, estendemos, estendeu",
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
-        "não passe de, passar de, passe de, limite, teto, máximo, mínimo, orçamento, dentro de, "
+        "não passe de, passar de, passe de, limite, teto, máximo, mínimo, máxima, mínima, "
+        "orçamento, dentro de, "
         "inferior a, "
         "superior a, não mais de",
         "deadlines": "prazo, antes de, antes da, antes das, antes do, depois de, a partir de, "
@@ -423,7 +424,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "desde el viernes, desde mañana, desde la semana que viene",
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
-        "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, "
+        "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, máxima, "
+        "mínima, "
         "presupuesto, dentro de, "
         "inferior a, superior a, no más de",
         "deadlines": "plazo, antes de, antes del, después de, a partir de, hasta el, "
@@ -694,7 +696,9 @@ _WORDED_VALUE = re.compile(
 )
 # A limit word, then up to three words, then a quantity (digits, number words or a date); a
 # deadline word, then a date or a time ("by Friday", "before 10:00", not "by two spaces"); a
-# quantity, then "max" ("400 lines max").
+# quantity, then "max" ("400 lines max"); a limit's noun, then up to five words, then "is"
+# and a quantity: a limit stated as a fact ("Humidity limit for dome opening is 85
+# percent.", "el presupuesto para vacunas este año es 8,000 soles").
 _BETWEEN = r"(?:[\s,:]+[\w'’-]+){0,3}?[\s,:]+(?:the |a |an |o |os |as |el |la |los |las )?"
 _WHEN = rf"(?:\d|(?:{_alternation(_phrases('dates'))})(?![\w-]))"
 _QUANTITY = rf"(?:[$€£¥]\s?\d|(?:{_NUMBERS})(?![\w-])|{_WHEN})"
@@ -703,7 +707,10 @@ _LIMITED = re.compile(
     rf"|(?<![\w-])(?:{_alternation(_phrases('deadlines'))})(?![\w-]){_BETWEEN}{_WHEN}"
     rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,4}}"
     r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho|"
-    r"a lo sumo)\b",
+    r"a lo sumo)\b"
+    rf"|(?<![\w-])(?:{_alternation(sorted(_LIMIT_NOUNS | _set('maxima minima')))})(?![\w-])"
+    rf"(?:[\s,]+[\w'’-]+){{0,5}}?(?:\s+(?:is|are|es|son|e|sao|será|sera)\s+|\s*[:=]\s*)"
+    rf"(?:of |de |del |da |do )?{_QUANTITY}",
     re.IGNORECASE,
 )
 # Words addressed to AI systems in the third person: a page written to hijack one, not a user.
