@@ -339,21 +339,26 @@ def _news(
         tied = [
             i
             for word in rule.ties
-            for i in by_tie.get(word, ())[bisect_right(by_tie.get(word, ()), j) :]
+            for i in _after(by_tie.get(word, []), j)
             if i not in taken and said[i].belief >= floor
         ]
-        best = -1
         if tied:
             best = min(tied, key=lambda i: (-said[i].belief, i))
         elif candidates and -candidates[0][0] >= floor:
             best = heapq.heappop(candidates)[1]
-        if best >= 0:
-            taken.add(best)
-            item = said[best].item
-            assert item is not None  # for the type checker: `_unread` says so
-            resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
-            found.append((best, j))
+        else:
+            continue
+        taken.add(best)
+        item = said[best].item
+        assert item is not None  # for the type checker: `_unread` says so
+        resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
+        found.append((best, j))
     return found
+
+
+def _after(indexes: list[int], index: int) -> list[int]:
+    """The `indexes` (in order) after `index`."""
+    return indexes[bisect_right(indexes, index) :]
 
 
 def _unread(said: _Statement, resolved: _Statement) -> bool:
