@@ -45,6 +45,7 @@ SIDES = [
     "heldout18",
     "heldout19",
     "heldout20",
+    "heldout21",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -70,6 +71,7 @@ PAIR_LEAST = {
     "heldout18": (50, 26),
     "heldout19": (50, 26),
     "heldout20": (56, 30),
+    "heldout21": (56, 30),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -325,6 +327,7 @@ MIXES = {
     "heldout18": replace(MIX_580, mined=100, mined_sources=18),
     "heldout19": replace(MIX_580, mined=100, mined_sources=16),
     "heldout20": replace(MIX_580, mined=105, mined_sources=17),
+    "heldout21": replace(MIX_580, mined=105, mined_sources=17),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
