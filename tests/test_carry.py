@@ -320,11 +320,16 @@ def test_words_that_only_look_like_a_cue_say_no_change(sentence: str, cue: str) 
 
 def test_a_limit_stated_as_a_fact_is_a_constraint() -> None:
     """A limit's noun, a few words, then "is" and a quantity states a limit ("the noise
-    limit for the night shift is 55 decibels"), as "at most 55 decibels" does; a limit's noun
-    without a quantity states none."""
+    limit for the night shift is 55 decibels"), as "at most 55 decibels" does, in a label too
+    ("Capacidad máxima del salón: 120 personas."), and so does a quantity before the noun
+    ("a 2 drink limit"); a limit's noun without a quantity states none."""
     assert "c:limited" in features("The noise limit for the night shift is 55 decibels.")
     assert "c:limited" in features("A margem mínima de lucro nas encomendas é de 12%.")
+    # The limit in a label, or its quantity first.
+    assert "c:limited" in features("Capacidad máxima del salón: 120 personas.")
+    assert "c:limited" in features("Each guest gets a 2 drink limit at the bar.")
     assert "c:limited" not in features("Our budget is tight this month, sadly.")
+    assert "c:limited" not in features("We hit the rate limit twice today.")
     assert classify("The noise limit for the night shift is 55 decibels.") == "constraint"
 
 

@@ -178,7 +178,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "cap, capped, ceiling, budget, within, under, below, above, over, beyond, exceed, "
         "exceeds, exceeding, less than, more than, fewer than, lower than, higher than, "
         "greater than, shorter than, longer than, wider than, taller than, bigger than, "
-        "larger than, smaller than, heavier than, tops, threshold, at or below, at or above",
+        "larger than, smaller than, heavier than, tops, threshold, at or below, at or above, "
+        "capacity",
         "deadlines": "deadline, due, before, by, after, until, till, no later than, "
         "no earlier than, from",
         "numbers": "zero, one, two, three, four, five, six, seven, eight, nine, ten, eleven, "
@@ -306,7 +307,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "limits": "no máximo, no mínimo, até, abaixo de, acima de, menos de, mais de, "
         "não ultrapassar, não ultrapasse, não exceder, não exceda, não passar de, "
         "não passe de, passar de, passe de, limite, teto, máximo, mínimo, máxima, mínima, "
-        "orçamento, dentro de, "
+        "orçamento, capacidade, lotação, dentro de, "
         "inferior a, "
         "superior a, não mais de",
         "deadlines": "prazo, antes de, antes da, antes das, antes do, depois de, a partir de, "
@@ -425,7 +426,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "limits": "como máximo, como mínimo, como mucho, a lo sumo, hasta, por debajo de, "
         "por encima de, menos de, más de, no superar, no superes, no exceder, no excedas, "
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, máxima, "
-        "mínima, "
+        "mínima, aforo, capacidad, "
         "presupuesto, dentro de, "
         "inferior a, superior a, no más de",
         "deadlines": "plazo, antes de, antes del, después de, a partir de, hasta el, "
@@ -598,7 +599,7 @@ _CHANGED = _Phrases.of("changed")
 _LIMIT_NOUNS = _set(
     "budget cap capped limit limited limite límite teto tope ceiling threshold orçamento "
     "orcamento presupuesto maximum minimum max min máximo mínimo maximo minimo deadline prazo "
-    "plazo entrega due"
+    "plazo entrega due capacity capacidade capacidad lotação lotacao aforo"
 )
 _LIMIT_LINKS = _Phrases.of("limits", "deadlines", leaving=_LIMIT_NOUNS)
 # Any word a limit can begin with: a sentence without one has no limit (`_LIMITED`).
@@ -707,7 +708,7 @@ _LIMITED = re.compile(
     rf"|(?<![\w-])(?:{_alternation(_phrases('deadlines'))})(?![\w-]){_BETWEEN}{_WHEN}"
     rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,4}}"
     r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho|"
-    r"a lo sumo)\b"
+    r"a lo sumo|limit|cap|ceiling|limite|tope|teto)\b"
     rf"|(?<![\w-])(?:{_alternation(sorted(_LIMIT_NOUNS | _set('maxima minima')))})(?![\w-])"
     rf"(?:[\s,]+[\w'’-]+){{0,5}}?(?:\s+(?:is|are|es|son|e|sao|será|sera)\s+|\s*[:=]\s*)"
     rf"(?:of |de |del |da |do )?{_QUANTITY}",
@@ -970,7 +971,7 @@ def features(sentence: str) -> frozenset[str]:
     found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
     openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
     found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
-    found |= _shape(sentence, text, tokens, _LIMIT_ANY.within(padded, words))
+    found |= _shape(sentence, text, tokens, _limited(whole))
     if _CUES["unsure"].opens(padded):  # an indirect question: "no sé si ...", "not sure if ..."
         found.add("c:question_end")
     context = [c for c in _CONTEXTS if f"c:{c}" in found]
@@ -1047,15 +1048,23 @@ def _grams(word: str) -> Iterator[str]:
 _GRAM = 4
 
 
-def _shape(sentence: str, text: str, tokens: list[str], limit_word: bool) -> set[str]:
-    """The features of a sentence's form (see `features`; `limit_word`: the sentence holds a
-    word a limit begins with, without which `_LIMITED` need not be read)."""
+def _limited(whole: str) -> bool:
+    """Whether a sentence (`normalised`) states a limit (`_LIMITED`), a label's words too
+    ("Aforo máximo del bloque: 45 personas"); one without a word a limit begins with has
+    none, and `_LIMITED` need not be read."""
+    padded = _padded(whole)
+    return _LIMIT_ANY.within(padded, frozenset(padded.split())) and bool(_LIMITED.search(whole))
+
+
+def _shape(sentence: str, text: str, tokens: list[str], limited: bool) -> set[str]:
+    """The features of a sentence's form (see `features`; `limited`: it states a limit,
+    `_limited`)."""
     shape = {
         "c:qmark": "?" in text,
         "c:question_end": text.endswith("?"),
         "c:imperative": _imperative(tokens),
         "c:infinitive": bool(tokens) and _infinitive(tokens[0], tokens),
-        "c:limited": limit_word and _LIMITED.search(text) is not None,
+        "c:limited": limited,
         "c:value": bool(value_spans(sentence)),
         "c:when": _WHEN_WORDS.search(text) is not None,
         "c:copula": _COPULA.search(text) is not None,
