@@ -697,9 +697,10 @@ _WORDED_VALUE = re.compile(
 )
 # A limit word, then up to three words, then a quantity (digits, number words or a date); a
 # deadline word, then a date or a time ("by Friday", "before 10:00", not "by two spaces"); a
-# quantity, then "max" ("400 lines max"); a limit's noun, then up to five words, then "is"
-# and a quantity: a limit stated as a fact ("Humidity limit for dome opening is 85
-# percent.", "el presupuesto para vacunas este año es 8,000 soles").
+# quantity, then up to four words and "max" or a limit's noun ("400 lines max", "a 200
+# dollar daily limit"); a limit's noun, then up to five words, then "is" and a quantity: a
+# limit stated as a fact ("Humidity limit for dome opening is 85 percent.", "el presupuesto
+# para vacunas este año es 8,000 soles").
 _BETWEEN = r"(?:[\s,:]+[\w'’-]+){0,3}?[\s,:]+(?:the |a |an |o |os |as |el |la |los |las )?"
 _WHEN = rf"(?:\d|(?:{_alternation(_phrases('dates'))})(?![\w-]))"
 _QUANTITY = rf"(?:[$€£¥]\s?\d|(?:{_NUMBERS})(?![\w-])|{_WHEN})"
