@@ -46,6 +46,7 @@ SIDES = [
     "heldout19",
     "heldout20",
     "heldout21",
+    "heldout22",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -72,6 +73,7 @@ PAIR_LEAST = {
     "heldout19": (50, 26),
     "heldout20": (56, 30),
     "heldout21": (56, 30),
+    "heldout22": (56, 30),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -328,6 +330,7 @@ MIXES = {
     "heldout19": replace(MIX_580, mined=100, mined_sources=16),
     "heldout20": replace(MIX_580, mined=105, mined_sources=17),
     "heldout21": replace(MIX_580, mined=105, mined_sources=17),
+    "heldout22": replace(MIX_580, mined=105, mined_sources=17),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
