@@ -283,12 +283,78 @@ def test_tool_results_assistant_text_and_summaries_are_never_carried() -> None:
         "not sure if the permit covers weekend work at the depot",
         "Não sei se o contrato cobre as horas extra do turno da noite.",
         "no tengo claro si hay que pagar la tasa otra vez este año",
+        # After its subject, and with a "no" or a "needs" that is no rule's.
+        "I'm unsure whether gold tooling needs to be listed separately on invoices",
+        "Fico em dúvida se vale incluir o gráfico de sólidos no boletim",
+        "No sé si el seguro cubre las piezas de los alumnos",
+        "no se si cobrar igual a las cooperativas que a los particulares",
+        "Não sei se aceitamos animais de estimação na casa de hóspedes",
     ],
 )
 def test_an_indirect_question_is_not_a_rule(sentence: str) -> None:
     """A question without its mark ("not sure if ...", "no sé si ...") asks whether a rule
     holds; it states none."""
     assert classify(sentence) is None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # A rule file's headings.
+        "Required Git Rules",
+        "PERMISSÕES CONCEDIDAS",
+        "Valores No Negociables",
+        # A verdict on the world.
+        "Notebooks in production should be illegal.",
+        "Neonic sprays ought to be banned within a mile of any hive.",
+        "essas bandas que tocam com uma pen e duas colunas deviam ser proibidas nas festas",
+        "los monorepos deberían estar prohibidos para equipos de menos de diez personas",
+    ],
+)
+def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> None:
+    assert classify(sentence) is None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "NEVER COMMIT WITHOUT EXPLICIT USER INSTRUCTION",
+        "Only Use Tabs",
+        "Strictly avoid corporate-speak such as leverage and synergy.",
+    ],
+)
+def test_a_rule_files_terse_rule_is_a_rule(sentence: str) -> None:
+    """A terse rule in capitals is no heading, and an adverb before an imperative
+    ("Strictly avoid ...") keeps it one."""
+    assert classify(sentence) == "rule"
+
+
+def test_wondering_before_a_but_goes_on_to_a_rule() -> None:
+    assert classify("Not sure it matters, but never push to main.") == "rule"
+    assert classify("No sé si importa, pero nunca toques producción.") == "rule"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "cue", "present"),
+    [
+        # Portuguese "só" (only) is not English "so"; Brazilian "show" (great) is not "show".
+        ("Keep the summary short so I can read it on my phone.", "c:musts", False),
+        ("so pode usar o servidor de testes", "c:musts", True),
+        ("The new show descriptions go live on Monday.", "c:thanks", False),
+        # English "TODO" is a note; Spanish and Portuguese "todo" is "all".
+        ("TODO: fix the login page", "c:notes", True),
+        ("Todo cambio debe pasar por revisión.", "c:notes", False),
+        ("Todo cambio debe pasar por revisión.", "c:standing", True),
+        ("TODO: fix the login page", "c:standing", False),
+        # The EU is not Portuguese "eu" (I).
+        ("EU customers get their invoices in euros.", "c:first_person", False),
+        ("eu nunca uso o servidor de testes", "c:first_person", True),
+    ],
+)
+def test_a_word_of_another_language_is_a_cue_only_in_its_own(
+    sentence: str, cue: str, present: bool
+) -> None:
+    assert (cue in features(sentence)) is present
 
 
 def test_a_rule_for_when_the_assistant_is_unsure_is_a_rule() -> None:
@@ -330,6 +396,10 @@ def test_a_limit_stated_as_a_fact_is_a_constraint() -> None:
     assert "c:limited" in features("Each guest gets a 2 drink limit at the bar.")
     assert "c:limited" not in features("Our budget is tight this month, sadly.")
     assert "c:limited" not in features("We hit the rate limit twice today.")
+    # "or fewer" after a quantity bounds it, as "max" does; "one or more" is no limit.
+    assert "c:limited" in features("Show descriptions need to be 40 words or fewer.")
+    assert "c:limited" in features("Respuestas de tres párrafos o menos.")
+    assert "c:limited" not in features("It takes one or more files as input.")
     assert classify("The noise limit for the night shift is 55 decibels.") == "constraint"
 
 

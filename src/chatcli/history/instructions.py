@@ -134,7 +134,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "show, skip, sort, split, squash, start, stay, stick, stop, store, submit, switch, "
         "take, talk, target, tell, test, touch, track, translate, treat, try, turn, update, "
         "upgrade, upload, use, validate, verify, wait, warn, write",
-        "negations": "no, never, don't, dont, do not",
+        "negations": "no, never, don't, dont, do not, absolutely no, strictly no",
         "not_rules": "no problem, no worries, no thanks, no thank you, no idea, no way, no rush, "
         "no hurry, no luck, no change, no changes, no",
         "bans": "never, don't, dont, do not, not allowed, not permitted, not authorized, "
@@ -179,7 +179,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "exceeds, exceeding, less than, more than, fewer than, lower than, higher than, "
         "greater than, shorter than, longer than, wider than, taller than, bigger than, "
         "larger than, smaller than, heavier than, tops, threshold, at or below, at or above, "
-        "capacity",
+        "capacity, or fewer, or less, or under",
         "deadlines": "deadline, due, before, by, after, until, till, no later than, "
         "no earlier than, from",
         "numbers": "zero, one, two, three, four, five, six, seven, eight, nine, ten, eleven, "
@@ -205,7 +205,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "i wonder whether, wondering if, wondering whether, don't know if, don't know whether, "
         "dont know if, do not know if, dunno if, not clear if, not clear whether, unclear if, "
         "unclear whether, can't tell if, cant tell if, can't tell whether, trying to work out "
-        "if, trying to figure out if, still figuring out if",
+        "if, trying to figure out if, still figuring out if, unsure if, unsure whether, "
+        "not certain if, not certain whether, in two minds about whether",
         "goals": "end state, end goal, goal, goals, objective, target is, aim to, we aim, "
         "what i want, at the end i want, i want the, i want a, by the end, the plan is",
         "reported": "says, said, say that, keeps saying, keep saying, noted that, "
@@ -234,6 +235,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "opinion": "i think, honestly, frankly, in my view, in my opinion, imo, "
         "as far as i'm concerned, ridiculous, excessive, overrated, too strict, too long, "
         "i know, is so, is too, is my favorite, should be forbidden, should be enforced, "
+        "should be banned, should be illegal, should be outlawed, should be fined, "
+        "ought to be banned, ought to be illegal, ought to be outlawed, "
         "is killing me, so confusing, is weird, it strikes me, it seems to me, seems to me",
         "opinion_opening": "for me, to me",
         "status": "error, errors, fails, failed, failing, crash, crashes, crashed, timeout, "
@@ -309,7 +312,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "não passe de, passar de, passe de, limite, teto, máximo, mínimo, máxima, mínima, "
         "orçamento, capacidade, lotação, dentro de, "
         "inferior a, "
-        "superior a, não mais de",
+        "superior a, não mais de, ou menos",
         "deadlines": "prazo, antes de, antes da, antes das, antes do, depois de, a partir de, "
         "até o, até a, até as, até dia, entrega",
         "numbers": "zero, dois, duas, três, quatro, cinco, seis, sete, oito, nove, dez, onze, "
@@ -332,7 +335,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "unsure": "não sei se, não tenho certeza se, não tenho a certeza se, "
         "não faço ideia se, não percebi se, ainda não percebi se, não entendi se, "
         "fico na dúvida se, tenho dúvida se, me pergunto se, pergunto-me se, queria saber se, "
-        "gostava de saber se, não está claro se, não sei bem se",
+        "gostava de saber se, não está claro se, não sei bem se, em dúvida se, na dúvida se",
         "goals": "nosso objetivo, o objetivo, meu objetivo, objetivo final, a meta, nossa meta, "
         "o alvo, o plano é, quero terminar, quero chegar, quero acabar, quero esse, "
         "quero um, quero uma",
@@ -428,7 +431,7 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "no pasar de, no pases de, pasar de, pase de, límite, tope, máximo, mínimo, máxima, "
         "mínima, aforo, capacidad, "
         "presupuesto, dentro de, "
-        "inferior a, superior a, no más de",
+        "inferior a, superior a, no más de, o menos",
         "deadlines": "plazo, antes de, antes del, después de, a partir de, hasta el, "
         "hasta las, hasta la, entrega, se entrega",
         "numbers": "cero, dos, tres, cuatro, cinco, seis, siete, ocho, nueve, diez, once, doce, "
@@ -451,7 +454,8 @@ _LEXICONS: dict[str, dict[str, str]] = {
         "de preferencia, idealmente, siempre que se pueda, si no es molestia",
         "unsure": "no sé si, no tengo claro si, no estoy seguro si, no estoy segura si, "
         "no estoy seguro de si, no estoy segura de si, me pregunto si, quisiera saber si, "
-        "ni idea si, no me queda claro si, no entiendo si, no sé bien si",
+        "ni idea si, no me queda claro si, no entiendo si, no sé bien si, dudo si, "
+        "tengo dudas de si, no sé muy bien si",
         "goals": "nuestro objetivo, el objetivo, mi objetivo, la meta, nuestra meta, meta final, "
         "el plan es, lo que quiero, quiero cerrar, quiero terminar, quiero un, quiero una",
         "disavowed": "no creo, yo no creo, no estoy de acuerdo, cosa suya, problema suyo, "
@@ -604,9 +608,29 @@ _LIMIT_NOUNS = _set(
 _LIMIT_LINKS = _Phrases.of("limits", "deadlines", leaving=_LIMIT_NOUNS)
 # Any word a limit can begin with: a sentence without one has no limit (`_LIMITED`).
 _LIMIT_ANY = _Phrases.of("limits", "deadlines")
+# Words of one language's cue groups that are everyday words of another, with whether they
+# are a Romance language's ("so": Portuguese "só", only, and English "so"; "show": Brazilian
+# slang for "great" and English "show"; "todo": an English note, and "all" in Portuguese and
+# Spanish; "eu": Portuguese "I", and the EU): a cue only in a sentence of that language
+# (`_cues`, `_romance`).
+_LOOK_ALIKES = {
+    ("musts", "so"): True,
+    ("thanks", "show"): True,
+    ("standing", "todo"): True,
+    ("notes", "todo"): False,
+    ("first_person", "eu"): True,
+}
+
+
+def _unlike(group: str) -> frozenset[str]:
+    """The look-alikes of `group`, as written and without accents (`_LOOK_ALIKES`)."""
+    alike = {w for g, w in _LOOK_ALIKES if g == group}
+    return frozenset(p for p in _phrases(group) if _strip_accents(p) in alike)
+
+
 # Cue groups whose presence anywhere in a sentence is a feature (`features`).
 _CUES = {
-    group: _Phrases.of(group)
+    group: _Phrases.of(group, leaving=_unlike(group))
     for group in sorted(
         _set(
             "bans musts asks lifts changed likes goals reported narrative opinion status thanks "
@@ -616,7 +640,7 @@ _CUES = {
 }
 # Cue groups that count only as a sentence's opening.
 _OPENINGS = {
-    group: _Phrases.of(group)
+    group: _Phrases.of(group, leaving=_unlike(group))
     for group in sorted(
         _set("requests notes conditional questions first_person negations opinion_opening")
     )
@@ -709,7 +733,8 @@ _LIMITED = re.compile(
     rf"|(?<![\w-])(?:{_alternation(_phrases('deadlines'))})(?![\w-]){_BETWEEN}{_WHEN}"
     rf"|(?:\d[\d.,]*\s*[kmb%]?|(?:{_NUMBERS})(?![\w-]))\s*(?:[\w'-]+\s+){{0,4}}"
     r"(?:max|maximum|tops|at most|no máximo|no maximo|como máximo|como maximo|como mucho|"
-    r"a lo sumo|limit|cap|ceiling|limite|tope|teto)\b"
+    r"a lo sumo|limit|cap|ceiling|limite|tope|teto|or fewer|or less|or under|ou menos|"
+    r"o menos)\b"
     rf"|(?<![\w-])(?:{_alternation(sorted(_LIMIT_NOUNS | _set('maxima minima')))})(?![\w-])"
     rf"(?:[\s,]+[\w'’-]+){{0,5}}?(?:\s+(?:is|are|es|son|e|sao|será|sera)\s+|\s*[:=]\s*)"
     rf"(?:of |de |del |da |do )?{_QUANTITY}",
@@ -969,9 +994,15 @@ def features(sentence: str) -> frozenset[str]:
     tokens = _TOKEN.findall(_NO_LONGER.sub("nolonger", text))  # no "no" of a ban
     padded = _padded(text)
     words = frozenset(padded.split())
-    found = {f"c:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    found = _cues(padded, words, "c:")
     openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
     found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
+    romance = _romance(words)
+    found |= {
+        _OPENED[g]
+        for (g, word), own in _LOOK_ALIKES.items()
+        if g in _OPENINGS and own == romance and any(o.startswith(f" {word} ") for o in openings)
+    }
     found |= _shape(sentence, text, tokens, _limited(whole))
     if _CUES["unsure"].opens(padded):  # an indirect question: "no sé si ...", "not sure if ..."
         found.add("c:question_end")
@@ -999,6 +1030,24 @@ def features(sentence: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _cues(padded: str, words: frozenset[str], mark: str) -> set[str]:
+    """The cue groups (`_CUES`) a sentence (`_padded`, its `words`) holds anywhere, each as
+    `mark` and its name; a look-alike only in its own language (`_LOOK_ALIKES`)."""
+    found = {f"{mark}{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    romance = _romance(words)
+    return found | {
+        f"{mark}{group}"
+        for (group, word), own in _LOOK_ALIKES.items()
+        if group in _CUES and own == romance and word in words
+    }
+
+
+def _romance(words: frozenset[str]) -> bool:
+    """Whether a sentence's words (`_padded`) are Portuguese or Spanish: one of their
+    function words or everyday words no English sentence has is there."""
+    return not _ROMANCE_MARKS.isdisjoint(words)
+
+
 def _head(text: str) -> set[str]:
     """The cue groups and limits of a sentence's first clause, when a later one follows
     ("h:limited"): what it says before the reason or the story after it ("Lines no wider
@@ -1009,7 +1058,7 @@ def _head(text: str) -> set[str]:
     head = text[: end.start()]
     padded = _padded(head)
     words = frozenset(padded.split())
-    found = {f"h:{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
+    found = _cues(padded, words, "h:")
     if _LIMIT_ANY.within(padded, words) and _LIMITED.search(head) is not None:
         found.add("h:limited")
     if _MODAL.search(head) is not None:
@@ -1103,7 +1152,10 @@ def _imperative(tokens: list[str]) -> bool:
     return len(tokens) > 1 and tokens[0] in _ADVERBS and tokens[1] in _STARTS
 
 
-_ADVERBS = _set("sempre siempre nunca jamais jamas so solo somente apenas solamente just only")
+_ADVERBS = _set(
+    "sempre siempre nunca jamais jamas so solo somente apenas solamente just only strictly "
+    "absolutely always also"
+)
 
 
 def _conditional(text: str) -> dict[str, bool]:
@@ -1136,6 +1188,13 @@ _ROMANCE = _set(
 )
 
 
+# What tells a Portuguese or Spanish sentence from an English one (`_romance`).
+_ROMANCE_MARKS = _ROMANCE | _set(
+    "nao pode podem usar voce vc isso esse essa este esta muito tambem tambien pra hay es "
+    "mais pero porque todos todas sempre siempre nunca"
+)
+
+
 def _past(tokens: list[str]) -> bool:
     for at, token in enumerate(tokens):
         if token in _PAST:
@@ -1145,7 +1204,15 @@ def _past(tokens: list[str]) -> bool:
             return True
         if len(token) >= 5 and token.endswith(_PAST_ENDINGS) and token not in ("voce",):
             return True
+        if len(token) >= 6 and token.endswith(_YOU_DID) and token not in _NOT_YOU_DID:
+            return True
     return False
+
+
+# The endings of "you did" in Spanish and European Portuguese ("me cambiaste el nombre del
+# bucket", "trocaste a ordem"), and the present tenses that end alike.
+_YOU_DID = ("aste", "iste")
+_NOT_YOU_DID = _set("existe insiste resiste consiste asiste subsiste persiste desiste contraste")
 
 
 def _participle(tokens: list[str], at: int) -> bool:
@@ -1298,9 +1365,73 @@ def _read(sentence: str) -> frozenset[str] | None:
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
-    if _moves_on(plain):
+    if _moves_on(plain) or _wonders(plain) or _heads(plain) or _VERDICT.search(plain):
         return None
     return features(plain)
+
+
+def _heads(sentence: str) -> bool:
+    """Whether a line is a heading: a few capitalised words ("Required Git Rules",
+    "Protocolo de asignación de servicios", "PERMISSÕES CONCEDIDAS") without a closing mark,
+    a label's colon, a value, a word of a ban or an opening imperative ("Follow
+    SOLID/KISS/DRY", "Respeitar AI_POLICY.md", "NEVER COMMIT WITHOUT ...": a rule file's
+    terse rules)."""
+    line = _LIST_MARK.sub("", sentence).strip()
+    if not line or line[-1] in _CLOSING or ":" in line or value_spans(line):
+        return False
+    padded = _padded(line)
+    if _CUES["bans"].within(padded, frozenset(padded.split())):
+        return False
+    words = _HEADING_WORD.findall(line)
+    if not 2 <= len(words) <= _HEADING_MOST:
+        return False
+    if not all(w[0].isupper() or w.lower() in _HEADING_SMALL for w in words):
+        return False
+    tokens = _TOKEN.findall(normalised(line))
+    return not (_imperative(tokens) or (bool(tokens) and _infinitive(tokens[0], tokens)))
+
+
+_CLOSING = frozenset(".!?;,)")
+_HEADING_WORD = re.compile(r"[^\s/()&+-]+")
+_HEADING_MOST = 7
+# The words a title leaves in lower case (`_heads`).
+_HEADING_SMALL = _set(
+    "a an the of to and or for in on with at by de da do das dos del la el los las e y o "
+    "para por com con sin sem em en no na al"
+)
+# A verdict on how the world should be, not a rule for the assistant ("Notebooks in
+# production should be illegal.", "Neonic sprays ought to be banned within a mile of any
+# hive.", "essas bandas deviam ser proibidas nas festas").
+_VERDICT = re.compile(
+    r"\b(?:should|ought to)\s+(?:really\s+)?be\s+(?:made\s+)?(?:illegal|outlawed|fined|"
+    r"punished|jailed|prosecuted|criminali[sz]ed)\b|\bought\s+to\s+be\s+banned\b"
+    r"|\b(?:devia|deviam|deveria|deveriam)\s+(?:ser|estar)\s+(?:proibid|ilegal|multad|pres[oa])"
+    r"|\b(?:debería|deberían|tendría|tendrían)\s+(?:que\s+)?(?:estar|ser)\s+"
+    r"(?:prohibid|ilegal|multad|pres[oa])",
+    re.IGNORECASE,
+)
+
+
+def _wonders(sentence: str) -> bool:
+    """Whether a sentence opens by wondering, after its subject or not, and goes on to
+    nothing else: a question without its mark ("No sé si el seguro cubre las piezas", "I'm
+    unsure whether gold tooling needs to be listed", "Fico em dúvida se vale incluir o
+    gráfico"), whose "no" and "needs" say no rule; "Not sure it matters, but never ..." goes
+    on to a rule."""
+    words = _padded(normalised(sentence)).split()
+    if not _BUT.isdisjoint(words):
+        return False
+    while words and words[0] in _WONDERER:  # bounded: one word less each pass
+        words = words[1:]
+    return _CUES["unsure"].opens(" " + " ".join(words) + " ")
+
+
+_BUT = _set("but mas pero")
+# The words before a wondering's opening (`_wonders`): its subject, a softener.
+_WONDERER = _set(
+    "i i'm im i am we we're were are still honestly really just eu fico estou ando ainda "
+    "sinceramente yo ando estoy sigo todavia la verdad"
+)
 
 
 def _moves_on(sentence: str) -> bool:
