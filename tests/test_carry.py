@@ -309,6 +309,7 @@ def test_an_indirect_question_is_not_a_rule(sentence: str) -> None:
         "Neonic sprays ought to be banned within a mile of any hive.",
         "essas bandas que tocam com uma pen e duas colunas deviam ser proibidas nas festas",
         "los monorepos deberían estar prohibidos para equipos de menos de diez personas",
+        "los monorepos deberian estar prohibidos para equipos chicos",
     ],
 )
 def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> None:

@@ -1365,14 +1365,16 @@ def _read(sentence: str) -> frozenset[str] | None:
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
-    if _moves_on(plain) or _wonders(plain) or _heads(plain) or _VERDICT.search(plain):
+    if _moves_on(plain) or _wonders(plain) or _heads(plain):
+        return None
+    if _VERDICT.search(normalised(plain)):
         return None
     return features(plain)
 
 
 def _heads(sentence: str) -> bool:
-    """Whether a line is a heading: a few capitalised words ("Required Git Rules",
-    "Protocolo de asignación de servicios", "PERMISSÕES CONCEDIDAS") without a closing mark,
+    """Whether a line is a heading: a few capitalised words ("Required Git Rules", "Valores
+    No Negociables", "PERMISSÕES CONCEDIDAS") without a closing mark,
     a label's colon, a value, a word of a ban or an opening imperative ("Follow
     SOLID/KISS/DRY", "Respeitar AI_POLICY.md", "NEVER COMMIT WITHOUT ...": a rule file's
     terse rules)."""
@@ -1401,14 +1403,13 @@ _HEADING_SMALL = _set(
 )
 # A verdict on how the world should be, not a rule for the assistant ("Notebooks in
 # production should be illegal.", "Neonic sprays ought to be banned within a mile of any
-# hive.", "essas bandas deviam ser proibidas nas festas").
+# hive.", "essas bandas deviam ser proibidas nas festas"), read `normalised`.
 _VERDICT = re.compile(
-    r"\b(?:should|ought to)\s+(?:really\s+)?be\s+(?:made\s+)?(?:illegal|outlawed|fined|"
-    r"punished|jailed|prosecuted|criminali[sz]ed)\b|\bought\s+to\s+be\s+banned\b"
-    r"|\b(?:devia|deviam|deveria|deveriam)\s+(?:ser|estar)\s+(?:proibid|ilegal|multad|pres[oa])"
-    r"|\b(?:debería|deberían|tendría|tendrían)\s+(?:que\s+)?(?:estar|ser)\s+"
-    r"(?:prohibid|ilegal|multad|pres[oa])",
-    re.IGNORECASE,
+    r"\b(?:should|ought to) (?:really )?be (?:made )?(?:illegal|outlawed|fined|punished|"
+    r"jailed|prosecuted|criminali[sz]ed)\b|\bought to be banned\b"
+    r"|\b(?:devia|deviam|deveria|deveriam) (?:ser|estar) (?:proibid|ilegal|multad|pres[oa])"
+    r"|\b(?:deberia|deberian|tendria|tendrian) (?:que )?(?:estar|ser) "
+    r"(?:prohibid|ilegal|multad|pres[oa])"
 )
 
 
@@ -1429,7 +1430,7 @@ def _wonders(sentence: str) -> bool:
 _BUT = _set("but mas pero")
 # The words before a wondering's opening (`_wonders`): its subject, a softener.
 _WONDERER = _set(
-    "i i'm im i am we we're were are still honestly really just eu fico estou ando ainda "
+    "i i'm im am we we're are still honestly really just eu fico estou ando ainda "
     "sinceramente yo ando estoy sigo todavia la verdad"
 )
 
