@@ -316,6 +316,23 @@ def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> No
     assert classify(sentence) is None
 
 
+def test_a_banner_over_rules_is_a_heading() -> None:
+    """A line of ban words alone stands over the rules below it ("🚫 PROHIBIDO"); a
+    sentence of them is a reply ("Never.")."""
+    for banner in ("🚫 PROHIBIDO", "🚫 NUNCA (NEVER)", "NUNCA FAÇA"):
+        assert classify(banner) is None
+    assert classify("Never push to main.") == "rule"
+
+
+def test_a_goal_said_so_in_its_label_is_a_goal() -> None:
+    """A goal is carried as a fact, whatever words of need it holds; "Meta" the company is
+    no goal's label."""
+    assert classify("Goal: a four-week rotating menu that passes the council audit.") == "fact"
+    assert classify("meta do mês: fechar parceria com pelo menos duas escolas") == "fact"
+    assert classify("Objetivo: tener todas las fichas de vacunas listas.") == "fact"
+    assert classify("Meta ad primary text: 125 characters max.") == "constraint"
+
+
 @pytest.mark.parametrize(
     "sentence",
     [

@@ -1379,9 +1379,11 @@ def _heads(sentence: str) -> bool:
     SOLID/KISS/DRY", "Respeitar AI_POLICY.md", "NEVER COMMIT WITHOUT ...": a rule file's
     terse rules)."""
     line = _LIST_MARK.sub("", sentence).strip()
+    padded = _padded(line)
+    if 1 <= len(padded.split()) <= 3 and set(padded.split()) <= _BANNER and "." not in line:
+        return True  # "🚫 PROHIBIDO", "🚫 NUNCA (NEVER)", "NUNCA FAÇA": a banner over rules
     if not line or line[-1] in _CLOSING or ":" in line or value_spans(line):
         return False
-    padded = _padded(line)
     if _CUES["bans"].within(padded, frozenset(padded.split())):
         return False
     words = _HEADING_WORD.findall(line)
@@ -1394,6 +1396,11 @@ def _heads(sentence: str) -> bool:
 
 
 _CLOSING = frozenset(".!?;,)")
+# The words of a banner over a list of rules (`_heads`).
+_BANNER = _set(
+    "never nunca jamais jamas prohibido proibido forbidden prohibited absolutamente absolutely "
+    "do not don't dont faca hagas haga"
+)
 _HEADING_WORD = re.compile(r"[^\s/()&+-]+")
 _HEADING_MOST = 7
 # The words a title leaves in lower case (`_heads`).
@@ -1451,6 +1458,8 @@ def kind_for(
     """The kind of a sentence with the features `found`, given the model's `beliefs` in each
     class (what `kind_of` decides; `scripts/train_instruction_model.py` cross-validates it,
     at other values of `rule_mass` too)."""
+    if any(_GOAL_LABEL.match(f, 6) for f in found if f.startswith("label=")):
+        return "fact"  # "Goal: ...", "End state: ...", "Objetivo: ...": a goal, said so
     if beliefs["rule"] + beliefs["constraint"] + beliefs["lift"] >= rule_mass:
         return "constraint" if beliefs["constraint"] > beliefs["rule"] + beliefs["lift"] else "rule"
     best = max(("fact", "preference", "goal", "none"), key=beliefs.__getitem__)
@@ -1460,6 +1469,13 @@ def kind_for(
             plainly = None
         return plainly or ("fact" if best == "fact" else None)
     return "fact" if best == "goal" else best
+
+
+# A label that says a goal follows (`kind_for`), read on the `label=` feature.
+_GOAL_LABEL = re.compile(
+    r"(?:goals?|end state|end goal|objective|objetivos?|meta|alvo|estado final|objetivo final|"
+    r"meta final)(?: (?:for|of|do|da|de|del|para) [^:]*)?$"
+)
 
 
 def _plainly(found: frozenset[str]) -> str | None:
