@@ -318,7 +318,7 @@ def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> No
 
 def test_a_banner_over_rules_is_a_heading() -> None:
     """A line of ban words alone stands over the rules below it ("🚫 PROHIBIDO"); a
-    sentence of them is a reply ("Never.")."""
+    sentence that goes on is the rule itself."""
     for banner in ("🚫 PROHIBIDO", "🚫 NUNCA (NEVER)", "NUNCA FAÇA"):
         assert classify(banner) is None
     assert classify("Never push to main.") == "rule"
