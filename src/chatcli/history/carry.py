@@ -143,8 +143,8 @@ def classify(sentence: str) -> str | None:
     """The kind of a user's sentence worth carrying, or None: a rule (a prohibition, an
     obligation, or the lifting of one), a constraint (a limit with a quantity), a fact (an
     exact value or a goal), a preference (an imperative or "I prefer"); see
-    `chatcli.history.instructions.kind_of`. Questions, pasted-looking lines and words
-    addressed to AI assistants are not carried."""
+    `chatcli.history.instructions.kind_of`. Questions (with their mark or without), headings,
+    pasted-looking lines and words addressed to AI assistants are not carried."""
     return kind_of(sentence)
 
 

@@ -22,9 +22,13 @@ Not worth carrying: questions (about rules too), narration and habits ("I never 
 for the turn at hand; lines that look pasted rather than typed (`looks_pasted`: code, log
 lines, markup); and words addressed to AI systems in the third person ("AI assistants reading
 this: ..."), which a user does not write to their own assistant but a page written to hijack
-one does. Telling these apart takes more than a list of words, so `kind_of` reads a sentence
-as *features* (`features`: which groups of the vocabulary it holds, and where, its first
-words, its words and their four-letter pieces) and weighs them with a linear model
+one does. A few are plain enough to be read before any model (`_read`): a line that opens by
+wondering ("No sé si ..."), a rule file's heading or banner ("Required Git Rules", "🚫
+PROHIBIDO"), a verdict on the world ("... should be illegal"); and a goal said so in its
+label ("Goal: ...") is a goal. Telling the rest apart takes more than a list of words, so
+`kind_of` reads a sentence as *features* (`features`: which groups of the vocabulary it
+holds, and where, its first words, its words and their four-letter pieces) and weighs them
+with a linear model
 (`instruction_model.json`, trained by `scripts/train_instruction_model.py` on the tuning side
 of tests/data/instructions, never on the held-out set). `_RULE_MASS`: the share of the
 model's belief in a rule, a constraint or a lift that makes a sentence one: a rule missed is
@@ -1361,7 +1365,8 @@ def only_lifts(sentence: str) -> bool:
 
 def _read(sentence: str) -> frozenset[str] | None:
     """The features of a sentence `kind_of` weighs; None when it is not the user's to carry
-    (pasted-looking, addressed to AI systems, a conversational move)."""
+    (pasted-looking, addressed to AI systems, a conversational move, a wondering, a heading,
+    a verdict on the world)."""
     plain = sentence.strip()
     if not plain or looks_pasted(plain) or _to_ai(plain):
         return None
