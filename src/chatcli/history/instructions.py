@@ -998,15 +998,9 @@ def features(sentence: str) -> frozenset[str]:
     tokens = _TOKEN.findall(_NO_LONGER.sub("nolonger", text))  # no "no" of a ban
     padded = _padded(text)
     words = frozenset(padded.split())
-    found = _cues(padded, words, "c:")
-    openings = {padded, _padded(whole)}  # a label may open it too ("Note: ...")
-    found |= {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
     romance = _romance(words)
-    found |= {
-        _OPENED[g]
-        for (g, word), own in _LOOK_ALIKES.items()
-        if g in _OPENINGS and own == romance and any(o.startswith(f" {word} ") for o in openings)
-    }
+    found = _cues(padded, words, "c:", romance)
+    found |= _opened((padded, _padded(whole)), romance)  # a label may open it ("Note: ...")
     found |= _shape(sentence, text, tokens, _limited(whole))
     if _CUES["unsure"].opens(padded):  # an indirect question: "no sé si ...", "not sure if ..."
         found.add("c:question_end")
@@ -1034,15 +1028,26 @@ def features(sentence: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _cues(padded: str, words: frozenset[str], mark: str) -> set[str]:
+def _cues(padded: str, words: frozenset[str], mark: str, romance: bool) -> set[str]:
     """The cue groups (`_CUES`) a sentence (`_padded`, its `words`) holds anywhere, each as
-    `mark` and its name; a look-alike only in its own language (`_LOOK_ALIKES`)."""
+    `mark` and its name; a look-alike only in its own language (`_LOOK_ALIKES`; `romance`:
+    the sentence is Portuguese or Spanish, `_romance`)."""
     found = {f"{mark}{group}" for group, cue in _CUES.items() if cue.within(padded, words)}
-    romance = _romance(words)
     return found | {
         f"{mark}{group}"
         for (group, word), own in _LOOK_ALIKES.items()
         if group in _CUES and own == romance and word in words
+    }
+
+
+def _opened(openings: tuple[str, ...], romance: bool) -> set[str]:
+    """The features of the opening groups (`_OPENINGS`) any of `openings` (`_padded`) begins
+    with; a look-alike only in its own language, as in `_cues`."""
+    found = {_OPENED[g] for g, cue in _OPENINGS.items() for o in openings if cue.opens(o)}
+    return found | {
+        _OPENED[g]
+        for (g, word), own in _LOOK_ALIKES.items()
+        if g in _OPENINGS and own == romance and any(o.startswith(f" {word} ") for o in openings)
     }
 
 
@@ -1062,7 +1067,7 @@ def _head(text: str) -> set[str]:
     head = text[: end.start()]
     padded = _padded(head)
     words = frozenset(padded.split())
-    found = _cues(padded, words, "h:")
+    found = _cues(padded, words, "h:", _romance(words))
     if _LIMIT_ANY.within(padded, words) and _LIMITED.search(head) is not None:
         found.add("h:limited")
     if _MODAL.search(head) is not None:
