@@ -48,6 +48,7 @@ SIDES = [
     "heldout21",
     "heldout22",
     "heldout23",
+    "heldout24",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -76,6 +77,7 @@ PAIR_LEAST = {
     "heldout21": (56, 30),
     "heldout22": (56, 30),
     "heldout23": (56, 30),
+    "heldout24": (56, 30),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -334,6 +336,7 @@ MIXES = {
     "heldout21": replace(MIX_580, mined=105, mined_sources=17),
     "heldout22": replace(MIX_580, mined=105, mined_sources=17),
     "heldout23": replace(MIX_580, mined=105, mined_sources=17),
+    "heldout24": replace(MIX_580, mined=105, mined_sources=17),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
