@@ -29,7 +29,7 @@ from chatcli.history.carry import (
     classify,
     is_carry_block,
 )
-from chatcli.history.instructions import cue_of, features
+from chatcli.history.instructions import cue_of, features, kind_for, kind_of
 from chatcli.history.retain import Retention, retain
 from chatcli.history.truncate import apply_recovery_level
 from chatcli.history.typed import typed_parts
@@ -310,6 +310,8 @@ def test_an_indirect_question_is_not_a_rule(sentence: str) -> None:
         "essas bandas que tocam com uma pen e duas colunas deviam ser proibidas nas festas",
         "los monorepos deberían estar prohibidos para equipos de menos de diez personas",
         "los monorepos deberian estar prohibidos para equipos chicos",
+        "Leaf blowers oughta be banned in town centres.",
+        "Whoever wrote this timetable should be made to ride the night bus.",
     ],
 )
 def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> None:
@@ -317,10 +319,13 @@ def test_a_heading_or_a_verdict_on_the_world_is_not_carried(sentence: str) -> No
 
 
 def test_a_banner_over_rules_is_a_heading() -> None:
-    """A line of ban words alone stands over the rules below it ("🚫 PROHIBIDO"); a
-    sentence that goes on is the rule itself."""
+    """A line of ban words alone stands over the rules below it ("🚫 PROHIBIDO"), and so
+    does a sort of thing said to be banned ("FORBIDDEN COMMANDS"); a sentence that goes on
+    is the rule itself."""
     for banner in ("🚫 PROHIBIDO", "🚫 NUNCA (NEVER)", "NUNCA FAÇA"):
         assert classify(banner) is None
+    for title in ("FORBIDDEN COMMANDS", "Ações proibidas", "PAQUETES TOTALMENTE PROHIBIDOS"):
+        assert classify(title) is None
     assert classify("Never push to main.") == "rule"
 
 
@@ -418,6 +423,51 @@ def test_a_limit_stated_as_a_fact_is_a_constraint() -> None:
     assert "c:limited" in features("Show descriptions need to be 40 words or fewer.")
     assert "c:limited" in features("Respuestas de tres párrafos o menos.")
     assert "c:limited" not in features("It takes one or more files as input.")
+    # "At least" in Portuguese and Spanish; a named thing compared with a quantity.
+    assert "c:limited" in features("Deixe a massa descansar por pelo menos 40 minutos.")
+    assert "c:limited" in features("Cada turno necesita por lo menos dos guardias.")
+    assert "c:limited" in features("Test coverage: >85%")
+    assert "c:limited" in features("Keep the hero image <= 300 KB.")
+    # Two quantities, two names or an arrow compared bound nothing.
+    assert "c:limited" not in features("The vote went 5 > 3 for the new logo.")
+    assert "c:limited" not in features("Map x -> 2 in the lookup table.")
+
+
+def test_a_sentence_with_no_cue_needs_a_surer_belief_to_be_a_rule() -> None:
+    """Only its words, none of the vocabulary's cues: the model's belief in a rule must be
+    surer ("gg, heading off." reads 0.45 from the model's prior alone)."""
+    beliefs = {"rule": 0.45, "constraint": 0.0, "fact": 0.05, "preference": 0.0}
+    beliefs |= {"goal": 0.0, "lift": 0.0, "none": 0.5}
+    assert kind_for(frozenset({"gg", "heading", "off"}), beliefs) is None
+    assert kind_for(frozenset({"gg", "heading", "off", "c:imperative"}), beliefs) == "rule"
+    sure = beliefs | {"rule": 0.65, "none": 0.3}
+    assert kind_for(frozenset({"gg", "heading", "off"}), sure) == "rule"
+
+
+def test_a_rule_only_as_a_lift_is_not_carried_alone() -> None:
+    """The recogniser reads "Pushing to main is OK now." as a rule only because it lifts
+    one; carrying takes it with the rule it lifts, never alone, and `classify` says so."""
+    for lift in ("Pushing to main is OK now.", "Pode fazer push na main agora."):
+        assert kind_of(lift) == "rule"
+        assert classify(lift) is None
+    assert classify("Never push to main.") == "rule"
+
+
+def test_a_sentence_cut_off_at_a_comma_is_not_read() -> None:
+    """A line that ends with a comma was cut off (a chunk of pasted or quoted text): it says
+    nothing whole, whatever words it holds."""
+    assert classify("When an answer stops at the output limit,") is None
+    assert classify("Nothing is lost: it stays on disk, and the user is told why,") is None
+    assert classify("When an answer stops at the output limit, tell me.") is not None
+
+
+def test_a_habit_of_the_user_is_told_not_asked() -> None:
+    """What the user usually does ("Costumo ...", "Suelo ...", "I usually ...") is a habit,
+    as "I always ..." is; "I tend to prefer" is a preference's words."""
+    assert "c:habit" in features("Costumo abrir a loja às oito e meia.")
+    assert "c:habit" in features("Suelo revisar el correo antes de las nueve.")
+    assert "c:habit" in features("I usually walk the site before the crew arrives.")
+    assert "c:habit" not in features("I tend to prefer short paragraphs in the reports.")
     assert classify("The noise limit for the night shift is 55 decibels.") == "constraint"
 
 

@@ -100,10 +100,13 @@ def naive_resolved(
     # News (`_news`): each standing rule or limit no pair updates on a word or a value of its
     # takes the later sentence carried for nothing that the model most believes a change,
     # above its floor, one sharing a word with it first.
+    # A rule that holds while a situation lasts is updated by any item tied to it too.
     updated = {
         earlier
         for later, earlier in pairs
-        if said[later].ties & said[earlier].ties or said[later].units & said[earlier].units
+        if said[later].ties & said[earlier].ties
+        or said[later].units & said[earlier].units
+        or (said[earlier].passing and said[later].item is not None and said[later].item.kind)
     }
     for j in range(len(statements)):
         if (
@@ -222,6 +225,8 @@ def naive_related(
     instruction = resolving._kind(statement) not in ("", "fact") or (
         kindless and statement.directs and statement.lifting
     )
+    # Read as an item, tied to every standing rule on no word only when surely read so.
+    loose = kindless or statement.sure >= resolving._LOOSE_TIE
     lift = statement.cue == resolving._LIFT and not strong
     first_tier = standing(earlier, indexes, ("rule", "constraint"))
     facts = standing(earlier, indexes, ("fact",))
@@ -230,8 +235,8 @@ def naive_related(
     by_index = dict(zip(indexes, earlier, strict=True))
     measured = [j for j in first_tier if statement.units & by_index[j].units]
     if lift:
-        related = sorted({*related, *(measured or first_tier or facts)})
-    elif statement.cue == resolving._CHANGE and instruction and not sharing:
+        related = sorted({*related, *(measured or first_tier or facts)}) if loose else related
+    elif statement.cue == resolving._CHANGE and instruction and not sharing and loose:
         related = measured or first_tier or facts
     elif statement.cue == resolving._CHANGE and resolving._kind(statement) == "constraint":
         limits = standing(earlier, indexes, ("constraint",))
@@ -290,9 +295,12 @@ def test_news_is_found_as_comparing_every_pair_finds_it() -> None:
     fast = resolving.resolve((), *view, Numbering(view[0]))
     assert fast == naive_resolved((), *view)
     assert [i.text for i in fast.items] == [users[0], users[1], users[3], users[4]]
-    # Each rule goes with one of the news, the one the model believes most left to it: which
-    # news is whose is not known, both come after both rules.
-    assert sorted(fast.follows[:2]) == [(2,), (3,)] and fast.follows[2:] == ((), ())
+    # Each rule goes with news after it: which news is whose is not known (read as nothing,
+    # each news goes to one rule, the one the model believes most left to it; read as a
+    # change, it goes with every standing rule), and both come after both rules.
+    assert all(follows and set(follows) <= {2, 3} for follows in fast.follows[:2])
+    assert set(fast.follows[0]) | set(fast.follows[1]) == {2, 3}
+    assert fast.follows[2:] == ((), ())
 
 
 def test_lines_that_differ_only_in_their_values_are_one_point() -> None:

@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from chatcli.history.instructions import cue_of, kind_of
+from chatcli.history.instructions import cue_of, kind_of, only_lifts
 from chatcli.history.native import is_anchor
 from chatcli.history.result import TransformResult, build_result
 from chatcli.history.retain import cut_message_number
@@ -140,12 +140,15 @@ class Numbering:
 
 
 def classify(sentence: str) -> str | None:
-    """The kind of a user's sentence worth carrying, or None: a rule (a prohibition, an
+    """The kind of a user's sentence worth carrying alone, or None: a rule (a prohibition, an
     obligation, or the lifting of one), a constraint (a limit with a quantity), a fact (an
     exact value or a goal), a preference (an imperative or "I prefer"); see
     `chatcli.history.instructions.kind_of`. Questions (with their mark or without), headings,
-    pasted-looking lines and words addressed to AI assistants are not carried."""
-    return kind_of(sentence)
+    pasted-looking lines and words addressed to AI assistants are not carried; nor, alone, a
+    sentence that is a rule only as a lift (`only_lifts`: "Pushing to main is OK now."),
+    which is carried only with an earlier item it may lift (`chatcli.history.statements`)."""
+    kind = kind_of(sentence)
+    return None if kind == "rule" and only_lifts(sentence) else kind
 
 
 def is_carry_block(message: Message) -> bool:

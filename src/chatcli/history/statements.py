@@ -112,6 +112,9 @@ _LIFTING = 0.2
 # below. Both chosen on tuning12, tuning7 and heldout11 read by models trained without them
 # (benchmarks/README.md).
 _NEWS = 0.03
+# How surely the recogniser must read an item that lifts or changes something on no earlier
+# item's word for it to be tied to every standing rule (`_loosely`).
+_LOOSE_TIE = 0.5
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
 # later one that says it changed, on two of its words (one if it lifts it), is carried first
 # (`_told`).
@@ -137,7 +140,8 @@ class _Statement:
     believes it lifts or changes something (`lift_belief`, `_LIFTING`), `anchor` the kind of a
     sentence still in view that removed later ones may update ("": none), `belief` how surely
     the model believes it a change (`lift_belief`), `passing` whether it holds only while a
-    passing situation lasts (`holds_while`)."""
+    passing situation lasts (`holds_while`), `sure` how surely the recogniser reads it as its
+    kind (`certainty`)."""
 
     at: int
     item: CarriedItem | None
@@ -150,6 +154,7 @@ class _Statement:
     lifting: bool = False
     belief: float = 0.0
     passing: bool = False
+    sure: float = 0.0
     anchor: str = ""
 
 
@@ -312,7 +317,9 @@ def _news(
     updated = {
         earlier
         for later, earlier in pairs
-        if said[later].ties & said[earlier].ties or said[later].units & said[earlier].units
+        if said[later].ties & said[earlier].ties
+        or said[later].units & said[earlier].units
+        or (said[earlier].passing and _read_as_item(said[later]))
     }
     # The candidates, surest first (the earliest at a tie): a rule takes the surest one after
     # it that shares a word with it, else the surest one after it; one before a rule is before
@@ -354,6 +361,11 @@ def _news(
         resolved[best] = replace(said[best], item=replace(item, kind=_kind(rule)))
         found.append((best, j))
     return found
+
+
+def _read_as_item(statement: _Statement) -> bool:
+    """A candidate the recogniser reads as worth carrying on its own."""
+    return statement.item is not None and bool(statement.item.kind)
 
 
 def _after(indexes: list[int], index: int) -> list[int]:
@@ -422,7 +434,8 @@ def _related(
       and unless it shares two with one, every earlier rule and constraint that says no
       change itself (`_unsure`; when none stands, every fact) ("A partir de ahora
       respóndeme en castellano." after "Contesta siempre en inglés.", whatever else
-      "respuestas" is in).
+      "respuestas" is in); one read as an item, only when the recogniser is sure of it
+      (`_loosely`), as for a change below.
     - A word of change ("now", "again"): the items it shares two words with, or one that
       few items have (for a sentence carried only as an update, `_rare_tie` too: "Hoy
       llevamos 14 rescates ..., la corriente está tremenda." is no change of a rule on
@@ -460,9 +473,14 @@ def _related(
     measured = {j for unit in statement.units for j in by_unit.get(unit, ())}
     if statement.cue == _LIFT:  # on one shared word at most, unsure: any standing rule too
         found = set(shared)
-        if all(n < 2 for n in shared.values()):
+        if all(n < 2 for n in shared.values()) and _loosely(statement, kindless):
             found |= measured or _unsure(statements, items)
-    elif statement.cue == _CHANGE and not shared and _instructs(statement, kindless):
+    elif (
+        statement.cue == _CHANGE
+        and not shared
+        and _instructs(statement, kindless)
+        and _loosely(statement, kindless)
+    ):
         # An instruction said to change on no earlier item's word (a fact is news instead).
         found = measured or _unsure(statements, items)
     elif statement.cue == _CHANGE:
@@ -488,6 +506,14 @@ def _related(
     if statement.cue or _kind(statement) in ("fact", "constraint"):
         found |= measured  # a new value of what an earlier rule's or limit's value measures
     return sorted(found)
+
+
+def _loosely(statement: _Statement, kindless: bool) -> bool:
+    """Whether a lift or a change on no earlier item's word may be tied to every standing
+    rule: one read as nothing may (it is carried only so), one read as an item only when the
+    recogniser is sure enough of it (`_LOOSE_TIE`): chatter misread as a rule ("pode explicar
+    a abordagem antes") would otherwise come with every rule, in their share of the room."""
+    return kindless or statement.sure >= _LOOSE_TIE
 
 
 def _instructs(statement: _Statement, kindless: bool) -> bool:
@@ -677,6 +703,7 @@ class Reading:
                 lifting=cue != _LIFT and belief >= _LIFTING,
                 belief=belief,
                 passing=holds_while(text),
+                sure=self.certainty(text),
             )
         return replace(self._said[text], at=at, item=item, anchor=anchor)
 
