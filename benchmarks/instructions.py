@@ -1,6 +1,6 @@
 """How well a classifier recognises the user's instructions, on data it was not written from.
 
-`python benchmarks/instructions.py [--set heldout24|heldout23|...|heldout|tuning|...|tuning12]
+`python benchmarks/instructions.py [--set heldout25|heldout24|...|heldout|tuning|...|tuning12]
 [--classifier module:function] [--show-errors]` scores a sentence classifier (`text -> kind
 or None`, by default `chatcli.history.carry.classify`) on tests/data/instructions/ (how the
 data was made, and its label conventions: that directory's README.md). It prints:
@@ -279,9 +279,9 @@ def reversal_tables(pairs: Sequence[dict[str, Any]]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    heldout = [f"heldout{n}" for n in range(24, 1, -1)] + ["heldout"]
+    heldout = [f"heldout{n}" for n in range(25, 1, -1)] + ["heldout"]
     sets = [*heldout, "tuning", *(f"tuning{n}" for n in (2, 3, 4, 5, 7, 8, 9, 10, 11, 12))]
-    parser.add_argument("--set", choices=sets, default="heldout23")
+    parser.add_argument("--set", choices=sets, default="heldout24")
     parser.add_argument("--classifier", default="chatcli.history.carry:classify")
     parser.add_argument("--show-errors", action="store_true", help="list every misjudged sentence")
     return parser.parse_args(argv)

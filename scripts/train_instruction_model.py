@@ -2,7 +2,7 @@
 
 Reads the **tuning side** of tests/data/instructions (`TUNING_FILES`: the tuning sets,
 `tuning.jsonl` to `tuning12.jsonl`, and the first twenty-three held-out sets, retired to the
-tuning side after their last measurements; never `heldout24.jsonl`, nor a later one: how the
+tuning side after their last measurements; never `heldout24.jsonl` or `heldout25.jsonl`: how the
 sets were made is in that directory's README.md), and the later statements of the tuning
 side's same-point reversal pairs (`PAIR_FILES`) as `lift` sentences: what says, in any words,
 that an earlier rule or value no longer holds. It reads each one with

@@ -49,6 +49,7 @@ SIDES = [
     "heldout22",
     "heldout23",
     "heldout24",
+    "heldout25",
 ]
 HELDOUT_SIDES = SIDES[1:]
 # Least (same point, different point) reversal pairs per side.
@@ -78,6 +79,7 @@ PAIR_LEAST = {
     "heldout22": (56, 30),
     "heldout23": (56, 30),
     "heldout24": (56, 30),
+    "heldout25": (56, 30),
 }
 # The sentence files of each side of the separation checks.
 TUNING_SENTENCES = tuple(f"tuning{n}.jsonl" for n in ("", 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
@@ -337,6 +339,7 @@ MIXES = {
     "heldout22": replace(MIX_580, mined=105, mined_sources=17),
     "heldout23": replace(MIX_580, mined=105, mined_sources=17),
     "heldout24": replace(MIX_580, mined=105, mined_sources=17),
+    "heldout25": replace(MIX_580, mined=105, mined_sources=17),
 }
 SOFT_NONE_STYLES = {"chatter", "thanks", "meta", "question"}
 
