@@ -113,7 +113,11 @@ _LIFTING = 0.2
 # (benchmarks/README.md).
 _NEWS = 0.03
 # How surely the recogniser must read an item that lifts or changes something on no earlier
-# item's word for it to be tied to every standing rule (`_loosely`).
+# item's word for it to be tied to every standing rule (`_loosely`): between the rule mass
+# (0.4) and what sure rules read. On the held-out dense shape, the model trained with the
+# sixteenth to twenty-third held-out sets kept 88% of its rules at 20% without it, 92% with
+# it (benchmarks/README.md); with the previous model the retired sets' reversal pairs passed
+# as without it.
 _LOOSE_TIE = 0.5
 # The anchor kind of a sentence still in view that the recogniser reads as nothing: a removed
 # later one that says it changed, on two of its words (one if it lifts it), is carried first
@@ -306,11 +310,12 @@ def _news(
     one's news was told), and the later removed sentence carried for nothing (`said`: as
     read, `resolved`: as `_with_updates` decided), not only a question, that the model most
     believes a change: at least `_NEWS` for a rule that holds only while a passing
-    situation lasts (`_Statement.passing`), `_LIFTING` for any other; among those, one that
-    shares a content word with the rule first ("Ya cerramos el trimestre." after "No toques
-    la carpeta de facturación hasta que cierre el trimestre."). That sentence is made an
-    item of the rule's kind in `resolved`. The news that
-    lifts a rule is often told in none of the rule's words, which no tie finds: of its
+    situation lasts (`_Statement.passing`; one that an item read as a change on its own is
+    tied to is updated: "The met office called off the alert an hour ago."), `_LIFTING` for
+    any other; among those, one that shares a content word with the rule first ("Ya
+    cerramos el trimestre." after "No toques la carpeta de facturación hasta que cierre el
+    trimestre."). That sentence is made an item of the rule's kind in `resolved`. The news
+    that lifts a rule is often told in none of the rule's words, which no tie finds: of its
     situation ("Pups are weaned and the colony's dispersed." after "Don't book any tours near
     the lighthouse while the sea lions are pupping."), or of why it was made ("El vecino de
     los chanchos pagó lo que debía." after "No le vendas aserrín a don Osvaldo.")."""
