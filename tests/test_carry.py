@@ -407,30 +407,40 @@ def test_words_that_only_look_like_a_cue_say_no_change(sentence: str, cue: str) 
     assert cue_of(sentence) == cue
 
 
-def test_a_limit_stated_as_a_fact_is_a_constraint() -> None:
-    """A limit's noun, a few words, then "is" and a quantity states a limit ("the noise
-    limit for the night shift is 55 decibels"), as "at most 55 decibels" does, in a label too
-    ("Capacidad máxima del salón: 120 personas."), and so does a quantity before the noun
-    ("a 2 drink limit"); a limit's noun without a quantity states none."""
-    assert "c:limited" in features("The noise limit for the night shift is 55 decibels.")
-    assert "c:limited" in features("A margem mínima de lucro nas encomendas é de 12%.")
-    # The limit in a label, or its quantity first.
-    assert "c:limited" in features("Capacidad máxima del salón: 120 personas.")
-    assert "c:limited" in features("Each guest gets a 2 drink limit at the bar.")
-    assert "c:limited" not in features("Our budget is tight this month, sadly.")
-    assert "c:limited" not in features("We hit the rate limit twice today.")
-    # "or fewer" after a quantity bounds it, as "max" does; "one or more" is no limit.
-    assert "c:limited" in features("Show descriptions need to be 40 words or fewer.")
-    assert "c:limited" in features("Respuestas de tres párrafos o menos.")
-    assert "c:limited" not in features("It takes one or more files as input.")
-    # "At least" in Portuguese and Spanish; a named thing compared with a quantity.
-    assert "c:limited" in features("Deixe a massa descansar por pelo menos 40 minutos.")
-    assert "c:limited" in features("Cada turno necesita por lo menos dos guardias.")
-    assert "c:limited" in features("Test coverage: >85%")
-    assert "c:limited" in features("Keep the hero image <= 300 KB.")
-    # Two quantities, two names or an arrow compared bound nothing.
-    assert "c:limited" not in features("The vote went 5 > 3 for the new logo.")
-    assert "c:limited" not in features("Map x -> 2 in the lookup table.")
+# A limit's noun, a few words, then "is" and a quantity ("the noise limit for the night shift
+# is 55 decibels"), as "at most 55 decibels" does, in a label too, a quantity before the noun
+# ("a 2 drink limit"), "or fewer" after a quantity, "at least" in Portuguese and Spanish, and
+# a named thing compared with a quantity.
+LIMITS = [
+    "The noise limit for the night shift is 55 decibels.",
+    "A margem mínima de lucro nas encomendas é de 12%.",
+    "Capacidad máxima del salón: 120 personas.",
+    "Each guest gets a 2 drink limit at the bar.",
+    "Show descriptions need to be 40 words or fewer.",
+    "Respuestas de tres párrafos o menos.",
+    "Deixe a massa descansar por pelo menos 40 minutos.",
+    "Cada turno necesita por lo menos dos guardias.",
+    "Test coverage: >85%",
+    "Keep the hero image <= 300 KB.",
+]
+# A limit's noun without a quantity, "one or more", two quantities, two names or an arrow.
+NO_LIMITS = [
+    "Our budget is tight this month, sadly.",
+    "We hit the rate limit twice today.",
+    "It takes one or more files as input.",
+    "The vote went 5 > 3 for the new logo.",
+    "Map x -> 2 in the lookup table.",
+]
+
+
+@pytest.mark.parametrize("sentence", LIMITS)
+def test_a_limit_stated_as_a_fact_is_a_constraint(sentence: str) -> None:
+    assert "c:limited" in features(sentence)
+
+
+@pytest.mark.parametrize("sentence", NO_LIMITS)
+def test_a_quantity_or_a_limits_noun_alone_states_no_limit(sentence: str) -> None:
+    assert "c:limited" not in features(sentence)
 
 
 def test_a_sentence_with_no_cue_needs_a_surer_belief_to_be_a_rule() -> None:
