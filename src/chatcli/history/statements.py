@@ -145,7 +145,8 @@ class _Statement:
     sentence still in view that removed later ones may update ("": none), `belief` how surely
     the model believes it a change (`lift_belief`), `passing` whether it holds only while a
     passing situation lasts (`holds_while`), `sure` how surely the recogniser reads it as its
-    kind (`certainty`)."""
+    kind (`certainty`; read only for one that says a change, the only kind `_loosely` asks
+    of: 0 for any other)."""
 
     at: int
     item: CarriedItem | None
@@ -708,7 +709,7 @@ class Reading:
                 lifting=cue != _LIFT and belief >= _LIFTING,
                 belief=belief,
                 passing=holds_while(text),
-                sure=self.certainty(text),
+                sure=self.certainty(text) if cue != _NO_CUE else 0.0,
             )
         return replace(self._said[text], at=at, item=item, anchor=anchor)
 
