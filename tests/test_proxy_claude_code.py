@@ -190,13 +190,16 @@ def test_a_real_model_answers_claude_code_and_ends_on_its_own(
         if result["is_error"]:
             assert "output token maximum" in result["result"], shown(result)  # said as cut
             continue
-        assert result["stop_reason"] == "end_turn" and result["num_turns"] == 1, shown(result)
+        if result["num_turns"] > 1:  # Claude Code sent the looping answer back for more
+            continue  # (seen once in CI: three turns of one loop): no answer ended on its own
+        assert result["stop_reason"] == "end_turn", shown(result)
         usage = result["usage"]
         prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
         assert 0 < prompt + usage["output_tokens"] < SMOLLM2.context_length, shown(result)
         if is_english(result["result"]):  # not a bare "Today's date is 2026-12-06."
             break
-    assert not result["is_error"] and is_english(result["result"]), results
+    ended = not result["is_error"] and result["num_turns"] == 1
+    assert ended and is_english(result["result"]), results
 
 
 def test_claude_code_with_its_default_settings_is_answered(
